@@ -224,3 +224,62 @@ void smr_fmt_double(double v, char *buf, size_t n) {
     }
   }
 }
+
+void smr_strv_take(smr_strv *s, char *str) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 8;
+    s->v = smr_xrealloc(s->v, s->cap * sizeof *s->v);
+  }
+  s->v[s->n++] = str;
+}
+
+void smr_strv_push(smr_strv *s, const char *str) {
+  smr_strv_take(s, smr_xstrdup(str));
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void smr_strv_sort_unique(smr_strv *s) {
+  if (s->n < 2)
+    return;
+  qsort(s->v, s->n, sizeof *s->v, cmp_str);
+  size_t out = 1;
+  for (size_t i = 1; i < s->n; i++) {
+    if (strcmp(s->v[i], s->v[out - 1]) == 0)
+      free(s->v[i]);
+    else
+      s->v[out++] = s->v[i];
+  }
+  s->n = out;
+}
+
+bool smr_strv_contains(const smr_strv *s, const char *str) {
+  for (size_t i = 0; i < s->n; i++)
+    if (strcmp(s->v[i], str) == 0)
+      return true;
+  return false;
+}
+
+void smr_strv_free(smr_strv *s) {
+  for (size_t i = 0; i < s->n; i++)
+    free(s->v[i]);
+  free(s->v);
+  s->v = NULL;
+  s->n = s->cap = 0;
+}
+
+void smr_i64v_push(smr_i64v *a, int64_t x) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? a->cap * 2 : 16;
+    a->v = smr_xrealloc(a->v, a->cap * sizeof *a->v);
+  }
+  a->v[a->n++] = x;
+}
+
+void smr_i64v_free(smr_i64v *a) {
+  free(a->v);
+  a->v = NULL;
+  a->n = a->cap = 0;
+}

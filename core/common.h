@@ -4,6 +4,7 @@
 #define SMR_COMMON_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,25 @@ void smr_buf_puts(smr_buf *b, const char *s);
 void smr_buf_printf(smr_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void smr_buf_free(smr_buf *b);
+
+/* A growable list of owned strings. */
+typedef struct smr_strv {
+  char **v;
+  size_t n, cap;
+} smr_strv;
+void smr_strv_push(smr_strv *s, const char *str);  /* copies str */
+void smr_strv_take(smr_strv *s, char *str);        /* takes ownership */
+void smr_strv_sort_unique(smr_strv *s);
+bool smr_strv_contains(const smr_strv *s, const char *str);
+void smr_strv_free(smr_strv *s);
+
+/* A growable list of int64 values. */
+typedef struct smr_i64v {
+  int64_t *v;
+  size_t n, cap;
+} smr_i64v;
+void smr_i64v_push(smr_i64v *a, int64_t x);
+void smr_i64v_free(smr_i64v *a);
 
 /* Read a whole regular file of at most `max` bytes.  Returns SMR_OK and a
  * malloc'ed, NUL-terminated buffer in *out (length in *len). */
