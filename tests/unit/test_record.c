@@ -1,0 +1,215 @@
+/* test_record.c - CRC-32C, masking and TFRecord framing (formats.md F§2). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+#include "unit.h"
+
+/* The 74-byte payload of the worked example (formats.md F§2.4). */
+static const uint8_t example_payload[74] = {
+    0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f, 0x10, 0x03,
+    0x2a, 0x3d, 0x0a, 0x3b, 0x0a, 0x04, 0x6c, 0x6f, 0x73, 0x73, 0x42,
+    0x16, 0x08, 0x01, 0x12, 0x0c, 0x12, 0x0a, 0x08, 0x01, 0x12, 0x06,
+    0x6c, 0x6f, 0x73, 0x73, 0x5f, 0x31, 0x22, 0x04, 0x00, 0x00, 0x00,
+    0x3f, 0x4a, 0x1b, 0x0a, 0x0e, 0x0a, 0x09, 0x6d, 0x6f, 0x64, 0x65,
+    0x5f, 0x73, 0x74, 0x65, 0x70, 0x12, 0x01, 0x33, 0x0a, 0x09, 0x0a,
+    0x04, 0x6d, 0x6f, 0x64, 0x65, 0x12, 0x01, 0x31};
+
+/* Build header + payload + footer into a fresh buffer of 16 + n bytes. */
+static uint8_t *make_record(const uint8_t *payload, size_t n, int real_crc) {
+  uint8_t *rec = malloc(n + SMR_RECORD_OVERHEAD);
+  smr_record_header(rec, n);
+  if (n)
+    memcpy(rec + SMR_RECORD_HEADER, payload, n);
+  smr_record_footer(rec + SMR_RECORD_HEADER + n, payload, n, real_crc);
+  return rec;
+}
+
+static void test_crc_check_value(void) {
+  CHECK_EQ_INT(smr_crc32c("123456789", 9), 0xE3069283u);
+  CHECK_EQ_INT(smr_crc32c("", 0), 0u);
+  /* The same bytes at every alignment and split give the same CRC (the
+   * slicing loop and the byte loop must agree). */
+  uint8_t buf[64];
+  for (int i = 0; i < 64; i++)
+    buf[i] = (uint8_t)(i * 37 + 11);
+  uint32_t ref = smr_crc32c(buf + 1, 50);
+  uint8_t copy[64];
+  memcpy(copy + 3, buf + 1, 50);
+  CHECK_EQ_INT(smr_crc32c(copy + 3, 50), ref);
+}
+
+static void test_mask_smdebug_constant(void) {
+  /* smdebug's footer: masked CRC32C of the ASCII bytes "0x12345678". */
+  CHECK_EQ_INT(smr_crc_mask(smr_crc32c("0x12345678", 10)),
+               SMR_SMDEBUG_DATA_CRC);
+}
+
+static void test_masked_length_table(void) {
+  static const struct {
+    uint64_t len;
+    uint32_t masked;
+    uint8_t disk[4];
+  } rows[] = {
+      {0, 0x07980329u, {0x29, 0x03, 0x98, 0x07}},
+      {1, 0x41DE7501u, {0x01, 0x75, 0xDE, 0x41}},
+      {10, 0x3ABFA3AEu, {0xAE, 0xA3, 0xBF, 0x3A}},
+      {74, 0xB0DB77AFu, {0xAF, 0x77, 0xDB, 0xB0}},
+      {100, 0xDF1C5F43u, {0x43, 0x5F, 0x1C, 0xDF}},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    uint8_t len_bytes[8];
+    smr_put_le64(len_bytes, rows[i].len);
+    CHECK_EQ_INT(smr_crc_mask(smr_crc32c(len_bytes, 8)), rows[i].masked);
+    uint8_t hdr[SMR_RECORD_HEADER];
+    smr_record_header(hdr, rows[i].len);
+    CHECK(memcmp(hdr, len_bytes, 8) == 0);
+    CHECK(memcmp(hdr + 8, rows[i].disk, 4) == 0);
+  }
+}
+
+static void test_worked_example_record(void) {
+  static const uint8_t head[12] = {0x4a, 0, 0, 0, 0, 0, 0, 0,
+                                   0xaf, 0x77, 0xdb, 0xb0};
+  static const uint8_t foot[4] = {0xb3, 0xc0, 0x2d, 0x06};
+  uint8_t *rec = make_record(example_payload, 74, 0);
+  CHECK(memcmp(rec, head, 12) == 0);
+  CHECK(memcmp(rec + 86, foot, 4) == 0);
+
+  const uint8_t *payload = NULL;
+  uint64_t plen = 0;
+  smr_error err;
+  smr_error_clear(&err);
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 0, &payload, &plen, &err),
+               SMR_OK);
+  CHECK_EQ_INT(plen, 74);
+  CHECK(payload == rec + 12);
+  free(rec);
+}
+
+static void test_two_records_back_to_back(void) {
+  uint8_t buf[180];
+  uint8_t *a = make_record(example_payload, 74, 0);
+  uint8_t *b = make_record(example_payload, 74, 1);
+  memcpy(buf, a, 90);
+  memcpy(buf + 90, b, 90);
+  const uint8_t *p;
+  uint64_t plen;
+  smr_error err;
+  CHECK_EQ_INT(smr_record_parse(buf, 180, "f", 0, &p, &plen, &err), SMR_OK);
+  CHECK_EQ_INT(plen, 74);
+  CHECK_EQ_INT(smr_record_parse(buf + 90, 90, "f", 90, &p, &plen, &err),
+               SMR_OK);
+  CHECK(p == buf + 102);
+  free(a);
+  free(b);
+}
+
+static void test_truncated(void) {
+  uint8_t *rec = make_record(example_payload, 74, 0);
+  const uint8_t *p;
+  uint64_t plen;
+  smr_error err;
+  /* Shorter than the header. */
+  CHECK_EQ_INT(smr_record_parse(rec, 5, "f", 100, &p, &plen, &err),
+               SMR_ERR_INCOMPLETE);
+  CHECK_EQ_INT(err.offset, 100);
+  CHECK(strstr(err.msg, "12") && strstr(err.msg, "5"));
+  CHECK_EQ_INT(smr_record_parse(rec, 0, "f", 0, &p, &plen, &err),
+               SMR_ERR_INCOMPLETE);
+  /* Header complete, payload or footer cut short. */
+  for (size_t n = 12; n < 90; n++) {
+    CHECK_EQ_INT(smr_record_parse(rec, n, "f", 7, &p, &plen, &err),
+                 SMR_ERR_INCOMPLETE);
+  }
+  CHECK_EQ_INT(smr_record_parse(rec, 89, "f", 7, &p, &plen, &err),
+               SMR_ERR_INCOMPLETE);
+  CHECK(strstr(err.msg, "74") && strstr(err.msg, "89"));
+  CHECK_STR(err.file, "f");
+  CHECK_EQ_INT(err.offset, 7);
+  free(rec);
+}
+
+static void test_huge_length_is_incomplete_not_allocated(void) {
+  uint8_t hdr[SMR_RECORD_HEADER + 8];
+  memset(hdr, 0, sizeof hdr);
+  smr_record_header(hdr, UINT64_MAX - 3);
+  const uint8_t *p;
+  uint64_t plen;
+  smr_error err;
+  CHECK_EQ_INT(smr_record_parse(hdr, sizeof hdr, "f", 0, &p, &plen, &err),
+               SMR_ERR_INCOMPLETE);
+  smr_record_header(hdr, 1ull << 40);
+  CHECK_EQ_INT(smr_record_parse(hdr, sizeof hdr, "f", 0, &p, &plen, &err),
+               SMR_ERR_INCOMPLETE);
+}
+
+static void test_length_crc_flip(void) {
+  uint8_t *rec = make_record(example_payload, 74, 0);
+  const uint8_t *p;
+  uint64_t plen;
+  smr_error err;
+  rec[9] ^= 0x01;
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 1000, &p, &plen, &err),
+               SMR_ERR_FORMAT);
+  CHECK_EQ_INT(err.offset, 1008);
+  rec[9] ^= 0x01;
+  rec[0] ^= 0x02; /* the length itself: its CRC no longer matches */
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 0, &p, &plen, &err),
+               SMR_ERR_FORMAT);
+  CHECK(strstr(err.msg, "length") != NULL);
+  free(rec);
+}
+
+static void test_footer_variants(void) {
+  const uint8_t *p;
+  uint64_t plen;
+  smr_error err;
+  /* Real masked CRC accepted. */
+  uint8_t *rec = make_record(example_payload, 74, 1);
+  uint32_t real = smr_crc_mask(smr_crc32c(example_payload, 74));
+  CHECK_EQ_INT(smr_le32(rec + 86), real);
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 0, &p, &plen, &err), SMR_OK);
+  /* Payload flipped under a real CRC: mismatch. */
+  rec[50] ^= 0x10;
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 20, &p, &plen, &err),
+               SMR_ERR_FORMAT);
+  CHECK_EQ_INT(err.offset, 20 + 86);
+  CHECK(strstr(err.msg, "payload checksum mismatch: found 0x") != NULL);
+  CHECK(strstr(err.msg, "expected 0x062DC0B3 or 0x") != NULL);
+  free(rec);
+  /* Constant footer with flipped payload is accepted (no checksum). */
+  rec = make_record(example_payload, 74, 0);
+  rec[50] ^= 0x10;
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 0, &p, &plen, &err), SMR_OK);
+  /* Any other footer value is rejected. */
+  rec[86] ^= 0x01;
+  CHECK_EQ_INT(smr_record_parse(rec, 90, "f", 0, &p, &plen, &err),
+               SMR_ERR_FORMAT);
+  free(rec);
+}
+
+static void test_empty_payload(void) {
+  uint8_t *rec = make_record(NULL, 0, 1);
+  const uint8_t *p;
+  uint64_t plen = 99;
+  smr_error err;
+  CHECK_EQ_INT(smr_record_parse(rec, 16, "f", 0, &p, &plen, &err), SMR_OK);
+  CHECK_EQ_INT(plen, 0);
+  free(rec);
+}
+
+int main(void) {
+  TEST_RUN(test_crc_check_value);
+  TEST_RUN(test_mask_smdebug_constant);
+  TEST_RUN(test_masked_length_table);
+  TEST_RUN(test_worked_example_record);
+  TEST_RUN(test_two_records_back_to_back);
+  TEST_RUN(test_truncated);
+  TEST_RUN(test_huge_length_is_incomplete_not_allocated);
+  TEST_RUN(test_length_crc_flip);
+  TEST_RUN(test_footer_variants);
+  TEST_RUN(test_empty_payload);
+  return TEST_REPORT("test_record");
+}
