@@ -1,0 +1,25 @@
+/* cli.h - the subcommands of the smrules binary.  Each takes the
+ * arguments after its name and returns the process exit code:
+ * 0 success, 1 issues found (run), 2 usage or configuration error,
+ * 3 trial or value unreadable, 4 tensor or step unavailable. */
+#ifndef SMR_CLI_H
+#define SMR_CLI_H
+
+enum {
+  SMR_EXIT_OK = 0,
+  SMR_EXIT_ISSUES = 1,
+  SMR_EXIT_USAGE = 2,
+  SMR_EXIT_UNREADABLE = 3,
+  SMR_EXIT_UNAVAILABLE = 4
+};
+
+int smr_cmd_inspect(int argc, char **argv);
+int smr_cmd_tensor(int argc, char **argv);
+
+/* Print "smrules: <error>" on stderr. */
+struct smr_error;
+void smr_cli_print_error(const struct smr_error *e);
+/* Exit code for a status returned by the reader. */
+int smr_cli_exit_for(int status);
+
+#endif
