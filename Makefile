@@ -61,7 +61,7 @@ $(GEN_C) $(GEN_H): $(PROTO)
 	protoc-c --proto_path=core/proto --c_out=$(BUILD)/gen $(PROTO)
 
 $(BUILD)/gen/smdebug_event.pb-c.o: $(GEN_C)
-	$(CC) $(filter-out -Wshadow -Wstrict-prototypes,$(CFLAGS_ALL)) -c $< -o $@
+	$(CC) $(filter-out -Wshadow -Wstrict-prototypes,$(CFLAGS_ALL)) -Wno-missing-braces -c $< -o $@
 
 $(BUILD)/core/%.o: core/%.c $(GEN_H) $(wildcard core/*.h core/include/smrules/*.h)
 	@mkdir -p $(dir $@)
