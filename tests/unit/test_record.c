@@ -70,8 +70,8 @@ static void test_masked_length_table(void) {
 }
 
 static void test_worked_example_record(void) {
-  static const uint8_t head[12] = {0x4a, 0, 0, 0, 0, 0, 0, 0,
-                                   0xaf, 0x77, 0xdb, 0xb0};
+  static const uint8_t head[12] = {0x4a, 0, 0,    0,    0,    0,
+                                   0,    0, 0xaf, 0x77, 0xdb, 0xb0};
   static const uint8_t foot[4] = {0xb3, 0xc0, 0x2d, 0x06};
   uint8_t *rec = make_record(example_payload, 74, 0);
   CHECK(memcmp(rec, head, 12) == 0);
