@@ -611,7 +611,9 @@ static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
   if (m != n && !(m == 1 && n > 1))
     return dec_fail(d, "%s holds %" PRIu64 " elements, shape needs %" PRIu64,
                     field, m, n);
-  if (n > MAX_BROADCAST_BYTES / di->size)
+  /* Without broadcast the values are already in memory, so n * size is
+   * bounded by the decoded message; only repetition needs the cap. */
+  if (m != n && n > MAX_BROADCAST_BYTES / di->size)
     return dec_fail(d,
                     "one %s value repeated to %" PRIu64 " elements "
                     "exceeds the %zu-byte limit",

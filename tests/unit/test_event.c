@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
 #include "event.h"
 #include "record.h"
 #include "sha256.h"
@@ -936,18 +938,16 @@ static void test_real_healthy_trial_file(void) {
   free_decoded(d, n);
 }
 
-static void test_real_reencode_is_identical(void) {
-  /* Decoding a real smdebug record and encoding it again gives the same
-   * payload: our encoder writes exactly what smdebug writes. */
+/* Decodes every record of a real smdebug file and encodes it again: the
+ * bytes must be identical (our encoder writes exactly what smdebug writes).
+ * Returns the record count. */
+static int reencode_all(const char *rel) {
   char path[512];
-  char *buf;
-  size_t len;
+  char *buf = NULL;
+  size_t len = 0;
   smr_error err;
-  CHECK_EQ_INT(smr_read_file(fixture_path("trials/healthy_mlp_digits/events/"
-                                          "000000000000/"
-                                          "000000000000_worker_0.tfevents",
-                                          path, sizeof path),
-                             1 << 24, &buf, &len, &err),
+  CHECK_EQ_INT(smr_read_file(fixture_path(rel, path, sizeof path), 1 << 24,
+                             &buf, &len, &err),
                SMR_OK);
   size_t off = 0;
   int records = 0;
@@ -971,9 +971,20 @@ static void test_real_reencode_is_identical(void) {
     off += plen + SMR_RECORD_OVERHEAD;
     records++;
   }
-  CHECK_EQ_INT(records, 15);
   CHECK_EQ_INT(off, len);
   free(buf);
+  return records;
+}
+
+static void test_real_reencode_is_identical(void) {
+  CHECK_EQ_INT(reencode_all("trials/healthy_mlp_digits/events/000000000000/"
+                            "000000000000_worker_0.tfevents"),
+               15);
+  CHECK(reencode_all("trials/xgboost_balanced_features/events/000000000000/"
+                     "000000000000_worker_0.tfevents") > 0);
+  CHECK_EQ_INT(reencode_all("synthetic/dtypes_shapes/events/000000000000/"
+                            "000000000000_worker_0.tfevents"),
+               27);
 }
 
 static void test_real_xgboost_strings(void) {
@@ -1059,6 +1070,89 @@ static void test_fixture_size_mismatch(void) {
   free_decoded(d, n);
 }
 
+static int stored_dtype_from_name(const char *s) {
+  static const char *const names[] = {
+      "DT_INVALID",  "DT_FLOAT",   "DT_DOUBLE", "DT_INT32",      "DT_UINT8",
+      "DT_INT16",    "DT_INT8",    "DT_STRING", "DT_COMPLEX64",  "DT_INT64",
+      "DT_BOOL",     "DT_QINT8",   "DT_QUINT8", "DT_QINT32",     "DT_BFLOAT16",
+      "DT_QINT16",   "DT_QUINT16", "DT_UINT16", "DT_COMPLEX128", "DT_HALF",
+      "DT_RESOURCE", "DT_VARIANT", "DT_UINT32", "DT_UINT64"};
+  if (strncmp(s, "DT_STRING (", 11) == 0)
+    return 0; /* smdebug leaves string tensors at DT_INVALID */
+  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+    if (strcmp(s, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+/* Finds the decoded record named `name`. */
+static const decoded *find_decoded(const decoded *d, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (d[i].name && strcmp(d[i].name, name) == 0)
+      return &d[i];
+  return NULL;
+}
+
+static void check_expected_tensor(const decoded *d, const cJSON *e) {
+  const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+  const cJSON *shape = cJSON_GetObjectItem(e, "shape");
+  const cJSON *sha = cJSON_GetObjectItem(e, "sha256");
+  const cJSON *values = cJSON_GetObjectItem(e, "values");
+  const char *stored = cJSON_GetObjectItem(e, "stored_dtype")->valuestring;
+  CHECK_EQ_INT(d->t.stored_dtype, stored_dtype_from_name(stored));
+  CHECK_EQ_INT(d->t.ndim, cJSON_GetArraySize(shape));
+  for (int i = 0; i < d->t.ndim && i < cJSON_GetArraySize(shape); i++)
+    CHECK_EQ_INT(d->t.shape[i], cJSON_GetArrayItem(shape, i)->valuedouble);
+  CHECK_EQ_INT(d->t.mode, 4);
+  CHECK_EQ_INT(d->t.mode_step, 0);
+  if (d->t.dtype == SMR_DT_STRING) {
+    CHECK(values != NULL);
+    CHECK_EQ_INT(d->t.count, cJSON_GetArraySize(values));
+    for (int i = 0; i < d->t.count && values; i++) {
+      const char *want = cJSON_GetArrayItem(values, i)->valuestring;
+      CHECK(want && d->t.string_lens[i] == strlen(want) &&
+            memcmp(d->t.strings[i], want, strlen(want)) == 0);
+    }
+    return;
+  }
+  char hex[65];
+  sha_of(&d->t, hex);
+  if (strcmp(hex, sha->valuestring) != 0)
+    fprintf(stderr, "tensor %s: sha256 differs\n", name);
+  CHECK_STR(hex, sha->valuestring);
+}
+
+static void test_fixture_every_dtype_and_shape(void) {
+  static decoded d[64];
+  int n = decode_file("synthetic/dtypes_shapes/events/000000000000/"
+                      "000000000000_worker_0.tfevents",
+                      d, 64);
+  char path[512], *json;
+  size_t len;
+  smr_error err;
+  CHECK_EQ_INT(smr_read_file(fixture_path("synthetic/dtypes_shapes/EXPECT.json",
+                                          path, sizeof path),
+                             1 << 24, &json, &len, &err),
+               SMR_OK);
+  cJSON *root = json ? cJSON_Parse(json) : NULL;
+  const cJSON *tensors = cJSON_GetObjectItem(root, "tensors");
+  CHECK(tensors != NULL);
+  CHECK_EQ_INT(n, cJSON_GetArraySize(tensors));
+  for (int i = 0; i < n; i++)
+    CHECK_EQ_INT(d[i].rc, SMR_OK);
+  const cJSON *e;
+  cJSON_ArrayForEach(e, tensors) {
+    const char *name = cJSON_GetObjectItem(e, "name")->valuestring;
+    const decoded *got = find_decoded(d, n, name);
+    CHECK(got != NULL);
+    if (got)
+      check_expected_tensor(got, e);
+  }
+  cJSON_Delete(root);
+  free(json);
+  free_decoded(d, n);
+}
+
 int main(void) {
   TEST_RUN(test_encode_worked_example);
   TEST_RUN(test_decode_worked_example);
@@ -1086,5 +1180,6 @@ int main(void) {
   TEST_RUN(test_fixture_wrong_wire_type);
   TEST_RUN(test_fixture_unknown_fields);
   TEST_RUN(test_fixture_size_mismatch);
+  TEST_RUN(test_fixture_every_dtype_and_shape);
   return TEST_REPORT("test_event");
 }
