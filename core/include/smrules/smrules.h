@@ -1,0 +1,263 @@
+/* smrules.h - the public SDK for smrules rule plugins.
+ *
+ * A plugin is a shared object exporting one function,
+ *
+ *     const smrules_rule *smrules_plugin_init(const smrules_api *api);
+ *
+ * (declare it with SMRULES_PLUGIN_INIT).  The host calls it once after
+ * dlopen with its function table; the plugin keeps the pointer and returns
+ * its registration.  The host checks `api_version` and `struct_size` of the
+ * registration before using anything else, and refuses a plugin built for
+ * another ABI.  A plugin must only check `api->struct_size` before calling
+ * functions that a later API version appended.
+ *
+ * Parameters are declared in a table (smrules_param) and parsed, type- and
+ * range-checked by the host, which fills the plugin's settings struct at
+ * the declared offsets; the plugin never sees raw configuration.
+ *
+ * Everything a rule may touch goes through the function table: trial
+ * queries, tensor values and reductions, the report, logging. */
+#ifndef SMRULES_H
+#define SMRULES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SMRULES_API_VERSION 1
+
+/* ------------------------------------------------------------ statuses */
+/* Returned by invoke_at_step. */
+#define SMRULES_NO_TRIGGER 0 /* evaluated, no issue */
+#define SMRULES_TRIGGERED 1  /* evaluated, the rule's condition holds */
+#define SMRULES_SKIPPED 2    /* nothing to evaluate at this step */
+/* Negative values are errors or availability statuses.  Host functions
+ * return these too; returning one from invoke_at_step has the meaning
+ * smdebug's invoker gives the matching exception: */
+#define SMRULES_ERR -1                      /* the rule failed (Error) */
+#define SMRULES_STEP_UNAVAILABLE -10        /* skip this step */
+#define SMRULES_STEP_NOT_YET -11            /* wait for the step */
+#define SMRULES_TENSOR_UNAVAILABLE_FOR_STEP -12 /* skip this step */
+#define SMRULES_TENSOR_UNAVAILABLE -13      /* skip this step */
+#define SMRULES_NO_MORE_DATA -14            /* the rule is done */
+
+/* Modes (smdebug's ModeKeys). */
+#define SMRULES_MODE_TRAIN 1
+#define SMRULES_MODE_EVAL 2
+#define SMRULES_MODE_PREDICT 3
+#define SMRULES_MODE_GLOBAL 4
+
+/* Reductions for reduction()/reduce(). */
+enum {
+  SMRULES_RED_MIN,
+  SMRULES_RED_MAX,
+  SMRULES_RED_MEAN,
+  SMRULES_RED_STD,
+  SMRULES_RED_VARIANCE,
+  SMRULES_RED_SUM,
+  SMRULES_RED_PROD,
+  SMRULES_RED_L1,
+  SMRULES_RED_L2,
+  SMRULES_RED_LINF
+};
+
+/* Data types: TensorFlow's DataType numbers; 7 is used for strings. */
+#define SMRULES_DT_FLOAT 1
+#define SMRULES_DT_DOUBLE 2
+#define SMRULES_DT_INT32 3
+#define SMRULES_DT_STRING 7
+#define SMRULES_DT_INT64 9
+#define SMRULES_DT_BOOL 10
+#define SMRULES_DT_HALF 19
+
+#define SMRULES_MAX_DIMS 32
+
+/* --------------------------------------------------------- parameters */
+typedef enum smrules_param_type {
+  SMRULES_PARAM_END = 0, /* terminates a parameter table */
+  SMRULES_PARAM_FLOAT,   /* double */
+  SMRULES_PARAM_INT,     /* int64_t (a float string with integral value ok) */
+  SMRULES_PARAM_BOOL,    /* bool: true/false, "True"/"true"/"False"/"false" */
+  SMRULES_PARAM_STRING,  /* const char * (NULL when unset) */
+  SMRULES_PARAM_STRLIST, /* smrules_strlist: YAML list or "a, b" string */
+  SMRULES_PARAM_NUMLIST  /* smrules_numlist */
+} smrules_param_type;
+
+/* Flags of a parameter. */
+#define SMRULES_P_REQUIRED 0x01
+#define SMRULES_P_MIN 0x02      /* value >= min (or > min with MIN_OPEN) */
+#define SMRULES_P_MAX 0x04      /* value <= max (or < max with MAX_OPEN) */
+#define SMRULES_P_MIN_OPEN 0x08
+#define SMRULES_P_MAX_OPEN 0x10
+#define SMRULES_P_REGEX 0x20 /* strings/list items must compile as regexes */
+
+typedef struct smrules_strlist {
+  size_t n;
+  const char *const *v;
+} smrules_strlist;
+
+typedef struct smrules_numlist {
+  size_t n;
+  const double *v;
+} smrules_numlist;
+
+typedef struct smrules_param {
+  smrules_param_type type;
+  const char *name;          /* SageMaker's parameter name */
+  const char *default_value; /* as a string; NULL = unset unless given */
+  unsigned flags;
+  double min, max;           /* with SMRULES_P_MIN / SMRULES_P_MAX */
+  const char *const *allowed; /* NULL-terminated allowed strings, or NULL */
+  const char *aliases;       /* comma-separated older names, or NULL */
+  size_t offset;             /* offsetof(settings struct, field) */
+  const char *description;
+} smrules_param;
+
+/* ---------------------------------------------------------- opaque types */
+typedef struct smrules_ctx smrules_ctx;     /* one rule instance's context */
+typedef struct smrules_trial smrules_trial; /* a trial the rule reads */
+typedef struct smrules_json smrules_json;   /* a report object being built */
+
+/* A tensor value.  `data` holds `count` little-endian elements of `dtype`
+ * (row-major); use api->get() to read elements as double. */
+typedef struct smrules_tensor {
+  int dtype;
+  int ndim;
+  int64_t shape[SMRULES_MAX_DIMS];
+  int64_t count;
+  const void *data;
+  size_t nbytes;
+  const uint8_t *const *strings; /* string tensors */
+  const size_t *string_lens;
+  int64_t step; /* global step it was saved at */
+  int mode;
+  int64_t mode_step;
+  double wall_time;   /* seconds since the epoch when it was written */
+  const char *worker;
+  void *host_; /* owned by the host; release with api->release() */
+} smrules_tensor;
+
+/* One-pass statistics over finite elements, with counts of the rest. */
+typedef struct smrules_stats {
+  int64_t count, finite, nan, pinf, ninf, zeros;
+  bool has_finite;
+  double min, max, sum, mean, l1, l2, linf;
+} smrules_stats;
+
+/* ----------------------------------------------------------- the host */
+typedef struct smrules_api {
+  uint32_t api_version; /* SMRULES_API_VERSION of the host */
+  uint32_t struct_size; /* sizeof(smrules_api) of the host */
+
+  /* logging: level 0 debug, 1 info, 2 warning, 3 error */
+  void (*log)(smrules_ctx *ctx, int level, const char *fmt, ...)
+      __attribute__((format(printf, 3, 4)));
+  /* the message shown with an Error status (returned SMRULES_ERR) */
+  void (*fail)(smrules_ctx *ctx, const char *fmt, ...)
+      __attribute__((format(printf, 2, 3)));
+  bool (*param_is_set)(smrules_ctx *ctx, const char *name);
+
+  /* report: a violation at the step being evaluated (one per tensor x
+   * check), and the Details object of the final report */
+  smrules_json *(*violation)(smrules_ctx *ctx);
+  smrules_json *(*details)(smrules_ctx *ctx);
+  void (*datapoints)(smrules_ctx *ctx, int64_t n); /* add evaluations */
+  void (*json_str)(smrules_json *j, const char *key, const char *v);
+  void (*json_num)(smrules_json *j, const char *key, double v);
+  void (*json_int)(smrules_json *j, const char *key, int64_t v);
+  void (*json_bool)(smrules_json *j, const char *key, bool v);
+  void (*json_nums)(smrules_json *j, const char *key, const double *v,
+                    size_t n);
+  void (*json_ints)(smrules_json *j, const char *key, const int64_t *v,
+                    size_t n);
+  void (*json_strs)(smrules_json *j, const char *key, const char *const *v,
+                    size_t n);
+  /* a nested object under `key` (valid until its parent is finished) */
+  smrules_json *(*json_obj)(smrules_json *j, const char *key);
+
+  /* trials: the one being evaluated, and others by path (e.g. the
+   * reference run of SimilarAcrossRuns), closed by the host */
+  smrules_trial *(*trial)(smrules_ctx *ctx);
+  smrules_trial *(*open_trial)(smrules_ctx *ctx, const char *path);
+
+  /* names: results are host-owned and valid until strlist_free */
+  int (*tensor_names)(smrules_trial *t, smrules_strlist *out);
+  int (*collection)(smrules_trial *t, const char *name,
+                    smrules_strlist *out);
+  /* union of collection members and regex matches (rules.md §0.2) */
+  int (*select)(smrules_trial *t, const smrules_strlist *collections,
+                const smrules_strlist *regexes, smrules_strlist *out);
+  void (*strlist_free)(smrules_strlist *l);
+  bool (*has_tensor)(smrules_trial *t, const char *name);
+
+  /* steps: complete steps of `mode` (global steps for GLOBAL, else mode
+   * steps), malloc'ed array freed with steps_free */
+  int (*steps)(smrules_trial *t, int mode, int64_t **out, size_t *n);
+  int (*tensor_steps)(smrules_trial *t, const char *name, int mode,
+                      int64_t **out, size_t *n);
+  void (*steps_free)(int64_t *steps);
+  /* mode/mode_step of a global step (SMRULES_STEP_UNAVAILABLE if unknown)
+   * and the global step of a mode step */
+  int (*step_mode)(smrules_trial *t, int64_t step, int *mode,
+                   int64_t *mode_step);
+  int (*global_step)(smrules_trial *t, int mode, int64_t mode_step,
+                     int64_t *step);
+
+  /* values: `step` is a global step with SMRULES_MODE_GLOBAL, else a mode
+   * step.  Returns 0 or a negative status (TENSOR_UNAVAILABLE_FOR_STEP,
+   * STEP_UNAVAILABLE, ...; SMRULES_ERR for unreadable data, logged). */
+  int (*value)(smrules_trial *t, const char *name, int64_t step, int mode,
+               smrules_tensor *out);
+  /* the saved reduction if present, else computed from the value */
+  int (*reduction)(smrules_trial *t, const char *name, int64_t step,
+                   int mode, int reduction, bool abs, double *out);
+  void (*release)(smrules_tensor *t);
+  double (*get)(const smrules_tensor *t, int64_t i);
+  int (*reduce)(const smrules_tensor *t, int reduction, bool abs,
+                double *out);
+  int (*stats)(const smrules_tensor *t, smrules_stats *out);
+} smrules_api;
+
+/* -------------------------------------------------------- the plugin */
+#define SMRULES_KIND_TENSOR 1   /* invoked per global step */
+#define SMRULES_KIND_PROFILER 2 /* invoked per profiler time window */
+
+typedef struct smrules_rule {
+  uint32_t api_version; /* SMRULES_API_VERSION the plugin was built with */
+  uint32_t struct_size; /* sizeof(smrules_rule) */
+  const char *name;     /* SageMaker's rule name, e.g. "LossNotDecreasing" */
+  const char *description; /* one line */
+  int kind;
+  const smrules_param *params; /* ends with type SMRULES_PARAM_END */
+  size_t settings_size;        /* size of the settings struct */
+  const char *data_needed;     /* one line for `describe`, e.g.
+                                  "collection gradients" */
+  /* Create the rule's state from validated settings.  Return 0, or
+   * SMRULES_ERR after api->fail() for a configuration problem. */
+  int (*init)(smrules_ctx *ctx, const void *settings, void **state);
+  /* Evaluate one step; see the statuses above. */
+  int (*invoke_at_step)(smrules_ctx *ctx, void *state, int64_t step);
+  /* Optional: add summary Details to the report when the run ends. */
+  int (*finish)(smrules_ctx *ctx, void *state);
+  /* Optional: free the state. */
+  void (*destroy)(void *state);
+} smrules_rule;
+
+typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
+
+#define SMRULES_PLUGIN_INIT                                                    \
+  __attribute__((visibility("default"))) const smrules_rule                   \
+      *smrules_plugin_init(const smrules_api *api)
+
+/* Helpers for parameter tables. */
+#define SMRULES_OFFSET(type, field) offsetof(type, field)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
