@@ -37,7 +37,9 @@ GEN_C = $(BUILD)/gen/smdebug_event.pb-c.c
 GEN_H = $(BUILD)/gen/smdebug_event.pb-c.h
 
 CORE_SRC = $(filter-out core/main.c,$(wildcard core/*.c))
-CORE_OBJ = $(patsubst core/%.c,$(BUILD)/core/%.o,$(CORE_SRC)) $(BUILD)/gen/smdebug_event.pb-c.o
+EMBED_FILES = $(sort $(wildcard schemas/*.json lua/*.lua))
+CORE_OBJ = $(patsubst core/%.c,$(BUILD)/core/%.o,$(CORE_SRC)) $(BUILD)/gen/smdebug_event.pb-c.o \
+           $(BUILD)/gen/embedded.o
 LIB = $(BUILD)/libsmrules.a
 BIN = $(BUILD)/smrules
 
@@ -62,6 +64,13 @@ $(GEN_C) $(GEN_H): $(PROTO)
 
 $(BUILD)/gen/smdebug_event.pb-c.o: $(GEN_C)
 	$(CC) $(filter-out -Wshadow -Wstrict-prototypes,$(CFLAGS_ALL)) -Wno-missing-braces -c $< -o $@
+
+$(BUILD)/gen/embedded.c: tools/embed.sh $(EMBED_FILES)
+	@mkdir -p $(BUILD)/gen
+	sh tools/embed.sh $(EMBED_FILES) > $@
+
+$(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BUILD)/core/%.o: core/%.c $(GEN_H) $(wildcard core/*.h core/include/smrules/*.h)
 	@mkdir -p $(dir $@)
@@ -103,8 +112,8 @@ check-fast: all unit
 FUZZ_CC = clang
 FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
              -Icore -Icore/include -I$(BUILD)/gen $(PKG_CFLAGS)
-FUZZ_CORE = $(filter-out core/main.c,$(wildcard core/*.c)) $(GEN_C)
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE) $(GEN_H)
+FUZZ_CORE = $(filter-out core/main.c,$(wildcard core/*.c)) $(GEN_C) $(BUILD)/gen/embedded.c
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE) $(GEN_H) $(BUILD)/gen/embedded.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_CORE) $(LIBS)
 
