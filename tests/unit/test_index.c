@@ -605,26 +605,6 @@ static void test_collections_not_json(void) {
 
 /* ---- reduction names ---- */
 
-/* Until core/tensor.c exists: a weak stand-in, replaced by the real one
- * when linked with it. */
-__attribute__((weak)) int smr_reduction_from_name(const char *name) {
-  static const char *const names[] = {"min", "max",  "mean", "std", "variance",
-                                      "sum", "prod", "l1",   "l2",  "linf"};
-  for (int i = 0; i < SMR_RED_COUNT_; i++)
-    if (strcmp(name, names[i]) == 0)
-      return i;
-  if (strcmp(name, "l1_norm") == 0)
-    return SMR_RED_L1;
-  if (strcmp(name, "l2_norm") == 0)
-    return SMR_RED_L2;
-  return -1;
-}
-__attribute__((weak)) const char *smr_reduction_name(smr_reduction r) {
-  static const char *const names[] = {"min", "max",  "mean", "std", "variance",
-                                      "sum", "prod", "l1",   "l2",  "linf"};
-  return r < SMR_RED_COUNT_ ? names[r] : "?";
-}
-
 static void check_red(const char *stored, const char *base, int red, bool abs) {
   char *b = NULL;
   int r = -1;
