@@ -1,0 +1,410 @@
+"""Small helpers for the smrules end-to-end tests.
+
+The binary under test is $SMRULES (default build/smrules, relative to the
+repository root).  Every invocation is checked for crashes (death by signal),
+timeouts and sanitizer reports on stderr; a Checker counts the checks and
+prints `<name>: N passed, N failed` at the end.
+
+Fixture value encoding (tests/fixtures/*/README.md): non-finite floats are the
+strings "nan"/"inf"/"-inf", integers outside +-2^53 are decimal strings,
+complex values are [re, im], bools are true/false, strings are UTF-8.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+SMRULES = os.environ.get("SMRULES", "build/smrules")
+if not os.path.isabs(SMRULES):
+    SMRULES = os.path.join(ROOT, SMRULES)
+TIMEOUT = float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
+JOBS = int(os.environ.get("SMRULES_TEST_JOBS", "0")) or min(16, (os.cpu_count() or 2) * 2)
+CASE_FILTER = os.environ.get("SMRULES_TEST_CASES", "")  # substring filter on case names
+
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
+                     "runtime error:", "MemorySanitizer", "ThreadSanitizer")
+TIMEOUT_RC = 124
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+INT_EXACT = 2 ** 53
+
+
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def cases(folder):
+    """Sorted case directories of tests/fixtures/<folder> (filtered by $SMRULES_TEST_CASES)."""
+    base = os.path.join(FIXTURES, folder)
+    out = []
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name)
+        if os.path.isfile(os.path.join(path, "EXPECT.json")) and CASE_FILTER in name:
+            out.append((name, path))
+    return out
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT)
+
+
+# --------------------------------------------------------------------------
+# Running the binary
+
+def run(args, timeout=TIMEOUT, program=None):
+    """Run smrules (or `program`) with args; returns (rc, stdout, stderr).
+    A timeout gives rc 124 and a note at the end of stderr."""
+    try:
+        p = subprocess.run([program or SMRULES] + list(args), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        err = (e.stderr or b"").decode("utf-8", "replace")
+        return TIMEOUT_RC, (e.stdout or b"").decode("utf-8", "replace"), \
+            err + "\n[test harness] timed out after %gs\n" % timeout
+    except OSError as e:
+        return 127, "", "[test harness] cannot run %s: %s\n" % (SMRULES, e)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def _reject_constant(tok):
+    raise ValueError("non-standard JSON token %s" % tok)
+
+
+class Result:
+    """One smrules invocation: rc, out, err, obj (parsed stdout or None), json_error."""
+
+    def __init__(self, args, rc, out, err):
+        self.args, self.rc, self.out, self.err = list(args), rc, out, err
+        self.obj, self.json_error = None, None
+        if out.strip():
+            try:
+                self.obj = json.loads(out, parse_constant=_reject_constant)
+            except ValueError as e:
+                self.json_error = str(e)
+        else:
+            self.json_error = "empty stdout"
+
+    @property
+    def cmd(self):
+        return "smrules " + " ".join(_quote(a) for a in self.args)
+
+    def sanitizer_report(self):
+        return any(m in self.err for m in SANITIZER_MARKERS)
+
+    def error_obj(self):
+        """The {"error": {...}} object printed with --json on failure, or {}."""
+        if isinstance(self.obj, dict) and isinstance(self.obj.get("error"), dict):
+            return self.obj["error"]
+        return {}
+
+
+def _quote(a):
+    a = str(a)
+    if a and all(c.isalnum() or c in "-_./:=@" for c in a):
+        return a
+    return "'" + a.replace("'", "'\\''") + "'"
+
+
+def run_json(args, timeout=TIMEOUT):
+    """Run smrules; returns a Result with stdout parsed as JSON (obj)."""
+    rc, out, err = run(args, timeout)
+    return Result(args, rc, out, err)
+
+
+def run_all(arg_lists):
+    """Run many invocations in parallel; Results in the same order."""
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        return list(pool.map(run_json, arg_lists))
+
+
+# --------------------------------------------------------------------------
+# Comparing values
+
+def decode_number(v):
+    """Fixture/CLI number -> Python number (None stays None)."""
+    if isinstance(v, str):
+        if v in NONFINITE:
+            return NONFINITE[v]
+        try:
+            return int(v)
+        except ValueError:
+            return v
+    return v
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def close(got, exp, rel_tol=1e-6, abs_tol=1e-12):
+    """Float comparison: relative 1e-6, absolute 1e-12 near zero; NaN equals
+    NaN, infinities must match exactly; None only equals None."""
+    got, exp = decode_number(got), decode_number(exp)
+    if exp is None or got is None:
+        return exp is None and got is None
+    if not is_number(got) or not is_number(exp):
+        return False
+    if math.isnan(exp) or math.isnan(got):
+        return math.isnan(exp) and math.isnan(got)
+    if math.isinf(exp) or math.isinf(got):
+        return exp == got
+    return abs(got - exp) <= max(rel_tol * max(abs(got), abs(exp)), abs_tol)
+
+
+def value_equal(got, exp):
+    """Exact equality under the fixture encoding (also checks the encoding:
+    non-finite values and big integers must be the same strings, -0.0 keeps
+    its sign, bools are bools)."""
+    if isinstance(exp, list):
+        return isinstance(got, list) and len(got) == len(exp) and \
+            all(value_equal(g, e) for g, e in zip(got, exp))
+    if isinstance(exp, bool):
+        return isinstance(got, bool) and got == exp
+    if isinstance(exp, str):
+        return isinstance(got, str) and got == exp
+    if exp is None:
+        return got is None
+    if not is_number(got):
+        return False
+    if isinstance(exp, int) and abs(exp) > INT_EXACT:
+        return False  # the fixture would have used a string
+    if isinstance(got, int) and abs(got) > INT_EXACT:
+        return False  # must be encoded as a string
+    if got != exp:
+        return False
+    if exp == 0 and isinstance(exp, float) and isinstance(got, float):
+        return math.copysign(1.0, got) == math.copysign(1.0, exp)
+    return True
+
+
+def first_value_diff(got, exp):
+    """Index and pair of the first differing element (for messages)."""
+    if not isinstance(got, list) or not isinstance(exp, list):
+        return "got %s" % short(got)
+    if len(got) != len(exp):
+        return "length %d, expected %d" % (len(got), len(exp))
+    for i, (g, e) in enumerate(zip(got, exp)):
+        if not value_equal(g, e):
+            return "element %d: got %s, expected %s" % (i, short(g), short(e))
+    return "?"
+
+
+def short(v, limit=200):
+    s = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return s if len(s) <= limit else s[:limit] + "...(%d chars)" % len(s)
+
+
+def dig(obj, path, default=None):
+    """obj['a']['b'] for path 'a.b'; default when any part is missing."""
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return default
+        cur = cur[part]
+    return cur
+
+
+MISSING = object()
+
+
+def field(obj, path):
+    cur = obj
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return MISSING
+        cur = cur[part]
+    return cur
+
+
+# --------------------------------------------------------------------------
+# Counting checks
+
+class Checker:
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+
+    def ok(self, cond, what, detail=""):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAIL %s%s" % (what, (": " + detail) if detail else ""), flush=True)
+        return bool(cond)
+
+    def scope(self, prefix, result=None):
+        return Scope(self, prefix, result)
+
+    def finish(self):
+        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed), flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+class Scope:
+    """Checks about one subject (case / tensor / step); every message starts
+    with the prefix, and the command line is shown after the first failure."""
+
+    def __init__(self, checker, prefix, result=None):
+        self.c, self.prefix, self.result = checker, prefix, result
+        self.shown_cmd = False
+
+    def ok(self, cond, what, detail=""):
+        good = self.c.ok(cond, "%s: %s" % (self.prefix, what), detail)
+        if not good and self.result is not None and not self.shown_cmd:
+            self.shown_cmd = True
+            r = self.result
+            print("     cmd: %s\n     rc=%s stderr: %s" % (r.cmd, r.rc, short(r.err.strip(), 400)),
+                  flush=True)
+        return good
+
+    def eq(self, what, got, exp):
+        return self.ok(got == exp and type(got) is type(exp) or (is_number(got) and is_number(exp)
+                       and got == exp), what, "got %s, expected %s" % (short(got), short(exp)))
+
+    def close(self, what, got, exp, rel_tol=1e-6, abs_tol=1e-12):
+        return self.ok(close(got, exp, rel_tol, abs_tol), what,
+                       "got %s, expected %s (rel 1e-6)" % (short(got), short(exp)))
+
+    def values(self, what, got, exp):
+        return self.ok(value_equal(got, exp), what, first_value_diff(got, exp))
+
+    def field_eq(self, obj, path, exp):
+        got = field(obj, path)
+        if got is MISSING:
+            return self.ok(False, path, "missing in output, expected %s" % short(exp))
+        return self.eq(path, got, exp)
+
+    def field_close(self, obj, path, exp):
+        got = field(obj, path)
+        if got is MISSING:
+            return self.ok(False, path, "missing in output, expected %s" % short(exp))
+        return self.close(path, got, exp)
+
+    def process(self, r=None, want_json=True):
+        """No crash, no timeout, no sanitizer report (one check); stdout is JSON."""
+        r = r or self.result
+        problems = []
+        if r.rc is not None and r.rc < 0:
+            problems.append("killed by signal %d" % -r.rc)
+        if r.rc == TIMEOUT_RC and "timed out" in r.err:
+            problems.append("timed out")
+        if r.rc == 127 and "cannot run" in r.err:
+            problems.append("cannot run the binary")
+        if r.sanitizer_report():
+            problems.append("sanitizer report on stderr")
+        good = self.ok(not problems, "process", "; ".join(problems))
+        if want_json:
+            good &= self.ok(r.json_error is None, "stdout is one JSON object",
+                            "%s / stdout: %s" % (r.json_error, short(r.out.strip(), 200)))
+        return good
+
+    def exit_code(self, r, allowed):
+        allowed = tuple(allowed)
+        return self.ok(r.rc in allowed, "exit code",
+                       "got %s, expected %s" % (r.rc, " or ".join(map(str, allowed))))
+
+
+# --------------------------------------------------------------------------
+# smrules command lines and the checks shared by the test scripts
+
+def inspect_args(trial, live=False):
+    return ["inspect", "--trial", trial, "--json"] + (["--live"] if live else [])
+
+
+def tensor_args(trial, name, step, worker=None, mode=None, values=False,
+                reduction=None, abs_=False):
+    a = ["tensor", "--trial", trial, "--name", name, "--step", str(step)]
+    if mode is not None:
+        a += ["--mode", mode]
+    if worker is not None:
+        a += ["--worker", worker]
+    if values:
+        a.append("--values")
+    if reduction is not None:
+        a += ["--reduction", reduction]
+        if abs_:
+            a.append("--abs")
+    return a + ["--json"]
+
+
+FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def cli_dtype(fixture_dtype):
+    """The fixtures call string tensors "string"; the CLI contract says "str"."""
+    return "str" if fixture_dtype == "string" else fixture_dtype
+
+
+def cli_stored_dtype(fixture_stored):
+    """Strings leave TensorProto.dtype unset: DT_INVALID (the synthetic
+    fixtures spell it "DT_STRING (dtype field unset, string_val)")."""
+    if fixture_stored.startswith("DT_STRING"):
+        return "DT_INVALID"
+    return fixture_stored
+
+
+def element_count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def stats_from_values(dtype, values):
+    """Stats a correct reader must report for a value list, where they are
+    unambiguous: float and small-int dtypes only; l2/sum/mean left out when
+    float64 arithmetic would overflow."""
+    if dtype not in FLOAT_DTYPES and dtype not in INT_DTYPES:
+        return None
+    xs = [decode_number(v) for v in values]
+    if any(not is_number(x) for x in xs):
+        return None  # integers beyond 2^53: float64 sums are not exact
+    finite = [float(x) for x in xs if math.isfinite(x)]
+    st = {"count": len(xs), "nan": sum(1 for x in xs if isinstance(x, float) and math.isnan(x)),
+          "inf": sum(1 for x in xs if isinstance(x, float) and math.isinf(x)),
+          "zeros": sum(1 for x in xs if x == 0)}
+    if not finite:
+        st.update(min=None, max=None, mean=None, sum=None, l2=None)
+        return st
+    st["min"], st["max"] = min(finite), max(finite)
+    total = math.fsum(finite)
+    squares = math.fsum(x * x for x in finite) if max(abs(x) for x in finite) < 1e150 else math.inf
+    if math.isfinite(total) and max(abs(x) for x in finite) < 1e300:
+        st["sum"], st["mean"] = total, total / len(finite)
+    if math.isfinite(squares):
+        st["l2"] = math.sqrt(squares)
+    return st
+
+
+def check_tensor(sc, obj, exp):
+    """Compare a `smrules tensor --json` object with an expected entry:
+    keys name, step, mode, mode_step, worker, dtype, stored_dtype, shape and
+    optionally sha256, values, stats ({min,max,mean,sum,l2,nan,inf,zeros}
+    subset; count at top level)."""
+    for key in ("name", "step", "mode", "mode_step", "worker", "dtype", "stored_dtype", "shape"):
+        if key in exp:
+            sc.field_eq(obj, key, exp[key])
+    if "shape" in exp:
+        sc.field_eq(obj, "count", element_count(exp["shape"]))
+    if exp.get("sha256"):
+        sc.field_eq(obj, "sha256", exp["sha256"])
+    if "values" in exp:
+        got = field(obj, "values")
+        if got is MISSING:
+            sc.ok(False, "values", "missing in output (called with --values)")
+        else:
+            sc.values("values", got, exp["values"])
+    for key, want in (exp.get("stats") or {}).items():
+        if key == "count":
+            sc.field_eq(obj, "count", want)
+        elif key in ("nan", "inf", "zeros"):
+            sc.field_eq(obj, "stats." + key, want)
+        else:
+            sc.field_close(obj, "stats." + key, want)
