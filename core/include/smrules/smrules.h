@@ -226,6 +226,11 @@ typedef struct smrules_api {
 #define SMRULES_KIND_TENSOR 1   /* invoked per global step */
 #define SMRULES_KIND_PROFILER 2 /* invoked per profiler time window */
 
+/* Flags of a rule. */
+#define SMRULES_RULE_STATELESS 0x01 /* keeps nothing between steps: a
+                                       re-run may resume after the last
+                                       evaluated step without save_state */
+
 typedef struct smrules_rule {
   uint32_t api_version; /* SMRULES_API_VERSION the plugin was built with */
   uint32_t struct_size; /* sizeof(smrules_rule) */
@@ -245,6 +250,14 @@ typedef struct smrules_rule {
   int (*finish)(smrules_ctx *ctx, void *state);
   /* Optional: free the state. */
   void (*destroy)(void *state);
+  unsigned flags; /* SMRULES_RULE_* */
+  /* Optional, for stateful rules: serialize the state after the last
+   * evaluated step (malloc'ed text, freed by the host with free()) and
+   * restore it in a later run, so that run evaluates only new steps.
+   * Without them a stateful rule re-evaluates from the first step when
+   * new steps appear (results stay exact; actions are never repeated). */
+  char *(*save_state)(smrules_ctx *ctx, void *state);
+  int (*load_state)(smrules_ctx *ctx, void *state, const char *text);
 } smrules_rule;
 
 typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);

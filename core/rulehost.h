@@ -1,0 +1,39 @@
+/* rulehost.h - creating rule contexts and collecting what a rule reports
+ * (violations per step, details, datapoints, warnings) into the report of
+ * rules.md §0.4.  Used by the runner; rule implementations only see the
+ * smrules_api table and rulectx.h. */
+#ifndef SMR_RULEHOST_H
+#define SMR_RULEHOST_H
+
+#include <stdint.h>
+
+#include "params.h"
+#include "rulectx.h"
+
+smrules_ctx *smr_ctx_new(smr_trial *t, const char *name, const char *rule,
+                         const smr_params *params);
+void smr_ctx_free(smrules_ctx *ctx);
+
+/* Bracket one invocation: violations added in between belong to `step`. */
+void smr_ctx_step_begin(smrules_ctx *ctx, int64_t step);
+void smr_ctx_step_end(smrules_ctx *ctx, int64_t step, bool triggered);
+
+/* Message set with api->fail (or NULL). */
+const char *smr_ctx_failure(const smrules_ctx *ctx);
+void smr_ctx_set_failure(smrules_ctx *ctx, const char *msg);
+int64_t smr_ctx_violations(const smrules_ctx *ctx);
+/* Datapoints reported by the rule, or -1 when it never reported any. */
+int64_t smr_ctx_datapoints(const smrules_ctx *ctx);
+/* Violations of the most recent trigger as a JSON array text. */
+const char *smr_ctx_last_violations(const smrules_ctx *ctx);
+
+/* The report JSON object (rules.md §0.4) for the given triggered steps and
+ * number of evaluated steps. */
+char *smr_ctx_report_json(smrules_ctx *ctx, const smr_i64v *triggered,
+                          int64_t evaluated);
+
+/* Log verbosity for every rule: messages below `level` are dropped
+ * (0 debug, 1 info, 2 warning, 3 error).  Default 2. */
+void smr_log_set_level(int level);
+
+#endif
