@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "record.h"
 #include "unit.h"
@@ -200,6 +201,57 @@ static void test_empty_payload(void) {
   free(rec);
 }
 
+/* Walks the records of a corrupt fixture's step-1 event file; returns the
+ * status of the first record that fails (SMR_OK if none) with its error. */
+static int walk_fixture(const char *cname, smr_error *err) {
+  char path[512];
+  snprintf(path, sizeof path,
+           "tests/fixtures/corrupt/%s/events/000000000001/"
+           "000000000001_worker_0.tfevents",
+           cname);
+  if (access(path, R_OK) != 0)
+    snprintf(path, sizeof path,
+             "../shared/fixtures/corrupt/%s/events/000000000001/"
+             "000000000001_worker_0.tfevents",
+             cname);
+  char *buf;
+  size_t len;
+  if (smr_read_file(path, 1 << 20, &buf, &len, err) != SMR_OK)
+    return 99;
+  size_t off = 0;
+  int rc = SMR_OK;
+  while (off < len && rc == SMR_OK) {
+    const uint8_t *p;
+    uint64_t plen;
+    rc = smr_record_parse((uint8_t *)buf + off, len - off, "f", off, &p, &plen,
+                          err);
+    if (rc == SMR_OK)
+      off += (size_t)plen + SMR_RECORD_OVERHEAD;
+  }
+  free(buf);
+  return rc;
+}
+
+static void test_corrupt_fixtures(void) {
+  smr_error err;
+  CHECK_EQ_INT(walk_fixture("huge_length_field", &err), SMR_ERR_INCOMPLETE);
+  CHECK_EQ_INT(err.offset, 78);
+  CHECK(strstr(err.msg, "1152921504606846976") != NULL);
+  CHECK_EQ_INT(walk_fixture("truncated_record", &err), SMR_ERR_INCOMPLETE);
+  CHECK_EQ_INT(err.offset, 78);
+  CHECK_EQ_INT(walk_fixture("length_crc_mismatch", &err), SMR_ERR_FORMAT);
+  CHECK_EQ_INT(err.offset, 86);
+  CHECK_EQ_INT(walk_fixture("data_crc_mismatch", &err), SMR_ERR_FORMAT);
+  CHECK_EQ_INT(err.offset, 205);
+  CHECK(strstr(err.msg, "found 0x5C779AE9, expected 0x062DC0B3 or "
+                        "0xDBADCB1A") != NULL);
+  CHECK_EQ_INT(walk_fixture("payload_flip_real_crc", &err), SMR_ERR_FORMAT);
+  CHECK_EQ_INT(err.offset, 205);
+  /* A flipped byte under smdebug's constant footer frames fine. */
+  CHECK_EQ_INT(walk_fixture("payload_byte_flipped", &err), SMR_OK);
+  CHECK_EQ_INT(walk_fixture("empty_event_file", &err), SMR_OK);
+}
+
 int main(void) {
   TEST_RUN(test_crc_check_value);
   TEST_RUN(test_mask_smdebug_constant);
@@ -211,5 +263,6 @@ int main(void) {
   TEST_RUN(test_length_crc_flip);
   TEST_RUN(test_footer_variants);
   TEST_RUN(test_empty_payload);
+  TEST_RUN(test_corrupt_fixtures);
   return TEST_REPORT("test_record");
 }
