@@ -238,6 +238,15 @@ const char *smr_ctx_last_violations(const smrules_ctx *c) {
   return c->last_trigger;
 }
 
+void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
+                     bool datapoints_reported, const char *last_trigger) {
+  c->violations = violations;
+  c->datapoints = datapoints;
+  c->datapoints_reported = datapoints_reported;
+  free(c->last_trigger);
+  c->last_trigger = last_trigger ? smr_xstrdup(last_trigger) : NULL;
+}
+
 char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
                           int64_t evaluated) {
   smr_buf b = {0};

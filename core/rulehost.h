@@ -27,6 +27,10 @@ int64_t smr_ctx_datapoints(const smrules_ctx *ctx);
 /* Violations of the most recent trigger as a JSON array text. */
 const char *smr_ctx_last_violations(const smrules_ctx *ctx);
 
+/* Restore counters of an earlier run (resume). */
+void smr_ctx_restore(smrules_ctx *ctx, int64_t violations, int64_t datapoints,
+                     bool datapoints_reported, const char *last_trigger);
+
 /* The report JSON object (rules.md §0.4) for the given triggered steps and
  * number of evaluated steps. */
 char *smr_ctx_report_json(smrules_ctx *ctx, const smr_i64v *triggered,

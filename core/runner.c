@@ -1,0 +1,467 @@
+/* runner.c - rule instances and the invocation loop. */
+#include "runner.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "params.h"
+#include "plugin.h"
+#include "rulehost.h"
+#include "sha256.h"
+#include "state.h"
+
+struct smr_instance {
+  const smr_rule_config *cfg;
+  char *name, *rule;
+  smr_plugin *plugin;
+  void *settings;
+  smr_params params;
+  const smr_rule_ops *ops;
+  void *impl;
+  smrules_ctx *ctx;
+  int64_t start, end;
+  char *config_hash;
+  bool stateless;
+  /* results */
+  smr_rule_status status;
+  smr_i64v triggered, skipped;
+  int64_t evaluated, last_step, waiting_at;
+  char *message;
+  char *stored_report; /* reused when nothing new was evaluated */
+};
+
+struct smr_runner {
+  smr_trial *trial;
+  smr_run_opts opts;
+  smr_instance **v;
+  size_t n;
+  size_t next; /* next instance to evaluate (guarded by mu) */
+  pthread_mutex_t mu;
+};
+
+const char *smr_rule_status_name(smr_rule_status s) {
+  switch (s) {
+  case SMR_RULE_IN_PROGRESS: return "InProgress";
+  case SMR_RULE_NO_ISSUES: return "NoIssuesFound";
+  case SMR_RULE_ISSUES: return "IssuesFound";
+  default: return "Error";
+  }
+}
+
+/* ------------------------------------------------- the plugin adapter */
+
+typedef struct plugin_impl {
+  const smrules_rule *reg;
+  void *state;
+} plugin_impl;
+
+static int plugin_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
+  plugin_impl *p = impl;
+  return p->reg->invoke_at_step(ctx, p->state, step);
+}
+
+static int plugin_finish(void *impl, smrules_ctx *ctx) {
+  plugin_impl *p = impl;
+  return p->reg->finish ? p->reg->finish(ctx, p->state) : SMRULES_NO_TRIGGER;
+}
+
+static void plugin_destroy(void *impl) {
+  plugin_impl *p = impl;
+  if (p->reg->destroy && p->state)
+    p->reg->destroy(p->state);
+  free(p);
+}
+
+static const smr_rule_ops PLUGIN_OPS = {"plugin", plugin_invoke,
+                                        plugin_finish, plugin_destroy};
+
+/* ------------------------------------------------------------- setup */
+
+static char *file_stem(const char *path) {
+  const char *b = strrchr(path, '/');
+  b = b ? b + 1 : path;
+  const char *dot = strrchr(b, '.');
+  return smr_xstrndup(b, dot && dot != b ? (size_t)(dot - b) : strlen(b));
+}
+
+/* What the stored state belongs to: the rule, its parameters, its step
+ * bounds and, for scripts and plugins, the code itself. */
+static char *config_hash(const smr_instance *in, const char *code_path) {
+  smr_sha256 h;
+  smr_sha256_init(&h);
+  char *head = smr_xasprintf("%s\n%s\n%lld %lld\n", in->rule,
+                             in->params.lines.data ? in->params.lines.data
+                                                   : "",
+                             (long long)in->start, (long long)in->end);
+  smr_sha256_update(&h, head, strlen(head));
+  free(head);
+  char *code = NULL;
+  size_t len = 0;
+  smr_error e;
+  if (code_path && smr_read_file(code_path, 64u << 20, &code, &len, &e) ==
+                       SMR_OK)
+    smr_sha256_update(&h, code, len);
+  free(code);
+  uint8_t d[32];
+  smr_sha256_final(&h, d);
+  char *hex = smr_xmalloc(65);
+  for (int i = 0; i < 32; i++)
+    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  return hex;
+}
+
+static int setup_plugin(smr_instance *in, const smr_config *cfg,
+                        smr_error *err) {
+  const smr_rule_config *rc = in->cfg;
+  int st = rc->plugin ? smr_plugin_load(rc->plugin, &in->plugin, err)
+                      : smr_plugin_find(rc->rule, &in->plugin, err);
+  if (st != SMR_OK) {
+    if (err->msg[0] && !strstr(err->msg, "line "))
+      smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
+                    "line %d, column %d: %s", rc->line, rc->col, err->msg);
+    return SMR_ERR_USAGE;
+  }
+  const smrules_rule *reg = in->plugin->reg;
+  free(in->rule);
+  in->rule = smr_xstrdup(reg->name);
+  in->settings = smr_xcalloc(1, reg->settings_size ? reg->settings_size : 1);
+  static const smrules_param none[] = {{.type = SMRULES_PARAM_END}};
+  st = smr_params_apply(reg->name, reg->params ? reg->params : none,
+                        rc->parameters, rc->line, rc->col, cfg->path,
+                        in->settings, &in->params, err);
+  if (st != SMR_OK)
+    return st;
+  in->stateless = reg->flags & SMRULES_RULE_STATELESS;
+  in->ops = &PLUGIN_OPS;
+  return SMR_OK;
+}
+
+static int init_plugin(smr_instance *in, const smr_config *cfg,
+                       smr_error *err) {
+  const smrules_rule *reg = in->plugin->reg;
+  plugin_impl *p = smr_xcalloc(1, sizeof *p);
+  p->reg = reg;
+  in->impl = p;
+  if (reg->init && reg->init(in->ctx, in->settings, &p->state) != 0) {
+    const char *why = smr_ctx_failure(in->ctx);
+    return smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
+                         "line %d, column %d: %s: %s", in->cfg->line,
+                         in->cfg->col, in->name,
+                         why ? why : "the rule refused its configuration");
+  }
+  return SMR_OK;
+}
+
+static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
+                         smr_instance **out, smr_error *err) {
+  const smr_rule_config *rc = &cfg->rules[idx];
+  smr_instance *in = smr_xcalloc(1, sizeof *in);
+  *out = in;
+  in->cfg = rc;
+  in->name = smr_xstrdup(rc->name);
+  in->last_step = -1;
+  in->waiting_at = -1;
+  in->start = r->opts.start_step >= 0 ? r->opts.start_step : rc->start_step;
+  in->end = r->opts.end_step >= 0 ? r->opts.end_step : rc->end_step;
+  int st;
+  if (rc->lua) {
+    char *stem = file_stem(rc->lua);
+    in->rule = smr_xasprintf("lua:%s", stem);
+    free(stem);
+    smr_params_apply(in->rule, (smrules_param[]){{.type = 0}}, NULL, 0, 0,
+                     cfg->path, NULL, &in->params, err);
+    in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+    in->ops = &smr_lua_rule_ops;
+    st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,
+                           &in->impl, err);
+    in->config_hash = config_hash(in, rc->lua);
+    return st;
+  }
+  in->rule = smr_xstrdup(rc->rule ? rc->rule : rc->plugin);
+  st = setup_plugin(in, cfg, err);
+  if (st != SMR_OK)
+    return st;
+  in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+  in->config_hash = config_hash(in, rc->plugin);
+  return init_plugin(in, cfg, err);
+}
+
+static void instance_free(smr_instance *in) {
+  if (!in)
+    return;
+  if (in->ops && in->impl)
+    in->ops->destroy(in->impl);
+  smr_ctx_free(in->ctx);
+  smr_params_free(&in->params);
+  free(in->settings);
+  smr_plugin_unload(in->plugin);
+  smr_i64v_free(&in->triggered);
+  smr_i64v_free(&in->skipped);
+  free(in->message);
+  free(in->stored_report);
+  free(in->config_hash);
+  free(in->name);
+  free(in->rule);
+  free(in);
+}
+
+int smr_runner_new(const smr_config *cfg, smr_trial *trial,
+                   const smr_run_opts *opts, smr_runner **out,
+                   smr_error *err) {
+  *out = NULL;
+  smr_runner *r = smr_xcalloc(1, sizeof *r);
+  r->trial = trial;
+  r->opts = *opts;
+  pthread_mutex_init(&r->mu, NULL);
+  r->v = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *r->v);
+  int st = smr_state_init(smr_catalog_db(smr_trial_catalog(trial)), err);
+  for (size_t i = 0; st == SMR_OK && i < cfg->n_rules; i++) {
+    st = make_instance(r, cfg, i, &r->v[i], err);
+    r->n = i + 1;
+  }
+  if (st != SMR_OK) {
+    smr_runner_free(r);
+    return st;
+  }
+  *out = r;
+  return SMR_OK;
+}
+
+void smr_runner_free(smr_runner *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->n; i++)
+    instance_free(r->v[i]);
+  free(r->v);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+/* ------------------------------------------------------------- state */
+
+static sqlite3 *db_of(smr_runner *r) {
+  return smr_catalog_db(smr_trial_catalog(r->trial));
+}
+
+/* Resume from stored state where that gives exactly the results of a full
+ * evaluation: stateless rules and rules that restored their own state
+ * continue after the last step; others start over when there are new
+ * steps, and keep the stored report when there are none. */
+static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
+  smr_rule_state s;
+  smr_error e;
+  if (r->opts.fresh || smr_state_load(db_of(r), in->name, &s, &e) != 1)
+    return;
+  if (!s.config_hash || strcmp(s.config_hash, in->config_hash) != 0 ||
+      s.status == SMR_RULE_ERROR) {
+    smr_rule_state_free(&s);
+    return;
+  }
+  bool restored = in->stateless;
+  if (!restored && s.impl_state && in->plugin &&
+      in->plugin->reg->load_state) {
+    plugin_impl *p = in->impl;
+    restored = in->plugin->reg->load_state(in->ctx, p->state,
+                                           s.impl_state) == 0;
+  }
+  bool nothing_new = newest_step <= s.last_step;
+  if (restored || nothing_new) {
+    for (size_t i = 0; i < s.triggered.n; i++)
+      smr_i64v_push(&in->triggered, s.triggered.v[i]);
+    for (size_t i = 0; i < s.skipped.n; i++)
+      smr_i64v_push(&in->skipped, s.skipped.v[i]);
+    in->evaluated = s.evaluated;
+    in->last_step = s.last_step;
+    smr_ctx_restore(in->ctx, s.violations, s.datapoints, s.datapoints >= 0,
+                    s.last_trigger);
+    if (nothing_new && !restored && s.report)
+      in->stored_report = smr_xstrdup(s.report);
+  }
+  smr_rule_state_free(&s);
+}
+
+static void save(smr_runner *r, smr_instance *in) {
+  if (r->opts.fresh)
+    return;
+  smr_rule_state s;
+  memset(&s, 0, sizeof s);
+  s.config_hash = in->config_hash;
+  s.last_step = in->last_step;
+  s.status = in->status;
+  s.triggered = in->triggered;
+  s.skipped = in->skipped;
+  s.evaluated = in->evaluated;
+  s.violations = smr_ctx_violations(in->ctx);
+  s.datapoints = smr_ctx_datapoints(in->ctx);
+  s.last_trigger = (char *)smr_ctx_last_violations(in->ctx);
+  s.message = in->message;
+  char *impl_state = NULL;
+  if (in->plugin && in->plugin->reg->save_state) {
+    plugin_impl *p = in->impl;
+    impl_state = in->plugin->reg->save_state(in->ctx, p->state);
+  }
+  s.impl_state = impl_state;
+  s.report = smr_instance_report(in);
+  smr_error e;
+  if (smr_state_save(db_of(r), in->name, &s, &e) != SMR_OK)
+    fprintf(stderr, "smrules: %s: cannot store rule state: %s\n", in->name,
+            e.msg);
+  free(s.report);
+  free(impl_state);
+}
+
+/* ---------------------------------------------------------- the loop */
+
+static void set_error(smr_instance *in, const char *fallback) {
+  const char *why = smr_ctx_failure(in->ctx);
+  free(in->message);
+  in->message = smr_xstrdup(why ? why : fallback);
+  in->status = SMR_RULE_ERROR;
+}
+
+/* One step; returns false when the loop must stop. */
+static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
+  if (r->opts.live) {
+    smr_availability a = smr_trial_has_passed_step(r->trial, g,
+                                                   SMR_MODE_GLOBAL);
+    if (a == SMR_NOT_YET_AVAILABLE) {
+      in->waiting_at = g;
+      return false;
+    }
+    if (a == SMR_UNAVAILABLE)
+      return true;
+  }
+  smr_ctx_step_begin(in->ctx, g);
+  int rc = in->ops->invoke_at_step(in->impl, in->ctx, g);
+  bool fired = rc == SMRULES_TRIGGERED;
+  smr_ctx_step_end(in->ctx, g, fired);
+  switch (rc) {
+  case SMRULES_TRIGGERED:
+    smr_i64v_push(&in->triggered, g);
+    /* fall through */
+  case SMRULES_NO_TRIGGER:
+    in->evaluated++;
+    break;
+  case SMRULES_SKIPPED:
+  case SMRULES_STEP_UNAVAILABLE:
+  case SMRULES_TENSOR_UNAVAILABLE_FOR_STEP:
+  case SMRULES_TENSOR_UNAVAILABLE:
+    smr_i64v_push(&in->skipped, g);
+    break;
+  case SMRULES_NO_MORE_DATA: return false;
+  case SMRULES_STEP_NOT_YET: in->waiting_at = g; return false;
+  default:
+    set_error(in, "the rule failed without a message");
+    return false;
+  }
+  in->last_step = g;
+  if (fired && r->opts.on_trigger)
+    r->opts.on_trigger(r->opts.on_trigger_arg, in, g);
+  return true;
+}
+
+static void evaluate(smr_runner *r, smr_instance *in) {
+  if (in->status == SMR_RULE_ERROR)
+    return;
+  smr_i64v steps = {0};
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
+  int64_t newest = steps.n ? steps.v[steps.n - 1] : -1;
+  if (in->last_step < 0 && in->evaluated == 0 && !in->stored_report)
+    resume(r, in, newest);
+  in->waiting_at = -1;
+  bool evaluated_any = false;
+  for (size_t i = 0; i < steps.n && !in->stored_report; i++) {
+    int64_t g = steps.v[i];
+    if (g <= in->last_step || g < in->start)
+      continue;
+    if (in->end >= 0 && g >= in->end)
+      break;
+    evaluated_any = true;
+    if (!invoke_step(r, in, g))
+      break;
+  }
+  smr_i64v_free(&steps);
+  if (in->status != SMR_RULE_ERROR) {
+    if (in->waiting_at >= 0)
+      in->status = SMR_RULE_IN_PROGRESS;
+    else
+      in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+  }
+  if (evaluated_any && in->status != SMR_RULE_ERROR && in->ops->finish &&
+      in->ops->finish(in->impl, in->ctx) < 0)
+    set_error(in, "the rule's finish step failed");
+  save(r, in);
+}
+
+static smr_instance *next_instance(smr_runner *r) {
+  pthread_mutex_lock(&r->mu);
+  smr_instance *in = r->next < r->n ? r->v[r->next++] : NULL;
+  pthread_mutex_unlock(&r->mu);
+  return in;
+}
+
+static void *worker(void *arg) {
+  smr_runner *r = arg;
+  smr_instance *in;
+  while ((in = next_instance(r)) != NULL)
+    evaluate(r, in);
+  return NULL;
+}
+
+int smr_runner_run(smr_runner *r, smr_error *err) {
+  r->next = 0;
+  int jobs = r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (jobs < 1)
+    jobs = 1;
+  if ((size_t)jobs > r->n)
+    jobs = r->n ? (int)r->n : 1;
+  if (jobs == 1) {
+    worker(r);
+    return SMR_OK;
+  }
+  pthread_t *th = smr_xcalloc((size_t)jobs, sizeof *th);
+  int started = 0;
+  for (int i = 0; i < jobs; i++)
+    if (pthread_create(&th[i], NULL, worker, r) == 0)
+      started++;
+  if (started == 0)
+    worker(r);
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  free(th);
+  return SMR_OK;
+}
+
+/* ------------------------------------------------------------ results */
+
+size_t smr_runner_count(const smr_runner *r) { return r->n; }
+smr_instance *smr_runner_instance(smr_runner *r, size_t i) { return r->v[i]; }
+const char *smr_instance_name(const smr_instance *i) { return i->name; }
+const char *smr_instance_rule(const smr_instance *i) { return i->rule; }
+smr_rule_status smr_instance_status(const smr_instance *i) {
+  return i->status;
+}
+const smr_i64v *smr_instance_triggered(const smr_instance *i) {
+  return &i->triggered;
+}
+int64_t smr_instance_evaluated(const smr_instance *i) { return i->evaluated; }
+const smr_i64v *smr_instance_skipped(const smr_instance *i) {
+  return &i->skipped;
+}
+int64_t smr_instance_waiting_at(const smr_instance *i) {
+  return i->waiting_at;
+}
+const char *smr_instance_message(const smr_instance *i) { return i->message; }
+const smr_rule_config *smr_instance_config(const smr_instance *i) {
+  return i->cfg;
+}
+
+char *smr_instance_report(smr_instance *i) {
+  if (i->stored_report)
+    return smr_xstrdup(i->stored_report);
+  return smr_ctx_report_json(i->ctx, &i->triggered, i->evaluated);
+}
