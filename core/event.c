@@ -446,21 +446,21 @@ static int decode_shape(const dec_ctx *d, const Smdebug__TensorProto *tp,
   if (sp->n_dim > SMR_MAX_DIMS)
     return dec_fail(d, "tensor has %zu dimensions, at most %d are supported",
                     sp->n_dim, SMR_MAX_DIMS);
-  bool overflow = false;
+  bool overflow = false, has_zero = false;
   for (size_t i = 0; i < sp->n_dim; i++) {
     int64_t size = sp->dim[i]->size;
     if (size < 0)
       return dec_fail(d, "dimension %zu has negative size %" PRId64, i, size);
     t->shape[i] = size;
+    has_zero |= size == 0;
     if (!overflow && __builtin_mul_overflow(t->count, size, &t->count))
       overflow = true;
   }
   t->ndim = (int)sp->n_dim;
   /* A zero dimension makes any overflow in the others irrelevant. */
-  for (int i = 0; overflow && i < t->ndim; i++)
-    if (t->shape[i] == 0)
-      overflow = false, t->count = 0;
-  if (overflow)
+  if (has_zero)
+    t->count = 0;
+  else if (overflow)
     return dec_fail(d, "shape has more than 2^63 elements");
   return SMR_OK;
 }

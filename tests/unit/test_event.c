@@ -628,6 +628,14 @@ static void test_shape_errors(void) {
   pb_shape(&tp, 3, huge);
   pb_bytes(&tp, 4, "z", 1);
   CHECK_EQ_INT(decode_tensor_pb(&tp, &t, &err), SMR_ERR_FORMAT);
+  /* ... unless another dimension is 0: then it is an empty tensor */
+  int64_t huge0[3] = {INT64_MAX / 2, 4, 0};
+  tp.n = 0;
+  pb_uint(&tp, 1, SMR_DT_UINT8);
+  pb_shape(&tp, 3, huge0);
+  CHECK_EQ_INT(decode_tensor_pb(&tp, &t, &err), SMR_OK);
+  CHECK_EQ_INT(t.count, 0);
+  smr_tensor_release(&t);
   /* large but representable count with a few bytes: size mismatch */
   int64_t large[2] = {INT64_MAX / 8, 2};
   tp.n = 0;
