@@ -37,7 +37,7 @@ GEN_C = $(BUILD)/gen/smdebug_event.pb-c.c
 GEN_H = $(BUILD)/gen/smdebug_event.pb-c.h
 
 CORE_SRC = $(filter-out core/main.c,$(wildcard core/*.c))
-EMBED_FILES = $(sort $(wildcard schemas/*.json lua/*.lua))
+EMBED_FILES = $(sort $(wildcard schemas/*.json lua/*.lua rules/*.yaml))
 CORE_OBJ = $(patsubst core/%.c,$(BUILD)/core/%.o,$(CORE_SRC)) $(BUILD)/gen/smdebug_event.pb-c.o \
            $(BUILD)/gen/embedded.o
 LIB = $(BUILD)/libsmrules.a

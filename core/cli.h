@@ -1,7 +1,8 @@
 /* cli.h - the subcommands of the smrules binary.  Each takes the
  * arguments after its name and returns the process exit code:
  * 0 success, 1 issues found (run), 2 usage or configuration error,
- * 3 trial or value unreadable, 4 tensor or step unavailable. */
+ * 3 trial or value unreadable, 4 tensor or step unavailable, 5 a rule
+ * failed (run, when no rule found issues). */
 #ifndef SMR_CLI_H
 #define SMR_CLI_H
 
@@ -10,11 +11,16 @@ enum {
   SMR_EXIT_ISSUES = 1,
   SMR_EXIT_USAGE = 2,
   SMR_EXIT_UNREADABLE = 3,
-  SMR_EXIT_UNAVAILABLE = 4
+  SMR_EXIT_UNAVAILABLE = 4,
+  SMR_EXIT_RULE_ERROR = 5
 };
 
 int smr_cmd_inspect(int argc, char **argv);
 int smr_cmd_tensor(int argc, char **argv);
+int smr_cmd_run(int argc, char **argv);
+int smr_cmd_validate(int argc, char **argv);
+int smr_cmd_list(int argc, char **argv);
+int smr_cmd_describe(int argc, char **argv);
 
 /* Print "smrules: <error>" on stderr. */
 struct smr_error;

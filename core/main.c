@@ -13,6 +13,10 @@ static const struct {
     {"inspect", smr_cmd_inspect, "summarize a trial: steps, modes, workers, "
                                  "collections, tensors"},
     {"tensor", smr_cmd_tensor, "show one tensor value at a step, with stats"},
+    {"run", smr_cmd_run, "evaluate rules against a trial (rules.yaml)"},
+    {"validate", smr_cmd_validate, "check a rules.yaml without running it"},
+    {"list", smr_cmd_list, "list the built-in rules"},
+    {"describe", smr_cmd_describe, "show a rule's parameters and defaults"},
 };
 
 static void usage(FILE *f) {

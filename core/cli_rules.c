@@ -1,0 +1,345 @@
+/* cli_rules.c - `smrules run`, `validate`, `list` and `describe`. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "embedded.h"
+#include "output.h"
+#include "params.h"
+#include "plugin.h"
+#include "rulehost.h"
+#include "runner.h"
+#include "trial.h"
+
+#define DEFAULT_RULES "rules/default.yaml"
+
+static int config_error(const smr_error *e) {
+  smr_cli_print_error(e);
+  return SMR_EXIT_USAGE;
+}
+
+static int load_config(const char *path, smr_config *cfg) {
+  smr_error err;
+  smr_error_clear(&err);
+  int rc;
+  if (path) {
+    rc = smr_config_load(path, cfg, &err);
+  } else {
+    size_t len;
+    const char *text = smr_embedded(DEFAULT_RULES, &len);
+    if (!text) {
+      fprintf(stderr, "smrules: no default rule set compiled in\n");
+      return SMR_EXIT_USAGE;
+    }
+    rc = smr_config_parse(text, len, "<default rules>", ".", cfg, &err);
+  }
+  return rc == SMR_OK ? SMR_EXIT_OK : config_error(&err);
+}
+
+/* Lua limits and job count from the top-level settings of rules.yaml. */
+static void apply_settings(const smr_config *cfg, smr_run_opts *o) {
+  const smr_node *n;
+  if (cfg->lua && (n = smr_node_get(cfg->lua, "instruction_limit")) &&
+      n->type == SMR_NODE_INT)
+    o->lua.instructions = n->i;
+  if (cfg->lua && (n = smr_node_get(cfg->lua, "memory_limit_mb")) &&
+      n->type == SMR_NODE_INT)
+    o->lua.memory_bytes = (size_t)n->i << 20;
+  if (o->jobs <= 0 && cfg->root && (n = smr_node_get(cfg->root, "jobs")) &&
+      n->type == SMR_NODE_INT)
+    o->jobs = (int)n->i;
+}
+
+static int exit_for_results(smr_runner *r) {
+  bool issues = false, errors = false;
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    smr_rule_status s = smr_instance_status(smr_runner_instance(r, i));
+    issues |= s == SMR_RULE_ISSUES;
+    errors |= s == SMR_RULE_ERROR;
+  }
+  if (issues)
+    return SMR_EXIT_ISSUES;
+  return errors ? SMR_EXIT_RULE_ERROR : SMR_EXIT_OK;
+}
+
+typedef struct run_args {
+  const char *trial, *rules, *output;
+  smr_trial_opts topts;
+  smr_run_opts ropts;
+  bool json;
+} run_args;
+
+enum {
+  OPT_STATE = 1000,
+  OPT_FRESH,
+  OPT_LIVE,
+  OPT_JSON,
+  OPT_START,
+  OPT_END,
+  OPT_OUTPUT
+};
+
+static const char *RUN_HELP =
+    "usage: smrules run --trial DIR [--rules rules.yaml] [options]\n"
+    "  --trial DIR        the trial (smdebug out_dir)\n"
+    "  --rules FILE       rules.yaml (default: the built-in default set)\n"
+    "  --json             print results as JSON\n"
+    "  --output DIR       where rule-output/<rule>/ files go\n"
+    "                     (default DIR/rule-output)\n"
+    "  --start-step N     first global step to evaluate\n"
+    "  --end-step N       stop before this global step\n"
+    "  --jobs N           rules evaluated in parallel (default: cores)\n"
+    "  --live             smdebug's view of a run still writing: stop at\n"
+    "                     a step not yet complete (status InProgress)\n"
+    "  --state PATH       catalog and rule state (default "
+    "DIR/.smrules/state.db)\n"
+    "  --fresh            evaluate from scratch; read and store no state\n"
+    "  -v, --verbose      log rule warnings and debug messages\n"
+    "exit status: 0 no issues, 1 issues found, 2 usage or configuration\n"
+    "error, 3 trial unreadable, 5 a rule failed (and none found issues)\n";
+
+static int parse_step(const char *s, int64_t *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (*end || end == s || v < 0) {
+    fprintf(stderr, "smrules: expected a step number, got '%s'\n", s);
+    return SMR_EXIT_USAGE;
+  }
+  *out = v;
+  return SMR_EXIT_OK;
+}
+
+static int parse_run_args(int argc, char **argv, run_args *a) {
+  static const struct option longopts[] = {
+      {"trial", required_argument, NULL, 't'},
+      {"rules", required_argument, NULL, 'r'},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"output", required_argument, NULL, OPT_OUTPUT},
+      {"start-step", required_argument, NULL, OPT_START},
+      {"end-step", required_argument, NULL, OPT_END},
+      {"jobs", required_argument, NULL, 'j'},
+      {"live", no_argument, NULL, OPT_LIVE},
+      {"state", required_argument, NULL, OPT_STATE},
+      {"fresh", no_argument, NULL, OPT_FRESH},
+      {"verbose", no_argument, NULL, 'v'},
+      {"help", no_argument, NULL, 'h'},
+      {0, 0, 0, 0}};
+  a->ropts.start_step = a->ropts.end_step = -1;
+  smr_lua_limits_default(&a->ropts.lua);
+  int c, rc;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "t:r:j:vh", longopts, NULL)) != -1) {
+    switch (c) {
+    case 't': a->trial = optarg; break;
+    case 'r': a->rules = optarg; break;
+    case OPT_JSON: a->json = true; break;
+    case OPT_OUTPUT: a->output = optarg; break;
+    case OPT_START:
+      if ((rc = parse_step(optarg, &a->ropts.start_step)))
+        return rc;
+      break;
+    case OPT_END:
+      if ((rc = parse_step(optarg, &a->ropts.end_step)))
+        return rc;
+      break;
+    case 'j': a->ropts.jobs = atoi(optarg); break;
+    case OPT_LIVE:
+      a->topts.live = true;
+      a->ropts.live = true;
+      break;
+    case OPT_STATE: a->topts.state_path = optarg; break;
+    case OPT_FRESH:
+      a->topts.fresh = true;
+      a->ropts.fresh = true;
+      break;
+    case 'v': smr_log_set_level(0); break;
+    case 'h': fputs(RUN_HELP, stdout); return -1;
+    default: fputs(RUN_HELP, stderr); return SMR_EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "smrules: unexpected argument '%s'\n", argv[optind]);
+    return SMR_EXIT_USAGE;
+  }
+  if (!a->trial) {
+    fprintf(stderr, "smrules: run needs --trial DIR\n");
+    return SMR_EXIT_USAGE;
+  }
+  return SMR_EXIT_OK;
+}
+
+int smr_cmd_run(int argc, char **argv) {
+  run_args a;
+  memset(&a, 0, sizeof a);
+  int rc = parse_run_args(argc, argv, &a);
+  if (rc)
+    return rc < 0 ? SMR_EXIT_OK : rc;
+  smr_config cfg;
+  if ((rc = load_config(a.rules, &cfg)))
+    return rc;
+  apply_settings(&cfg, &a.ropts);
+  smr_error err;
+  smr_error_clear(&err);
+  smr_trial *t = NULL;
+  if (smr_trial_open(a.trial, &a.topts, &t, &err) != SMR_OK) {
+    smr_cli_print_error(&err);
+    smr_config_free(&cfg);
+    return SMR_EXIT_UNREADABLE;
+  }
+  smr_runner *r = NULL;
+  if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
+    rc = config_error(&err);
+  } else {
+    smr_runner_run(r, &err);
+    char *dir = a.output ? smr_xstrdup(a.output)
+                         : smr_xasprintf("%s/rule-output", a.trial);
+    if (smr_output_write_files(r, dir, a.trial, &err) != SMR_OK)
+      smr_cli_print_error(&err);
+    free(dir);
+    if (a.json) {
+      char *s = smr_output_run_json(r, a.trial);
+      printf("%s\n", s);
+      free(s);
+    } else {
+      smr_output_run_table(r, a.trial);
+    }
+    rc = exit_for_results(r);
+  }
+  smr_runner_free(r);
+  smr_trial_close(t);
+  smr_config_free(&cfg);
+  return rc;
+}
+
+/* ------------------------------------------------------------ validate */
+
+/* Check a rules.yaml completely, including every rule's parameters,
+ * without reading a trial. */
+static int check_rule_params(const smr_config *cfg) {
+  for (size_t i = 0; i < cfg->n_rules; i++) {
+    const smr_rule_config *rc = &cfg->rules[i];
+    if (rc->lua)
+      continue;
+    smr_error err;
+    smr_error_clear(&err);
+    smr_plugin *p;
+    int st = rc->plugin ? smr_plugin_load(rc->plugin, &p, &err)
+                        : smr_plugin_find(rc->rule, &p, &err);
+    if (st != SMR_OK) {
+      fprintf(stderr, "smrules: %s: line %d, column %d: %s\n", cfg->path,
+              rc->line, rc->col, err.msg);
+      return SMR_EXIT_USAGE;
+    }
+    void *settings = smr_xcalloc(1, p->reg->settings_size + 1);
+    smr_params params;
+    static const smrules_param none[] = {{.type = SMRULES_PARAM_END}};
+    st = smr_params_apply(p->reg->name, p->reg->params ? p->reg->params : none,
+                          rc->parameters, rc->line, rc->col, cfg->path,
+                          settings, &params, &err);
+    smr_params_free(&params);
+    free(settings);
+    smr_plugin_unload(p);
+    if (st != SMR_OK)
+      return config_error(&err);
+  }
+  return SMR_EXIT_OK;
+}
+
+int smr_cmd_validate(int argc, char **argv) {
+  if (argc != 2 || argv[1][0] == '-') {
+    fprintf(argc == 2 ? stdout : stderr,
+            "usage: smrules validate rules.yaml\n");
+    return argc == 2 ? SMR_EXIT_OK : SMR_EXIT_USAGE;
+  }
+  smr_config cfg;
+  int rc = load_config(argv[1], &cfg);
+  if (rc)
+    return rc;
+  rc = check_rule_params(&cfg);
+  if (rc == SMR_EXIT_OK)
+    printf("%s: OK (%zu rule%s)\n", argv[1], cfg.n_rules,
+           cfg.n_rules == 1 ? "" : "s");
+  smr_config_free(&cfg);
+  return rc;
+}
+
+/* ------------------------------------------------------- list, describe */
+
+int smr_cmd_list(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  smr_plugin **all;
+  size_t n;
+  smr_plugin_all(&all, &n);
+  for (size_t i = 0; i < n; i++)
+    printf("%-30s %s\n", all[i]->reg->name,
+           all[i]->reg->description ? all[i]->reg->description : "");
+  if (n == 0)
+    fprintf(stderr, "smrules: no rule plugins found (searched "
+                    "SMRULES_PLUGIN_PATH and next to the executable)\n");
+  smr_plugin_all_free(all, n);
+  return n ? SMR_EXIT_OK : SMR_EXIT_USAGE;
+}
+
+static void bound_text(const smrules_param *p, char *buf, size_t n) {
+  buf[0] = '\0';
+  size_t used = 0;
+  if (p->flags & SMRULES_P_MIN)
+    used += (size_t)snprintf(buf, n, "%s %g",
+                             p->flags & SMRULES_P_MIN_OPEN ? ">" : ">=",
+                             p->min);
+  if (p->flags & SMRULES_P_MAX)
+    snprintf(buf + used, n - used, "%s%s %g", used ? ", " : "",
+             p->flags & SMRULES_P_MAX_OPEN ? "<" : "<=", p->max);
+  if (p->allowed) {
+    used = strlen(buf);
+    for (size_t i = 0; p->allowed[i] && used + 2 < n; i++)
+      used += (size_t)snprintf(buf + used, n - used, "%s%s",
+                               used ? (i ? "|" : ", one of ") : (i ? "|" : "one of "),
+                               p->allowed[i]);
+  }
+  if (!buf[0])
+    snprintf(buf, n, "-");
+}
+
+int smr_cmd_describe(int argc, char **argv) {
+  if (argc != 2 || argv[1][0] == '-') {
+    fprintf(stderr, "usage: smrules describe RULE\n");
+    return SMR_EXIT_USAGE;
+  }
+  smr_plugin *p;
+  smr_error err;
+  if (smr_plugin_find(argv[1], &p, &err) != SMR_OK) {
+    smr_cli_print_error(&err);
+    return SMR_EXIT_USAGE;
+  }
+  const smrules_rule *r = p->reg;
+  printf("%s\n  %s\n\n", r->name, r->description ? r->description : "");
+  printf("kind:        %s\n", r->kind == SMRULES_KIND_PROFILER
+                                  ? "profiler (evaluated per time window)"
+                                  : "tensor (evaluated per step)");
+  printf("data:        %s\n", r->data_needed ? r->data_needed : "-");
+  printf("plugin:      %s\n\nparameters:\n", p->path);
+  printf("  %-28s %-16s %-24s %-20s %s\n", "NAME", "TYPE", "DEFAULT", "VALID",
+         "DESCRIPTION");
+  for (const smrules_param *q = r->params; q && q->type != SMRULES_PARAM_END;
+       q++) {
+    char bounds[160];
+    bound_text(q, bounds, sizeof bounds);
+    printf("  %-28s %-16s %-24s %-20s %s%s\n", q->name,
+           smr_param_type_name(q->type),
+           q->default_value ? q->default_value
+                            : (q->flags & SMRULES_P_REQUIRED ? "(required)"
+                                                             : "(unset)"),
+           bounds, q->description ? q->description : "",
+           q->aliases ? " (also accepted as: " : "");
+    if (q->aliases)
+      printf("  %-28s %s)\n", "", q->aliases);
+  }
+  smr_plugin_unload(p);
+  return SMR_EXIT_OK;
+}

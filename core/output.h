@@ -1,0 +1,15 @@
+/* output.h - presenting run results: the table on stdout, the --json
+ * document, and the files under rule-output/. */
+#ifndef SMR_OUTPUT_H
+#define SMR_OUTPUT_H
+
+#include "runner.h"
+
+/* {"trial":..,"rules":[{name, rule, status, first_trigger_step, ...}]} */
+char *smr_output_run_json(smr_runner *r, const char *trial);
+void smr_output_run_table(smr_runner *r, const char *trial);
+/* <dir>/<instance>/report.json and result.json for every instance. */
+int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
+                           smr_error *err);
+
+#endif
