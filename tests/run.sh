@@ -8,6 +8,7 @@
 # if any check failed, any program exited non-zero or crashed, printed no
 # tally, or (sanitizer builds) printed a sanitizer report.
 set -u
+export PYTHONDONTWRITEBYTECODE=1
 cd "$(dirname "$0")/.." || exit 2
 
 builds=${SMRULES_BUILDS:-build}

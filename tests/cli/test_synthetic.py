@@ -13,6 +13,7 @@ import math
 import os
 import sys
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
@@ -114,8 +115,8 @@ def check_other_trial(sc, o, exp):
 # tensor values
 
 class Job:
-    def __init__(self, args, label, check):
-        self.args, self.label, self.check = args, label, check
+    def __init__(self, args, label, check, want_json=True):
+        self.args, self.label, self.check, self.want_json = args, label, check, want_json
 
 
 def values_expectation(t):
@@ -287,6 +288,57 @@ def default_worker_jobs(case, trial, exp):
     return jobs
 
 
+def expect_exit(codes, statuses=None):
+    def check(sc, r):
+        sc.exit_code(r, codes)
+        if statuses:
+            st = r.error_obj().get("status")
+            sc.ok(st in statuses, "error.status", "got %s, expected %s" % (lib.short(st), " or ".join(statuses)))
+    return check
+
+
+def negative_jobs(case, trial, exp):
+    """Lookups the contract answers with exit 4 (unavailable) or 2 (usage)."""
+    ta = exp["trial_api"]
+    known = ta["steps_show_incomplete"]
+    if not known or not ta["tensor_names"]:
+        return []
+    name, first = ta["tensor_names"][0], known[0]
+    jobs = [Job(lib.tensor_args(trial, "no/such/tensor", first), "%s: unknown tensor" % case,
+                expect_exit([UNAVAILABLE], ["TensorUnavailable"]))]
+    gaps = [g for g in range(known[0], known[-1]) if g not in known]
+    if gaps:   # a step that was skipped while a later one exists
+        jobs.append(Job(lib.tensor_args(trial, name, gaps[0]), "%s: tensor %s unsaved step %d" % (case, name, gaps[0]),
+                        expect_exit([UNAVAILABLE], ["StepUnavailable"])))
+    jobs.append(Job(lib.tensor_args(trial, name, known[-1] + 1000), "%s: tensor %s step past the end" % (case, name),
+                    expect_exit([UNAVAILABLE])))
+    for mode, steps in sorted(ta["steps_by_mode"].items()):
+        if steps:
+            jobs.append(Job(lib.tensor_args(trial, name, max(steps) + 1000, mode=mode),
+                            "%s: tensor %s --mode %s unknown mode step" % (case, name, mode),
+                            expect_exit([UNAVAILABLE])))
+            break
+    return jobs
+
+
+def usage_jobs():
+    trial = lib.rel(os.path.join(lib.FIXTURES, "synthetic", "invoker_modes"))
+    bad = [
+        (["tensor", "--trial", trial, "--name", "w", "--json"], "tensor without --step"),
+        (["tensor", "--trial", trial, "--step", "0", "--json"], "tensor without --name"),
+        (["tensor", "--trial", trial, "--name", "w", "--step", "zero", "--json"], "tensor --step zero"),
+        (["tensor", "--trial", trial, "--name", "w", "--step", "0", "--mode", "SIDEWAYS", "--json"],
+         "tensor --mode SIDEWAYS"),
+        (["inspect", "--json"], "inspect without --trial"),
+        (["inspect", "--trial", trial, "--no-such-option", "--json"], "inspect --no-such-option"),
+        (["no-such-command"], "unknown command"),
+    ]
+    jobs = [Job(a, "usage: %s" % label, expect_exit([2]), want_json=False) for a, label in bad]
+    missing = lib.rel(os.path.join(lib.FIXTURES, "synthetic", "no_such_trial_dir"))
+    jobs.append(Job(lib.inspect_args(missing), "inspect of a directory that does not exist", expect_exit([3])))
+    return jobs
+
+
 def case_jobs(case, trial, exp):
     raw_keys = {(t["name"], t["step"], t["worker"]) for t in exp["tensors"]
                 if "reduction" not in t and t.get("kind") != "shape" and t.get("expected") != "error"}
@@ -298,6 +350,7 @@ def case_jobs(case, trial, exp):
     jobs += reduction_api_jobs(case, trial, exp, raw_keys)
     jobs += computed_reduction_jobs(case, trial, exp)
     jobs += default_worker_jobs(case, trial, exp)
+    jobs += negative_jobs(case, trial, exp)
     return jobs
 
 
@@ -326,9 +379,11 @@ def main():
     jobs = []
     for case, path, trial, exp in cases:
         jobs += case_jobs(case, trial, exp)
+    if not lib.CASE_FILTER:
+        jobs += usage_jobs()
     for job, r in zip(jobs, lib.run_all([j.args for j in jobs])):
         sc = c.scope(job.label, r)
-        if sc.process():
+        if sc.process(want_json=job.want_json):
             job.check(sc, r)
     c.finish()
 

@@ -10,6 +10,7 @@ sampled tensor is read with `smrules tensor` and compared field by field
 import os
 import sys
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
