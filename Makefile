@@ -46,7 +46,7 @@ BIN = $(BUILD)/smrules
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-PLUGIN_DIRS = $(sort $(dir $(wildcard plugins/*/*.c)))
+PLUGIN_DIRS = $(filter-out plugins/common/,$(sort $(dir $(wildcard plugins/*/*.c))))
 PLUGIN_SO = $(foreach d,$(PLUGIN_DIRS),$(BUILD)/plugins/$(notdir $(patsubst %/,%,$(d))).so)
 
 BENCH_SRC = $(wildcard bench/*.c)
@@ -86,9 +86,15 @@ $(LIB): $(CORE_OBJ)
 $(BIN): $(BUILD)/core/main.o $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
-$(BUILD)/plugins/%.so: plugins/%/*.c plugins/common/*.h core/include/smrules/*.h
+# One shared object per plugins/<name>/ folder, with the shared helpers of
+# plugins/common/ compiled in (plugins link nothing of the host).
+.SECONDEXPANSION:
+$(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
+                       plugins/common/rulekit.c plugins/common/rulekit.h \
+                       core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Iplugins/common -shared -o $@ $(filter %.c,$^) -lm
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -shared -o $@ \
+	  $(filter %.c,$^) $(LDFLAGS_ALL) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)

@@ -1,5 +1,5 @@
 /* embedded.h - files compiled into the binary at build time: every
- * Lua helper and default rule set (see the Makefile rule for
+ * JSON schema, Lua helper and default rule set (see the Makefile rule for
  * build/gen/embedded.c), so the binary never depends on finding its data
  * files at run time. */
 #ifndef SMR_EMBEDDED_H
