@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *payload;
     uint64_t len;
     smr_error err;
-    if (smr_record_parse(data + off, size - off, "fuzz.tfevents", off,
-                         &payload, &len, &err) != SMR_OK)
+    if (smr_record_parse(data + off, size - off, "fuzz.tfevents", off, &payload,
+                         &len, &err) != SMR_OK)
       break;
     smr_tensor t;
     char *name = NULL;
