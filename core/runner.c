@@ -88,15 +88,16 @@ static char *file_stem(const char *path) {
   return smr_xstrndup(b, dot && dot != b ? (size_t)(dot - b) : strlen(b));
 }
 
-/* What the stored state belongs to: the rule, its parameters, its step
- * bounds and, for scripts and plugins, the code itself. */
+/* What the stored state belongs to: the rule, its parameters and, for
+ * scripts and plugins, the code itself.  Step bounds are not part of it:
+ * a later run over later steps continues the same rule state, as smdebug's
+ * invoke_rule does when called again on the same rule object. */
 static char *config_hash(const smr_instance *in, const char *code_path) {
   smr_sha256 h;
   smr_sha256_init(&h);
-  char *head = smr_xasprintf("%s\n%s\n%lld %lld\n", in->rule,
+  char *head = smr_xasprintf("%s\n%s\n", in->rule,
                              in->params.lines.data ? in->params.lines.data
-                                                   : "",
-                             (long long)in->start, (long long)in->end);
+                                                   : "");
   smr_sha256_update(&h, head, strlen(head));
   free(head);
   char *code = NULL;

@@ -5,8 +5,8 @@
  * dispatched once per call, never per element.  Sums use 8 independent
  * double lanes inside blocks of SUM_BLOCK elements (so the CPU can pipeline
  * them, and each lane only ever sums SUM_BLOCK/8 terms) and combine the lane
- * sums of every block with Neumaier compensation, which keeps the error of
- * a long sum near one rounding of the result. */
+ * sums of every block with Neumaier compensation, so the rounding error is
+ * that of a 256-term sum however long the tensor is. */
 #include "tensor.h"
 
 #include <math.h>
@@ -423,11 +423,63 @@ static void lane_flush(const stats_lane *l, stats_acc *a) {
     lane_add_complex(lane, re_, im_, elem_##K(p, i));                          \
   } while (0)
 
-/* Two lanes per block so their chains of adds overlap. */
-#define DEFINE_STATS(K, ADD_ONE)                                               \
+/* A block without inf or NaN (the usual case) takes a shorter path: no
+ * classification per element, linf from the extremes.  Returns false,
+ * having changed nothing, when a lane's Σ|x| is not finite: the block holds
+ * an inf or NaN (or finite values whose Σ|x| overflows, which the full path
+ * then handles just as well). */
+#define FINITE_STEP(K, l, i)                                                   \
+  do {                                                                         \
+    double x_ = elem_##K(p, i);                                                \
+    (l).sum += x_;                                                             \
+    (l).l1 += fabs(x_);                                                        \
+    (l).l2 += x_ * x_;                                                         \
+    (l).min = pick_min(x_, (l).min);                                           \
+    (l).max = pick_max(x_, (l).max);                                           \
+    (l).zeros += x_ == 0.0;                                                    \
+  } while (0)
+
+/* max |x| from the extremes of finite values; 0 for a lane that saw none. */
+static inline double extremes_to_linf(double min, double max) {
+  return min <= max ? fmax(fabs(min), fabs(max)) : 0.0;
+}
+
+#define DEFINE_FINITE_BLOCK(K)                                                 \
+  static bool finite_block_##K(const uint8_t *p, int64_t start, int64_t end,   \
+                               stats_acc *acc) {                               \
+    stats_lane l0, l1;                                                         \
+    lane_init(&l0);                                                            \
+    lane_init(&l1);                                                            \
+    int64_t i = start;                                                         \
+    for (; i + 2 <= end; i += 2) {                                             \
+      FINITE_STEP(K, l0, i);                                                   \
+      FINITE_STEP(K, l1, i + 1);                                               \
+    }                                                                          \
+    if (i < end)                                                               \
+      FINITE_STEP(K, l0, i);                                                   \
+    if (!isfinite(l0.l1) || !isfinite(l1.l1))                                  \
+      return false;                                                            \
+    l0.linf = extremes_to_linf(l0.min, l0.max);                                \
+    l1.linf = extremes_to_linf(l1.min, l1.max);                                \
+    lane_flush(&l0, acc);                                                      \
+    lane_flush(&l1, acc);                                                      \
+    return true;                                                               \
+  }
+
+/* Complex blocks always take the full path. */
+static bool no_finite_block(const uint8_t *p, int64_t start, int64_t end,
+                            stats_acc *acc) {
+  (void)p, (void)start, (void)end, (void)acc;
+  return false;
+}
+
+/* The full path: two lanes per block so their chains of adds overlap. */
+#define DEFINE_STATS(K, ADD_ONE, FAST_BLOCK)                                   \
   static void stats_##K(const uint8_t *p, int64_t n, stats_acc *acc) {         \
     for (int64_t start = 0; start < n; start += STATS_BLOCK) {                 \
       int64_t end = n - start < STATS_BLOCK ? n : start + STATS_BLOCK;         \
+      if (FAST_BLOCK(p, start, end, acc))                                      \
+        continue;                                                              \
       stats_lane l0, l1;                                                       \
       lane_init(&l0);                                                          \
       lane_init(&l1);                                                          \
@@ -459,7 +511,7 @@ typedef struct kind_ops {
   stats_fn stats;
 } kind_ops;
 
-#define DEFINE_KIND(K, ADD_ONE)                                                \
+#define DEFINE_KIND(K, ADD_ONE, FAST_BLOCK)                                    \
   DEFINE_SUM(K, value)                                                         \
   DEFINE_SUM(K, abs)                                                           \
   DEFINE_SUM(K, square)                                                        \
@@ -471,31 +523,44 @@ typedef struct kind_ops {
   DEFINE_SCAN(K, abs, max, pick_max)                                           \
   DEFINE_PROD(K, value)                                                        \
   DEFINE_PROD(K, abs)                                                          \
-  DEFINE_STATS(K, ADD_ONE)                                                     \
-  static const kind_ops ops_##K = {                                            \
-      elem_##K,                                                                \
-      {sum_##K##_value, sum_##K##_abs, sum_##K##_square, sum_##K##_dev2,       \
-       sum_##K##_adev2},                                                       \
-      {min_##K##_value, min_##K##_abs},                                        \
-      {max_##K##_value, max_##K##_abs},                                        \
-      {prod_##K##_value, prod_##K##_abs},                                      \
-      stats_##K};
+  DEFINE_STATS(K, ADD_ONE, FAST_BLOCK)                                         \
+  static const kind_ops ops_##K = {elem_##K,                                   \
+                                   {sum_##K##_value, sum_##K##_abs,            \
+                                    sum_##K##_square, sum_##K##_dev2,          \
+                                    sum_##K##_adev2},                          \
+                                   {min_##K##_value, min_##K##_abs},           \
+                                   {max_##K##_value, max_##K##_abs},           \
+                                   {prod_##K##_value, prod_##K##_abs},         \
+                                   stats_##K};
 
-DEFINE_KIND(f32, ADD_REAL)
-DEFINE_KIND(f64, ADD_REAL)
-DEFINE_KIND(f16, ADD_REAL)
-DEFINE_KIND(bf16, ADD_REAL)
-DEFINE_KIND(i8, ADD_REAL)
-DEFINE_KIND(u8, ADD_REAL)
-DEFINE_KIND(i16, ADD_REAL)
-DEFINE_KIND(u16, ADD_REAL)
-DEFINE_KIND(i32, ADD_REAL)
-DEFINE_KIND(u32, ADD_REAL)
-DEFINE_KIND(i64, ADD_REAL)
-DEFINE_KIND(u64, ADD_REAL)
-DEFINE_KIND(b8, ADD_REAL)
-DEFINE_KIND(c64, ADD_COMPLEX)
-DEFINE_KIND(c128, ADD_COMPLEX)
+DEFINE_FINITE_BLOCK(f32)
+DEFINE_KIND(f32, ADD_REAL, finite_block_f32)
+DEFINE_FINITE_BLOCK(f64)
+DEFINE_KIND(f64, ADD_REAL, finite_block_f64)
+DEFINE_FINITE_BLOCK(f16)
+DEFINE_KIND(f16, ADD_REAL, finite_block_f16)
+DEFINE_FINITE_BLOCK(bf16)
+DEFINE_KIND(bf16, ADD_REAL, finite_block_bf16)
+DEFINE_FINITE_BLOCK(i8)
+DEFINE_KIND(i8, ADD_REAL, finite_block_i8)
+DEFINE_FINITE_BLOCK(u8)
+DEFINE_KIND(u8, ADD_REAL, finite_block_u8)
+DEFINE_FINITE_BLOCK(i16)
+DEFINE_KIND(i16, ADD_REAL, finite_block_i16)
+DEFINE_FINITE_BLOCK(u16)
+DEFINE_KIND(u16, ADD_REAL, finite_block_u16)
+DEFINE_FINITE_BLOCK(i32)
+DEFINE_KIND(i32, ADD_REAL, finite_block_i32)
+DEFINE_FINITE_BLOCK(u32)
+DEFINE_KIND(u32, ADD_REAL, finite_block_u32)
+DEFINE_FINITE_BLOCK(i64)
+DEFINE_KIND(i64, ADD_REAL, finite_block_i64)
+DEFINE_FINITE_BLOCK(u64)
+DEFINE_KIND(u64, ADD_REAL, finite_block_u64)
+DEFINE_FINITE_BLOCK(b8)
+DEFINE_KIND(b8, ADD_REAL, finite_block_b8)
+DEFINE_KIND(c64, ADD_COMPLEX, no_finite_block)
+DEFINE_KIND(c128, ADD_COMPLEX, no_finite_block)
 
 /* Quantized types share the kernels of the integer of the same width. */
 static const kind_ops *ops_for_dtype(int dtype) {
@@ -570,11 +635,16 @@ double smr_tensor_get(const smr_tensor *t, int64_t i) {
 /* ---- reductions ------------------------------------------------------ */
 
 static const char *const reduction_names[SMR_RED_COUNT_] = {
-    [SMR_RED_MIN] = "min",   [SMR_RED_MAX] = "max",
-    [SMR_RED_MEAN] = "mean", [SMR_RED_STD] = "std",
-    [SMR_RED_VARIANCE] = "variance", [SMR_RED_SUM] = "sum",
-    [SMR_RED_PROD] = "prod", [SMR_RED_L1] = "l1",
-    [SMR_RED_L2] = "l2",     [SMR_RED_LINF] = "linf",
+    [SMR_RED_MIN] = "min",
+    [SMR_RED_MAX] = "max",
+    [SMR_RED_MEAN] = "mean",
+    [SMR_RED_STD] = "std",
+    [SMR_RED_VARIANCE] = "variance",
+    [SMR_RED_SUM] = "sum",
+    [SMR_RED_PROD] = "prod",
+    [SMR_RED_L1] = "l1",
+    [SMR_RED_L2] = "l2",
+    [SMR_RED_LINF] = "linf",
 };
 
 int smr_reduction_from_name(const char *name) {

@@ -25,6 +25,10 @@ if not os.path.isabs(SMRULES):
 TIMEOUT = float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
 JOBS = int(os.environ.get("SMRULES_TEST_JOBS", "0")) or min(16, (os.cpu_count() or 2) * 2)
 CASE_FILTER = os.environ.get("SMRULES_TEST_CASES", "")  # substring filter on case names
+# Every read uses a private in-memory catalog: nothing is written into the
+# fixture trials and parallel invocations do not share a catalog file.  The
+# persistent catalog (--state) is tested on its own in test_synthetic.py.
+STATE_ARGS = os.environ.get("SMRULES_TEST_STATE_ARGS", "--fresh").split()
 
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
                      "runtime error:", "MemorySanitizer", "ThreadSanitizer")
@@ -120,6 +124,25 @@ def run_all(arg_lists):
     """Run many invocations in parallel; Results in the same order."""
     with ThreadPoolExecutor(max_workers=JOBS) as pool:
         return list(pool.map(run_json, arg_lists))
+
+
+def tree_snapshot(folder):
+    """{relative path: (size, mtime_ns)} of everything under folder."""
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            st = os.lstat(p)
+            snap[os.path.relpath(p, folder)] = (st.st_size if n in filenames else -1, st.st_mtime_ns)
+    return snap
+
+
+def check_untouched(checker, folder, before):
+    """The test run must not create, change or delete anything in the fixtures."""
+    after = tree_snapshot(folder)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    checker.ok(not changed, "fixtures under %s unchanged" % rel(folder),
+               "created/changed/removed: %s" % short(changed[:10]))
 
 
 # --------------------------------------------------------------------------
@@ -229,6 +252,9 @@ class Checker:
         self.name = name
         self.passed = 0
         self.failed = 0
+        if not os.access(SMRULES, os.X_OK):   # one failure, not thousands
+            self.ok(False, "binary", "%s does not exist or is not executable" % SMRULES)
+            self.finish()
 
     def ok(self, cond, what, detail=""):
         if cond:
@@ -313,8 +339,9 @@ class Scope:
 # --------------------------------------------------------------------------
 # smrules command lines and the checks shared by the test scripts
 
-def inspect_args(trial, live=False):
-    return ["inspect", "--trial", trial, "--json"] + (["--live"] if live else [])
+def inspect_args(trial, live=False, state=None):
+    a = ["inspect", "--trial", trial, "--json"] + (["--live"] if live else [])
+    return a + (["--state", state] if state else STATE_ARGS)
 
 
 def tensor_args(trial, name, step, worker=None, mode=None, values=False,
@@ -330,7 +357,7 @@ def tensor_args(trial, name, step, worker=None, mode=None, values=False,
         a += ["--reduction", reduction]
         if abs_:
             a.append("--abs")
-    return a + ["--json"]
+    return a + ["--json"] + STATE_ARGS
 
 
 FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")

@@ -156,6 +156,8 @@ def case_jobs(case, trial, exp):
 
 def main():
     c = lib.Checker("test_corrupt")
+    folder = os.path.join(lib.FIXTURES, "corrupt")
+    before = lib.tree_snapshot(folder)
     cases = []
     for name, path in lib.cases("corrupt"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
@@ -186,6 +188,7 @@ def main():
             check_error(sc, r, exp["defect"], t)
     for case, trial, exp in cases:
         check_opens(c, case, trial, exp)
+    lib.check_untouched(c, folder, before)
     c.finish()
 
 

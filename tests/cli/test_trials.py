@@ -161,6 +161,8 @@ def check_membership(c, case, inspected, exp):
 
 def main():
     c = lib.Checker("test_trials")
+    folder = os.path.join(lib.FIXTURES, "trials")
+    before = lib.tree_snapshot(folder)
     cases = [(name, lib.rel(path), lib.load_json(os.path.join(path, "EXPECT.json")))
              for name, path in lib.cases("trials")]
     inspect_args = []
@@ -178,6 +180,7 @@ def main():
         sc = c.scope(label, r)
         if sc.process() and sc.exit_code(r, [0]) and isinstance(r.obj, dict):
             lib.check_tensor(sc, r.obj, e)
+    lib.check_untouched(c, folder, before)
     c.finish()
 
 

@@ -80,8 +80,7 @@ static void check_all_reductions(const smr_tensor *t, const expected *e) {
       if (!(fabs(got - e->v[r][abs]) <= 1e-15 * fabs(e->v[r][abs])))
         fprintf(stderr, "  dtype %s %s abs=%d: %.17g expected %.17g\n",
                 smr_dtype_numpy_name(t->dtype),
-                smr_reduction_name((smr_reduction)r), abs, got,
-                e->v[r][abs]);
+                smr_reduction_name((smr_reduction)r), abs, got, e->v[r][abs]);
       CHECK_NEAR(got, e->v[r][abs], 1e-15);
     }
 }
@@ -333,9 +332,9 @@ static void test_get_unaligned(void) {
 }
 
 static void test_half_conversion(void) {
-  static const uint16_t h[] = {
-      0x0000, 0x8000, 0x3c00, 0x3e00, 0xc080, 0x7bff, 0xfbff, 0x0400,
-      0x0001, 0x03ff, 0x8001, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x3555};
+  static const uint16_t h[] = {0x0000, 0x8000, 0x3c00, 0x3e00, 0xc080, 0x7bff,
+                               0xfbff, 0x0400, 0x0001, 0x03ff, 0x8001, 0x7c00,
+                               0xfc00, 0x7e00, 0xfe01, 0x3555};
   smr_tensor t = view(SMR_DT_HALF, h, 16);
   CHECK(smr_tensor_get(&t, 0) == 0.0 && !signbit(smr_tensor_get(&t, 0)));
   CHECK(smr_tensor_get(&t, 1) == 0.0 && signbit(smr_tensor_get(&t, 1)));
@@ -344,9 +343,9 @@ static void test_half_conversion(void) {
   CHECK(smr_tensor_get(&t, 4) == -2.25);
   CHECK(smr_tensor_get(&t, 5) == 65504.0);
   CHECK(smr_tensor_get(&t, 6) == -65504.0);
-  CHECK(smr_tensor_get(&t, 7) == 6.103515625e-05); /* smallest normal */
+  CHECK(smr_tensor_get(&t, 7) == 6.103515625e-05);       /* smallest normal */
   CHECK(smr_tensor_get(&t, 8) == 5.960464477539063e-08); /* 2^-24 */
-  CHECK(smr_tensor_get(&t, 9) == 1023 * 0x1p-24); /* largest subnormal */
+  CHECK(smr_tensor_get(&t, 9) == 1023 * 0x1p-24);        /* largest subnormal */
   CHECK(smr_tensor_get(&t, 10) == -0x1p-24);
   CHECK(smr_tensor_get(&t, 11) == INFINITY);
   CHECK(smr_tensor_get(&t, 12) == -INFINITY);
@@ -424,12 +423,11 @@ static void test_reduce_signed_dtypes(void) {
   const struct {
     int dtype;
     const void *data;
-  } cases[] = {{SMR_DT_FLOAT, f32},   {SMR_DT_DOUBLE, f64},
-               {SMR_DT_HALF, f16},    {SMR_DT_BFLOAT16, bf16},
-               {SMR_DT_INT8, i8},     {SMR_DT_QINT8, i8},
-               {SMR_DT_INT16, i16},   {SMR_DT_QINT16, i16},
-               {SMR_DT_INT32, i32},   {SMR_DT_QINT32, i32},
-               {SMR_DT_INT64, i64}};
+  } cases[] = {
+      {SMR_DT_FLOAT, f32},     {SMR_DT_DOUBLE, f64}, {SMR_DT_HALF, f16},
+      {SMR_DT_BFLOAT16, bf16}, {SMR_DT_INT8, i8},    {SMR_DT_QINT8, i8},
+      {SMR_DT_INT16, i16},     {SMR_DT_QINT16, i16}, {SMR_DT_INT32, i32},
+      {SMR_DT_QINT32, i32},    {SMR_DT_INT64, i64}};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     smr_tensor t = view(cases[c].dtype, cases[c].data, 4);
     check_all_reductions(&t, &signed_expect);
@@ -575,8 +573,7 @@ static void test_reduce_empty(void) {
   e.shape[1] = 0;
   e.shape[2] = 3;
   CHECK(reduce_ok(&e, SMR_RED_SUM, false) == 0.0);
-  CHECK_EQ_INT(reduce_status(&e, SMR_RED_MEAN, false, NULL, 0),
-               SMR_ERR_USAGE);
+  CHECK_EQ_INT(reduce_status(&e, SMR_RED_MEAN, false, NULL, 0), SMR_ERR_USAGE);
 }
 
 static void test_reduce_complex(void) {
@@ -588,19 +585,17 @@ static void test_reduce_complex(void) {
   CHECK(reduce_ok(&t, SMR_RED_MAX, true) == 5.0);
   CHECK_NEAR(reduce_ok(&t, SMR_RED_MEAN, true), (5 + m1) / 2, 1e-15);
   CHECK_NEAR(reduce_ok(&t, SMR_RED_SUM, true), 5 + m1, 1e-15);
-  CHECK_NEAR(reduce_ok(&t, SMR_RED_VARIANCE, true),
-             (5 - m1) * (5 - m1) / 4, 1e-14);
+  CHECK_NEAR(reduce_ok(&t, SMR_RED_VARIANCE, true), (5 - m1) * (5 - m1) / 4,
+             1e-14);
   CHECK_NEAR(reduce_ok(&t, SMR_RED_PROD, true), 5 * m1, 1e-15);
   CHECK_NEAR(reduce_ok(&t, SMR_RED_L1, false), 5 + m1, 1e-15);
   CHECK_NEAR(reduce_ok(&t, SMR_RED_L2, false), sqrt(25.3125), 1e-15);
   CHECK(reduce_ok(&t, SMR_RED_LINF, false) == 5.0);
-  const smr_reduction refused[] = {SMR_RED_MIN,  SMR_RED_MAX,
-                                   SMR_RED_MEAN, SMR_RED_STD,
-                                   SMR_RED_VARIANCE, SMR_RED_SUM,
+  const smr_reduction refused[] = {SMR_RED_MIN, SMR_RED_MAX,      SMR_RED_MEAN,
+                                   SMR_RED_STD, SMR_RED_VARIANCE, SMR_RED_SUM,
                                    SMR_RED_PROD};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-    CHECK_EQ_INT(reduce_status(&t, refused[i], false, NULL, 0),
-                 SMR_ERR_USAGE);
+    CHECK_EQ_INT(reduce_status(&t, refused[i], false, NULL, 0), SMR_ERR_USAGE);
 
   static const double c128[] = {3, -4};
   t = view(SMR_DT_COMPLEX128, c128, 1);
@@ -665,7 +660,7 @@ static void fill_random(int dtype, uint8_t *buf, int64_t n) {
     uint8_t *p = buf + i * size;
     if (dtype == SMR_DT_FLOAT) {
       uint32_t bits = (uint32_t)(r & 0x807fffffu) | (uint32_t)(110 + r % 30)
-                                                         << 23;
+                                                        << 23;
       memcpy(p, &bits, 4);
     } else if (dtype == SMR_DT_DOUBLE) {
       double d = ((double)(r >> 11) * 0x1p-53 - 0.5) * ldexp(1, (int)(r % 40));
@@ -690,8 +685,13 @@ typedef struct reference {
 
 /* Straightforward long double sums over smr_tensor_get (tested above). */
 static reference compute_reference(const smr_tensor *t) {
-  reference ref = {{INFINITY, INFINITY}, {-INFINITY, -INFINITY}, {1, 1},
-                   {0, 0}, 0, {0, 0}, 0};
+  reference ref = {{INFINITY, INFINITY},
+                   {-INFINITY, -INFINITY},
+                   {1, 1},
+                   {0, 0},
+                   0,
+                   {0, 0},
+                   0};
   long double sum[2] = {0, 0}, sq = 0;
   for (int64_t i = 0; i < t->count; i++) {
     double x = smr_tensor_get(t, i);
@@ -734,13 +734,13 @@ static void check_against_reference(const smr_tensor *t) {
     double prod = reduce_ok(t, SMR_RED_PROD, a);
     CHECK(prod == ref.prod[a] || (isnan(prod) && isnan(ref.prod[a])));
     CHECK(close_to(reduce_ok(t, SMR_RED_SUM, a), ref.sum[a], l1, 1e-14));
-    CHECK(close_to(reduce_ok(t, SMR_RED_MEAN, a), ref.sum[a] / n, l1 / n,
-                   1e-14));
+    CHECK(
+        close_to(reduce_ok(t, SMR_RED_MEAN, a), ref.sum[a] / n, l1 / n, 1e-14));
     double spread = ref.l2 * ref.l2 / n;
-    CHECK(close_to(reduce_ok(t, SMR_RED_VARIANCE, a), ref.var[a], spread,
-                   1e-12));
-    CHECK(close_to(reduce_ok(t, SMR_RED_STD, a), sqrt(ref.var[a]),
-                   sqrt(spread), 1e-6));
+    CHECK(
+        close_to(reduce_ok(t, SMR_RED_VARIANCE, a), ref.var[a], spread, 1e-12));
+    CHECK(close_to(reduce_ok(t, SMR_RED_STD, a), sqrt(ref.var[a]), sqrt(spread),
+                   1e-6));
   }
   CHECK(close_to(reduce_ok(t, SMR_RED_L1, false), l1, l1, 1e-14));
   CHECK(close_to(reduce_ok(t, SMR_RED_L2, false), ref.l2, ref.l2, 1e-14));
@@ -748,14 +748,13 @@ static void check_against_reference(const smr_tensor *t) {
 }
 
 static void test_reduce_matches_reference(void) {
-  static const int dtypes[] = {
-      SMR_DT_FLOAT,  SMR_DT_DOUBLE, SMR_DT_HALF,   SMR_DT_BFLOAT16,
-      SMR_DT_INT8,   SMR_DT_UINT8,  SMR_DT_INT16,  SMR_DT_UINT16,
-      SMR_DT_INT32,  SMR_DT_UINT32, SMR_DT_INT64,  SMR_DT_UINT64,
-      SMR_DT_BOOL,   SMR_DT_QINT8,  SMR_DT_QUINT16};
-  static const int64_t lengths[] = {1,  2,  3,    4,    5,    7,    8,
-                                    9,  15, 16,   17,   2047, 2048, 2049,
-                                    4095, 4097, 10007};
+  static const int dtypes[] = {SMR_DT_FLOAT,    SMR_DT_DOUBLE, SMR_DT_HALF,
+                               SMR_DT_BFLOAT16, SMR_DT_INT8,   SMR_DT_UINT8,
+                               SMR_DT_INT16,    SMR_DT_UINT16, SMR_DT_INT32,
+                               SMR_DT_UINT32,   SMR_DT_INT64,  SMR_DT_UINT64,
+                               SMR_DT_BOOL,     SMR_DT_QINT8,  SMR_DT_QUINT16};
+  static const int64_t lengths[] = {
+      1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 2047, 2048, 2049, 4095, 4097, 10007};
   uint8_t *buf = malloc(10007 * 8);
   for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
     for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
@@ -857,8 +856,12 @@ static void test_variance_accuracy(void) {
 static void test_stats_fixture_f32(void) {
   /* The f32_1d tensor of synthetic/dtypes_shapes; expected values from
    * exact (fsum) arithmetic over its five finite elements. */
-  const float f[] = {0.1f,   -1e30f, 3.4028234663852886e+38f,
-                     1.401298464324817e-45f, INFINITY, f32_bits(0x7fc00000u),
+  const float f[] = {0.1f,
+                     -1e30f,
+                     3.4028234663852886e+38f,
+                     1.401298464324817e-45f,
+                     INFINITY,
+                     f32_bits(0x7fc00000u),
                      -0.0f};
   smr_tensor t = view(SMR_DT_FLOAT, f, 7);
   check_sha(&t,
@@ -916,13 +919,25 @@ static void test_stats_no_finite(void) {
   CHECK(!st.has_finite);
 }
 
+static void test_stats_overflowing_finite(void) {
+  /* Finite values whose lane sum of |x| overflows take the full path. */
+  static const double v[] = {DBL_MAX, DBL_MAX, -DBL_MAX};
+  smr_tensor t = view(SMR_DT_DOUBLE, v, 3);
+  smr_stats st;
+  CHECK_EQ_INT(smr_tensor_stats(&t, &st, NULL), SMR_OK);
+  CHECK_EQ_INT(st.finite, 3);
+  CHECK(st.min == -DBL_MAX && st.max == DBL_MAX && st.linf == DBL_MAX);
+  CHECK(st.sum == DBL_MAX); /* lanes {v0 + v2, v1} */
+  CHECK(st.l1 == INFINITY);
+}
+
 static void test_stats_large_matches_reduce(void) {
   /* Across several blocks, odd length; non-finite values sprinkled in. */
   enum { N = 5003 };
   static uint16_t h[N];
   for (int i = 0; i < N; i++)
     h[i] = (uint16_t)(rng_next() & 0xffff);
-  h[17] = 0x7c00; /* +inf */
+  h[17] = 0x7c00;   /* +inf */
   h[3000] = 0x7e00; /* NaN */
   h[4000] = 0xfc00; /* -inf */
   h[5002] = 0xfc00;
@@ -982,8 +997,13 @@ static void test_stats_complex(void) {
 /* ---- fingerprints of the dtypes_shapes fixture tensors --------------- */
 
 static void test_sha256_fixture_tensors(void) {
-  const double f64[] = {0.1, 1e300, -5e-324, INFINITY, -INFINITY,
-                        f64_bits(0x7ff8000000000000ULL), 3.141592653589793};
+  const double f64[] = {0.1,
+                        1e300,
+                        -5e-324,
+                        INFINITY,
+                        -INFINITY,
+                        f64_bits(0x7ff8000000000000ULL),
+                        3.141592653589793};
   smr_tensor t = view(SMR_DT_DOUBLE, f64, 7);
   check_sha(&t,
             "7622762168c9a8a39d4f3f321237195c3d66ce6ca3ee8724de3830a44c254ff2");
@@ -1078,6 +1098,7 @@ int main(void) {
   TEST_RUN(test_stats_fixture_f32);
   TEST_RUN(test_stats_simple);
   TEST_RUN(test_stats_no_finite);
+  TEST_RUN(test_stats_overflowing_finite);
   TEST_RUN(test_stats_large_matches_reduce);
   TEST_RUN(test_stats_complex);
   TEST_RUN(test_sha256_fixture_tensors);
