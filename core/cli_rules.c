@@ -191,15 +191,15 @@ int smr_cmd_run(int argc, char **argv) {
     return SMR_EXIT_UNREADABLE;
   }
   smr_runner *r = NULL;
+  char *dir = a.output ? smr_xstrdup(a.output)
+                       : smr_xasprintf("%s/rule-output", a.trial);
+  a.ropts.output_dir = dir;
   if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
     rc = config_error(&err);
   } else {
     smr_runner_run(r, &err);
-    char *dir = a.output ? smr_xstrdup(a.output)
-                         : smr_xasprintf("%s/rule-output", a.trial);
     if (smr_output_write_files(r, dir, a.trial, &err) != SMR_OK)
       smr_cli_print_error(&err);
-    free(dir);
     if (a.json) {
       char *s = smr_output_run_json(r, a.trial);
       printf("%s\n", s);
@@ -210,6 +210,7 @@ int smr_cmd_run(int argc, char **argv) {
     rc = exit_for_results(r);
   }
   smr_runner_free(r);
+  free(dir);
   smr_trial_close(t);
   smr_config_free(&cfg);
   return rc;

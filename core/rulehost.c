@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "jsonw.h"
 
@@ -151,6 +152,8 @@ struct smrules_ctx {
   smrules_json *details;
   smr_strv warnings;
   int64_t nwarnings;
+  char *output_dir;
+  bool output_dir_made;
   smr_trial **others; /* trials opened with open_trial */
   char **other_paths;
   size_t nothers;
@@ -192,6 +195,7 @@ void smr_ctx_free(smrules_ctx *c) {
   smr_strv_free(&c->warnings);
   free(c->last_trigger);
   free(c->failure);
+  free(c->output_dir);
   free(c->name);
   free(c->rule);
   free(c);
@@ -236,6 +240,12 @@ int64_t smr_ctx_datapoints(const smrules_ctx *c) {
 }
 const char *smr_ctx_last_violations(const smrules_ctx *c) {
   return c->last_trigger;
+}
+
+void smr_ctx_set_output_dir(smrules_ctx *c, const char *dir) {
+  free(c->output_dir);
+  c->output_dir = dir ? smr_xstrdup(dir) : NULL;
+  c->output_dir_made = false;
 }
 
 void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
@@ -561,6 +571,29 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   return SMRULES_NO_TRIGGER;
 }
 
+static void make_dirs(const char *path) {
+  char *p = smr_xstrdup(path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      mkdir(p, 0755);
+      *s = '/';
+    }
+  mkdir(p, 0755);
+  free(p);
+}
+
+static const char *api_output_dir(smrules_ctx *c) {
+  if (!c->output_dir)
+    c->output_dir = smr_xasprintf("%s/rule-output/%s",
+                                  smr_trial_root(c->trial), c->name);
+  if (!c->output_dir_made) {
+    make_dirs(c->output_dir);
+    c->output_dir_made = true;
+  }
+  return c->output_dir;
+}
+
 static const smrules_api API = {
     .api_version = SMRULES_API_VERSION,
     .struct_size = sizeof(smrules_api),
@@ -596,6 +629,7 @@ static const smrules_api API = {
     .get = api_get,
     .reduce = api_reduce,
     .stats = api_stats,
+    .output_dir = api_output_dir,
 };
 
 const smrules_api *smr_host_api(void) { return &API; }

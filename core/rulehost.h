@@ -27,6 +27,9 @@ int64_t smr_ctx_datapoints(const smrules_ctx *ctx);
 /* Violations of the most recent trigger as a JSON array text. */
 const char *smr_ctx_last_violations(const smrules_ctx *ctx);
 
+/* Where the instance's files go (see api->output_dir). */
+void smr_ctx_set_output_dir(smrules_ctx *ctx, const char *dir);
+
 /* Restore counters of an earlier run (resume). */
 void smr_ctx_restore(smrules_ctx *ctx, int64_t violations, int64_t datapoints,
                      bool datapoints_reported, const char *last_trigger);

@@ -157,6 +157,14 @@ static int init_plugin(smr_instance *in, const smr_config *cfg,
   return SMR_OK;
 }
 
+static void set_output_dir(smr_runner *r, smr_instance *in) {
+  if (!r->opts.output_dir)
+    return;
+  char *d = smr_xasprintf("%s/%s", r->opts.output_dir, in->name);
+  smr_ctx_set_output_dir(in->ctx, d);
+  free(d);
+}
+
 static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
                          smr_instance **out, smr_error *err) {
   const smr_rule_config *rc = &cfg->rules[idx];
@@ -176,6 +184,7 @@ static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
     smr_params_apply(in->rule, (smrules_param[]){{.type = 0}}, NULL, 0, 0,
                      cfg->path, NULL, &in->params, err);
     in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+    set_output_dir(r, in);
     in->ops = &smr_lua_rule_ops;
     st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,
                            &in->impl, err);
@@ -187,6 +196,7 @@ static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
   if (st != SMR_OK)
     return st;
   in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+  set_output_dir(r, in);
   in->config_hash = config_hash(in, rc->plugin);
   return init_plugin(in, cfg, err);
 }

@@ -32,6 +32,7 @@ typedef struct smr_run_opts {
   bool live;   /* stop at a step that is not yet available (InProgress) */
   bool fresh;  /* do not read or write stored rule state */
   smr_lua_limits lua;
+  const char *output_dir; /* rule-output directory (NULL: <trial>/rule-output) */
   smr_trigger_fn on_trigger;
   void *on_trigger_arg;
 } smr_run_opts;

@@ -220,6 +220,10 @@ typedef struct smrules_api {
   int (*reduce)(const smrules_tensor *t, int reduction, bool abs,
                 double *out);
   int (*stats)(const smrules_tensor *t, smrules_stats *out);
+
+  /* the directory where this rule instance may write files (reports),
+   * created on first call: <output>/<instance name> */
+  const char *(*output_dir)(smrules_ctx *ctx);
 } smrules_api;
 
 /* -------------------------------------------------------- the plugin */
