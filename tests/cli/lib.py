@@ -435,3 +435,39 @@ def check_tensor(sc, obj, exp):
             sc.field_eq(obj, "stats." + key, want)
         else:
             sc.field_close(obj, "stats." + key, want)
+
+
+# --------------------------------------------------------------------------
+# The persistent catalog
+
+def without_state(o):
+    return {k: v for k, v in o.items() if k != "state"} if isinstance(o, dict) else o
+
+
+def first_difference(got, want, path=""):
+    if isinstance(got, dict) and isinstance(want, dict):
+        for k in sorted(set(got) | set(want)):
+            if got.get(k, MISSING) != want.get(k, MISSING):
+                return first_difference(got.get(k), want.get(k), path + "." + k)
+    return "%s: got %s, expected %s" % (path or "value", short(got), short(want))
+
+
+def check_state_db(c, case, trial, fresh_offline, fresh_live, concurrent, rounds):
+    """`inspect --state FILE` answers exactly like `--fresh`: when
+    `concurrent` processes (half offline, half --live) create the catalog at
+    the same time, and when a later offline or --live run reuses it."""
+    import tempfile
+    want = {False: without_state(fresh_offline), True: without_state(fresh_live)}
+    with tempfile.TemporaryDirectory(prefix="smrules-state-") as tmp:
+        for rnd in range(rounds):
+            db = os.path.join(tmp, "state%d.db" % rnd)
+            runs = [("create #%d%s" % (i, " --live" if i % 2 else ""), i % 2 == 1) for i in range(concurrent)]
+            results = run_all([inspect_args(trial, live, state=db) for _, live in runs])
+            for label, live in (("reuse --live", True), ("reuse offline", False)):
+                runs.append((label, live))
+                results.append(run_json(inspect_args(trial, live, state=db)))
+            for (label, live), r in zip(runs, results):
+                sc = c.scope("%s: inspect --state (round %d, %s)" % (case, rnd, label), r)
+                if sc.process() and sc.exit_code(r, [0]):
+                    got = without_state(r.obj)
+                    sc.ok(got == want[live], "same answer as --fresh", first_difference(got, want[live]))

@@ -12,7 +12,6 @@ known step is complete, so `steps` == trial_api.steps_show_incomplete.
 import math
 import os
 import sys
-import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -356,43 +355,6 @@ def case_jobs(case, trial, exp):
 
 
 STATE_CASES = ("invoker_modes", "trial_workers3_partial_no_end", "hook_reductions_only", "workers2_tf_device_names")
-CONCURRENT = 6
-
-
-def without_state(o):
-    return {k: v for k, v in o.items() if k != "state"} if isinstance(o, dict) else o
-
-
-def check_state_db(c, cases, fresh):
-    """The persistent catalog (--state FILE) answers like a fresh one: when
-    several processes create it at the same time, when it is reused, and
-    when offline and --live runs share it."""
-    with tempfile.TemporaryDirectory(prefix="smrules-state-") as tmp:
-        for case, path, trial, exp in cases:
-            if case not in STATE_CASES or (case, False) not in fresh:
-                continue
-            db = os.path.join(tmp, case + ".db")
-            rounds = [("concurrent create #%d" % i, lib.inspect_args(trial, state=db), False)
-                      for i in range(CONCURRENT)]
-            results = lib.run_all([a for _, a, _ in rounds])
-            for step in (("reuse --live", lib.inspect_args(trial, live=True, state=db), True),
-                         ("reuse offline", lib.inspect_args(trial, state=db), False)):
-                rounds.append(step)
-                results.append(lib.run_json(step[1]))
-            for (label, args, live), r in zip(rounds, results):
-                sc = c.scope("%s: inspect --state (%s)" % (case, label), r)
-                want = fresh.get((case, live))
-                if sc.process() and sc.exit_code(r, [0]) and want is not None:
-                    sc.ok(without_state(r.obj) == without_state(want), "same answer as --fresh",
-                          first_difference(without_state(r.obj), without_state(want)))
-
-
-def first_difference(got, want, path=""):
-    if isinstance(got, dict) and isinstance(want, dict):
-        for k in sorted(set(got) | set(want)):
-            if got.get(k, lib.MISSING) != want.get(k, lib.MISSING):
-                return first_difference(got.get(k), want.get(k), path + "." + k)
-    return "%s: got %s, expected %s" % (path or "value", lib.short(got), lib.short(want))
 
 
 def main():
@@ -420,7 +382,9 @@ def main():
         if sc.process() and sc.exit_code(r, [0]) and isinstance(r.obj, dict):
             job.check(sc, r)
             fresh[(job.label.split(":")[0], job.label.endswith("--live"))] = r.obj
-    check_state_db(c, cases, fresh)
+    for case, path, trial, exp in cases:
+        if case in STATE_CASES and (case, False) in fresh and (case, True) in fresh:
+            lib.check_state_db(c, case, trial, fresh[(case, False)], fresh[(case, True)], concurrent=1, rounds=1)
 
     jobs = []
     for case, path, trial, exp in cases:

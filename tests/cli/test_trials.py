@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
 MODE_LOOKUPS_PER_MODE = 2  # entries per (case, mode) also read with --mode
+STATE_CASES = ("healthy_mlp_digits", "two_workers_ddp")  # shared --state catalog, concurrent creation
 
 
 def expected_tensor(t):
@@ -109,7 +110,7 @@ def check_inspect(c, case, exp, r, live):
     sc.field_eq(o, "num_workers", len(s["workers"]))
     check_modes(sc, o, s)
     check_collections(sc, o, s)
-    o["_by_name"] = check_tensor_list(sc, o, s)
+    check_tensor_list(sc, o, s)
     return o
 
 
@@ -142,7 +143,7 @@ def check_membership(c, case, inspected, exp):
     """Each sampled tensor is a member of the collections the fixture names,
     and its worker holds it at that step."""
     colls = inspected.get("collections") if inspected else None
-    by_name = inspected.get("_by_name", {}) if inspected else {}
+    by_name = {t.get("name"): t for t in (inspected or {}).get("tensors") or [] if isinstance(t, dict)}
     if not isinstance(colls, dict):
         return
     seen = set()
@@ -175,6 +176,9 @@ def main():
         check_inspect(c, case, exp, inspected[2 * i + 1], live=True)
         check_membership(c, case, o, exp)
         jobs += tensor_jobs(case, trial, exp)
+        if case in STATE_CASES and inspected[2 * i].rc == 0 and inspected[2 * i + 1].rc == 0:
+            lib.check_state_db(c, case, trial, inspected[2 * i].obj, inspected[2 * i + 1].obj,
+                               concurrent=8, rounds=4)
     results = lib.run_all([a for a, _, _ in jobs])
     for (args, e, label), r in zip(jobs, results):
         sc = c.scope(label, r)
