@@ -8,7 +8,7 @@
 
 #include "tensor.h"
 
-#define SCHEMA_VERSION "1"
+#define SCHEMA_VERSION "2"
 
 struct smr_catalog {
   sqlite3 *db;
@@ -61,7 +61,7 @@ static int prepare(smr_catalog *c, const char *sql, sqlite3_stmt **st,
 static int prepare_all(smr_catalog *c, smr_error *err) {
   static const char *ENTRY_COLS =
       "SELECT f.step, f.mode, f.mode_step, f.worker, e.kind, e.reduction,"
-      " e.abs, e.start, e.length, f.event_file, e.shape"
+      " e.abs, e.start, e.length, f.event_file, e.shape, f.path, f.error"
       " FROM entries e JOIN index_files f ON f.id = e.index_id"
       " WHERE e.tensor = ?1";
   char *any = smr_xasprintf("%s ORDER BY f.step, f.worker", ENTRY_COLS);
@@ -264,6 +264,8 @@ int smr_catalog_add_index(smr_catalog *c, const char *path, int64_t step,
     if (ix->event_file_name)
       sqlite3_bind_text(st, 6, ix->event_file_name, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 7, 0);
+    if (ix->event_file_problem)
+      sqlite3_bind_text(st, 8, ix->event_file_problem, -1, SQLITE_STATIC);
   } else {
     sqlite3_bind_int(st, 7, 1);
     sqlite3_bind_text(st, 8, failure ? failure->msg : "unreadable", -1,
@@ -315,6 +317,8 @@ static void entries_push(smr_entries *out, sqlite3_stmt *st) {
   e->event_file = col_dup(st, 9);
   if (e->kind == SMR_ENTRY_SHAPE)
     parse_shape((const char *)sqlite3_column_text(st, 10), e);
+  e->index_path = col_dup(st, 11);
+  e->problem = col_dup(st, 12);
 }
 
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,
@@ -343,6 +347,8 @@ void smr_entries_free(smr_entries *e) {
   for (size_t i = 0; i < e->n; i++) {
     free(e->v[i].worker);
     free(e->v[i].event_file);
+    free(e->v[i].index_path);
+    free(e->v[i].problem);
   }
   free(e->v);
   memset(e, 0, sizeof *e);
@@ -387,7 +393,7 @@ int smr_catalog_failed_indexes(smr_catalog *c, smr_failed_index **out,
   *n = 0;
   if (prepare(c,
               "SELECT path, step, worker, error, err_offset FROM index_files"
-              " WHERE status <> 0 ORDER BY path",
+              " WHERE status <> 0 OR error IS NOT NULL ORDER BY path",
               &st, err))
     return SMR_ERR_SQL;
   size_t cap = 0;

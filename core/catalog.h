@@ -49,6 +49,8 @@ typedef struct smr_entry {
   bool abs;
   int64_t start, length; /* raw and reduction entries */
   char *event_file;      /* relative path */
+  char *index_path;      /* the index file that listed it */
+  char *problem;         /* why its values cannot be read, or NULL */
   int ndim;              /* shape entries */
   int64_t shape[SMR_MAX_DIMS];
 } smr_entry;

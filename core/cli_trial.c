@@ -68,6 +68,8 @@ static const char *COMMON_HELP =
     "  --state PATH     where the catalog lives (default DIR/.smrules/state.db)\n"
     "  --fresh          use a private in-memory catalog\n";
 
+static void jw_error(const smr_error *e);
+
 static int open_trial(const trial_args *a, smr_trial **t) {
   smr_error err;
   smr_error_clear(&err);
@@ -78,6 +80,8 @@ static int open_trial(const trial_args *a, smr_trial **t) {
   int rc = smr_trial_open(a->trial, &a->opts, t, &err);
   if (rc != SMR_OK) {
     smr_cli_print_error(&err);
+    if (a->json)
+      jw_error(&err);
     return SMR_EXIT_UNREADABLE;
   }
   return SMR_EXIT_OK;
@@ -717,23 +721,31 @@ int smr_cmd_tensor(int argc, char **argv) {
     st = smr_trial_reduction(t, a.name, a.step, a.mode, a.worker,
                              smr_reduction_from_name(a.reduction), a.abs,
                              &red, &red_saved, &loc, &err);
-  if (st == SMR_OK)
-    st = smr_trial_value(t, a.name, a.step, a.mode, a.worker, &v, &loc, &err);
-  if (st == SMR_TENSOR_UNAVAILABLE_FOR_STEP && a.reduction) {
-    /* only the reduction was saved: report it without a value */
-    memset(&v, 0, sizeof v);
-    st = SMR_OK;
+  if (st == SMR_OK) {
+    smr_value_loc vloc;
+    smr_error verr;
+    smr_error_clear(&verr);
+    st = smr_trial_value(t, a.name, a.step, a.mode, a.worker, &v, &vloc,
+                         &verr);
+    if (st == SMR_OK || !a.reduction) {
+      loc = vloc;
+      err = verr;
+    } else if (st == SMR_TENSOR_UNAVAILABLE_FOR_STEP) {
+      /* only the reduction was saved: report it without a value */
+      memset(&v, 0, sizeof v);
+      st = SMR_OK;
+    } else {
+      err = verr;
+    }
   }
   if (st != SMR_OK) {
     smr_trial_close(t);
     return fail(&a, st, &err);
   }
   smr_stats stats;
-  bool have_stats =
-      v.count > 0 && v.dtype != SMR_DT_STRING && v.data &&
-      smr_tensor_stats(&v, &stats, &err) == SMR_OK;
-  if (v.ndim == 0 && v.count == 0 && !v.data && !v.strings)
-    have_stats = false;
+  bool have_value = v.data || v.strings; /* not a reduction-only answer */
+  bool have_stats = have_value && v.dtype != SMR_DT_STRING &&
+                    smr_tensor_stats(&v, &stats, &err) == SMR_OK;
   if (a.ta.json)
     tensor_json(&a, &v, &loc, have_stats ? &stats : NULL,
                 a.reduction ? &red : NULL, red_saved);

@@ -133,18 +133,25 @@ static int bad(const parse_ctx *c, const char *fmt, ...) {
   return smr_error_set(c->err, SMR_ERR_FORMAT, c->file, -1, "%s", msg);
 }
 
+/* An unsafe event_file_name leaves the rest of the index usable (its
+ * step, mode and tensor names stay known); only reading its values fails,
+ * with the reason kept in ix->event_file_problem. */
 static int parse_event_file_name(const parse_ctx *c, const cJSON *v,
-                                 char **out) {
+                                 smr_index *ix) {
   if (is_absent(v))
     return SMR_OK;
   if (!cJSON_IsString(v))
     return bad(c, "meta.event_file_name: expected a string");
   const char *s = v->valuestring;
   if (s[0] == '/')
-    return bad(c, "event_file_name '%.300s' is absolute", s);
-  if (!smr_path_is_safe(s))
-    return bad(c, "event_file_name '%.300s' escapes the trial directory", s);
-  *out = smr_xstrdup(s);
+    ix->event_file_problem = smr_xasprintf(
+        "event_file_name '%.300s' is absolute (outside the trial directory)",
+        s);
+  else if (!smr_path_is_safe(s))
+    ix->event_file_problem = smr_xasprintf(
+        "event_file_name '%.300s' escapes the trial directory", s);
+  else
+    ix->event_file_name = smr_xstrdup(s);
   return SMR_OK;
 }
 
@@ -162,8 +169,7 @@ static int parse_meta(const parse_ctx *c, const cJSON *root, smr_index *ix) {
     return bad(c, "meta.mode: expected TRAIN, EVAL, PREDICT or GLOBAL");
   if (!json_int(member(meta, "mode_step"), 0, &ix->mode_step))
     return bad(c, "meta.mode_step: expected an integer >= 0");
-  return parse_event_file_name(c, member(meta, "event_file_name"),
-                               &ix->event_file_name);
+  return parse_event_file_name(c, member(meta, "event_file_name"), ix);
 }
 
 static int parse_tensor_entry(const parse_ctx *c, size_t i, const cJSON *e,
@@ -247,7 +253,7 @@ static int parse_payloads(const parse_ctx *c, const cJSON *root,
     return bad(c, "expected 'tensor_payload' or 'shape_payload'");
   size_t nt = tp ? (size_t)cJSON_GetArraySize(tp) : 0;
   size_t ns = sp ? (size_t)cJSON_GetArraySize(sp) : 0;
-  if (nt > 0 && !ix->event_file_name)
+  if (nt > 0 && !ix->event_file_name && !ix->event_file_problem)
     return bad(c, "tensor_payload is not empty but meta.event_file_name is "
                   "missing");
   ix->tensors = smr_xcalloc(nt, sizeof *ix->tensors);
@@ -300,6 +306,7 @@ void smr_index_free(smr_index *ix) {
   free(ix->tensors);
   free(ix->shapes);
   free(ix->event_file_name);
+  free(ix->event_file_problem);
   memset(ix, 0, sizeof *ix);
 }
 

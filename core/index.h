@@ -35,6 +35,9 @@ typedef struct smr_index {
   int mode;
   int64_t mode_step;
   char *event_file_name; /* NULL when the step saved only shapes */
+  /* Set (and event_file_name NULL) when event_file_name was unsafe: the
+   * index still counts, its values cannot be read. */
+  char *event_file_problem;
   size_t n_tensors, n_shapes;
   smr_index_tensor *tensors;
   smr_index_shape *shapes;
@@ -43,7 +46,8 @@ typedef struct smr_index {
 /* Parse an index file's bytes.  SMR_ERR_FORMAT (file = `file`, offset of
  * the problem when known) when it is not JSON, lacks `meta`, has neither
  * payload list, has entries of the wrong type, negative offsets/lengths,
- * an unknown mode, or an unsafe event_file_name (see smr_path_is_safe). */
+ * or an unknown mode.  An unsafe event_file_name (see smr_path_is_safe)
+ * is not a parse failure: see smr_index.event_file_problem. */
 int smr_index_parse(const char *json, size_t len, const char *file,
                     smr_index *out, smr_error *err);
 void smr_index_free(smr_index *ix);

@@ -703,7 +703,7 @@ int smr_trial_tensor_step_list(smr_trial *t, const char *name, int mode,
  * explains it; otherwise availability decides (F§11.2). */
 static int explain_missing(smr_trial *t, const char *name, int64_t step,
                            int mode, int64_t g, smr_error *err) {
-  for (size_t i = 0; i < t->nproblems; i++) {
+  for (size_t i = 0; !find_step(t, g) && i < t->nproblems; i++) {
     const char *b = base_name(t->problems[i].file);
     int64_t ps = -1;
     char *w = NULL;
@@ -771,6 +771,8 @@ static int lookup(smr_trial *t, const char *name, int64_t step, int mode,
   for (size_t i = k; i < out->n; i++) {
     free(out->v[i].worker);
     free(out->v[i].event_file);
+    free(out->v[i].index_path);
+    free(out->v[i].problem);
   }
   out->n = k;
   if (k == 0)
@@ -793,8 +795,11 @@ static void fill_loc(smr_value_loc *loc, const smr_entry *e) {
  * the name the index gave it. */
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
+  if (e->problem)
+    return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1, "%s",
+                         e->problem);
   if (!e->event_file)
-    return smr_error_set(err, SMR_ERR_FORMAT, "", -1,
+    return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1,
                          "index entry for '%s' names no event file", tag);
   smr_range r;
   int rc = smr_source_read_range(t->src, e->event_file, (uint64_t)e->start,
