@@ -1,0 +1,38 @@
+-- gradient_mean_abs.lua - fires when the mean absolute value of any tensor
+-- of the `gradients` collection exceeds params.threshold.
+--
+-- Parameters:
+--   threshold   (number, required)  mean |gradient| above which to fire
+--   collection  (string, optional)  collection to watch, default "gradients"
+--
+-- Each offending tensor is reported as a violation with its mean |g|.  A
+-- step at which no gradient was saved (e.g. an EVAL step) is not evaluated.
+-- NaN never exceeds a threshold; rules/loss_nan.lua watches for NaN.
+
+local threshold, collection
+
+function init(p)
+  threshold = tonumber(p.threshold)
+  if threshold == nil then
+    error("parameter 'threshold' (a number) is required")
+  end
+  collection = p.collection or "gradients"
+end
+
+function invoke_at_step(step)
+  -- selected per step: in a live trial, tensors appear as training runs
+  local names = trial:tensor_names{ collection = collection }
+  local evaluated, fired = 0, false
+  for t, mean_abs in smrules.reductions_at(names, step, "mean", { abs = true }) do
+    evaluated = evaluated + 1
+    if mean_abs > threshold then
+      report.violation{ tensor = t.name, mean_abs = mean_abs, threshold = threshold }
+      fired = true
+    end
+  end
+  if evaluated == 0 then
+    return smrules.SKIPPED
+  end
+  report.datapoints(evaluated)
+  return fired
+end
