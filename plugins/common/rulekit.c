@@ -1,6 +1,10 @@
 /* rulekit.c - shared helpers of the built-in rule plugins. */
 #include "rulekit.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,4 +65,259 @@ smrules_json *rk_violation(smrules_ctx *ctx, const char *tensor) {
   if (tensor)
     rk_api->json_str(j, "tensor", tensor);
   return j;
+}
+
+/* ---------------------------------------------------------- numbers */
+
+static double parse_string_number(const uint8_t *s, size_t len) {
+  char buf[64];
+  if (!s || len == 0 || len >= sizeof buf)
+    return NAN;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  char *end;
+  double v = strtod(buf, &end);
+  return end != buf && *end == '\0' ? v : NAN;
+}
+
+double *rk_values(const smrules_tensor *t) {
+  if (t->count <= 0)
+    return NULL;
+  double *v = malloc((size_t)t->count * sizeof *v);
+  if (!v)
+    return NULL;
+  bool strings = t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
+  for (int64_t i = 0; i < t->count; i++)
+    v[i] = strings ? parse_string_number(t->strings ? t->strings[i] : NULL,
+                                         t->string_lens ? t->string_lens[i] : 0)
+                   : rk_api->get(t, i);
+  return v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double rk_quantile(double *x, size_t n, double q) {
+  if (n == 0)
+    return NAN;
+  for (size_t i = 0; i < n; i++)
+    if (isnan(x[i]))
+      return NAN;
+  qsort(x, n, sizeof *x, cmp_double);
+  double h = (double)(n - 1) * q;
+  size_t lo = (size_t)floor(h);
+  if (lo >= n - 1)
+    return x[n - 1];
+  return x[lo] + (h - (double)lo) * (x[lo + 1] - x[lo]);
+}
+
+double rk_round_half_away(double v) {
+  return round(v);
+}
+
+double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n) {
+  double *v = rk_values(t);
+  *n = v ? (size_t)t->count : 0;
+  int64_t last = t->ndim >= 2 ? t->shape[t->ndim - 1] : 1;
+  if (!v || last <= 1)
+    return v;
+  size_t rows = (size_t)(t->count / last);
+  for (size_t r = 0; r < rows; r++) {
+    const double *row = v + r * (size_t)last;
+    int64_t best = 0;
+    for (int64_t k = 1; k < last && !isnan(row[best]); k++)
+      if (isnan(row[k]) || row[k] > row[best])
+        best = k;
+    v[r] = (double)best; /* row r starts at or after r: no overlap hazard */
+  }
+  *n = rows;
+  return v;
+}
+
+int rk_inactive_units(const smrules_tensor *t,
+                      bool (*active)(double x, const void *arg),
+                      const void *arg, double threshold_inactivity,
+                      double *percent) {
+  int64_t batch = t->ndim >= 2 ? t->shape[0] : 1;
+  if (t->count <= 0 || batch <= 0)
+    return -1;
+  int64_t units = t->count / batch;
+  int64_t *hits = calloc((size_t)units, sizeof *hits);
+  if (!hits)
+    return -1;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t u = 0; u < units; u++)
+      hits[u] += active(rk_api->get(t, b * units + u), arg);
+  int64_t inactive = 0;
+  for (int64_t u = 0; u < units; u++)
+    inactive += 100.0 * (double)hits[u] / (double)batch < threshold_inactivity;
+  free(hits);
+  *percent = 100.0 * (double)inactive / (double)units;
+  return 0;
+}
+
+/* ------------------------------------------------------- state text */
+
+static void text_reserve(rk_text *t, size_t more) {
+  if (t->len + more + 1 <= t->cap)
+    return;
+  size_t cap = t->cap ? t->cap : 256;
+  while (cap < t->len + more + 1)
+    cap *= 2;
+  char *s = realloc(t->s, cap);
+  if (!s)
+    abort(); /* out of memory: nothing sensible to continue with */
+  t->s = s;
+  t->cap = cap;
+}
+
+void rk_text_printf(rk_text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  text_reserve(t, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(t->s + t->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+}
+
+void rk_text_num(rk_text *t, double v) {
+  rk_text_printf(t, " %.17g", v);
+}
+
+void rk_text_int(rk_text *t, int64_t v) {
+  rk_text_printf(t, " %lld", (long long)v);
+}
+
+void rk_text_name(rk_text *t, const char *name) {
+  rk_text_printf(t, " ");
+  if (!*name)
+    rk_text_printf(t, "%%");
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+    if (*p > ' ' && *p < 127 && *p != '%')
+      rk_text_printf(t, "%c", *p);
+    else
+      rk_text_printf(t, "%%%02X", *p);
+  }
+}
+
+char *rk_text_take(rk_text *t) {
+  text_reserve(t, 0);
+  char *s = t->s;
+  s[t->len] = '\0';
+  memset(t, 0, sizeof *t);
+  return s;
+}
+
+/* The next token: start and length; false at the end. */
+static bool scan_token(rk_scan *s, const char **tok, size_t *len) {
+  if (s->bad || !s->p)
+    return false;
+  while (*s->p == ' ' || *s->p == '\n' || *s->p == '\t')
+    s->p++;
+  const char *b = s->p;
+  while (*s->p && *s->p != ' ' && *s->p != '\n' && *s->p != '\t')
+    s->p++;
+  *tok = b;
+  *len = (size_t)(s->p - b);
+  return *len > 0;
+}
+
+static bool scan_fail(rk_scan *s) {
+  s->bad = true;
+  return false;
+}
+
+bool rk_scan_num(rk_scan *s, double *v) {
+  const char *tok;
+  size_t len;
+  char buf[64];
+  if (!scan_token(s, &tok, &len) || len >= sizeof buf)
+    return scan_fail(s);
+  memcpy(buf, tok, len);
+  buf[len] = '\0';
+  char *end;
+  *v = strtod(buf, &end);
+  return *end == '\0' ? true : scan_fail(s);
+}
+
+bool rk_scan_int(rk_scan *s, int64_t *v) {
+  const char *tok;
+  size_t len;
+  char buf[32];
+  if (!scan_token(s, &tok, &len) || len >= sizeof buf)
+    return scan_fail(s);
+  memcpy(buf, tok, len);
+  buf[len] = '\0';
+  char *end;
+  errno = 0;
+  long long x = strtoll(buf, &end, 10);
+  if (*end || errno)
+    return scan_fail(s);
+  *v = x;
+  return true;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+char *rk_scan_name(rk_scan *s) {
+  const char *tok;
+  size_t len;
+  if (!scan_token(s, &tok, &len))
+    return scan_fail(s), NULL;
+  char *out = malloc(len + 1), *o = out;
+  if (!out)
+    return scan_fail(s), NULL;
+  for (size_t i = 0; i < len; i++) {
+    if (tok[i] != '%') {
+      *o++ = tok[i];
+      continue;
+    }
+    if (len == 1) /* "%" alone: the empty name */
+      break;
+    int hi = i + 2 < len ? hex_digit(tok[i + 1]) : -1;
+    int lo = hi >= 0 ? hex_digit(tok[i + 2]) : -1;
+    if (lo < 0 || (hi == 0 && lo == 0)) {
+      free(out);
+      return scan_fail(s), NULL;
+    }
+    *o++ = (char)(hi * 16 + lo);
+    i += 2;
+  }
+  *o = '\0';
+  return out;
+}
+
+bool rk_scan_word(rk_scan *s, const char *word) {
+  rk_scan copy = *s;
+  const char *tok;
+  size_t len;
+  if (!scan_token(&copy, &tok, &len) || len != strlen(word) ||
+      memcmp(tok, word, len) != 0)
+    return false;
+  *s = copy;
+  return true;
+}
+
+bool rk_scan_end(rk_scan *s) {
+  const char *tok;
+  size_t len;
+  rk_scan copy = *s;
+  return !s->bad && !scan_token(&copy, &tok, &len);
+}
+
+size_t rk_scan_left(const rk_scan *s) {
+  return s->p && !s->bad ? strlen(s->p) : 0;
 }

@@ -58,4 +58,67 @@ static inline int rk_result(int64_t evaluated, int64_t violations) {
   return violations ? SMRULES_TRIGGERED : SMRULES_NO_TRIGGER;
 }
 
+/* ------------------------------------------------ numbers (formats.md §14) */
+
+/* All elements as doubles, or NULL when the tensor is empty (free() it).
+ * String elements are parsed as decimal numbers (NaN when they are not),
+ * so XGBoost columns saved as strings read like numeric ones. */
+double *rk_values(const smrules_tensor *t);
+
+/* NumPy's quantile with linear interpolation: sorts x (n > 0) in place;
+ * NaN when any element is NaN. */
+double rk_quantile(double *x, size_t n, double q);
+
+/* Rounding to the nearest integer, halves away from zero (rules.md R6). */
+double rk_round_half_away(double v);
+
+/* Class indices: argmax over the last axis when rank >= 2 and the last
+ * dimension > 1 (NumPy's argmax: first maximum, first NaN wins), else the
+ * flattened values.  Returns the malloc'ed array (NULL when empty) and its
+ * length in *n. */
+double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n);
+
+/* Per-unit activity (rules.md §2.9, §2.17): axis 0 is the batch
+ * (B = shape[0]; rank <= 1: B = 1) and every remaining index a unit
+ * (U = count / B).  A unit is inactive when 100 * (samples for which
+ * `active` holds) / B < threshold_inactivity.  Sets *percent to
+ * 100 * inactive units / U.  Returns 0, or -1 when the tensor has no
+ * elements. */
+int rk_inactive_units(const smrules_tensor *t,
+                      bool (*active)(double x, const void *arg),
+                      const void *arg, double threshold_inactivity,
+                      double *percent);
+
+/* -------------------------------------------------- state text (save_state)
+ * Space-separated tokens: numbers written exactly (%.17g, inf/nan kept) and
+ * names percent-encoded so that they never contain blanks. */
+typedef struct rk_text {
+  char *s;
+  size_t len, cap;
+} rk_text;
+
+void rk_text_printf(rk_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void rk_text_num(rk_text *t, double v);          /* " <number>" */
+void rk_text_int(rk_text *t, int64_t v);         /* " <integer>" */
+void rk_text_name(rk_text *t, const char *name); /* " <encoded name>" */
+/* The text (never NULL) for save_state; the rk_text is emptied. */
+char *rk_text_take(rk_text *t);
+
+typedef struct rk_scan {
+  const char *p;
+  bool bad; /* set by any failed read; later reads fail too */
+} rk_scan;
+
+bool rk_scan_num(rk_scan *s, double *v);
+bool rk_scan_int(rk_scan *s, int64_t *v);
+/* A decoded name (malloc'ed) or NULL. */
+char *rk_scan_name(rk_scan *s);
+/* The next token equals `word` (consumed only then; no failure flag). */
+bool rk_scan_word(rk_scan *s, const char *word);
+/* Nothing but blanks is left. */
+bool rk_scan_end(rk_scan *s);
+/* Bytes left: an upper bound for how many tokens can follow. */
+size_t rk_scan_left(const rk_scan *s);
+
 #endif
