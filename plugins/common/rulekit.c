@@ -321,3 +321,145 @@ bool rk_scan_end(rk_scan *s) {
 size_t rk_scan_left(const rk_scan *s) {
   return s->p && !s->bad ? strlen(s->p) : 0;
 }
+
+/* -------------------------------------------- comparing, scalar reads */
+
+bool rk_same_shape(const smrules_tensor *a, const smrules_tensor *b) {
+  if (a->ndim != b->ndim || a->count != b->count)
+    return false;
+  for (int i = 0; i < a->ndim && i < SMRULES_MAX_DIMS; i++)
+    if (a->shape[i] != b->shape[i])
+      return false;
+  return true;
+}
+
+static bool is_strings(const smrules_tensor *t) {
+  return t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
+}
+
+static bool strings_equal(const smrules_tensor *a, const smrules_tensor *b) {
+  for (int64_t i = 0; i < a->count; i++) {
+    size_t la = a->string_lens ? a->string_lens[i] : 0;
+    size_t lb = b->string_lens ? b->string_lens[i] : 0;
+    if (la != lb || (la && memcmp(a->strings[i], b->strings[i], la) != 0))
+      return false;
+  }
+  return true;
+}
+
+/* One element pair: close or not; *diff is |x - y| or +inf. */
+static bool element_close(double x, double y, double rtol, double atol,
+                          bool equal_nan, double *diff) {
+  if (isfinite(x) && isfinite(y)) {
+    *diff = fabs(x - y);
+    return *diff <= atol + rtol * fabs(y);
+  }
+  if (isnan(x) && isnan(y)) {
+    *diff = 0;
+    return equal_nan;
+  }
+  *diff = x == y ? 0 : INFINITY; /* same infinity, or a mismatch */
+  return x == y;
+}
+
+bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
+                 double atol, bool equal_nan, double *max_abs_diff) {
+  double worst = 0;
+  bool close = rk_same_shape(a, b);
+  if (close && (is_strings(a) || is_strings(b))) {
+    close = is_strings(a) && is_strings(b) && strings_equal(a, b);
+    worst = close ? 0 : INFINITY;
+  } else if (close) {
+    for (int64_t i = 0; i < a->count; i++) {
+      double d;
+      if (!element_close(rk_api->get(a, i), rk_api->get(b, i), rtol, atol,
+                         equal_nan, &d))
+        close = false;
+      if (d > worst)
+        worst = d;
+    }
+  } else {
+    worst = INFINITY;
+  }
+  if (max_abs_diff)
+    *max_abs_diff = worst;
+  return close;
+}
+
+int rk_scalar(smrules_trial *t, const char *name, int64_t step, int mode,
+              double *out, double *wall_time) {
+  smrules_tensor v;
+  int rc = rk_api->value(t, name, step, mode, &v);
+  if (rc != 0)
+    return rc < 0 ? rc : SMRULES_ERR;
+  rc = rk_is_scalar(&v) && rk_is_numeric(&v) && !is_strings(&v) ? 0 : 1;
+  if (rc == 0)
+    *out = rk_api->get(&v, 0);
+  if (wall_time)
+    *wall_time = v.wall_time;
+  rk_api->release(&v);
+  return rc;
+}
+
+static const char *const MODE_NAMES[] = {NULL, "TRAIN", "EVAL", "PREDICT",
+                                         "GLOBAL"};
+
+const char *rk_mode_name(int mode) {
+  return mode >= SMRULES_MODE_TRAIN && mode <= SMRULES_MODE_GLOBAL
+             ? MODE_NAMES[mode]
+             : "?";
+}
+
+int rk_mode_parse(const char *name) {
+  for (int m = SMRULES_MODE_TRAIN; name && m <= SMRULES_MODE_GLOBAL; m++)
+    if (strcmp(name, MODE_NAMES[m]) == 0)
+      return m;
+  return 0;
+}
+
+/* ------------------------------------------------------------ tables */
+
+void rk_table_init(rk_table *t, size_t record_size) {
+  memset(t, 0, sizeof *t);
+  t->size = record_size;
+}
+
+void *rk_table_at(const rk_table *t, size_t i) {
+  return t->recs + i * t->size;
+}
+
+static void table_grow(rk_table *t) {
+  size_t cap = t->cap ? 2 * t->cap : 8;
+  char **keys = realloc(t->keys, cap * sizeof *keys);
+  if (keys)
+    t->keys = keys;
+  unsigned char *recs = keys ? realloc(t->recs, cap * t->size) : NULL;
+  if (!recs)
+    abort(); /* out of memory: nothing sensible to continue with */
+  t->recs = recs;
+  t->cap = cap;
+}
+
+void *rk_table_get(rk_table *t, const char *key, bool create) {
+  for (size_t i = 0; i < t->n; i++)
+    if (strcmp(t->keys[i], key) == 0)
+      return rk_table_at(t, i);
+  if (!create)
+    return NULL;
+  if (t->n == t->cap)
+    table_grow(t);
+  t->keys[t->n] = strdup(key);
+  if (!t->keys[t->n])
+    abort();
+  void *rec = rk_table_at(t, t->n++);
+  memset(rec, 0, t->size);
+  return rec;
+}
+
+void rk_table_free(rk_table *t) {
+  for (size_t i = 0; i < t->n; i++)
+    free(t->keys[i]);
+  free(t->keys);
+  free(t->recs);
+  memset(t, 0, sizeof *t);
+}

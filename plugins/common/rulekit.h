@@ -121,4 +121,46 @@ bool rk_scan_end(rk_scan *s);
 /* Bytes left: an upper bound for how many tokens can follow. */
 size_t rk_scan_left(const rk_scan *s);
 
+/* ------------------------------------------- comparing and scalar reads */
+
+/* Same number of dimensions and the same extent in each. */
+bool rk_same_shape(const smrules_tensor *a, const smrules_tensor *b);
+
+/* NumPy's allclose(a, b) on tensors of the same shape: every element has
+ * |a - b| <= atol + rtol * |b|; an infinity is close only to the same
+ * infinity; two NaNs are close only when equal_nan.  String tensors are
+ * close when every string is byte-identical; a string tensor is never close
+ * to a numeric one.  *max_abs_diff (may be NULL) gets the largest |a - b|
+ * over positions where both are finite, +inf when a position differs in a
+ * non-finite value (or a string), 0 for identical tensors. */
+bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
+                 double atol, bool equal_nan, double *max_abs_diff);
+
+/* The value of a one-element numeric tensor at `step` (a global step with
+ * SMRULES_MODE_GLOBAL, else a mode step).  Returns 0, a negative status
+ * when there is no value, or 1 when the value is not a numeric scalar.
+ * `wall_time` may be NULL. */
+int rk_scalar(smrules_trial *t, const char *name, int64_t step, int mode,
+              double *out, double *wall_time);
+
+/* "TRAIN", "EVAL", "PREDICT", "GLOBAL" (SMRULES_MODE_*), else "?". */
+const char *rk_mode_name(int mode);
+/* SMRULES_MODE_* of one of those names, or 0. */
+int rk_mode_parse(const char *name);
+
+/* A table of fixed-size records keyed by name (e.g. per tensor state),
+ * in insertion order.  Records are zeroed on creation. */
+typedef struct rk_table {
+  size_t n, cap, size; /* size: bytes of one record */
+  char **keys;
+  unsigned char *recs;
+} rk_table;
+
+void rk_table_init(rk_table *t, size_t record_size);
+/* The record of `key`; created when `create`, else NULL when absent. */
+void *rk_table_get(rk_table *t, const char *key, bool create);
+/* The i-th record (i < n) and its key. */
+void *rk_table_at(const rk_table *t, size_t i);
+void rk_table_free(rk_table *t);
+
 #endif
