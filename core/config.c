@@ -109,8 +109,9 @@ static const smr_node *name_node(const smr_node *item) {
   return item;
 }
 
-static int build_rule(const smr_config *c, const smr_node *item,
-                      smr_rule_config *r, smr_error *err) {
+/* Fills everything but checks nothing, so names exist before any check. */
+static void build_rule(const smr_config *c, const smr_node *item,
+                       smr_rule_config *r) {
   r->line = item->line;
   r->col = item->col;
   const char *rule = string_of(item, "rule");
@@ -128,7 +129,11 @@ static int build_rule(const smr_config *c, const smr_node *item,
   r->actions = optional_child(item, "actions");
   r->start_step = step_of(item, "start_step");
   r->end_step = step_of(item, "end_step");
-  if (lua) {
+}
+
+static int check_rule(const smr_config *c, const smr_node *item,
+                      const smr_rule_config *r, smr_error *err) {
+  if (r->lua) {
     int rc = check_lua_script(c, smr_node_get(item, "lua"), r->lua, err);
     if (rc)
       return rc;
@@ -136,28 +141,60 @@ static int build_rule(const smr_config *c, const smr_node *item,
   return check_steps(c, item, r, err);
 }
 
-static int check_unique_name(const smr_config *c, const smr_node *rules,
-                             size_t k, smr_error *err) {
-  for (size_t j = 0; j < k; j++) {
-    if (strcmp(c->rules[j].name, c->rules[k].name) != 0)
-      continue;
-    const smr_node *first = name_node(rules->items[j]);
-    return config_error(err, c, name_node(rules->items[k]),
-                        "duplicate rule name '%s' (first used at line %d, "
-                        "column %d); give one of them a different 'name'",
-                        c->rules[k].name, first->line, first->col);
-  }
-  return SMR_OK;
+typedef struct name_ref {
+  const char *name;
+  size_t index;
+} name_ref;
+
+static int cmp_name_ref(const void *pa, const void *pb) {
+  const name_ref *a = pa, *b = pb;
+  int d = strcmp(a->name, b->name);
+  if (d)
+    return d;
+  return (a->index > b->index) - (a->index < b->index);
 }
 
+/* The rule whose name repeats an earlier one, earliest in the file, and
+ * that earlier one; SIZE_MAX when all names are unique.  Sorting keeps this
+ * O(n log n) for very long rule lists. */
+static size_t first_duplicate_name(const smr_config *c, size_t *earlier) {
+  name_ref *refs = smr_xmalloc(c->n_rules * sizeof *refs);
+  for (size_t k = 0; k < c->n_rules; k++)
+    refs[k] = (name_ref){c->rules[k].name, k};
+  qsort(refs, c->n_rules, sizeof *refs, cmp_name_ref);
+  size_t second = SIZE_MAX;
+  for (size_t k = 1; k < c->n_rules; k++)
+    if (strcmp(refs[k].name, refs[k - 1].name) == 0 &&
+        (k < 2 || strcmp(refs[k].name, refs[k - 2].name) != 0) &&
+        refs[k].index < second) {
+      second = refs[k].index;
+      *earlier = refs[k - 1].index;
+    }
+  free(refs);
+  return second;
+}
+
+static int duplicate_name_error(const smr_config *c, const smr_node *rules,
+                                size_t k, size_t earlier, smr_error *err) {
+  const smr_node *first = name_node(rules->items[earlier]);
+  return config_error(err, c, name_node(rules->items[k]),
+                      "duplicate rule name '%s' (first used at line %d, "
+                      "column %d); give one of them a different 'name'",
+                      c->rules[k].name, first->line, first->col);
+}
+
+/* Errors are reported in file order, whichever check finds them. */
 static int build_rules(smr_config *c, smr_error *err) {
   const smr_node *rules = smr_node_get(c->root, "rules");
   c->rules = smr_xcalloc(rules->n, sizeof *c->rules);
+  c->n_rules = rules->n;
+  for (size_t k = 0; k < rules->n; k++)
+    build_rule(c, rules->items[k], &c->rules[k]);
+  size_t earlier = 0, dup = first_duplicate_name(c, &earlier);
   for (size_t k = 0; k < rules->n; k++) {
-    c->n_rules = k + 1; /* so smr_config_free releases a partial item */
-    int rc = build_rule(c, rules->items[k], &c->rules[k], err);
-    if (!rc)
-      rc = check_unique_name(c, rules, k, err);
+    if (k == dup)
+      return duplicate_name_error(c, rules, k, earlier, err);
+    int rc = check_rule(c, rules->items[k], &c->rules[k], err);
     if (rc)
       return rc;
   }

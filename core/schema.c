@@ -29,9 +29,15 @@ typedef struct verr {
   char msg[SMR_ERR_MSG_MAX];
 } verr;
 
+#define REGEX_CACHE 16
+
 typedef struct vctx {
   const cJSON *root;
   int recursion;
+  /* compiled patterns, keyed by the schema string they came from */
+  const char *patterns[REGEX_CACHE];
+  smr_regex *compiled[REGEX_CACHE];
+  int n_compiled;
 } vctx;
 
 static bool validate(vctx *c, const cJSON *s, const smr_node *n,
@@ -252,8 +258,28 @@ static bool check_enum_const(const cJSON *s, const smr_node *n,
 
 /* ---- scalars ----------------------------------------------------------- */
 
-static bool check_string(const cJSON *s, const smr_node *n, const char *label,
-                         int depth, verr *e) {
+/* Patterns are compiled once per validation: a long list of strings must
+ * not compile the same pattern for each item. */
+static smr_regex *compiled_pattern(vctx *c, const char *pattern) {
+  for (int k = 0; k < c->n_compiled; k++)
+    if (c->patterns[k] == pattern)
+      return c->compiled[k];
+  smr_regex *re;
+  smr_error rerr;
+  if (smr_regex_compile(pattern, &re, &rerr) != SMR_OK)
+    return NULL;
+  if (c->n_compiled == REGEX_CACHE) { /* our schema has far fewer */
+    for (int k = 0; k < c->n_compiled; k++)
+      smr_regex_free(c->compiled[k]);
+    c->n_compiled = 0;
+  }
+  c->patterns[c->n_compiled] = pattern;
+  c->compiled[c->n_compiled++] = re;
+  return re;
+}
+
+static bool check_string(vctx *c, const cJSON *s, const smr_node *n,
+                         const char *label, int depth, verr *e) {
   size_t len = strlen(n->s);
   const cJSON *min = cJSON_GetObjectItemCaseSensitive(s, "minLength");
   const cJSON *max = cJSON_GetObjectItemCaseSensitive(s, "maxLength");
@@ -267,13 +293,10 @@ static bool check_string(const cJSON *s, const smr_node *n, const char *label,
   const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
   if (!cJSON_IsString(pat))
     return true;
-  smr_regex *re;
-  smr_error rerr;
-  if (smr_regex_compile(pat->valuestring, &re, &rerr) != SMR_OK)
+  smr_regex *re = compiled_pattern(c, pat->valuestring);
+  if (!re)
     return schema_bug(e, n, "bad pattern");
-  bool ok = smr_regex_search(re, n->s);
-  smr_regex_free(re);
-  if (ok)
+  if (smr_regex_search(re, n->s))
     return true;
   char text[64];
   short_text(n, text, sizeof text);
@@ -476,7 +499,7 @@ static bool check_by_type(vctx *c, const cJSON *s, const smr_node *n,
   case SMR_NODE_LIST:
     return check_list(c, s, n, label, depth, e);
   case SMR_NODE_STRING:
-    return check_string(s, n, label, depth, e);
+    return check_string(c, s, n, label, depth, e);
   case SMR_NODE_INT:
   case SMR_NODE_FLOAT:
     return check_number(s, n, label, depth, e);
@@ -528,10 +551,14 @@ int smr_schema_validate(const char *schema_json, const smr_node *root,
   if (!schema)
     return smr_error_set(err, SMR_ERR_USAGE, name, -1,
                          "internal error: the schema is not valid JSON");
-  vctx c = {schema, 0};
+  vctx c;
+  memset(&c, 0, sizeof c);
+  c.root = schema;
   verr e;
   memset(&e, 0, sizeof e);
   bool ok = validate(&c, schema, root, "configuration", 0, &e);
+  for (int k = 0; k < c.n_compiled; k++)
+    smr_regex_free(c.compiled[k]);
   cJSON_Delete(schema);
   if (ok)
     return SMR_OK;
