@@ -1,0 +1,160 @@
+/* CreateXgboostReport (rules.md §2.21): writes an HTML training report of
+ * an XGBoost trial, xgboost_report.html, into the rule instance's output
+ * directory.  Never triggers.  Each step only records that it was seen;
+ * the report is built in finish() from everything saved between the
+ * first and the last evaluated step, so the state is just those two
+ * steps. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xgb_report.h"
+
+#define REPORT_FILE "xgboost_report.html"
+/* Where a host without api->output_dir says rule files go. */
+#define OUTPUT_DIR_ENV "SMRULES_RULE_OUTPUT_DIR"
+
+typedef struct state {
+  int64_t first, last; /* evaluated global steps; -1 before any */
+} state;
+
+static int init(smrules_ctx *ctx, const void *s, void **out) {
+  state *st = malloc(sizeof *st);
+  if (!st) {
+    rk_api->fail(ctx, "out of memory");
+    return SMRULES_ERR;
+  }
+  st->first = st->last = -1;
+  *out = st;
+  return 0;
+}
+
+/* A step counts when any tensor the report reads was saved there. */
+static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
+  state *st = p;
+  smrules_trial *t = rk_api->trial(ctx);
+  smrules_strlist names;
+  if (xgb_report_tensors(t, &names) != 0)
+    return SMRULES_SKIPPED;
+  int64_t seen = 0;
+  for (size_t i = 0; i < names.n; i++) {
+    smrules_tensor v;
+    if (rk_value(t, names.v[i], g, &v) == 0) {
+      seen++;
+      rk_api->release(&v);
+    }
+  }
+  rk_api->strlist_free(&names);
+  if (!seen)
+    return SMRULES_SKIPPED;
+  rk_api->datapoints(ctx, seen);
+  if (st->first < 0)
+    st->first = g;
+  st->last = g;
+  return SMRULES_NO_TRIGGER;
+}
+
+static const char *output_dir(smrules_ctx *ctx) {
+  size_t need = offsetof(smrules_api, output_dir) + sizeof rk_api->output_dir;
+  if (rk_api->struct_size >= need && rk_api->output_dir)
+    return rk_api->output_dir(ctx);
+  return getenv(OUTPUT_DIR_ENV);
+}
+
+/* Writes `text` to dir/REPORT_FILE through a temporary file and rename, so
+ * a reader never sees half a report.  Returns the path or NULL. */
+static char *write_report(smrules_ctx *ctx, const char *dir, const char *text) {
+  size_t n = strlen(dir) + sizeof REPORT_FILE + 8;
+  char *path = malloc(n), *tmp = malloc(n);
+  if (!path || !tmp) {
+    free(path);
+    free(tmp);
+    rk_api->fail(ctx, "out of memory");
+    return NULL;
+  }
+  snprintf(path, n, "%s/%s", dir, REPORT_FILE);
+  snprintf(tmp, n, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  bool ok = f && fputs(text, f) >= 0;
+  ok = f && fclose(f) == 0 && ok;
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) {
+    rk_api->fail(ctx, "cannot write %s: %s", path, strerror(errno));
+    remove(tmp);
+    free(path);
+    path = NULL;
+  }
+  free(tmp);
+  return path;
+}
+
+static int finish(smrules_ctx *ctx, void *p) {
+  const state *st = p;
+  if (st->first < 0)
+    return SMRULES_NO_TRIGGER; /* no step had any of the data */
+  const char *dir = output_dir(ctx);
+  if (!dir) {
+    rk_api->fail(ctx, "the host gives no output directory for the report "
+                      "(set " OUTPUT_DIR_ENV ")");
+    return SMRULES_ERR;
+  }
+  xgb_data d;
+  xgb_collect(rk_api->trial(ctx), st->first, st->last, &d);
+  const char *sections[4];
+  size_t nsections;
+  char *html = xgb_html(&d, sections, &nsections);
+  xgb_data_free(&d);
+  char *path = write_report(ctx, dir, html);
+  free(html);
+  if (!path)
+    return SMRULES_ERR;
+  smrules_json *j = rk_api->details(ctx);
+  rk_api->json_str(j, "report", path);
+  rk_api->json_strs(j, "sections", sections, nsections);
+  free(path);
+  return SMRULES_NO_TRIGGER;
+}
+
+static char *save_state(smrules_ctx *ctx, void *p) {
+  const state *st = p;
+  rk_text t = {0};
+  rk_text_printf(&t, "v1");
+  rk_text_int(&t, st->first);
+  rk_text_int(&t, st->last);
+  return rk_text_take(&t);
+}
+
+static int load_state(smrules_ctx *ctx, void *p, const char *text) {
+  state *st = p;
+  rk_scan sc = {text, false};
+  int64_t first, last;
+  if (rk_scan_word(&sc, "v1") && rk_scan_int(&sc, &first) &&
+      rk_scan_int(&sc, &last) && rk_scan_end(&sc) && first <= last) {
+    st->first = first;
+    st->last = last;
+    return 0;
+  }
+  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  return -1;
+}
+
+static const smrules_rule rule = {
+    .api_version = SMRULES_API_VERSION,
+    .struct_size = sizeof(smrules_rule),
+    .name = "CreateXgboostReport",
+    .description = "HTML training report of an XGBoost job (never triggers)",
+    .kind = SMRULES_KIND_TENSOR,
+    .params = NULL,
+    .settings_size = 0,
+    .data_needed = "collections hyperparameters, metrics, feature_importance, "
+                   "labels, predictions",
+    .init = init,
+    .invoke_at_step = invoke,
+    .finish = finish,
+    .destroy = free,
+    .save_state = save_state,
+    .load_state = load_state,
+};
+
+RK_PLUGIN(rule)
