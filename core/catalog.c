@@ -157,6 +157,10 @@ int smr_catalog_commit(smr_catalog *c, smr_error *err) {
   return exec(c, "COMMIT", err);
 }
 
+void smr_catalog_rollback(smr_catalog *c) {
+  sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
 int smr_catalog_reset(smr_catalog *c, smr_error *err) {
   return exec(c,
               "DELETE FROM entries; DELETE FROM tensors;"

@@ -26,6 +26,7 @@ sqlite3 *smr_catalog_db(smr_catalog *c);
 
 int smr_catalog_begin(smr_catalog *c, smr_error *err);
 int smr_catalog_commit(smr_catalog *c, smr_error *err);
+void smr_catalog_rollback(smr_catalog *c);
 /* Forget everything about the trial (it was rewritten). */
 int smr_catalog_reset(smr_catalog *c, smr_error *err);
 

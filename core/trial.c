@@ -169,7 +169,11 @@ static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
   smr_source_listing l;
   smr_source_list(t->src, "index", ".json", &l, err);
   smr_strv known = {0};
-  int rc = smr_catalog_index_paths(t->cat, &known, err);
+  /* Read what is recorded inside the write transaction: another process
+   * sharing the state file may have added the same files meanwhile. */
+  int rc = smr_catalog_begin(t->cat, err);
+  if (rc == SMR_OK)
+    rc = smr_catalog_index_paths(t->cat, &known, err);
   /* A recorded index file that disappeared means the directory was
    * rewritten by a new run: start over. */
   size_t present = 0;
@@ -177,8 +181,6 @@ static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
     present += sorted_contains(&known, l.files[i].path);
   bool reset = rc == SMR_OK && present != known.n;
   size_t n = 0;
-  if (rc == SMR_OK)
-    rc = smr_catalog_begin(t->cat, err);
   if (rc == SMR_OK && reset)
     rc = smr_catalog_reset(t->cat, err);
   for (size_t i = 0; rc == SMR_OK && i < l.n; i++) {
@@ -189,6 +191,8 @@ static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
   }
   if (rc == SMR_OK)
     rc = smr_catalog_commit(t->cat, err);
+  else
+    smr_catalog_rollback(t->cat);
   smr_strv_free(&known);
   smr_source_listing_free(&l);
   if (added)
