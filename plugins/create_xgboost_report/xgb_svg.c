@@ -37,8 +37,10 @@ void xgb_escape(rk_text *t, const char *s) {
     case '\'':
       rk_text_printf(t, "&#39;");
       break;
-    default:
-      rk_text_printf(t, "%c", *s);
+    default: /* control characters are not allowed in HTML text */
+      rk_text_printf(t, "%c",
+                     (unsigned char)*s < ' ' && *s != '\n' && *s != '\t' ? '?'
+                                                                         : *s);
     }
   }
 }
