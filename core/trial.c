@@ -141,6 +141,14 @@ static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
       ok = smr_index_parse(buf, len, path, &ix, &perr) == SMR_OK;
     free(buf);
   }
+  /* While training runs, an unreadable index file may still be being
+   * written by a writer that does not rename into place: leave it out and
+   * read it again at the next refresh; once training has ended it is a
+   * real failure. */
+  if (!ok && t->live && !t->marker) {
+    free(worker);
+    return SMR_OK;
+  }
   int rc = smr_catalog_add_index(t->cat, path, step, worker ? worker : "",
                                  ok ? &ix : NULL, ok ? NULL : &perr, err);
   if (ok)
@@ -808,6 +816,10 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
   smr_range r;
   int rc = smr_source_read_range(t->src, e->event_file, (uint64_t)e->start,
                                  (uint64_t)e->length, &r, err);
+  if (rc && t->live && !t->marker)
+    /* an event file not (fully) there yet while training runs: wait */
+    return smr_error_set(err, SMR_STEP_NOT_YET, e->event_file, e->start,
+                         "event file not complete yet");
   if (rc)
     return rc;
   const uint8_t *payload;
