@@ -2,7 +2,7 @@
 # Install the Debian packages smrules needs to build and test.  Idempotent:
 # skips apt entirely when everything is already there.  Run as root.
 set -e
-PKGS="build-essential pkg-config git python3 clang libclang-rt-14-dev \
+PKGS="build-essential pkg-config git python3 clang libclang-rt-14-dev strace \
 liblua5.4-dev libsqlite3-dev libcjson-dev libyaml-dev libprotobuf-c-dev \
 protobuf-c-compiler zlib1g-dev libcurl4-openssl-dev libpcre2-dev"
 missing=""
