@@ -56,7 +56,7 @@ FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 30
 
 .PHONY: all check check-fast check-san unit fuzz bench install format clean
-all: $(BIN) $(PLUGIN_SO)
+all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
 $(GEN_C) $(GEN_H): $(PROTO)
 	@mkdir -p $(BUILD)/gen
@@ -99,6 +99,10 @@ $(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
+
+# The stand-in training job of the demo and the live tests.
+$(BUILD)/demo-trainer: examples/trainer/demo_trainer.c $(LIB)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
