@@ -231,9 +231,10 @@ static int store_list(const pctx *c, const pval *v, void *field) {
     else
       rc = check_bounds(c, &iv, nums[i]);
   }
+  size_t nitems = items.n;
   smr_strv_free(&items);
   smrules_numlist *l = field;
-  l->n = rc == SMR_OK ? items.n : 0;
+  l->n = rc == SMR_OK ? nitems : 0;
   l->v = nums;
   return rc;
 }
