@@ -121,9 +121,12 @@ static int setup_plugin(smr_instance *in, const smr_config *cfg,
   int st = rc->plugin ? smr_plugin_load(rc->plugin, &in->plugin, err)
                       : smr_plugin_find(rc->rule, &in->plugin, err);
   if (st != SMR_OK) {
-    if (err->msg[0] && !strstr(err->msg, "line "))
+    if (err->msg[0] && !strstr(err->msg, "line ")) {
+      char why[SMR_ERR_MSG_MAX]; /* err->msg cannot format into itself */
+      snprintf(why, sizeof why, "%s", err->msg);
       smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
-                    "line %d, column %d: %s", rc->line, rc->col, err->msg);
+                    "line %d, column %d: %s", rc->line, rc->col, why);
+    }
     return SMR_ERR_USAGE;
   }
   const smrules_rule *reg = in->plugin->reg;
