@@ -34,8 +34,35 @@ typedef struct smr_range {
   void *heap_;
 } smr_range;
 
+/* What a kind of source implements (local disk, S3, ...).  Each
+ * implementation embeds `smr_source` as the first member of its own
+ * struct; the functions below dispatch through `ops`. */
+typedef struct smr_source_ops {
+  const char *kind;
+  void (*close)(smr_source *s);
+  int (*list)(smr_source *s, const char *dir, const char *suffix,
+              smr_source_listing *out, smr_error *err);
+  bool (*exists)(smr_source *s, const char *rel, int64_t *size,
+                 int64_t *mtime_ns);
+  int (*read_all)(smr_source *s, const char *rel, size_t max, char **buf,
+                  size_t *len, smr_error *err);
+  int (*read_range)(smr_source *s, const char *rel, uint64_t off,
+                    uint64_t len, smr_range *out, smr_error *err);
+} smr_source_ops;
+
+struct smr_source {
+  const smr_source_ops *ops;
+  char *root; /* canonical root: an absolute path or a URL */
+};
+
 int smr_source_local_open(const char *root, smr_source **out, smr_error *err);
+/* Open by location: "s3://bucket/prefix" (when an S3 source is built in)
+ * or a local directory. */
+int smr_source_open(const char *location, smr_source **out, smr_error *err);
 void smr_source_close(smr_source *s);
+/* Append a file to a listing (for implementations). */
+void smr_source_listing_add(smr_source_listing *l, char *path, int64_t size,
+                            int64_t mtime_ns);
 const char *smr_source_root(const smr_source *s);
 
 /* Recursively list regular files under `dir` (relative, e.g. "index")

@@ -20,11 +20,15 @@
 
 #include "index.h"
 
-struct smr_source {
-  char *root; /* canonical absolute path */
+typedef struct local_source {
+  smr_source base; /* base.root: canonical absolute path */
   int rootfd;
   bool have_openat2;
-};
+} local_source;
+
+static const smr_source_ops LOCAL_OPS;
+
+static local_source *L(smr_source *s) { return (local_source *)s; }
 
 int smr_source_local_open(const char *root, smr_source **out, smr_error *err) {
   char *canon = realpath(root, NULL);
@@ -38,40 +42,38 @@ int smr_source_local_open(const char *root, smr_source **out, smr_error *err) {
     return smr_error_set(err, SMR_ERR_IO, root, -1,
                          "cannot open trial directory: %s", strerror(e));
   }
-  smr_source *s = smr_xcalloc(1, sizeof *s);
-  s->root = canon;
+  local_source *s = smr_xcalloc(1, sizeof *s);
+  s->base.ops = &LOCAL_OPS;
+  s->base.root = canon;
   s->rootfd = fd;
   s->have_openat2 = true;
-  *out = s;
+  *out = &s->base;
   return SMR_OK;
 }
 
-void smr_source_close(smr_source *s) {
-  if (!s)
-    return;
-  close(s->rootfd);
+static void local_close(smr_source *s) {
+  close(L(s)->rootfd);
   free(s->root);
   free(s);
 }
 
-const char *smr_source_root(const smr_source *s) { return s->root; }
-
 /* Fallback confinement check: the resolved path must be under the root. */
-static bool resolved_inside(const smr_source *s, const char *rel) {
-  char *full = smr_xasprintf("%s/%s", s->root, rel);
+static bool resolved_inside(const local_source *s, const char *rel) {
+  char *full = smr_xasprintf("%s/%s", s->base.root, rel);
   char *canon = realpath(full, NULL);
   free(full);
   if (!canon)
     return true; /* does not exist: the open will fail on its own */
-  size_t n = strlen(s->root);
-  bool ok = strncmp(canon, s->root, n) == 0 &&
+  size_t n = strlen(s->base.root);
+  bool ok = strncmp(canon, s->base.root, n) == 0 &&
             (canon[n] == '/' || canon[n] == '\0');
   free(canon);
   return ok;
 }
 
 /* Open `rel` read-only, confined to the root.  Returns fd or -1 (errno). */
-static int open_beneath(smr_source *s, const char *rel, int flags) {
+static int open_beneath(smr_source *src, const char *rel, int flags) {
+  local_source *s = L(src);
   if (!smr_path_is_safe(rel)) {
     errno = EXDEV;
     return -1;
@@ -103,14 +105,9 @@ static bool has_suffix(const char *name, const char *suffix) {
 
 static void listing_add(smr_source_listing *l, char *path,
                         const struct stat *st) {
-  if (l->n == l->cap) {
-    l->cap = l->cap ? l->cap * 2 : 64;
-    l->files = smr_xrealloc(l->files, l->cap * sizeof *l->files);
-  }
-  smr_source_file *f = &l->files[l->n++];
-  f->path = path;
-  f->size = st->st_size;
-  f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+  smr_source_listing_add(
+      l, path, st->st_size,
+      (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
 }
 
 /* Depth-bounded recursive walk; symlinks are not followed. */
@@ -154,23 +151,15 @@ static int cmp_file(const void *a, const void *b) {
                 ((const smr_source_file *)b)->path);
 }
 
-int smr_source_list(smr_source *s, const char *dir, const char *suffix,
-                    smr_source_listing *out, smr_error *err) {
-  memset(out, 0, sizeof *out);
+static int local_list(smr_source *s, const char *dir, const char *suffix,
+                      smr_source_listing *out, smr_error *err) {
   int rc = walk(s, dir, suffix, 0, out, err);
   if (out->n > 1)
     qsort(out->files, out->n, sizeof *out->files, cmp_file);
   return rc;
 }
 
-void smr_source_listing_free(smr_source_listing *l) {
-  for (size_t i = 0; i < l->n; i++)
-    free(l->files[i].path);
-  free(l->files);
-  memset(l, 0, sizeof *l);
-}
-
-bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
+static bool local_exists(smr_source *s, const char *rel, int64_t *size,
                        int64_t *mtime_ns) {
   int fd = open_beneath(s, rel, O_RDONLY);
   if (fd < 0)
@@ -185,8 +174,8 @@ bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
   return ok;
 }
 
-int smr_source_read_all(smr_source *s, const char *rel, size_t max,
-                        char **buf, size_t *len, smr_error *err) {
+static int local_read_all(smr_source *s, const char *rel, size_t max,
+                          char **buf, size_t *len, smr_error *err) {
   *buf = NULL;
   *len = 0;
   int fd = open_beneath(s, rel, O_RDONLY);
@@ -227,8 +216,8 @@ int smr_source_read_all(smr_source *s, const char *rel, size_t max,
   return SMR_OK;
 }
 
-int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
-                          uint64_t len, smr_range *out, smr_error *err) {
+static int local_read_range(smr_source *s, const char *rel, uint64_t off,
+                            uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
   int fd = open_beneath(s, rel, O_RDONLY);
   if (fd < 0)
@@ -272,9 +261,7 @@ int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
   return SMR_OK;
 }
 
-void smr_range_release(smr_range *r) {
-  if (r->map_)
-    munmap(r->map_, r->map_len_);
-  free(r->heap_);
-  memset(r, 0, sizeof *r);
-}
+static const smr_source_ops LOCAL_OPS = {
+    "local", local_close, local_list, local_exists, local_read_all,
+    local_read_range,
+};

@@ -389,7 +389,7 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts,
   smr_trial *t = smr_xcalloc(1, sizeof *t);
   pthread_mutex_init(&t->mu, NULL);
   t->live = o->live;
-  int rc = smr_source_local_open(dir, &t->src, err);
+  int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
     rc = open_catalog(t, o, err);
   if (rc == SMR_OK)
