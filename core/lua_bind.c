@@ -32,6 +32,12 @@
 /* Nesting of report tables and of parameter nodes. */
 #define MAX_DEPTH 32
 
+/* Host work charged to the instruction budget (see lua_sandbox.c): one
+ * instruction per READ_BYTES_PER_INSTRUCTION bytes of tensor data read,
+ * per REDUCE_ELEMENTS_PER_INSTRUCTION elements reduced. */
+#define READ_BYTES_PER_INSTRUCTION 256.0
+#define REDUCE_ELEMENTS_PER_INSTRUCTION 64.0
+
 /* Registry keys (addresses only; never written). */
 static const char error_mt_key = 'e';
 static const char skipped_key = 's';
@@ -583,6 +589,28 @@ static int check_reduction(lua_State *L, int idx) {
   return red;
 }
 
+static double element_count(int ndim, const int64_t *shape) {
+  double n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= (double)(shape[i] > 0 ? shape[i] : 0);
+  return n;
+}
+
+/* A reduction computed from the value read it and went over it. */
+static void charge_computed_reduction(lua_State *L, const char *name,
+                                      int64_t step, int mode,
+                                      const char *worker) {
+  int ndim = 0;
+  int64_t shape[SMR_MAX_DIMS];
+  smr_error err;
+  if (smr_trial_shape(trial_of(L), name, step, mode, worker, &ndim, shape,
+                      &err) != SMR_OK)
+    return;
+  double n = element_count(ndim, shape);
+  smr_lua_sandbox_charge_work(L, n * 4 / READ_BYTES_PER_INSTRUCTION +
+                                     n / REDUCE_ELEMENTS_PER_INSTRUCTION);
+}
+
 static int tensor_reduction_value(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
@@ -599,6 +627,8 @@ static int tensor_reduction_value(lua_State *L) {
                                NULL, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
+  if (!saved)
+    charge_computed_reduction(L, name, step, opt_mode(L, 4), worker);
   lua_pushnumber(L, v);
   lua_pushboolean(L, saved);
   return 2;
@@ -668,6 +698,7 @@ static int tensor_value(lua_State *L) {
     return luaL_error(L, "%s", msg);
   }
   v->charged = bytes;
+  smr_lua_sandbox_charge_work(L, (double)bytes / READ_BYTES_PER_INSTRUCTION);
   return 1;
 }
 
@@ -763,7 +794,13 @@ static int value_shape(lua_State *L) {
   return 1;
 }
 
+static void charge_pass(lua_State *L, const lua_value *v) {
+  smr_lua_sandbox_charge_work(L, (double)v->t.count /
+                                     REDUCE_ELEMENTS_PER_INSTRUCTION);
+}
+
 static int reduce_to_lua(lua_State *L, lua_value *v, int red, bool abs) {
+  charge_pass(L, v);
   double out = 0;
   smr_error err;
   smr_error_clear(&err);
@@ -796,6 +833,7 @@ REDUCTION_METHOD(value_l2, SMR_RED_L2)
 REDUCTION_METHOD(value_linf, SMR_RED_LINF)
 
 static void stats_of(lua_State *L, lua_value *v, smr_stats *s) {
+  charge_pass(L, v);
   smr_error err;
   smr_error_clear(&err);
   if (smr_tensor_stats(&v->t, s, &err))

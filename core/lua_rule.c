@@ -48,7 +48,13 @@ typedef struct load_job {
 static int message_handler(lua_State *L) {
   if (smr_lua_error_status(L, 1, NULL) != SMRULES_ERR)
     return 1;
-  luaL_traceback(L, L, smr_lua_error_text(L, 1), 1);
+  char limit[128];
+  if (smr_lua_sandbox_broken(L, limit, sizeof limit))
+    /* raised by the count hook: Lua runs this handler with hooks off, so
+     * no script code (__tostring) may run here */
+    luaL_traceback(L, L, limit, 1);
+  else
+    luaL_traceback(L, L, smr_lua_error_text(L, 1), 1);
   return 1;
 }
 

@@ -56,6 +56,10 @@ bool smr_lua_sandbox_broken(lua_State *L, char *msg, size_t n);
 /* The "memory limit of N MiB exceeded" message. */
 void smr_lua_sandbox_memory_message(lua_State *L, char *msg, size_t n);
 
+/* Charge work done in C (reading, reducing a tensor) as `instructions`;
+ * raises the instruction-limit error when the budget cannot cover it. */
+void smr_lua_sandbox_charge_work(lua_State *L, double instructions);
+
 /* Count `bytes` of host memory kept alive by a Lua object against the cap
  * (after a full collection if needed).  False, with the memory limit marked
  * broken, when it does not fit. */

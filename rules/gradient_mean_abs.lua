@@ -2,19 +2,20 @@
 -- of the `gradients` collection exceeds params.threshold.
 --
 -- Parameters:
---   threshold   (number, required)  mean |gradient| above which to fire
+--   threshold   (number, default 1.0)  mean |gradient| above which to fire
 --   collection  (string, optional)  collection to watch, default "gradients"
 --
--- Each offending tensor is reported as a violation with its mean |g|.  A
--- step at which no gradient was saved (e.g. an EVAL step) is not evaluated.
--- NaN never exceeds a threshold; rules/loss_nan.lua watches for NaN.
+-- Each offending tensor is reported as a violation {tensor, abs_mean}, as
+-- the C plugin examples/plugin/gradient_mean_abs.c does.  A step at which
+-- no gradient was saved (e.g. an EVAL step) is not evaluated.  NaN never
+-- exceeds a threshold; rules/loss_nan.lua watches for NaN.
 
 local threshold, collection
 
 function init(p)
-  threshold = tonumber(p.threshold)
+  threshold = tonumber(p.threshold or 1.0)
   if threshold == nil then
-    error("parameter 'threshold' (a number) is required")
+    error("parameter 'threshold' must be a number")
   end
   collection = p.collection or "gradients"
 end
@@ -26,7 +27,7 @@ function invoke_at_step(step)
   for t, mean_abs in smrules.reductions_at(names, step, "mean", { abs = true }) do
     evaluated = evaluated + 1
     if mean_abs > threshold then
-      report.violation{ tensor = t.name, mean_abs = mean_abs, threshold = threshold }
+      report.violation{ tensor = t.name, abs_mean = mean_abs }
       fired = true
     end
   end
