@@ -6,12 +6,14 @@
 # Each program ends its output with a tally "N passed, N failed".  The sum is
 # printed last as exactly one line "total: N passed, N failed".  Exits non-zero
 # if any check failed, any program exited non-zero or crashed, printed no
-# tally, or (sanitizer builds) printed a sanitizer report.
+# tally, ran longer than $SMRULES_TEST_PROGRAM_TIMEOUT seconds (default 600),
+# or printed a sanitizer report.
 set -u
 export PYTHONDONTWRITEBYTECODE=1
 cd "$(dirname "$0")/.." || exit 2
 
 builds=${SMRULES_BUILDS:-build}
+limit=${SMRULES_TEST_PROGRAM_TIMEOUT:-600} # seconds per test program
 total_pass=0
 total_fail=0
 broken=0
@@ -23,10 +25,16 @@ run_one() {
   local label=$1
   shift
   echo "== $label"
-  "$@" >"$tmp/out" 2>"$tmp/err"
+  timeout -k 10 "$limit" "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
   cat "$tmp/out"
   cat "$tmp/err" >&2
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "run.sh: $label timed out after ${limit}s"
+    total_fail=$((total_fail + 1))
+    broken=1
+    return
+  fi
   local tally
   tally=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$tmp/out" | tail -n 1)
   if [ -z "$tally" ]; then
