@@ -1,6 +1,7 @@
-/* lua_bind.c - the Lua side of the host: trial, tensor and tensor value
- * objects, report and log functions, parameter conversion, and error
- * objects for unavailable or unreadable data.
+/* lua_bind.c - the Lua side of the host: the trial and tensor objects,
+ * parameter conversion, error objects for unavailable or unreadable data,
+ * and the setup of everything a rule sees (values: lua_value.c; report
+ * and log: lua_report.c).
  *
  * Every function here runs inside a protected call and may raise.  C-side
  * containers filled by the trial are kept in a `scratch` userdata while
@@ -15,39 +16,31 @@
 #include <lauxlib.h>
 
 #include "index.h"
+#include "lua_report.h"
 #include "lua_sandbox.h"
+#include "lua_value.h"
 #include "tensor.h"
 #include "trial.h"
 
 #define TRIAL_MT "smrules.trial"
 #define TENSOR_MT "smrules.tensor"
-#define VALUE_MT "smrules.value"
 #define ERROR_MT "smrules.error"
 #define SKIPPED_MT "smrules.skipped"
 #define SCRATCH_MT "smrules.scratch"
 
-/* totable() refuses values larger than this: element access and the
- * reductions work on the host's copy without one. */
-#define TOTABLE_MAX 1000000
-/* Nesting of report tables and of parameter nodes. */
+/* Nesting of parameter nodes. */
 #define MAX_DEPTH 32
-
-/* Host work charged to the instruction budget (see lua_sandbox.c): one
- * instruction per READ_BYTES_PER_INSTRUCTION bytes of tensor data read,
- * per REDUCE_ELEMENTS_PER_INSTRUCTION elements reduced. */
-#define READ_BYTES_PER_INSTRUCTION 256.0
-#define REDUCE_ELEMENTS_PER_INSTRUCTION 64.0
 
 /* Registry keys (addresses only; never written). */
 static const char error_mt_key = 'e';
 static const char skipped_key = 's';
 
-static smr_lua_host *host_of(lua_State *L) {
+smr_lua_host *smr_lua_host_of(lua_State *L) {
   return *(smr_lua_host **)lua_getextraspace(L);
 }
 
 static smr_trial *trial_of(lua_State *L) {
-  smr_trial *t = host_of(L)->trial;
+  smr_trial *t = smr_lua_host_of(L)->trial;
   if (!t)
     luaL_error(L, "this rule has no trial to read");
   return t;
@@ -114,13 +107,18 @@ static bool is_availability(int status) {
 /* SMR_* availability codes to the plugin API's (same meaning). */
 static int api_status(int status) {
   switch (status) {
-  case SMR_STEP_UNAVAILABLE: return SMRULES_STEP_UNAVAILABLE;
-  case SMR_STEP_NOT_YET: return SMRULES_STEP_NOT_YET;
+  case SMR_STEP_UNAVAILABLE:
+    return SMRULES_STEP_UNAVAILABLE;
+  case SMR_STEP_NOT_YET:
+    return SMRULES_STEP_NOT_YET;
   case SMR_TENSOR_UNAVAILABLE_FOR_STEP:
     return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
-  case SMR_TENSOR_UNAVAILABLE: return SMRULES_TENSOR_UNAVAILABLE;
-  case SMR_NO_MORE_DATA: return SMRULES_NO_MORE_DATA;
-  default: return SMRULES_ERR;
+  case SMR_TENSOR_UNAVAILABLE:
+    return SMRULES_TENSOR_UNAVAILABLE;
+  case SMR_NO_MORE_DATA:
+    return SMRULES_NO_MORE_DATA;
+  default:
+    return SMRULES_ERR;
   }
 }
 
@@ -225,7 +223,7 @@ const char *smr_lua_error_text(lua_State *L, int idx) {
 /* ------------------------------------------------------------ options */
 
 /* Options tables are optional: nil or a table. */
-static void check_opts(lua_State *L, int idx) {
+void smr_lua_check_opts(lua_State *L, int idx) {
   if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
     luaL_typeerror(L, idx, "options table");
 }
@@ -259,7 +257,7 @@ static int opt_mode(lua_State *L, int opts) {
   return m;
 }
 
-static bool opt_bool(lua_State *L, int opts, const char *key) {
+bool smr_lua_opt_bool(lua_State *L, int opts, const char *key) {
   if (lua_isnoneornil(L, opts))
     return false;
   lua_getfield(L, opts, key);
@@ -325,9 +323,9 @@ static void check_trial(lua_State *L) {
 static int trial_steps(lua_State *L) {
   check_trial(L);
   smr_trial *t = trial_of(L);
-  check_opts(L, 2);
+  smr_lua_check_opts(L, 2);
   int mode = opt_mode(L, 2);
-  bool incomplete = opt_bool(L, 2, "incomplete");
+  bool incomplete = smr_lua_opt_bool(L, 2, "incomplete");
   scratch *g = new_scratch(L);
   smr_trial_steps(t, mode, incomplete, &g->v);
   push_i64v(L, &g->v);
@@ -359,7 +357,7 @@ static int select_names(lua_State *L, smr_trial *t, scratch *g) {
 static int trial_tensor_names(lua_State *L) {
   check_trial(L);
   smr_trial *t = trial_of(L);
-  check_opts(L, 2);
+  smr_lua_check_opts(L, 2);
   lua_settop(L, 2);
   scratch *g = new_scratch(L);
   select_names(L, t, g);
@@ -449,7 +447,7 @@ static int trial_collections(lua_State *L) {
 }
 
 static int trial_tostring(lua_State *L) {
-  smr_trial *t = host_of(L)->trial;
+  smr_trial *t = smr_lua_host_of(L)->trial;
   lua_pushfstring(L, "trial(%s)", t ? smr_trial_root(t) : "none");
   return 1;
 }
@@ -496,9 +494,9 @@ static int tensor_tostring(lua_State *L) {
 
 static int tensor_steps(lua_State *L) {
   const char *name = check_tensor(L);
-  check_opts(L, 2);
+  smr_lua_check_opts(L, 2);
   int mode = opt_mode(L, 2);
-  bool incomplete = opt_bool(L, 2, "incomplete");
+  bool incomplete = smr_lua_opt_bool(L, 2, "incomplete");
   scratch *g = new_scratch(L);
   smr_error err;
   smr_error_clear(&err);
@@ -528,7 +526,7 @@ static void tensor_entries(lua_State *L, const char *name, scratch *g) {
 static int tensor_has_value(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
-  check_opts(L, 3);
+  smr_lua_check_opts(L, 3);
   int mode = opt_mode(L, 3);
   scratch *g = new_scratch(L);
   tensor_entries(L, name, g);
@@ -543,7 +541,7 @@ static int tensor_has_value(lua_State *L) {
 static int tensor_workers(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
-  check_opts(L, 3);
+  smr_lua_check_opts(L, 3);
   int mode = opt_mode(L, 3);
   scratch *g = new_scratch(L);
   tensor_entries(L, name, g);
@@ -559,7 +557,7 @@ static int tensor_workers(lua_State *L) {
 static int tensor_shape(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
-  check_opts(L, 3);
+  smr_lua_check_opts(L, 3);
   char wbuf[256];
   const char *worker = opt_worker(L, 3, wbuf, sizeof wbuf);
   int ndim = 0;
@@ -578,7 +576,7 @@ static int tensor_shape(lua_State *L) {
   return 1;
 }
 
-static int check_reduction(lua_State *L, int idx) {
+int smr_lua_check_reduction(lua_State *L, int idx) {
   const char *rname = luaL_checkstring(L, idx);
   int red = smr_reduction_from_name(rname);
   if (red < 0)
@@ -607,23 +605,24 @@ static void charge_computed_reduction(lua_State *L, const char *name,
                       &err) != SMR_OK)
     return;
   double n = element_count(ndim, shape);
-  smr_lua_sandbox_charge_work(L, n * 4 / READ_BYTES_PER_INSTRUCTION +
-                                     n / REDUCE_ELEMENTS_PER_INSTRUCTION);
+  smr_lua_sandbox_charge_work(L,
+                              n * 4 / SMR_LUA_READ_BYTES_PER_INSTRUCTION +
+                                  n / SMR_LUA_REDUCE_ELEMENTS_PER_INSTRUCTION);
 }
 
 static int tensor_reduction_value(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
-  int red = check_reduction(L, 3);
-  check_opts(L, 4);
+  int red = smr_lua_check_reduction(L, 3);
+  smr_lua_check_opts(L, 4);
   char wbuf[256];
   const char *worker = opt_worker(L, 4, wbuf, sizeof wbuf);
   double v = 0;
   bool saved = false;
   smr_error err;
   smr_error_clear(&err);
-  int rc = smr_trial_reduction(trial_of(L), name, step, opt_mode(L, 4),
-                               worker, red, opt_bool(L, 4, "abs"), &v, &saved,
+  int rc = smr_trial_reduction(trial_of(L), name, step, opt_mode(L, 4), worker,
+                               red, smr_lua_opt_bool(L, 4, "abs"), &v, &saved,
                                NULL, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
@@ -634,305 +633,25 @@ static int tensor_reduction_value(lua_State *L) {
   return 2;
 }
 
-/* ---------------------------------------------------------- tensor value */
-
-typedef struct lua_value {
-  smr_tensor t;
-  smr_value_loc loc;
-  size_t charged; /* bytes counted against the memory limit */
-  bool live;
-} lua_value;
-
-static size_t value_bytes(const smr_tensor *t) {
-  size_t n = t->nbytes;
-  for (int64_t i = 0; t->strings && t->string_lens && i < t->count; i++)
-    n += t->string_lens[i] + sizeof(void *) + sizeof(size_t);
-  return n;
-}
-
-static void value_release(lua_State *L, lua_value *v) {
-  if (!v->live)
-    return;
-  smr_tensor_release(&v->t);
-  smr_lua_sandbox_uncharge(L, v->charged);
-  v->charged = 0;
-  v->live = false;
-}
-
-static int value_gc(lua_State *L) {
-  value_release(L, lua_touserdata(L, 1));
-  return 0;
-}
-
-static lua_value *check_value(lua_State *L) {
-  lua_value *v = luaL_checkudata(L, 1, VALUE_MT);
-  if (!v->live)
-    luaL_error(L, "this tensor value was released");
-  return v;
-}
-
 static int tensor_value(lua_State *L) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
-  check_opts(L, 3);
+  smr_lua_check_opts(L, 3);
   char wbuf[256];
   const char *worker = opt_worker(L, 3, wbuf, sizeof wbuf);
   int mode = opt_mode(L, 3);
-  lua_value *v = lua_newuserdatauv(L, sizeof *v, 1);
-  memset(v, 0, sizeof *v);
-  luaL_setmetatable(L, VALUE_MT);
-  lua_getiuservalue(L, 1, 1);
-  lua_setiuservalue(L, -2, 1); /* the value knows its tensor's name */
+  lua_getiuservalue(L, 1, 1); /* the value knows its tensor's name */
+  smr_tensor *t;
+  smr_value_loc *loc;
+  smr_lua_value_push(L, lua_gettop(L), &t, &loc);
   smr_error err;
   smr_error_clear(&err);
-  int rc = smr_trial_value(trial_of(L), name, step, mode, worker, &v->t,
-                           &v->loc, &err);
+  int rc = smr_trial_value(trial_of(L), name, step, mode, worker, t, loc, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
-  v->live = true;
-  size_t bytes = value_bytes(&v->t);
-  if (!smr_lua_sandbox_charge(L, bytes)) {
-    value_release(L, v);
-    char msg[96];
-    smr_lua_sandbox_memory_message(L, msg, sizeof msg);
-    return luaL_error(L, "%s", msg);
-  }
-  v->charged = bytes;
-  smr_lua_sandbox_charge_work(L, (double)bytes / READ_BYTES_PER_INSTRUCTION);
+  smr_lua_value_ready(L, -1);
   return 1;
 }
-
-static void push_element(lua_State *L, const smr_tensor *t, int64_t i) {
-  if (t->dtype == SMR_DT_STRING && t->strings)
-    lua_pushlstring(L, (const char *)t->strings[i], t->string_lens[i]);
-  else
-    lua_pushnumber(L, smr_tensor_get(t, i));
-}
-
-static int value_element(lua_State *L, lua_value *v) {
-  lua_Integer i;
-  int isint = 0;
-  i = lua_tointegerx(L, 2, &isint);
-  if (!isint)
-    return luaL_error(L, "tensor value index must be an integer");
-  if (i < 1 || i > v->t.count)
-    return luaL_error(L, "tensor value index %I out of range 1..%I", i,
-                      (lua_Integer)v->t.count);
-  push_element(L, &v->t, i - 1);
-  return 1;
-}
-
-/* Fields of a value; false when `k` is not one. */
-static bool value_field(lua_State *L, lua_value *v, const char *k) {
-  if (strcmp(k, "dtype") == 0)
-    lua_pushstring(L, smr_dtype_numpy_name(v->t.dtype));
-  else if (strcmp(k, "name") == 0)
-    lua_getiuservalue(L, 1, 1);
-  else if (strcmp(k, "step") == 0)
-    lua_pushinteger(L, (lua_Integer)v->loc.step);
-  else if (strcmp(k, "mode") == 0)
-    lua_pushstring(L, smr_mode_name(v->loc.mode));
-  else if (strcmp(k, "mode_step") == 0)
-    lua_pushinteger(L, (lua_Integer)v->loc.mode_step);
-  else if (strcmp(k, "worker") == 0)
-    lua_pushstring(L, v->loc.worker);
-  else if (strcmp(k, "wall_time") == 0)
-    lua_pushnumber(L, v->t.wall_time);
-  else
-    return false;
-  return true;
-}
-
-static int value_index(lua_State *L) {
-  lua_value *v = luaL_checkudata(L, 1, VALUE_MT);
-  if (lua_type(L, 2) == LUA_TNUMBER)
-    return value_element(L, check_value(L));
-  const char *k = lua_tostring(L, 2);
-  if (k && v->live && value_field(L, v, k))
-    return 1;
-  lua_pushvalue(L, 2);
-  lua_rawget(L, lua_upvalueindex(1)); /* methods */
-  return 1;
-}
-
-static int value_newindex(lua_State *L) {
-  return luaL_error(L, "tensor values are read-only");
-}
-
-static int value_len(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)check_value(L)->t.count);
-  return 1;
-}
-
-static int value_tostring(lua_State *L) {
-  lua_value *v = luaL_checkudata(L, 1, VALUE_MT);
-  if (!v->live) {
-    lua_pushliteral(L, "tensor value (released)");
-    return 1;
-  }
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  luaL_addstring(&b, "tensor value ");
-  luaL_addstring(&b, smr_dtype_numpy_name(v->t.dtype));
-  luaL_addchar(&b, '[');
-  for (int i = 0; i < v->t.ndim; i++) {
-    lua_pushfstring(L, i ? "x%I" : "%I", (lua_Integer)v->t.shape[i]);
-    luaL_addvalue(&b);
-  }
-  luaL_addchar(&b, ']');
-  luaL_pushresult(&b);
-  return 1;
-}
-
-static int value_shape(lua_State *L) {
-  lua_value *v = check_value(L);
-  lua_createtable(L, v->t.ndim, 0);
-  for (int i = 0; i < v->t.ndim; i++) {
-    lua_pushinteger(L, (lua_Integer)v->t.shape[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  return 1;
-}
-
-static void charge_pass(lua_State *L, const lua_value *v) {
-  smr_lua_sandbox_charge_work(L, (double)v->t.count /
-                                     REDUCE_ELEMENTS_PER_INSTRUCTION);
-}
-
-static int reduce_to_lua(lua_State *L, lua_value *v, int red, bool abs) {
-  charge_pass(L, v);
-  double out = 0;
-  smr_error err;
-  smr_error_clear(&err);
-  if (smr_tensor_reduce(&v->t, (smr_reduction)red, abs, &out, &err))
-    return luaL_error(L, "%s", err.msg);
-  lua_pushnumber(L, out);
-  return 1;
-}
-
-static int value_reduce(lua_State *L) {
-  lua_value *v = check_value(L);
-  int red = check_reduction(L, 2);
-  check_opts(L, 3);
-  return reduce_to_lua(L, v, red, opt_bool(L, 3, "abs"));
-}
-
-#define REDUCTION_METHOD(fn, red)                                              \
-  static int fn(lua_State *L) {                                                \
-    return reduce_to_lua(L, check_value(L), red, false);                       \
-  }
-REDUCTION_METHOD(value_min, SMR_RED_MIN)
-REDUCTION_METHOD(value_max, SMR_RED_MAX)
-REDUCTION_METHOD(value_mean, SMR_RED_MEAN)
-REDUCTION_METHOD(value_sum, SMR_RED_SUM)
-REDUCTION_METHOD(value_prod, SMR_RED_PROD)
-REDUCTION_METHOD(value_std, SMR_RED_STD)
-REDUCTION_METHOD(value_variance, SMR_RED_VARIANCE)
-REDUCTION_METHOD(value_l1, SMR_RED_L1)
-REDUCTION_METHOD(value_l2, SMR_RED_L2)
-REDUCTION_METHOD(value_linf, SMR_RED_LINF)
-
-static void stats_of(lua_State *L, lua_value *v, smr_stats *s) {
-  charge_pass(L, v);
-  smr_error err;
-  smr_error_clear(&err);
-  if (smr_tensor_stats(&v->t, s, &err))
-    luaL_error(L, "%s", err.msg);
-}
-
-static void set_int(lua_State *L, const char *k, int64_t x) {
-  lua_pushinteger(L, (lua_Integer)x);
-  lua_setfield(L, -2, k);
-}
-
-static void set_num(lua_State *L, const char *k, double x) {
-  lua_pushnumber(L, x);
-  lua_setfield(L, -2, k);
-}
-
-static int value_stats(lua_State *L) {
-  smr_stats s;
-  stats_of(L, check_value(L), &s);
-  lua_createtable(L, 0, 16);
-  set_int(L, "count", s.count);
-  set_int(L, "finite", s.finite);
-  set_int(L, "nan", s.nan);
-  set_int(L, "pinf", s.pinf);
-  set_int(L, "ninf", s.ninf);
-  set_int(L, "inf", s.pinf + s.ninf);
-  set_int(L, "zeros", s.zeros);
-  lua_pushboolean(L, s.has_finite);
-  lua_setfield(L, -2, "has_finite");
-  if (s.has_finite) {
-    set_num(L, "min", s.min);
-    set_num(L, "max", s.max);
-    set_num(L, "sum", s.sum);
-    set_num(L, "mean", s.mean);
-    set_num(L, "l1", s.l1);
-    set_num(L, "l2", s.l2);
-    set_num(L, "linf", s.linf);
-  }
-  return 1;
-}
-
-static int value_count_nan(lua_State *L) {
-  smr_stats s;
-  stats_of(L, check_value(L), &s);
-  lua_pushinteger(L, (lua_Integer)s.nan);
-  return 1;
-}
-
-static int value_count_inf(lua_State *L) {
-  smr_stats s;
-  stats_of(L, check_value(L), &s);
-  lua_pushinteger(L, (lua_Integer)(s.pinf + s.ninf));
-  return 1;
-}
-
-static int value_size(lua_State *L) {
-  return value_len(L);
-}
-
-static int value_totable(lua_State *L) {
-  lua_value *v = check_value(L);
-  if (v->t.count > TOTABLE_MAX)
-    return luaL_error(L,
-                      "totable: the value has %I elements, more than %d; use "
-                      "v[i] and the reductions instead",
-                      (lua_Integer)v->t.count, TOTABLE_MAX);
-  lua_createtable(L, (int)v->t.count, 0);
-  for (int64_t i = 0; i < v->t.count; i++) {
-    push_element(L, &v->t, i);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  return 1;
-}
-
-static int value_release_fn(lua_State *L) {
-  value_release(L, luaL_checkudata(L, 1, VALUE_MT));
-  return 0;
-}
-
-static const luaL_Reg value_methods[] = {
-    {"size", value_size},
-    {"shape", value_shape},
-    {"min", value_min},
-    {"max", value_max},
-    {"mean", value_mean},
-    {"sum", value_sum},
-    {"prod", value_prod},
-    {"std", value_std},
-    {"variance", value_variance},
-    {"l1", value_l1},
-    {"l2", value_l2},
-    {"linf", value_linf},
-    {"reduce", value_reduce},
-    {"stats", value_stats},
-    {"count_nan", value_count_nan},
-    {"count_inf", value_count_inf},
-    {"totable", value_totable},
-    {"release", value_release_fn},
-    {NULL, NULL}};
 
 static const luaL_Reg tensor_methods[] = {
     {"steps", tensor_steps},
@@ -943,210 +662,7 @@ static const luaL_Reg tensor_methods[] = {
     {"workers", tensor_workers},
     {NULL, NULL}};
 
-/* --------------------------------------------------------------- report */
-
-static int cmp_cstr(const void *a, const void *b) {
-  return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* String keys of the table at `idx`, sorted (the report is deterministic
- * whatever Lua's hash order).  Pushes the buffer holding them. */
-static const char **sorted_keys(lua_State *L, int idx, size_t *n) {
-  size_t count = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "report: keys must be strings");
-    count++;
-    lua_pop(L, 1);
-  }
-  const char **keys = lua_newuserdatauv(L, (count ? count : 1) * sizeof *keys,
-                                        0);
-  size_t i = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    keys[i++] = lua_tostring(L, -2); /* anchored by the table */
-    lua_pop(L, 1);
-  }
-  qsort(keys, count, sizeof *keys, cmp_cstr);
-  *n = count;
-  return keys;
-}
-
-/* Whether the table at `idx` is a sequence 1..#t (an empty table counts). */
-static bool is_sequence(lua_State *L, int idx, size_t *len) {
-  size_t n = lua_rawlen(L, idx), count = 0;
-  lua_pushnil(L);
-  while (lua_next(L, idx)) {
-    count++;
-    lua_pop(L, 1);
-  }
-  *len = n;
-  return count == n;
-}
-
-typedef enum list_kind { LIST_INTS, LIST_NUMS, LIST_STRS, LIST_MIXED } list_kind;
-
-static list_kind kind_of_list(lua_State *L, int idx, size_t n) {
-  bool ints = true, nums = true, strs = true;
-  for (size_t i = 1; i <= n; i++) {
-    int type = lua_rawgeti(L, idx, (lua_Integer)i);
-    ints = ints && type == LUA_TNUMBER && lua_isinteger(L, -1);
-    nums = nums && type == LUA_TNUMBER;
-    strs = strs && type == LUA_TSTRING;
-    lua_pop(L, 1);
-  }
-  return ints ? LIST_INTS : nums ? LIST_NUMS : strs ? LIST_STRS : LIST_MIXED;
-}
-
-/* Emit the list at `idx` (j NULL: only check it). */
-static void emit_list(lua_State *L, const smrules_api *api, smrules_json *j,
-                      const char *key, int idx, size_t n) {
-  list_kind kind = kind_of_list(L, idx, n);
-  if (kind == LIST_MIXED)
-    luaL_error(L, "report: list '%s' must hold only numbers or only strings",
-               key);
-  if (!j)
-    return;
-  size_t elem = kind == LIST_INTS   ? sizeof(int64_t)
-                : kind == LIST_NUMS ? sizeof(double)
-                                    : sizeof(const char *);
-  void *buf = lua_newuserdatauv(L, (n ? n : 1) * elem, 0);
-  for (size_t i = 0; i < n; i++) {
-    lua_rawgeti(L, idx, (lua_Integer)i + 1);
-    if (kind == LIST_INTS)
-      ((int64_t *)buf)[i] = (int64_t)lua_tointeger(L, -1);
-    else if (kind == LIST_NUMS)
-      ((double *)buf)[i] = (double)lua_tonumber(L, -1);
-    else
-      ((const char **)buf)[i] = lua_tostring(L, -1); /* anchored by list */
-    lua_pop(L, 1);
-  }
-  if (kind == LIST_INTS)
-    api->json_ints(j, key, buf, n);
-  else if (kind == LIST_NUMS)
-    api->json_nums(j, key, buf, n);
-  else
-    api->json_strs(j, key, (const char *const *)buf, n);
-  lua_pop(L, 1);
-}
-
-static void emit_table(lua_State *L, const smrules_api *api, smrules_json *j,
-                       int idx, int depth);
-
-/* Emit the value on top of the stack under `key` (j NULL: only check). */
-static void emit_value(lua_State *L, const smrules_api *api, smrules_json *j,
-                       const char *key, int depth) {
-  int top = lua_gettop(L);
-  size_t n;
-  switch (lua_type(L, top)) {
-  case LUA_TBOOLEAN:
-    if (j)
-      api->json_bool(j, key, lua_toboolean(L, top));
-    break;
-  case LUA_TNUMBER:
-    if (j && lua_isinteger(L, top))
-      api->json_int(j, key, (int64_t)lua_tointeger(L, top));
-    else if (j)
-      api->json_num(j, key, (double)lua_tonumber(L, top));
-    break;
-  case LUA_TSTRING:
-    if (j)
-      api->json_str(j, key, lua_tostring(L, top));
-    break;
-  case LUA_TTABLE:
-    if (depth >= MAX_DEPTH)
-      luaL_error(L, "report: tables nested more than %d deep", MAX_DEPTH);
-    if (is_sequence(L, top, &n))
-      emit_list(L, api, j, key, top, n);
-    else
-      emit_table(L, api, j ? api->json_obj(j, key) : NULL, top, depth + 1);
-    break;
-  default:
-    luaL_error(L,
-               "report: '%s' has a %s value (use numbers, strings, booleans "
-               "or tables of them)",
-               key, luaL_typename(L, top));
-  }
-}
-
-static void emit_table(lua_State *L, const smrules_api *api, smrules_json *j,
-                       int idx, int depth) {
-  luaL_checkstack(L, 8, "report: tables nested too deep");
-  size_t n;
-  const char **keys = sorted_keys(L, idx, &n);
-  for (size_t i = 0; i < n; i++) {
-    lua_pushstring(L, keys[i]);
-    lua_rawget(L, idx);
-    emit_value(L, api, j, keys[i], depth);
-    lua_pop(L, 1);
-  }
-  lua_pop(L, 1); /* keys */
-}
-
-/* Check the whole table first so a bad value adds nothing to the report. */
-static void report_into(lua_State *L, smrules_json *(*make)(smrules_ctx *),
-                        const char *what) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  lua_settop(L, 1);
-  smr_lua_host *h = host_of(L);
-  emit_table(L, h->api, NULL, 1, 0);
-  smrules_json *j = make(h->ctx);
-  if (!j)
-    luaL_error(L, "report.%s: not available here", what);
-  emit_table(L, h->api, j, 1, 0);
-}
-
-static int report_violation(lua_State *L) {
-  report_into(L, host_of(L)->api->violation, "violation");
-  return 0;
-}
-
-static int report_details(lua_State *L) {
-  report_into(L, host_of(L)->api->details, "details");
-  return 0;
-}
-
-static int report_datapoints(lua_State *L) {
-  lua_Integer n = luaL_optinteger(L, 1, 1);
-  luaL_argcheck(L, n >= 0, 1, "a count >= 0");
-  smr_lua_host *h = host_of(L);
-  h->api->datapoints(h->ctx, (int64_t)n);
-  return 0;
-}
-
-static const luaL_Reg report_functions[] = {
-    {"violation", report_violation},
-    {"details", report_details},
-    {"datapoints", report_datapoints},
-    {NULL, NULL}};
-
 /* ------------------------------------------------------------ internals */
-
-/* The message a log line carries is capped; a rule printing megabytes
- * into the log is a bug, not information. */
-#define LOG_MAX 8192
-
-/* log(level, ...): arguments through tostring, tab-separated, as print. */
-static int internal_log(lua_State *L) {
-  int level = (int)luaL_checkinteger(L, 1);
-  int n = lua_gettop(L);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 2; i <= n; i++) {
-    if (i > 2)
-      luaL_addchar(&b, '\t');
-    luaL_tolstring(L, i, NULL);
-    luaL_addvalue(&b);
-  }
-  luaL_pushresult(&b);
-  size_t len;
-  const char *msg = lua_tolstring(L, -1, &len);
-  smr_lua_host *h = host_of(L);
-  h->api->log(h->ctx, level < 0 ? 0 : level > 3 ? 3 : level, "%.*s",
-              (int)(len > LOG_MAX ? LOG_MAX : len), msg);
-  return 0;
-}
 
 /* error_kind(e): the kind of an error object ("TensorUnavailableForStep",
  * "FormatError", ...), nil for any other value. */
@@ -1185,10 +701,18 @@ static void push_node_depth(lua_State *L, const smr_node *n, int depth) {
     return;
   }
   switch (n->type) {
-  case SMR_NODE_BOOL: lua_pushboolean(L, n->b); break;
-  case SMR_NODE_INT: lua_pushinteger(L, (lua_Integer)n->i); break;
-  case SMR_NODE_FLOAT: lua_pushnumber(L, n->f); break;
-  case SMR_NODE_STRING: lua_pushstring(L, n->s ? n->s : ""); break;
+  case SMR_NODE_BOOL:
+    lua_pushboolean(L, n->b);
+    break;
+  case SMR_NODE_INT:
+    lua_pushinteger(L, (lua_Integer)n->i);
+    break;
+  case SMR_NODE_FLOAT:
+    lua_pushnumber(L, n->f);
+    break;
+  case SMR_NODE_STRING:
+    lua_pushstring(L, n->s ? n->s : "");
+    break;
   case SMR_NODE_LIST:
     lua_createtable(L, (int)n->n, 0);
     for (size_t i = 0; i < n->n; i++) {
@@ -1203,7 +727,9 @@ static void push_node_depth(lua_State *L, const smr_node *n, int depth) {
       lua_setfield(L, -2, n->keys[i]);
     }
     break;
-  default: lua_pushnil(L); break;
+  default:
+    lua_pushnil(L);
+    break;
   }
 }
 
@@ -1213,8 +739,7 @@ void smr_lua_push_node(lua_State *L, const smr_node *n) {
 
 /* ----------------------------------------------------------------- open */
 
-/* A locked metatable: getmetatable() from the script sees a string. */
-static void new_metatable(lua_State *L, const char *name) {
+void smr_lua_new_metatable(lua_State *L, const char *name) {
   luaL_newmetatable(L, name);
   lua_pushliteral(L, "locked");
   lua_setfield(L, -2, "__metatable");
@@ -1225,9 +750,8 @@ static void set_method(lua_State *L, const char *name, lua_CFunction f) {
   lua_setfield(L, -2, name);
 }
 
-/* __index = closure over a methods table built from `methods`. */
-static void set_index_with_methods(lua_State *L, lua_CFunction index,
-                                   const luaL_Reg *methods) {
+void smr_lua_set_index(lua_State *L, lua_CFunction index,
+                       const luaL_Reg *methods) {
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);
   lua_pushcclosure(L, index, 1);
@@ -1235,46 +759,39 @@ static void set_index_with_methods(lua_State *L, lua_CFunction index,
 }
 
 static void open_metatables(lua_State *L) {
-  new_metatable(L, SCRATCH_MT);
+  smr_lua_new_metatable(L, SCRATCH_MT);
   set_method(L, "__gc", scratch_gc);
-  new_metatable(L, ERROR_MT);
+  smr_lua_new_metatable(L, ERROR_MT);
   set_method(L, "__index", errobj_index);
   set_method(L, "__tostring", errobj_tostring);
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &error_mt_key);
-  new_metatable(L, TRIAL_MT);
+  smr_lua_new_metatable(L, TRIAL_MT);
   lua_newtable(L);
   luaL_setfuncs(L, trial_methods, 0);
   lua_setfield(L, -2, "__index");
   set_method(L, "__tostring", trial_tostring);
-  new_metatable(L, TENSOR_MT);
-  set_index_with_methods(L, tensor_index, tensor_methods);
+  smr_lua_new_metatable(L, TENSOR_MT);
+  smr_lua_set_index(L, tensor_index, tensor_methods);
   set_method(L, "__tostring", tensor_tostring);
-  new_metatable(L, VALUE_MT);
-  set_index_with_methods(L, value_index, value_methods);
-  set_method(L, "__newindex", value_newindex);
-  set_method(L, "__len", value_len);
-  set_method(L, "__tostring", value_tostring);
-  set_method(L, "__gc", value_gc);
-  new_metatable(L, SKIPPED_MT);
+  smr_lua_new_metatable(L, SKIPPED_MT);
   lua_pushliteral(L, "smrules.SKIPPED");
   lua_setfield(L, -2, "__name");
-  lua_pop(L, 6);
+  lua_pop(L, 5);
+  smr_lua_value_open(L);
 }
 
 static void open_globals(lua_State *L) {
   lua_newuserdatauv(L, 0, 0);
   luaL_setmetatable(L, TRIAL_MT);
   lua_setglobal(L, "trial");
-  lua_newtable(L);
-  luaL_setfuncs(L, report_functions, 0);
-  lua_setglobal(L, "report");
+  smr_lua_report_open(L);
 }
 
 /* The table handed to lua/smrules.lua. */
 static void push_internals(lua_State *L) {
   lua_newtable(L);
-  set_method(L, "log", internal_log);
+  set_method(L, "log", smr_lua_log);
   set_method(L, "error_kind", internal_error_kind);
   set_method(L, "unavailable_kind", internal_unavailable_kind);
   lua_newuserdatauv(L, 0, 0);

@@ -239,8 +239,7 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   if (o.code != 0) {
     bool data = o.code != SMRULES_ERR; /* unavailable data in init() */
     smr_error_set(err, SMR_ERR_USAGE, script_path, -1, "%s%s%s",
-                  data ? smr_status_name(o.code) : "", data ? ": " : "",
-                  o.msg);
+                  data ? smr_status_name(o.code) : "", data ? ": " : "", o.msg);
     free(o.msg);
     lua_rule_destroy(r);
     return SMR_ERR_USAGE;

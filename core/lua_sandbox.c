@@ -207,9 +207,8 @@ static bool is_bytecode(const char *src, size_t len) {
 int smr_lua_sandbox_load(lua_State *L, const char *src, size_t len,
                          const char *chunkname) {
   if (is_bytecode(src, len)) {
-    const char *name = chunkname[0] == '@' || chunkname[0] == '='
-                           ? chunkname + 1
-                           : "chunk";
+    const char *name =
+        chunkname[0] == '@' || chunkname[0] == '=' ? chunkname + 1 : "chunk";
     lua_pushfstring(L,
                     "%s: precompiled Lua bytecode is not accepted; rules "
                     "are loaded from source text only",
@@ -223,8 +222,9 @@ int smr_lua_sandbox_load(lua_State *L, const char *src, size_t len,
 static int sandbox_load_fn(lua_State *L) {
   size_t len;
   const char *src = lua_tolstring(L, 1, &len);
-  luaL_argexpected(L, src != NULL, 1, "string (function chunks are not "
-                                      "supported in rules)");
+  luaL_argexpected(L, src != NULL, 1,
+                   "string (function chunks are not "
+                   "supported in rules)");
   const char *name = luaL_optstring(L, 2, src);
   const char *mode = luaL_optstring(L, 3, "t");
   int status;
@@ -489,8 +489,8 @@ int smr_lua_sandbox_open(lua_State *L) {
   open_lib(L, LUA_COLIBNAME, luaopen_coroutine);
   /* base functions that reach files, print to stdout, load bytecode or
    * control the collector */
-  static const char *const removed[] = {"dofile", "loadfile", "print",
-                                        "warn", NULL};
+  static const char *const removed[] = {"dofile", "loadfile", "print", "warn",
+                                        NULL};
   for (size_t i = 0; removed[i]; i++)
     set_global_nil(L, removed[i]);
   lua_register(L, "load", sandbox_load_fn);

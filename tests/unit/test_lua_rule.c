@@ -38,8 +38,7 @@ static smr_trial *open_trial(const char *dir) {
 }
 
 /* Write `text` to <tmp>/<name> and return the path (static buffer). */
-static const char *script_file(const char *name, const char *text,
-                               size_t len) {
+static const char *script_file(const char *name, const char *text, size_t len) {
   static char path[256];
   snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
   FILE *f = fopen(path, "wb");
@@ -279,8 +278,8 @@ static void test_gradient_rule_report(void) {
   cJSON *first = cJSON_GetArrayItem(v, 0);
   CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(first, "tensor")),
             "gradient/Sequential_0.bias");
-  double want, got = cJSON_GetNumberValue(cJSON_GetObjectItem(first,
-                                                              "abs_mean"));
+  double want,
+      got = cJSON_GetNumberValue(cJSON_GetObjectItem(first, "abs_mean"));
   bool saved;
   smr_error err;
   CHECK_EQ_INT(smr_trial_reduction(t, "gradient/Sequential_0.bias", 6,
@@ -496,45 +495,46 @@ static void test_trial_api(void) {
  * intact): weights [[-2.5,-1.5,-0.5],[0.5,1.5,2.5]], labels int64. */
 static void test_value_api(void) {
   smr_trial *t = open_trial(CRC_CASE);
-  expect_invoke(t,
-                "local v = trial:tensor('weights'):value(0)\n"
-                "assert(#v == 6 and v:size() == 6)\n"
-                "local sh = v:shape()\n"
-                "assert(#sh == 2 and sh[1] == 2 and sh[2] == 3)\n"
-                "assert(v.dtype == 'float32' and v.name == 'weights')\n"
-                "assert(v.step == 0 and v.mode == 'TRAIN' and v.mode_step == 0)\n"
-                "assert(v.worker == 'worker_0')\n"
-                "assert(v[1] == -2.5 and v[6] == 2.5 and v[4] == 0.5)\n"
-                "assert(not pcall(function() return v[0] end))\n"
-                "local ok, e = pcall(function() return v[7] end)\n"
-                "assert(not ok and e:find('out of range 1..6', 1, true))\n"
-                "assert(not pcall(function() return v[1.5] end))\n"
-                "assert(not pcall(function() v.x = 1 end))\n"
-                "assert(v:min() == -2.5 and v:max() == 2.5)\n"
-                "assert(v:sum() == 0 and v:mean() == 0)\n"
-                "assert(v:l1() == 9 and v:linf() == 2.5)\n"
-                "assert(math.abs(v:l2() - math.sqrt(17.5)) < 1e-12)\n"
-                "assert(math.abs(v:variance() - 17.5 / 6) < 1e-12)\n"
-                "assert(math.abs(v:std() - math.sqrt(17.5 / 6)) < 1e-12)\n"
-                "assert(v:reduce('mean', {abs = true}) == 1.5)\n"
-                "assert(v:reduce('max', {abs = true}) == 2.5)\n"
-                "assert(not pcall(v.reduce, v, 'median'))\n"
-                "local st = v:stats()\n"
-                "assert(st.count == 6 and st.finite == 6 and st.nan == 0)\n"
-                "assert(st.inf == 0 and st.min == -2.5 and st.mean == 0)\n"
-                "assert(v:count_nan() == 0 and v:count_inf() == 0)\n"
-                "local tt = v:totable()\n"
-                "assert(#tt == 6 and tt[2] == -1.5)\n"
-                "assert(tostring(v) == 'tensor value float32[2x3]')\n"
-                "assert(getmetatable(v) == 'locked')\n"
-                "local l = trial:tensor('labels'):value(0)\n"
-                "assert(l.dtype == 'int64' and l[4] == 3 and #l == 4)\n"
-                "local loss = trial:tensor('loss'):value(0)\n"
-                "assert(#loss == 1 and #loss:shape() == 0 and loss[1] == 1)\n"
-                "v:release()\n"
-                "assert(not pcall(function() return #v end))\n"
-                "return true",
-                0, SMRULES_TRIGGERED);
+  expect_invoke(
+      t,
+      "local v = trial:tensor('weights'):value(0)\n"
+      "assert(#v == 6 and v:size() == 6)\n"
+      "local sh = v:shape()\n"
+      "assert(#sh == 2 and sh[1] == 2 and sh[2] == 3)\n"
+      "assert(v.dtype == 'float32' and v.name == 'weights')\n"
+      "assert(v.step == 0 and v.mode == 'TRAIN' and v.mode_step == 0)\n"
+      "assert(v.worker == 'worker_0')\n"
+      "assert(v[1] == -2.5 and v[6] == 2.5 and v[4] == 0.5)\n"
+      "assert(not pcall(function() return v[0] end))\n"
+      "local ok, e = pcall(function() return v[7] end)\n"
+      "assert(not ok and e:find('out of range 1..6', 1, true))\n"
+      "assert(not pcall(function() return v[1.5] end))\n"
+      "assert(not pcall(function() v.x = 1 end))\n"
+      "assert(v:min() == -2.5 and v:max() == 2.5)\n"
+      "assert(v:sum() == 0 and v:mean() == 0)\n"
+      "assert(v:l1() == 9 and v:linf() == 2.5)\n"
+      "assert(math.abs(v:l2() - math.sqrt(17.5)) < 1e-12)\n"
+      "assert(math.abs(v:variance() - 17.5 / 6) < 1e-12)\n"
+      "assert(math.abs(v:std() - math.sqrt(17.5 / 6)) < 1e-12)\n"
+      "assert(v:reduce('mean', {abs = true}) == 1.5)\n"
+      "assert(v:reduce('max', {abs = true}) == 2.5)\n"
+      "assert(not pcall(v.reduce, v, 'median'))\n"
+      "local st = v:stats()\n"
+      "assert(st.count == 6 and st.finite == 6 and st.nan == 0)\n"
+      "assert(st.inf == 0 and st.min == -2.5 and st.mean == 0)\n"
+      "assert(v:count_nan() == 0 and v:count_inf() == 0)\n"
+      "local tt = v:totable()\n"
+      "assert(#tt == 6 and tt[2] == -1.5)\n"
+      "assert(tostring(v) == 'tensor value float32[2x3]')\n"
+      "assert(getmetatable(v) == 'locked')\n"
+      "local l = trial:tensor('labels'):value(0)\n"
+      "assert(l.dtype == 'int64' and l[4] == 3 and #l == 4)\n"
+      "local loss = trial:tensor('loss'):value(0)\n"
+      "assert(#loss == 1 and #loss:shape() == 0 and loss[1] == 1)\n"
+      "v:release()\n"
+      "assert(not pcall(function() return #v end))\n"
+      "return true",
+      0, SMRULES_TRIGGERED);
   smr_trial_close(t);
 }
 
@@ -542,16 +542,17 @@ static void test_value_nan_and_big(void) {
   smr_trial *t = open_trial(EXPLODING);
   /* step 10: 64 of the elements are NaN; stats are over the finite ones,
    * reductions propagate NaN */
-  expect_invoke(t,
-                "local v = trial:tensor('gradient/Sequential_0.weight')"
-                ":value(10)\n"
-                "local st = v:stats()\n"
-                "assert(st.nan == 64 and st.finite == #v - 64 and st.inf == 0)\n"
-                "assert(st.has_finite and smrules.isfinite(st.max))\n"
-                "assert(v:count_nan() == 64 and v:count_inf() == 0)\n"
-                "assert(smrules.isnan(v:mean()) and smrules.isnan(v:sum()))\n"
-                "return true",
-                10, SMRULES_TRIGGERED);
+  expect_invoke(
+      t,
+      "local v = trial:tensor('gradient/Sequential_0.weight')"
+      ":value(10)\n"
+      "local st = v:stats()\n"
+      "assert(st.nan == 64 and st.finite == #v - 64 and st.inf == 0)\n"
+      "assert(st.has_finite and smrules.isfinite(st.max))\n"
+      "assert(v:count_nan() == 64 and v:count_inf() == 0)\n"
+      "assert(smrules.isnan(v:mean()) and smrules.isnan(v:sum()))\n"
+      "return true",
+      10, SMRULES_TRIGGERED);
   smr_trial_close(t);
 }
 
@@ -674,26 +675,27 @@ static void test_sandbox_no_escape(void) {
       {"local s = trial.steps()", "bad argument #1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char *src = smr_xasprintf("function invoke_at_step(step)\n%s\nend\n",
-                              cases[i][0]);
+    char *src =
+        smr_xasprintf("function invoke_at_step(step)\n%s\nend\n", cases[i][0]);
     expect_invoke_error(t, src, NULL, cases[i][1]);
     free(src);
   }
   /* what is allowed still works */
-  expect_invoke(t,
-                "local f = assert(load('return 1 + ...', 'c', 't'))\n"
-                "assert(f(1) == 2)\n"
-                "local env = {x = 5}\n"
-                "assert(load('return x', 'c', 't', env)() == 5)\n"
-                "assert(collectgarbage('count') > 0)\n"
-                "assert(collectgarbage() == 0)\n"
-                "local co = coroutine.wrap(function(a) coroutine.yield(a) end)\n"
-                "assert(co(3) == 3)\n"
-                "assert(utf8.len('\\u{e9}') == 1 and math.pi > 3)\n"
-                "assert(table.concat({1, 2}, ',') == '1,2')\n"
-                "assert(getmetatable(trial) == 'locked')\n"
-                "return true",
-                0, SMRULES_TRIGGERED);
+  expect_invoke(
+      t,
+      "local f = assert(load('return 1 + ...', 'c', 't'))\n"
+      "assert(f(1) == 2)\n"
+      "local env = {x = 5}\n"
+      "assert(load('return x', 'c', 't', env)() == 5)\n"
+      "assert(collectgarbage('count') > 0)\n"
+      "assert(collectgarbage() == 0)\n"
+      "local co = coroutine.wrap(function(a) coroutine.yield(a) end)\n"
+      "assert(co(3) == 3)\n"
+      "assert(utf8.len('\\u{e9}') == 1 and math.pi > 3)\n"
+      "assert(table.concat({1, 2}, ',') == '1,2')\n"
+      "assert(getmetatable(trial) == 'locked')\n"
+      "return true",
+      0, SMRULES_TRIGGERED);
   smr_trial_close(t);
 }
 
@@ -763,12 +765,13 @@ static void test_sandbox_memory(void) {
                       &lim, msg);
   /* tensor values count too: host memory kept alive by the script */
   lim.memory_bytes = 1u << 20;
-  expect_invoke_error(t,
-                      "function invoke_at_step()\n"
-                      "  local g, keep = trial:tensor('Sequential_0.weight'), {}\n"
-                      "  for i = 1, 1e6 do keep[i] = g:value(0) end\n"
-                      "end\n",
-                      &lim, "memory limit of 1 MiB exceeded");
+  expect_invoke_error(
+      t,
+      "function invoke_at_step()\n"
+      "  local g, keep = trial:tensor('Sequential_0.weight'), {}\n"
+      "  for i = 1, 1e6 do keep[i] = g:value(0) end\n"
+      "end\n",
+      &lim, "memory limit of 1 MiB exceeded");
   /* ... but released values do not accumulate */
   rule r;
   rule_load(&r, t,
@@ -902,8 +905,8 @@ static void *run_gradient_rule(void *arg) {
   thread_job *job = arg;
   for (int round = 0; round < 3; round++) {
     rule r;
-    rule_load_path(&r, job->trial, "rules/gradient_mean_abs.lua",
-                   job->params, NULL);
+    rule_load_path(&r, job->trial, "rules/gradient_mean_abs.lua", job->params,
+                   NULL);
     smr_i64v steps = {0};
     smr_trial_steps(job->trial, SMR_MODE_GLOBAL, false, &steps);
     for (size_t i = 0; r.rc == SMR_OK && i < steps.n; i++)
@@ -921,8 +924,7 @@ static void test_parallel_states(void) {
   pthread_t th[4];
   for (int i = 0; i < 4; i++) {
     jobs[i] = (thread_job){.trial = t, .params = params};
-    CHECK_EQ_INT(pthread_create(&th[i], NULL, run_gradient_rule, &jobs[i]),
-                 0);
+    CHECK_EQ_INT(pthread_create(&th[i], NULL, run_gradient_rule, &jobs[i]), 0);
   }
   for (int i = 0; i < 4; i++) {
     pthread_join(th[i], NULL);
