@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -158,7 +159,25 @@ static char *last_line(const smr_buf *b) {
   return line;
 }
 
+/* A hook that does not read its stdin must not kill smrules: while we
+ * write to it, SIGPIPE is blocked for this thread (write() then fails with
+ * EPIPE) and a pending one is dropped before the mask is restored. */
+static int exec_piped(const smr_exec_req *q, char **output,
+                      smr_act_result *r);
+
 int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  int rc = exec_piped(q, output, r);
+  drop_pending_sigpipe();
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+static int exec_piped(const smr_exec_req *q, char **output,
+                      smr_act_result *r) {
   int in[2], out[2];
   *output = NULL;
   if (pipe2(in, O_CLOEXEC) != 0)

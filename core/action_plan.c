@@ -30,12 +30,21 @@ typedef struct pctx {
 
 static int perr(pctx *c, const smr_node *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Values quoted in messages come from rules.yaml: no control characters
+ * reach the terminal. */
+static void printable(char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s < 0x20 || *s == 0x7f)
+      *s = ' ';
+}
+
 static int perr(pctx *c, const smr_node *at, const char *fmt, ...) {
   char what[SMR_ERR_MSG_MAX];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
+  printable(what);
   return smr_error_set(c->err, SMR_ERR_USAGE, c->cfg->path, -1,
                        "line %d, column %d: %s", at ? at->line : 0,
                        at ? at->col : 0, what);
@@ -49,6 +58,7 @@ static void pwarn(pctx *c, const smr_node *at, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
+  printable(what);
   fprintf(stderr, "smrules: warning: %s: line %d, column %d: %s\n",
           c->cfg->path, at ? at->line : 0, at ? at->col : 0, what);
 }
@@ -283,10 +293,14 @@ static int get_retry(pctx *c, const smr_node *map, smr_act_retry *r) {
 static int check_addresses(pctx *c, const smr_node *at, const smr_strv *v,
                            const char *what) {
   for (size_t i = 0; i < v->n; i++) {
-    if (!smr_act_valid_email(v->v[i]))
-      return perr(c, at, "%s: '%s' is not an e-mail address (expected "
-                  "name@domain.tld, without spaces, quotes or brackets)",
-                  what, v->v[i]);
+    if (!smr_act_valid_email(v->v[i])) {
+      char *shown = smr_act_oneline(v->v[i], 200);
+      int rc = perr(c, at, "%s: '%s' is not an e-mail address (expected "
+                    "name@domain.tld, without spaces, quotes or brackets)",
+                    what, shown);
+      free(shown);
+      return rc;
+    }
     if (!smr_act_sagemaker_email(v->v[i]))
       pwarn(c, at, "%s: SageMaker would have rejected '%s' (its pattern is "
             "^[a-z0-9]+@\\w+\\.\\w{2,3}$); smrules accepts it", what, v->v[i]);

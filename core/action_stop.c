@@ -53,8 +53,11 @@ static void boot_id(char *out, size_t n) {
   char buf[64];
   if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
     buf[0] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
-  snprintf(out, n, "%s", buf);
+  size_t len = strcspn(buf, "\n");
+  if (len >= n)
+    len = n - 1;
+  memcpy(out, buf, len);
+  out[len] = '\0';
 }
 
 static double boot_time(void) {
