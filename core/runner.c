@@ -378,6 +378,15 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   return true;
 }
 
+/* Steps between two saved ones were never written; live, smdebug waits at
+ * the first of them while the step after the gap is not complete yet
+ * (has_passed_step is NOT_YET_AVAILABLE there, formats.md F§11.1). */
+static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
+  return g > prev + 1 &&
+         smr_trial_has_passed_step(r->trial, prev + 1, SMR_MODE_GLOBAL) ==
+             SMR_NOT_YET_AVAILABLE;
+}
+
 static void evaluate(smr_runner *r, smr_instance *in) {
   if (in->status == SMR_RULE_ERROR)
     return;
@@ -387,17 +396,30 @@ static void evaluate(smr_runner *r, smr_instance *in) {
   if (in->last_step < 0 && in->evaluated == 0 && !in->stored_report)
     resume(r, in, newest);
   in->waiting_at = -1;
-  bool evaluated_any = false;
-  for (size_t i = 0; i < steps.n && !in->stored_report; i++) {
+  bool evaluated_any = false, stopped = false;
+  int64_t first = in->start > 0 ? in->start : 0;
+  int64_t prev = in->last_step >= first ? in->last_step : first - 1;
+  for (size_t i = 0; i < steps.n && !in->stored_report && !stopped; i++) {
     int64_t g = steps.v[i];
     if (g <= in->last_step || g < in->start)
       continue;
     if (in->end >= 0 && g >= in->end)
       break;
-    evaluated_any = true;
-    if (!invoke_step(r, in, g))
+    if (r->opts.live && waits_in_gap(r, prev, g)) {
+      in->waiting_at = prev + 1;
+      stopped = true;
       break;
+    }
+    evaluated_any = true;
+    stopped = !invoke_step(r, in, g);
+    prev = g;
   }
+  /* Live, smdebug's invoker goes on to the next integer step and waits
+   * there until training writes it or ends. */
+  int64_t next = prev + 1;
+  if (r->opts.live && !stopped && !in->stored_report &&
+      !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
+    in->waiting_at = next;
   smr_i64v_free(&steps);
   if (in->status != SMR_RULE_ERROR) {
     if (in->waiting_at >= 0)
