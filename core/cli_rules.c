@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "config.h"
@@ -11,6 +12,7 @@
 #include "output.h"
 #include "params.h"
 #include "plugin.h"
+#include "profiler.h"
 #include "rulehost.h"
 #include "runner.h"
 #include "trial.h"
@@ -67,7 +69,7 @@ static int exit_for_results(smr_runner *r) {
 }
 
 typedef struct run_args {
-  const char *trial, *rules, *output;
+  const char *trial, *rules, *output, *profiler;
   smr_trial_opts topts;
   smr_run_opts ropts;
   bool json;
@@ -80,12 +82,16 @@ enum {
   OPT_JSON,
   OPT_START,
   OPT_END,
-  OPT_OUTPUT
+  OPT_OUTPUT,
+  OPT_PROFILER
 };
 
 static const char *RUN_HELP =
     "usage: smrules run --trial DIR [--rules rules.yaml] [options]\n"
-    "  --trial DIR        the trial (smdebug out_dir)\n"
+    "  --trial DIR        the trial (smdebug out_dir), a profiler-output\n"
+    "                     folder, or a job folder holding debug-output/\n"
+    "                     and/or profiler-output/\n"
+    "  --profiler DIR     the profiler-output folder (profiler rules)\n"
     "  --rules FILE       rules.yaml (default: the built-in default set)\n"
     "  --json             print results as JSON\n"
     "  --output DIR       where rule-output/<rule>/ files go\n"
@@ -119,6 +125,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"rules", required_argument, NULL, 'r'},
       {"json", no_argument, NULL, OPT_JSON},
       {"output", required_argument, NULL, OPT_OUTPUT},
+      {"profiler", required_argument, NULL, OPT_PROFILER},
       {"start-step", required_argument, NULL, OPT_START},
       {"end-step", required_argument, NULL, OPT_END},
       {"jobs", required_argument, NULL, 'j'},
@@ -138,6 +145,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     case 'r': a->rules = optarg; break;
     case OPT_JSON: a->json = true; break;
     case OPT_OUTPUT: a->output = optarg; break;
+    case OPT_PROFILER: a->profiler = optarg; break;
     case OPT_START:
       if ((rc = parse_step(optarg, &a->ropts.start_step)))
         return rc;
@@ -165,11 +173,36 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     fprintf(stderr, "smrules: unexpected argument '%s'\n", argv[optind]);
     return SMR_EXIT_USAGE;
   }
+  if (!a->trial)
+    a->trial = a->profiler;
   if (!a->trial) {
     fprintf(stderr, "smrules: run needs --trial DIR\n");
     return SMR_EXIT_USAGE;
   }
   return SMR_EXIT_OK;
+}
+
+/* ---- profiler data: which folder is the debug trial, which the
+ * profiler output (--trial may name either, or a job folder). ---- */
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static void resolve_dirs(const run_args *a, char **debug, char **profiler) {
+  char *dbg = smr_xasprintf("%s/debug-output", a->trial);
+  char *prof = smr_xasprintf("%s/profiler-output", a->trial);
+  *debug = smr_xstrdup(is_dir(dbg) ? dbg : a->trial);
+  if (a->profiler)
+    *profiler = smr_xstrdup(a->profiler);
+  else if (is_dir(prof))
+    *profiler = smr_xstrdup(prof);
+  else if (smr_profiler_dir_looks_like(a->trial))
+    *profiler = smr_xstrdup(a->trial);
+  else
+    *profiler = NULL;
+  free(dbg);
+  free(prof);
 }
 
 int smr_cmd_run(int argc, char **argv) {
@@ -185,9 +218,14 @@ int smr_cmd_run(int argc, char **argv) {
   smr_error err;
   smr_error_clear(&err);
   smr_trial *t = NULL;
-  if (smr_trial_open(a.trial, &a.topts, &t, &err) != SMR_OK) {
+  char *debug_dir, *profiler_dir;
+  resolve_dirs(&a, &debug_dir, &profiler_dir);
+  a.ropts.profiler_dir = profiler_dir;
+  if (smr_trial_open(debug_dir, &a.topts, &t, &err) != SMR_OK) {
     smr_cli_print_error(&err);
     smr_config_free(&cfg);
+    free(debug_dir);
+    free(profiler_dir);
     return SMR_EXIT_UNREADABLE;
   }
   smr_runner *r = NULL;
@@ -211,6 +249,8 @@ int smr_cmd_run(int argc, char **argv) {
   }
   smr_runner_free(r);
   free(dir);
+  free(debug_dir);
+  free(profiler_dir);
   smr_trial_close(t);
   smr_config_free(&cfg);
   return rc;

@@ -11,59 +11,76 @@
 #include <sys/stat.h>
 
 #include "jsonw.h"
+#include "profiler.h"
 
 /* ------------------------------------------------------ report objects */
 
-/* A JSON object built by a rule: rendered key/value text plus nested
- * objects, rendered when the report is written. */
+/* A JSON object built by a rule: its members in insertion order, each
+ * either rendered value text or a nested object, rendered when the report
+ * is written. */
+typedef struct json_member {
+  char *key;  /* the key, JSON-encoded */
+  char *text; /* rendered value, or NULL for a nested object */
+  struct smrules_json *kid;
+} json_member;
+
 struct smrules_json {
-  smr_buf kv;
-  struct smrules_json **kids;
-  char **kid_keys;
-  size_t nkids;
+  json_member *m;
+  size_t n, cap;
 };
 
 static smrules_json *json_new(void) {
   return smr_xcalloc(1, sizeof(smrules_json));
 }
 
+static void json_clear(smrules_json *j);
+
 static void json_free(smrules_json *j) {
   if (!j)
     return;
-  for (size_t i = 0; i < j->nkids; i++) {
-    json_free(j->kids[i]);
-    free(j->kid_keys[i]);
-  }
-  free(j->kids);
-  free(j->kid_keys);
-  smr_buf_free(&j->kv);
+  json_clear(j);
   free(j);
+}
+
+static void json_clear(smrules_json *j) {
+  for (size_t i = 0; i < j->n; i++) {
+    free(j->m[i].key);
+    free(j->m[i].text);
+    json_free(j->m[i].kid);
+  }
+  free(j->m);
+  j->m = NULL;
+  j->n = j->cap = 0;
 }
 
 static void json_render(const smrules_json *j, smr_buf *out) {
   smr_buf_puts(out, "{");
-  if (j->kv.len)
-    smr_buf_append(out, j->kv.data, j->kv.len);
-  for (size_t i = 0; i < j->nkids; i++) {
-    smr_jw w = {0};
-    smr_jw_str(&w, j->kid_keys[i]);
-    char *k = smr_jw_finish(&w);
-    smr_buf_printf(out, "%s%s:", (j->kv.len || i) ? "," : "", k);
-    free(k);
-    json_render(j->kids[i], out);
+  for (size_t i = 0; i < j->n; i++) {
+    smr_buf_printf(out, "%s%s:", i ? "," : "", j->m[i].key);
+    if (j->m[i].kid)
+      json_render(j->m[i].kid, out);
+    else
+      smr_buf_puts(out, j->m[i].text);
   }
   smr_buf_puts(out, "}");
 }
 
-/* Append `"key":<value written by fn>` to j->kv. */
-static void json_put(smrules_json *j, const char *key, smr_jw *w) {
-  char *v = smr_jw_finish(w);
+static json_member *json_add(smrules_json *j, const char *key) {
+  if (j->n == j->cap) {
+    j->cap = j->cap ? j->cap * 2 : 8;
+    j->m = smr_xrealloc(j->m, j->cap * sizeof *j->m);
+  }
+  json_member *m = &j->m[j->n++];
+  memset(m, 0, sizeof *m);
   smr_jw kw = {0};
-  smr_jw_str(&kw, key);
-  char *k = smr_jw_finish(&kw);
-  smr_buf_printf(&j->kv, "%s%s:%s", j->kv.len ? "," : "", k, v);
-  free(k);
-  free(v);
+  smr_jw_str(&kw, key ? key : "");
+  m->key = smr_jw_finish(&kw);
+  return m;
+}
+
+/* Append `"key":<value written into w>`. */
+static void json_put(smrules_json *j, const char *key, smr_jw *w) {
+  json_add(j, key)->text = smr_jw_finish(w);
 }
 
 static void api_json_str(smrules_json *j, const char *key, const char *v) {
@@ -126,11 +143,19 @@ static void api_json_strs(smrules_json *j, const char *key,
 }
 
 static smrules_json *api_json_obj(smrules_json *j, const char *key) {
-  j->kids = smr_xrealloc(j->kids, (j->nkids + 1) * sizeof *j->kids);
-  j->kid_keys = smr_xrealloc(j->kid_keys, (j->nkids + 1) * sizeof(char *));
-  j->kids[j->nkids] = json_new();
-  j->kid_keys[j->nkids] = smr_xstrdup(key);
-  return j->kids[j->nkids++];
+  json_member *m = json_add(j, key);
+  m->kid = json_new();
+  return m->kid;
+}
+
+static void api_json_null(smrules_json *j, const char *key) {
+  smr_jw w = {0};
+  smr_jw_null(&w);
+  json_put(j, key, &w);
+}
+
+static void api_json_raw(smrules_json *j, const char *key, const char *json) {
+  json_add(j, key)->text = smr_xstrdup(json && *json ? json : "null");
 }
 
 /* ---------------------------------------------------------- the context */
@@ -157,6 +182,17 @@ struct smrules_ctx {
   smr_trial **others; /* trials opened with open_trial */
   char **other_paths;
   size_t nothers;
+  /* profiler rules (rules.md §3): the reader, the window, the report */
+  bool profiler_rule;
+  smr_profiler *prof; /* not owned */
+  bool in_window;
+  int64_t win_index, win_start, win_end;
+  smr_sys_events sys;
+  smr_fw_events fw;
+  smr_strv arg_scratch;  /* fw_arg strings of the current fw events */
+  smr_strv param_texts;  /* param_text results */
+  int64_t p_triggered, p_violations, p_datapoints;
+  char *rule_params;     /* RuleParameters set by the rule */
 };
 
 static int log_level = 2;
@@ -181,10 +217,21 @@ static void drop_current(smrules_ctx *c) {
   c->ncur = 0;
 }
 
+static void release_events(smrules_ctx *c) {
+  if (c->prof) {
+    smr_profiler_release_sys(c->prof, &c->sys);
+    smr_profiler_release_fw(c->prof, &c->fw);
+  }
+  smr_strv_free(&c->arg_scratch);
+}
+
 void smr_ctx_free(smrules_ctx *c) {
   if (!c)
     return;
   drop_current(c);
+  release_events(c);
+  smr_strv_free(&c->param_texts);
+  free(c->rule_params);
   for (size_t i = 0; i < c->nothers; i++) {
     smr_trial_close(c->others[i]);
     free(c->other_paths[i]);
@@ -234,9 +281,55 @@ void smr_ctx_set_failure(smrules_ctx *c, const char *msg) {
   free(c->failure);
   c->failure = msg ? smr_xstrdup(msg) : NULL;
 }
-int64_t smr_ctx_violations(const smrules_ctx *c) { return c->violations; }
+int64_t smr_ctx_violations(const smrules_ctx *c) {
+  return c->profiler_rule ? c->p_violations : c->violations;
+}
 int64_t smr_ctx_datapoints(const smrules_ctx *c) {
+  if (c->profiler_rule)
+    return c->p_datapoints;
   return c->datapoints_reported ? c->datapoints : -1;
+}
+
+/* ------------------------------------------------------ profiler rules */
+
+void smr_ctx_set_profiler(smrules_ctx *c, smr_profiler *p) {
+  release_events(c);
+  c->profiler_rule = true;
+  c->prof = p;
+}
+
+smr_profiler *smr_ctx_profiler(const smrules_ctx *c) { return c->prof; }
+
+void smr_ctx_window_begin(smrules_ctx *c, int64_t index, int64_t start_us,
+                          int64_t end_us) {
+  c->in_window = true;
+  c->win_index = index;
+  c->win_start = start_us;
+  c->win_end = end_us;
+}
+
+void smr_ctx_window_end(smrules_ctx *c) {
+  c->in_window = false;
+  release_events(c);
+}
+
+/* {"RuleTriggered", "Violations", "Details", "Datapoints",
+ * "RuleParameters"} exactly, as the reference profiler rules write it. */
+static char *profiler_report_json(smrules_ctx *c) {
+  smr_buf b = {0};
+  smr_buf_printf(&b, "{\"RuleTriggered\":%lld,\"Violations\":%lld,",
+                 (long long)c->p_triggered, (long long)c->p_violations);
+  smr_buf_puts(&b, "\"Details\":");
+  json_render(c->details, &b);
+  smr_buf_printf(&b, ",\"Datapoints\":%lld,", (long long)c->p_datapoints);
+  smr_jw w = {0};
+  smr_jw_str(&w, c->rule_params ? c->rule_params
+                 : c->params && c->params->lines.data ? c->params->lines.data
+                                                      : "");
+  char *p = smr_jw_finish(&w);
+  smr_buf_printf(&b, "\"RuleParameters\":%s}", p);
+  free(p);
+  return b.data;
 }
 const char *smr_ctx_last_violations(const smrules_ctx *c) {
   return c->last_trigger;
@@ -259,6 +352,8 @@ void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
 
 char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
                           int64_t evaluated) {
+  if (c->profiler_rule)
+    return profiler_report_json(c);
   smr_buf b = {0};
   smr_buf_printf(&b, "{\"RuleTriggered\":%zu,\"Violations\":%lld,",
                  triggered->n, (long long)c->violations);
@@ -594,6 +689,181 @@ static const char *api_output_dir(smrules_ctx *c) {
   return c->output_dir;
 }
 
+/* ------------------------------------------------- profiler rules (api) */
+
+static int no_profiler(smrules_ctx *c) {
+  api_fail(c, "%s", c->profiler_rule
+                        ? "no profiler data: pass --profiler DIR, or a "
+                          "--trial holding profiler-output/"
+                        : "only profiler rules read profiler data");
+  return SMRULES_ERR;
+}
+
+static int api_window(smrules_ctx *c, int64_t *index, int64_t *start_us,
+                      int64_t *end_us) {
+  if (!c->profiler_rule || !c->in_window)
+    return SMRULES_ERR;
+  *index = c->win_index;
+  *start_us = c->win_start;
+  *end_us = c->win_end;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_system_events(smrules_ctx *c, int64_t start_us,
+                             int64_t end_us, const smrules_sys_event **out,
+                             size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_release_sys(c->prof, &c->sys);
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_system_events(c->prof, start_us, end_us, &c->sys, &e) !=
+      SMR_OK) {
+    api_fail(c, "reading system metrics: %s", e.msg);
+    return SMRULES_ERR;
+  }
+  *out = c->sys.v;
+  *n = c->sys.n;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_framework_events(smrules_ctx *c, int64_t start_us,
+                                int64_t end_us, const smrules_fw_event **out,
+                                size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_release_fw(c->prof, &c->fw);
+  smr_strv_free(&c->arg_scratch);
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_framework_events(c->prof, start_us, end_us, &c->fw, &e) !=
+      SMR_OK) {
+    api_fail(c, "reading framework metrics: %s", e.msg);
+    return SMRULES_ERR;
+  }
+  *out = c->fw.v;
+  *n = c->fw.n;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_fw_arg(smrules_ctx *c, const smrules_fw_event *e,
+                      const char *key, smrules_arg *out) {
+  return smr_profiler_fw_arg(e, key, out, &c->arg_scratch);
+}
+
+static int api_profiler_info(smrules_ctx *c, smrules_profiler_info *out) {
+  memset(out, 0, sizeof *out);
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_info(c->prof, out);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_profiler_names(smrules_ctx *c, int what, const char *node,
+                              smrules_strlist *out) {
+  out->n = 0;
+  out->v = NULL;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_strv v = {0};
+  smr_profiler_names(c->prof, what, node, &v);
+  out->n = v.n;
+  out->v = (const char *const *)v.v;
+  return SMRULES_NO_TRIGGER;
+}
+
+static void api_report_set(smrules_ctx *c, int64_t rule_triggered,
+                           int64_t violations, int64_t datapoints) {
+  c->p_triggered = rule_triggered;
+  c->p_violations = violations;
+  c->p_datapoints = datapoints;
+}
+
+static smrules_json *api_details_reset(smrules_ctx *c) {
+  json_clear(c->details);
+  return c->details;
+}
+
+static void api_rule_parameters(smrules_ctx *c, const char *text) {
+  free(c->rule_params);
+  c->rule_params = text ? smr_xstrdup(text) : NULL;
+}
+
+/* The value of "name:value" in the host's parameter lines. */
+static const char *api_param_text(smrules_ctx *c, const char *name) {
+  const char *lines = c->params ? c->params->lines.data : NULL;
+  size_t n = strlen(name);
+  for (const char *l = lines; l && *l;) {
+    const char *eol = strchr(l, '\n');
+    size_t len = eol ? (size_t)(eol - l) : strlen(l);
+    if (len > n && strncmp(l, name, n) == 0 && l[n] == ':') {
+      if (len - n - 1 == 4 && strncmp(l + n + 1, "None", 4) == 0)
+        return NULL;
+      smr_strv_take(&c->param_texts, smr_xstrndup(l + n + 1, len - n - 1));
+      return c->param_texts.v[c->param_texts.n - 1];
+    }
+    l = eol ? eol + 1 : l + len;
+  }
+  return NULL;
+}
+
+/* Python's repr of a float: the shortest digits that round-trip, fixed
+ * notation for decimal exponents -4..15 (with ".0" when integral), else
+ * d.ddde+XX. */
+static void api_py_str(double v, bool is_int, char *buf, size_t n) {
+  if (!n)
+    return;
+  if (isnan(v) || isinf(v)) {
+    snprintf(buf, n, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    return;
+  }
+  if (is_int && v == floor(v) && fabs(v) < 9.2e18) {
+    snprintf(buf, n, "%lld", (long long)v);
+    return;
+  }
+  char e[40];
+  for (int prec = 0; prec < 17; prec++) {
+    snprintf(e, sizeof e, "%.*e", prec, v);
+    if (strtod(e, NULL) == v)
+      break;
+  }
+  /* e = [-]d[.ddd]e[+-]XX */
+  bool neg = e[0] == '-';
+  char digits[24];
+  size_t nd = 0;
+  const char *q = e + neg;
+  for (; *q && *q != 'e'; q++)
+    if (*q != '.')
+      digits[nd++] = *q;
+  digits[nd] = '\0';
+  int exp10 = atoi(q + 1);
+  smr_buf b = {0};
+  if (neg)
+    smr_buf_puts(&b, "-");
+  if (exp10 < -4 || exp10 >= 16) {
+    smr_buf_printf(&b, "%c", digits[0]);
+    if (nd > 1)
+      smr_buf_printf(&b, ".%s", digits + 1);
+    smr_buf_printf(&b, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
+  } else if (exp10 < 0) {
+    smr_buf_puts(&b, "0.");
+    for (int i = -1; i > exp10; i--)
+      smr_buf_puts(&b, "0");
+    smr_buf_puts(&b, digits);
+  } else {
+    for (int i = 0; i <= exp10; i++)
+      smr_buf_printf(&b, "%c", (size_t)i < nd ? digits[i] : '0');
+    smr_buf_printf(&b, ".%s", (size_t)exp10 + 1 < nd ? digits + exp10 + 1
+                                                     : "0");
+  }
+  snprintf(buf, n, "%s", b.data);
+  smr_buf_free(&b);
+}
+
 static const smrules_api API = {
     .api_version = SMRULES_API_VERSION,
     .struct_size = sizeof(smrules_api),
@@ -630,6 +900,19 @@ static const smrules_api API = {
     .reduce = api_reduce,
     .stats = api_stats,
     .output_dir = api_output_dir,
+    .window = api_window,
+    .system_events = api_system_events,
+    .framework_events = api_framework_events,
+    .fw_arg = api_fw_arg,
+    .profiler_info = api_profiler_info,
+    .profiler_names = api_profiler_names,
+    .report_set = api_report_set,
+    .details_reset = api_details_reset,
+    .rule_parameters = api_rule_parameters,
+    .param_text = api_param_text,
+    .json_null = api_json_null,
+    .json_raw = api_json_raw,
+    .py_str = api_py_str,
 };
 
 const smrules_api *smr_host_api(void) { return &API; }

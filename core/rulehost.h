@@ -39,6 +39,17 @@ void smr_ctx_restore(smrules_ctx *ctx, int64_t violations, int64_t datapoints,
 char *smr_ctx_report_json(smrules_ctx *ctx, const smr_i64v *triggered,
                           int64_t evaluated);
 
+/* Profiler rules (rules.md §3): the reader the rule queries (not owned;
+ * NULL: no profiler data, queries fail), the window of the invocation in
+ * progress, and the reference report envelope for smr_ctx_report_json. */
+struct smr_profiler;
+void smr_ctx_set_profiler(smrules_ctx *ctx, struct smr_profiler *p);
+struct smr_profiler *smr_ctx_profiler(const smrules_ctx *ctx);
+void smr_ctx_window_begin(smrules_ctx *ctx, int64_t index, int64_t start_us,
+                          int64_t end_us);
+/* Releases the events the rule queried during the window. */
+void smr_ctx_window_end(smrules_ctx *ctx);
+
 /* Log verbosity for every rule: messages below `level` are dropped
  * (0 debug, 1 info, 2 warning, 3 error).  Default 2. */
 void smr_log_set_level(int level);

@@ -11,6 +11,7 @@
 #include "params.h"
 #include "plugin.h"
 #include "rulehost.h"
+#include "runner_profiler.h"
 #include "sha256.h"
 #include "state.h"
 
@@ -32,6 +33,7 @@ struct smr_instance {
   int64_t evaluated, last_step, waiting_at;
   char *message;
   char *stored_report; /* reused when nothing new was evaluated */
+  smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
 };
 
 struct smr_runner {
@@ -209,6 +211,7 @@ static void instance_free(smr_instance *in) {
     return;
   if (in->ops && in->impl)
     in->ops->destroy(in->impl);
+  smr_prof_run_free(in->prof_run);
   smr_ctx_free(in->ctx);
   smr_params_free(&in->params);
   free(in->settings);
@@ -378,6 +381,53 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   return true;
 }
 
+/* ------------------------------------------------ profiler rules (hook) */
+
+static bool is_profiler_rule(const smr_instance *in) {
+  return in->plugin && in->plugin->reg->kind == SMRULES_KIND_PROFILER;
+}
+
+typedef struct prof_trigger_arg {
+  smr_runner *r;
+  smr_instance *in;
+} prof_trigger_arg;
+
+static void prof_trigger(void *arg, int64_t window) {
+  prof_trigger_arg *a = arg;
+  if (a->r->opts.on_trigger)
+    a->r->opts.on_trigger(a->r->opts.on_trigger_arg, a->in, window);
+}
+
+/* Windows instead of steps (runner_profiler.c); no resume from stored
+ * state: a new run evaluates every window again (same results). */
+static void evaluate_profiler(smr_runner *r, smr_instance *in) {
+  prof_trigger_arg ta = {r, in};
+  const smrules_rule *reg = in->plugin->reg;
+  smr_prof_loop l = {
+      .dir = r->opts.profiler_dir, .live = r->opts.live,
+      .scan_interval_us = smr_prof_scan_interval(reg->params, in->settings),
+      .start = in->start, .end = in->end, .ctx = in->ctx, .ops = in->ops,
+      .impl = in->impl, .triggered = &in->triggered,
+      .evaluated = &in->evaluated, .last_step = &in->last_step,
+      .waiting_at = &in->waiting_at, .on_trigger = prof_trigger,
+      .on_trigger_arg = &ta};
+  int64_t before = in->evaluated;
+  char *msg = NULL;
+  if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
+    smr_ctx_set_failure(in->ctx, msg);
+    set_error(in, "the rule failed");
+  } else if (in->waiting_at >= 0) {
+    in->status = SMR_RULE_IN_PROGRESS;
+  } else {
+    in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+  }
+  free(msg);
+  if (in->evaluated > before && in->status != SMR_RULE_ERROR &&
+      in->ops->finish && in->ops->finish(in->impl, in->ctx) < 0)
+    set_error(in, "the rule's finish step failed");
+  save(r, in);
+}
+
 /* Steps between two saved ones were never written; live, smdebug waits at
  * the first of them while the step after the gap is not complete yet
  * (has_passed_step is NOT_YET_AVAILABLE there, formats.md F§11.1). */
@@ -390,6 +440,10 @@ static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
 static void evaluate(smr_runner *r, smr_instance *in) {
   if (in->status == SMR_RULE_ERROR)
     return;
+  if (is_profiler_rule(in)) {
+    evaluate_profiler(r, in);
+    return;
+  }
   smr_i64v steps = {0};
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
   int64_t newest = steps.n ? steps.v[steps.n - 1] : -1;

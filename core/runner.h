@@ -33,6 +33,8 @@ typedef struct smr_run_opts {
   bool fresh;  /* do not read or write stored rule state */
   smr_lua_limits lua;
   const char *output_dir; /* rule-output directory (NULL: <trial>/rule-output) */
+  /* profiler-output folder read by profiler rules (NULL: none) */
+  const char *profiler_dir;
   smr_trigger_fn on_trigger;
   void *on_trigger_arg;
 } smr_run_opts;

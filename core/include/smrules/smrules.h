@@ -148,6 +148,83 @@ typedef struct smrules_stats {
   double min, max, sum, mean, l1, l2, linf;
 } smrules_stats;
 
+/* ------------------------------------------------------ profiler data
+ * What SMRULES_KIND_PROFILER rules read (formats.md F§13, rules.md §3).
+ * Events returned by api->system_events / api->framework_events are
+ * host-owned and stay valid until the next call of the same function by
+ * the same rule, or until invoke_at_step returns. */
+
+/* One system-metrics reading: a line of a system/incremental file. */
+typedef struct smrules_sys_event {
+  const char *type;      /* Type: "cpu", "gpu", "memory", "network", ... */
+  const char *name;      /* Name: "cpu0", "gpu1", "MemoryUsedPercent", ...;
+                            "" when the line has none (see has_name) */
+  const char *dimension; /* Dimension: "CPUUtilization", "GPUUtilization",
+                            "GPUMemoryUtilization", "I/OWaitPercentage",
+                            "Algorithm", "Platform", "" ... */
+  const char *node;      /* NodeId: "algo-1" */
+  double value;          /* Value */
+  double timestamp;      /* Timestamp: seconds since the epoch */
+  bool has_name;
+  bool timestamp_is_int; /* Timestamp was written as an integer: Python's
+                            str() of it has no ".0" (matters for keys) */
+} smrules_sys_event;
+
+/* One framework trace event (Chrome trace "X" object or a B/E pair), with
+ * the reference parser's semantics (F§13.4): absolute times in µs. */
+typedef struct smrules_fw_event {
+  const char *name;      /* event name (operator, module, step phase) */
+  const char *phase;     /* training phase: the process_name of its pid
+                            ("Step:ModeKeys.TRAIN", "Forward",
+                            "DataLoaderWorker", ...), "Unknown" if none */
+  const char *node;      /* node id from the file name; "<rank>-algo-<n>"
+                            is rewritten "algo-<n>-<rank>" */
+  const char *file_type; /* "PythontimelineMetrics",
+                            "DetailedframeworkMetrics", "TFProfilerMetrics",
+                            "SMDataParallelMetrics", or "" for Horovod */
+  double start_us, end_us, duration_us; /* end = start + duration */
+  bool times_are_int;    /* start and end are exact integers (Python ints
+                            in the reference: ts, dur and base were ints) */
+  int64_t pid;           /* args.pid if present, else the phase pid */
+  int64_t tid;           /* args.thread_id if present, else the tid */
+  const char *args;      /* the args object as JSON text, NULL if none;
+                            read single values with api->fw_arg */
+} smrules_fw_event;
+
+/* A value of a framework event's args (api->fw_arg). */
+#define SMRULES_ARG_MISSING 0 /* no args, or no such key */
+#define SMRULES_ARG_NULL 1
+#define SMRULES_ARG_BOOL 2
+#define SMRULES_ARG_NUMBER 3
+#define SMRULES_ARG_STRING 4
+#define SMRULES_ARG_OTHER 5 /* an array or object */
+typedef struct smrules_arg {
+  int type;         /* SMRULES_ARG_* */
+  bool b;           /* BOOL */
+  double num;       /* NUMBER */
+  bool is_int;      /* NUMBER written as an integer */
+  const char *str;  /* STRING, decoded (UTF-8) */
+  const char *json; /* the value as JSON text (every type but MISSING):
+                       compare these to tell "12" from 12 as Python does */
+} smrules_arg;
+
+/* The profiler trial (F§13.7 with Decision F13). */
+typedef struct smrules_profiler_info {
+  int64_t first_us;  /* start of window 0 */
+  int64_t latest_us; /* the invoker stops at the first window starting at
+                        or after this once the job has finished */
+  int64_t system_first_us, system_latest_us;       /* 0: no system files */
+  int64_t framework_first_us, framework_latest_us; /* 0: no trace files */
+  bool job_finished;     /* end marker found, or an offline run (F11) */
+  size_t system_files, framework_files;
+} smrules_profiler_info;
+
+/* What api->profiler_names lists (names seen in the system metrics read
+ * so far, in first-seen order). */
+#define SMRULES_NAMES_NODES 0 /* NodeId values */
+#define SMRULES_NAMES_CPUS 1  /* Name of CPUUtilization readings of a node */
+#define SMRULES_NAMES_GPUS 2  /* Name of GPUUtilization readings of a node */
+
 /* ----------------------------------------------------------- the host */
 typedef struct smrules_api {
   uint32_t api_version; /* SMRULES_API_VERSION of the host */
@@ -224,6 +301,58 @@ typedef struct smrules_api {
   /* the directory where this rule instance may write files (reports),
    * created on first call: <output>/<instance name> */
   const char *(*output_dir)(smrules_ctx *ctx);
+
+  /* ---- profiler rules (SMRULES_KIND_PROFILER).  Appended: check
+   * api->struct_size >= offsetof(smrules_api, window) + sizeof(void *)
+   * before use when a plugin may run on an older host. ---- */
+
+  /* The window being evaluated: index k (the "step" handed to
+   * invoke_at_step) and [start_us, end_us], both ends inclusive:
+   * start = first + k * scan_interval_us (F§13.8).  SMRULES_ERR when the
+   * rule is not a profiler rule. */
+  int (*window)(smrules_ctx *ctx, int64_t *index, int64_t *start_us,
+                int64_t *end_us);
+  /* System metrics with start_us <= Timestamp <= end_us (compared in ns
+   * as the reference does), in the reference's order: files by timestamp,
+   * then path, then line.  Usually called with the window's bounds. */
+  int (*system_events)(smrules_ctx *ctx, int64_t start_us, int64_t end_us,
+                       const smrules_sys_event **out, size_t *n);
+  /* Framework events overlapping [start_us, end_us] (end >= start_us and
+   * start <= end_us), in the reference's order: pythontimeline,
+   * model_timeline, TF profiler, Horovod, SMDataParallel files; within a
+   * kind by file timestamp and path; within a file in completion order. */
+  int (*framework_events)(smrules_ctx *ctx, int64_t start_us, int64_t end_us,
+                          const smrules_fw_event **out, size_t *n);
+  /* One key of an event's args (valid as long as the event). */
+  int (*fw_arg)(smrules_ctx *ctx, const smrules_fw_event *e, const char *key,
+                smrules_arg *out);
+  int (*profiler_info)(smrules_ctx *ctx, smrules_profiler_info *out);
+  /* Names seen so far (SMRULES_NAMES_*; `node` selects the node for CPUS
+   * and GPUS).  Free the list with strlist_free. */
+  int (*profiler_names)(smrules_ctx *ctx, int what, const char *node,
+                        smrules_strlist *out);
+
+  /* The report of a profiler rule is exactly the reference's
+   * {"RuleTriggered", "Violations", "Details", "Datapoints",
+   * "RuleParameters"} (rules.md §3.2), all set by the rule: */
+  void (*report_set)(smrules_ctx *ctx, int64_t rule_triggered,
+                     int64_t violations, int64_t datapoints);
+  /* Empty the Details object and return it for rebuilding. */
+  smrules_json *(*details_reset)(smrules_ctx *ctx);
+  /* The RuleParameters string (default: the host's "name:value" lines). */
+  void (*rule_parameters)(smrules_ctx *ctx, const char *text);
+  /* A parameter's value as text, as given in the configuration or
+   * defaulted; NULL when unset. */
+  const char *(*param_text)(smrules_ctx *ctx, const char *name);
+
+  /* More report builders. */
+  void (*json_null)(smrules_json *j, const char *key);
+  /* A pre-encoded JSON value (e.g. smrules_arg.json). */
+  void (*json_raw)(smrules_json *j, const char *key, const char *json);
+  /* Python's str()/repr() of a float (shortest round trip; "100.0",
+   * "1e+16", "1.5e-05"), or of an integer when is_int: the text of float
+   * dictionary keys in reference reports. */
+  void (*py_str)(double v, bool is_int, char *buf, size_t n);
 } smrules_api;
 
 /* -------------------------------------------------------- the plugin */
