@@ -154,6 +154,16 @@ static int raise_status(lua_State *L, int status, const smr_error *err) {
 static int raise_trial_error(lua_State *L, int status, const smr_error *err) {
   if (status == SMR_ERR_USAGE)
     return luaL_error(L, "%s", err->msg);
+  if (status == SMR_ERR_FORMAT || status == SMR_ERR_IO) {
+    /* A value that cannot be read (corrupt record, missing event file) is
+     * as if it had not been saved: the step is skipped for this rule, as
+     * smdebug's TensorUnavailableForStep, and the reason is logged
+     * (formats.md Decision F10; rules.md R17), exactly as for C plugins. */
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
+    smr_error_format(err, msg, sizeof msg);
+    fprintf(stderr, "smrules: warning: %s\n", msg);
+    status = SMR_TENSOR_UNAVAILABLE_FOR_STEP;
+  }
   return raise_status(L, status, err);
 }
 
