@@ -458,7 +458,29 @@ static void guard(lua_State *L, const char *lib, const char *name,
   lua_pop(L, 1);
 }
 
+/* Lua names a C function in error messages ("bad argument #1 to
+ * 'string.find'") by looking for it in package.loaded.  Keep a copy of the
+ * original library there (out of the script's reach) so the originals,
+ * called through the guards, keep their names. */
+static void keep_original_library(lua_State *L, const char *lib) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_newtable(L);
+  lua_getglobal(L, lib);
+  lua_pushnil(L);
+  while (lua_next(L, -2)) { /* [loaded, copy, lib, k, v] */
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_settable(L, -5);
+  }
+  lua_pop(L, 1);
+  lua_setfield(L, -2, lib);
+  lua_pop(L, 1);
+}
+
 static void guard_costly_functions(lua_State *L) {
+  keep_original_library(L, LUA_STRLIBNAME);
+  keep_original_library(L, LUA_TABLIBNAME);
+  keep_original_library(L, LUA_UTF8LIBNAME);
   guard(L, LUA_STRLIBNAME, "find", guarded_find);
   guard(L, LUA_STRLIBNAME, "match", guarded_match);
   guard(L, LUA_STRLIBNAME, "gmatch", guarded_gmatch);

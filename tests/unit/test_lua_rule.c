@@ -637,23 +637,25 @@ static void test_unavailable_statuses(void) {
   smr_trial_close(t);
 }
 
-/* Unreadable data is the rule's Error, with file and offset. */
-static void test_format_error(void) {
+/* Unreadable data (here a record whose checksum is wrong) counts as not
+ * saved: the step is skipped as for C plugins (formats.md Decision F10,
+ * rules.md R17); the error object names file and offset. */
+static void test_unreadable_value(void) {
   smr_trial *t = open_trial(CRC_CASE);
-  const char *src = "function invoke_at_step(step)\n"
-                    "  local v = trial:tensor('weights'):value(step)\n"
-                    "  return v:max() > 0\n"
-                    "end\n";
-  expect_step_error(t, src, NULL, 1,
-                    "FormatError: events/000000000001/"
-                    "000000000001_worker_0.tfevents: offset 205");
-  expect_step_error(t, src, NULL, 1, "stack traceback:");
-  expect_invoke(t, "return trial:tensor('weights'):value(0):max() > 0", 0,
-                SMRULES_TRIGGERED);
+  expect_invoke(t, "return trial:tensor('weights'):value(1):max() > 0", 1,
+                SMRULES_TENSOR_UNAVAILABLE_FOR_STEP);
+  expect_invoke(t,
+                "local w = trial:tensor('weights')\n"
+                "local ok, e = pcall(w.value, w, 1)\n"
+                "assert(not ok and e.kind == 'TensorUnavailableForStep')\n"
+                "assert(e.file == 'events/000000000001/"
+                "000000000001_worker_0.tfevents')\n"
+                "assert(e.offset == 205)\n"
+                "assert(e.message:find('offset 205', 1, true))\n"
+                "return w:value(0):max() > 0",
+                1, SMRULES_TRIGGERED);
   smr_trial_close(t);
 }
-
-/* ------------------------------------------------------------ sandbox */
 
 static void test_sandbox_no_escape(void) {
   smr_trial *t = open_trial(EXPLODING);
@@ -694,6 +696,11 @@ static void test_sandbox_no_escape(void) {
       "assert(utf8.len('\\u{e9}') == 1 and math.pi > 3)\n"
       "assert(table.concat({1, 2}, ',') == '1,2')\n"
       "assert(getmetatable(trial) == 'locked')\n"
+      "local ok, e = pcall(string.find, nil, 'x')\n"
+      "assert(not ok and e:find(\"to 'string.find'\", 1, true))\n"
+      "assert(('abc'):find('b') == 2 and ('a,b'):gsub(',', ';') == 'a;b')\n"
+      "assert(('x'):rep(3, '-') == 'x-x-x' and ('').rep('', 1e18) == '')\n"
+      "assert(table.move({1, 2, 3}, 1, 3, 2)[4] == 3)\n"
       "return true",
       0, SMRULES_TRIGGERED);
   smr_trial_close(t);
@@ -960,7 +967,7 @@ int main(void) {
   TEST_RUN(test_value_nan_and_big);
   TEST_RUN(test_report_and_log);
   TEST_RUN(test_unavailable_statuses);
-  TEST_RUN(test_format_error);
+  TEST_RUN(test_unreadable_value);
   TEST_RUN(test_sandbox_no_escape);
   TEST_RUN(test_sandbox_load_errors);
   TEST_RUN(test_sandbox_memory);
