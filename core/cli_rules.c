@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "action.h"
+#include "catalog.h"
 #include "cli.h"
 #include "config.h"
 #include "embedded.h"
@@ -73,6 +75,9 @@ typedef struct run_args {
   smr_trial_opts topts;
   smr_run_opts ropts;
   bool json;
+  /* actions (core/action.h) */
+  int64_t training_pid;
+  bool dry_run, verbose;
 } run_args;
 
 enum {
@@ -82,6 +87,8 @@ enum {
   OPT_JSON,
   OPT_START,
   OPT_END,
+  OPT_TRAINING_PID,
+  OPT_DRY_RUN,
   OPT_OUTPUT,
   OPT_PROFILER
 };
@@ -104,6 +111,8 @@ static const char *RUN_HELP =
     "  --state PATH       catalog and rule state (default "
     "DIR/.smrules/state.db)\n"
     "  --fresh            evaluate from scratch; read and store no state\n"
+    "  --training-pid N   the training process StopTraining may stop\n"
+    "  --dry-run          report what actions would do; do nothing\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "exit status: 0 no issues, 1 issues found, 2 usage or configuration\n"
     "error, 3 trial unreadable, 5 a rule failed (and none found issues)\n";
@@ -132,6 +141,8 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"live", no_argument, NULL, OPT_LIVE},
       {"state", required_argument, NULL, OPT_STATE},
       {"fresh", no_argument, NULL, OPT_FRESH},
+      {"training-pid", required_argument, NULL, OPT_TRAINING_PID},
+      {"dry-run", no_argument, NULL, OPT_DRY_RUN},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
@@ -164,7 +175,17 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       a->topts.fresh = true;
       a->ropts.fresh = true;
       break;
-    case 'v': smr_log_set_level(0); break;
+    case OPT_TRAINING_PID:
+      if ((rc = parse_step(optarg, &a->training_pid)) || a->training_pid < 2) {
+        fprintf(stderr, "smrules: --training-pid needs a process id\n");
+        return SMR_EXIT_USAGE;
+      }
+      break;
+    case OPT_DRY_RUN: a->dry_run = true; break;
+    case 'v':
+      smr_log_set_level(0);
+      a->verbose = true;
+      break;
     case 'h': fputs(RUN_HELP, stdout); return -1;
     default: fputs(RUN_HELP, stderr); return SMR_EXIT_USAGE;
     }
@@ -205,6 +226,22 @@ static void resolve_dirs(const run_args *a, char **debug, char **profiler) {
   free(prof);
 }
 
+/* ---- actions: built before the runner so that triggers reach them ---- */
+static int start_actions(run_args *a, const smr_config *cfg, smr_trial *t,
+                         smr_actions **out, smr_error *err) {
+  smr_actions_opts o = {.trial_dir = a->trial,
+                        .training_pid = a->training_pid,
+                        .dry_run = a->dry_run,
+                        .verbose = a->verbose,
+                        .db = smr_catalog_db(smr_trial_catalog(t))};
+  int rc = smr_actions_new(cfg, &o, out, err);
+  if (rc == SMR_OK && !smr_actions_empty(*out)) {
+    a->ropts.on_trigger = smr_actions_on_trigger;
+    a->ropts.on_trigger_arg = *out;
+  }
+  return rc;
+}
+
 int smr_cmd_run(int argc, char **argv) {
   run_args a;
   memset(&a, 0, sizeof a);
@@ -229,25 +266,33 @@ int smr_cmd_run(int argc, char **argv) {
     return SMR_EXIT_UNREADABLE;
   }
   smr_runner *r = NULL;
+  smr_actions *acts = NULL;
   char *dir = a.output ? smr_xstrdup(a.output)
                        : smr_xasprintf("%s/rule-output", a.trial);
   a.ropts.output_dir = dir;
-  if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
+  if (start_actions(&a, &cfg, t, &acts, &err) != SMR_OK) {
+    rc = config_error(&err);
+  } else if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
     rc = config_error(&err);
   } else {
     smr_runner_run(r, &err);
+    smr_actions_finish(acts); /* every queued action has run */
     if (smr_output_write_files(r, dir, a.trial, &err) != SMR_OK)
       smr_cli_print_error(&err);
     if (a.json) {
-      char *s = smr_output_run_json(r, a.trial);
+      char *aj = smr_actions_json(acts);
+      char *s = smr_output_run_json_actions(r, a.trial, aj);
       printf("%s\n", s);
       free(s);
+      free(aj);
     } else {
       smr_output_run_table(r, a.trial);
+      smr_actions_print_summary(acts, stdout);
     }
     rc = exit_for_results(r);
   }
   smr_runner_free(r);
+  smr_actions_free(acts);
   free(dir);
   free(debug_dir);
   free(profiler_dir);
@@ -290,6 +335,18 @@ static int check_rule_params(const smr_config *cfg) {
   return SMR_EXIT_OK;
 }
 
+/* Action settings and every rule's actions (no process is looked at). */
+static int check_actions(const smr_config *cfg) {
+  smr_actions_opts o = {.validate_only = true};
+  smr_actions *acts = NULL;
+  smr_error err;
+  smr_error_clear(&err);
+  if (smr_actions_new(cfg, &o, &acts, &err) != SMR_OK)
+    return config_error(&err);
+  smr_actions_free(acts);
+  return SMR_EXIT_OK;
+}
+
 int smr_cmd_validate(int argc, char **argv) {
   if (argc != 2 || argv[1][0] == '-') {
     fprintf(argc == 2 ? stdout : stderr,
@@ -301,6 +358,8 @@ int smr_cmd_validate(int argc, char **argv) {
   if (rc)
     return rc;
   rc = check_rule_params(&cfg);
+  if (rc == SMR_EXIT_OK)
+    rc = check_actions(&cfg);
   if (rc == SMR_EXIT_OK)
     printf("%s: OK (%zu rule%s)\n", argv[1], cfg.n_rules,
            cfg.n_rules == 1 ? "" : "s");

@@ -53,6 +53,11 @@ static void result_json(smr_jw *w, smr_instance *in) {
 }
 
 char *smr_output_run_json(smr_runner *r, const char *trial) {
+  return smr_output_run_json_actions(r, trial, NULL);
+}
+
+char *smr_output_run_json_actions(smr_runner *r, const char *trial,
+                                  const char *actions_json) {
   smr_jw w = {0};
   smr_jw_obj(&w);
   smr_jw_key(&w, "trial");
@@ -62,6 +67,9 @@ char *smr_output_run_json(smr_runner *r, const char *trial) {
   for (size_t i = 0; i < smr_runner_count(r); i++)
     result_json(&w, smr_runner_instance(r, i));
   smr_jw_arr_end(&w);
+  /* what the actions of triggered rules did (core/action.c) */
+  smr_jw_key(&w, "actions");
+  smr_jw_raw(&w, actions_json ? actions_json : "[]");
   smr_jw_obj_end(&w);
   return smr_jw_finish(&w);
 }
