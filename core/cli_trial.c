@@ -494,9 +494,24 @@ static void jw_stats(smr_jw *w, const smr_stats *s) {
   smr_jw_obj_end(w);
 }
 
-static void jw_error(const smr_error *e) {
+static void jw_error_shape(const smr_error *e, int ndim,
+                           const int64_t *shape);
+
+static void jw_error(const smr_error *e) { jw_error_shape(e, -1, NULL); }
+
+/* The error object; with ndim >= 0 also the saved shape (a tensor whose
+ * shape alone was saved at the step). */
+static void jw_error_shape(const smr_error *e, int ndim,
+                           const int64_t *shape) {
   smr_jw w = {0};
   smr_jw_obj(&w);
+  if (ndim >= 0) {
+    smr_jw_key(&w, "shape");
+    smr_jw_arr(&w);
+    for (int i = 0; i < ndim; i++)
+      smr_jw_int(&w, shape[i]);
+    smr_jw_arr_end(&w);
+  }
   smr_jw_key(&w, "error");
   smr_jw_obj(&w);
   smr_jw_key(&w, "status");
@@ -517,10 +532,24 @@ static void jw_error(const smr_error *e) {
   free(s);
 }
 
-static int fail(const tensor_args *a, int status, const smr_error *e) {
+static int fail(smr_trial *t, const tensor_args *a, int status,
+                const smr_error *e) {
   smr_cli_print_error(e);
+  int ndim = -1;
+  int64_t shape[SMR_MAX_DIMS];
+  smr_error serr;
+  if (status == SMR_TENSOR_UNAVAILABLE_FOR_STEP &&
+      smr_trial_shape(t, a->name, a->step, a->mode, a->worker, &ndim, shape,
+                      &serr) != SMR_OK)
+    ndim = -1;
+  if (ndim >= 0 && !a->ta.json) {
+    fprintf(stderr, "smrules: only the shape was saved: (");
+    for (int i = 0; i < ndim; i++)
+      fprintf(stderr, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    fprintf(stderr, ")\n");
+  }
   if (a->ta.json)
-    jw_error(e);
+    jw_error_shape(e, ndim, shape);
   return smr_cli_exit_for(status);
 }
 
@@ -739,8 +768,9 @@ int smr_cmd_tensor(int argc, char **argv) {
     }
   }
   if (st != SMR_OK) {
+    rc = fail(t, &a, st, &err);
     smr_trial_close(t);
-    return fail(&a, st, &err);
+    return rc;
   }
   smr_stats stats;
   bool have_value = v.data || v.strings; /* not a reduction-only answer */
