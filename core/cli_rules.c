@@ -112,7 +112,8 @@ static const char *RUN_HELP =
     "DIR/.smrules/state.db)\n"
     "  --fresh            evaluate from scratch; read and store no state\n"
     "  --training-pid N   the training process StopTraining may stop\n"
-    "  --dry-run          report what actions would do; do nothing\n"
+    "  --dry-run          report what actions would do and do nothing\n"
+    "                     (rules evaluated from the start, no state kept)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "exit status: 0 no issues, 1 issues found, 2 usage or configuration\n"
     "error, 3 trial unreadable, 5 a rule failed (and none found issues)\n";
@@ -181,7 +182,10 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
         return SMR_EXIT_USAGE;
       }
       break;
-    case OPT_DRY_RUN: a->dry_run = true; break;
+    case OPT_DRY_RUN: /* evaluate as from scratch; store no rule state */
+      a->dry_run = true;
+      a->ropts.fresh = true;
+      break;
     case 'v':
       smr_log_set_level(0);
       a->verbose = true;
