@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "action.h"
@@ -11,6 +12,7 @@
 #include "cli.h"
 #include "config.h"
 #include "embedded.h"
+#include "jsonw.h"
 #include "output.h"
 #include "params.h"
 #include "plugin.h"
@@ -18,11 +20,37 @@
 #include "rulehost.h"
 #include "runner.h"
 #include "trial.h"
+#include "watch.h"
 
 #define DEFAULT_RULES "rules/default.yaml"
 
+/* With `run --json`, errors are also printed as {"error": {...}} on stdout
+ * so that a caller parsing stdout always gets one JSON document. */
+static bool json_errors;
+
+static void print_json_error(const smr_error *e) {
+  if (!json_errors)
+    return;
+  smr_jw w = {0};
+  smr_jw_obj(&w);
+  smr_jw_key(&w, "error");
+  smr_jw_obj(&w);
+  smr_jw_key(&w, "status");
+  smr_jw_str(&w, smr_status_name(e->status));
+  smr_jw_key(&w, "file");
+  smr_jw_str(&w, e->file[0] ? e->file : NULL);
+  smr_jw_key(&w, "message");
+  smr_jw_str(&w, e->msg);
+  smr_jw_obj_end(&w);
+  smr_jw_obj_end(&w);
+  char *text = smr_jw_finish(&w);
+  printf("%s\n", text);
+  free(text);
+}
+
 static int config_error(const smr_error *e) {
   smr_cli_print_error(e);
+  print_json_error(e);
   return SMR_EXIT_USAGE;
 }
 
@@ -78,6 +106,9 @@ typedef struct run_args {
   /* actions (core/action.h) */
   int64_t training_pid;
   bool dry_run, verbose;
+  /* --watch (core/watch.h) */
+  bool watch, poll;
+  double timeout_s;
 } run_args;
 
 enum {
@@ -89,6 +120,9 @@ enum {
   OPT_END,
   OPT_TRAINING_PID,
   OPT_DRY_RUN,
+  OPT_WATCH,
+  OPT_TIMEOUT,
+  OPT_POLL,
   OPT_OUTPUT,
   OPT_PROFILER
 };
@@ -114,6 +148,11 @@ static const char *RUN_HELP =
     "  --training-pid N   the training process StopTraining may stop\n"
     "  --dry-run          report what actions would do and do nothing\n"
     "                     (rules evaluated from the start, no state kept)\n"
+    "  --watch            follow a trial while training writes it: evaluate\n"
+    "                     each new step at once, end when\n"
+    "                     training_job_end.ts appears (implies --live)\n"
+    "  --timeout S        with --watch: stop after S seconds\n"
+    "  --poll             with --watch: poll instead of using inotify\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "exit status: 0 no issues, 1 issues found, 2 usage or configuration\n"
     "error, 3 trial unreadable, 5 a rule failed (and none found issues)\n";
@@ -144,6 +183,9 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"fresh", no_argument, NULL, OPT_FRESH},
       {"training-pid", required_argument, NULL, OPT_TRAINING_PID},
       {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+      {"watch", no_argument, NULL, OPT_WATCH},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"poll", no_argument, NULL, OPT_POLL},
       {"verbose", no_argument, NULL, 'v'},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
@@ -186,6 +228,22 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       a->dry_run = true;
       a->ropts.fresh = true;
       break;
+    case OPT_WATCH:
+      a->watch = true;
+      a->topts.live = true;
+      a->ropts.live = true;
+      break;
+    case OPT_TIMEOUT: {
+      char *end;
+      a->timeout_s = strtod(optarg, &end);
+      if (*end || end == optarg || a->timeout_s <= 0) {
+        fprintf(stderr, "smrules: --timeout needs seconds, got '%s'\n",
+                optarg);
+        return SMR_EXIT_USAGE;
+      }
+      break;
+    }
+    case OPT_POLL: a->poll = true; break;
     case 'v':
       smr_log_set_level(0);
       a->verbose = true;
@@ -246,12 +304,26 @@ static int start_actions(run_args *a, const smr_config *cfg, smr_trial *t,
   return rc;
 }
 
+/* Follow the trial until training ends (or --timeout); progress goes to
+ * stdout (stderr with --json), as a redrawn block on a terminal. */
+static void watch(const run_args *a, smr_trial *t, smr_runner *r,
+                  smr_error *err) {
+  FILE *out = a->json ? stderr : stdout;
+  smr_watch_opts wo = {.timeout_s = a->timeout_s,
+                       .force_polling = a->poll,
+                       .progress = out,
+                       .tty = isatty(fileno(out)) != 0};
+  if (smr_watch_run(t, r, &wo, err) != SMR_OK)
+    smr_cli_print_error(err);
+}
+
 int smr_cmd_run(int argc, char **argv) {
   run_args a;
   memset(&a, 0, sizeof a);
   int rc = parse_run_args(argc, argv, &a);
   if (rc)
     return rc < 0 ? SMR_EXIT_OK : rc;
+  json_errors = a.json;
   smr_config cfg;
   if ((rc = load_config(a.rules, &cfg)))
     return rc;
@@ -264,6 +336,7 @@ int smr_cmd_run(int argc, char **argv) {
   a.ropts.profiler_dir = profiler_dir;
   if (smr_trial_open(debug_dir, &a.topts, &t, &err) != SMR_OK) {
     smr_cli_print_error(&err);
+    print_json_error(&err);
     smr_config_free(&cfg);
     free(debug_dir);
     free(profiler_dir);
@@ -279,7 +352,11 @@ int smr_cmd_run(int argc, char **argv) {
   } else if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
     rc = config_error(&err);
   } else {
-    smr_runner_run(r, &err);
+    if (a.watch)
+      watch(&a, t, r, &err);
+    else
+      smr_runner_run(r, &err);
+    smr_runner_finish(r);
     smr_actions_finish(acts); /* every queued action has run */
     if (smr_output_write_files(r, dir, a.trial, &err) != SMR_OK)
       smr_cli_print_error(&err);

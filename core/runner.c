@@ -33,6 +33,7 @@ struct smr_instance {
   int64_t evaluated, last_step, waiting_at;
   char *message;
   char *stored_report; /* reused when nothing new was evaluated */
+  bool needs_finish;   /* evaluated something since the last finish */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
 };
 
@@ -422,9 +423,7 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
     in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
   }
   free(msg);
-  if (in->evaluated > before && in->status != SMR_RULE_ERROR &&
-      in->ops->finish && in->ops->finish(in->impl, in->ctx) < 0)
-    set_error(in, "the rule's finish step failed");
+  in->needs_finish |= in->evaluated > before;
   save(r, in);
 }
 
@@ -481,9 +480,7 @@ static void evaluate(smr_runner *r, smr_instance *in) {
     else
       in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
   }
-  if (evaluated_any && in->status != SMR_RULE_ERROR && in->ops->finish &&
-      in->ops->finish(in->impl, in->ctx) < 0)
-    set_error(in, "the rule's finish step failed");
+  in->needs_finish |= evaluated_any;
   save(r, in);
 }
 
@@ -524,6 +521,21 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
     pthread_join(th[i], NULL);
   free(th);
   return SMR_OK;
+}
+
+/* A rule's finish() adds its summary to the report once, when evaluation
+ * is over (after one run, or when a watch ends), not after every pass. */
+void smr_runner_finish(smr_runner *r) {
+  for (size_t i = 0; i < r->n; i++) {
+    smr_instance *in = r->v[i];
+    if (!in->needs_finish)
+      continue;
+    in->needs_finish = false;
+    if (in->status != SMR_RULE_ERROR && in->ops->finish &&
+        in->ops->finish(in->impl, in->ctx) < 0)
+      set_error(in, "the rule's finish step failed");
+    save(r, in);
+  }
 }
 
 /* ------------------------------------------------------------ results */

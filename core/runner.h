@@ -50,6 +50,9 @@ int smr_runner_new(const smr_config *cfg, smr_trial *trial,
 /* Evaluate; resumes from stored state unless opts->fresh.  Safe to call
  * again after a refresh of the trial (watch mode). */
 int smr_runner_run(smr_runner *r, smr_error *err);
+/* Let every rule that evaluated something add its summary (finish) and
+ * store the final state.  Call once when evaluation is over. */
+void smr_runner_finish(smr_runner *r);
 void smr_runner_free(smr_runner *r);
 
 size_t smr_runner_count(const smr_runner *r);
