@@ -124,14 +124,18 @@ static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
     fflush(p->f);
     return;
   }
-  /* log mode: a line whenever a rule's state changes */
+  /* log mode: a line when a rule's status or trigger count changes (not
+   * at every evaluated step) */
   for (size_t i = 0; i < n; i++) {
-    char line[256];
-    status_line(smr_runner_instance(r, i), line, sizeof line);
-    if (p->last[i] && strcmp(p->last[i], line) == 0 && !final)
+    smr_instance *in = smr_runner_instance(r, i);
+    char key[64], line[256];
+    snprintf(key, sizeof key, "%d/%zu", (int)smr_instance_status(in),
+             smr_instance_triggered(in)->n);
+    if (p->last[i] && strcmp(p->last[i], key) == 0 && !final)
       continue;
     free(p->last[i]);
-    p->last[i] = smr_xstrdup(line);
+    p->last[i] = smr_xstrdup(key);
+    status_line(in, line, sizeof line);
     time_t now = time(NULL);
     struct tm tm;
     char ts[32];
