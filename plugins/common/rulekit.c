@@ -428,29 +428,58 @@ void *rk_table_at(const rk_table *t, size_t i) {
   return t->recs + i * t->size;
 }
 
+/* FNV-1a */
+static size_t hash_key(const char *key) {
+  size_t h = (size_t)14695981039346656037ULL;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+    h = (h ^ *p) * (size_t)1099511628211ULL;
+  return h;
+}
+
+/* The slot holding `key`, or the empty slot where it belongs. */
+static size_t *table_slot(const rk_table *t, const char *key) {
+  size_t mask = t->nslots - 1;
+  for (size_t i = hash_key(key) & mask;; i = (i + 1) & mask)
+    if (!t->slots[i] || strcmp(t->keys[t->slots[i] - 1], key) == 0)
+      return &t->slots[i];
+}
+
+static void *xrealloc(void *p, size_t size) {
+  p = realloc(p, size);
+  if (!p)
+    abort(); /* out of memory: nothing sensible to continue with */
+  return p;
+}
+
 static void table_grow(rk_table *t) {
   size_t cap = t->cap ? 2 * t->cap : 8;
-  char **keys = realloc(t->keys, cap * sizeof *keys);
-  if (keys)
-    t->keys = keys;
-  unsigned char *recs = keys ? realloc(t->recs, cap * t->size) : NULL;
-  if (!recs)
-    abort(); /* out of memory: nothing sensible to continue with */
-  t->recs = recs;
+  t->keys = xrealloc(t->keys, cap * sizeof *t->keys);
+  t->recs = xrealloc(t->recs, cap * t->size);
   t->cap = cap;
+  /* the index stays at most half full */
+  free(t->slots);
+  t->nslots = 2 * cap;
+  t->slots = calloc(t->nslots, sizeof *t->slots);
+  if (!t->slots)
+    abort();
+  for (size_t i = 0; i < t->n; i++)
+    *table_slot(t, t->keys[i]) = i + 1;
 }
 
 void *rk_table_get(rk_table *t, const char *key, bool create) {
-  for (size_t i = 0; i < t->n; i++)
-    if (strcmp(t->keys[i], key) == 0)
-      return rk_table_at(t, i);
+  size_t *slot = t->nslots ? table_slot(t, key) : NULL;
+  if (slot && *slot)
+    return rk_table_at(t, *slot - 1);
   if (!create)
     return NULL;
-  if (t->n == t->cap)
+  if (t->n == t->cap) {
     table_grow(t);
+    slot = table_slot(t, key);
+  }
   t->keys[t->n] = strdup(key);
   if (!t->keys[t->n])
     abort();
+  *slot = t->n + 1;
   void *rec = rk_table_at(t, t->n++);
   memset(rec, 0, t->size);
   return rec;
@@ -461,5 +490,122 @@ void rk_table_free(rk_table *t) {
     free(t->keys[i]);
   free(t->keys);
   free(t->recs);
+  free(t->slots);
   memset(t, 0, sizeof *t);
+}
+
+/* -------------------------------------------------------- step cache */
+
+typedef struct step_list {
+  int64_t *steps; /* from api->tensor_steps, or NULL */
+  size_t n;
+} step_list;
+
+void rk_step_cache_init(rk_step_cache *c) {
+  c->known = 0;
+  rk_table_init(&c->lists, sizeof(step_list));
+}
+
+void rk_step_cache_free(rk_step_cache *c) {
+  for (size_t i = 0; i < c->lists.n; i++) {
+    step_list *l = rk_table_at(&c->lists, i);
+    if (l->steps)
+      rk_api->steps_free(l->steps);
+  }
+  rk_table_free(&c->lists);
+}
+
+void rk_step_cache_sync(rk_step_cache *c, smrules_trial *t) {
+  int64_t *steps;
+  size_t n = 0;
+  if (rk_api->steps(t, SMRULES_MODE_GLOBAL, &steps, &n) == 0)
+    rk_api->steps_free(steps);
+  /* complete steps only ever get added: a new count means new steps */
+  if (n == c->known)
+    return;
+  rk_step_cache_free(c);
+  rk_step_cache_init(c);
+  c->known = n;
+}
+
+const int64_t *rk_step_cache_get(rk_step_cache *c, smrules_trial *t,
+                                 const char *name, int mode, size_t *n) {
+  char *key = malloc(strlen(name) + 4);
+  if (!key)
+    abort();
+  sprintf(key, "%d:%s", mode, name);
+  step_list *l = rk_table_get(&c->lists, key, false);
+  if (!l) {
+    l = rk_table_get(&c->lists, key, true);
+    if (rk_api->tensor_steps(t, name, mode, &l->steps, &l->n) != 0) {
+      if (l->steps)
+        rk_api->steps_free(l->steps);
+      l->steps = NULL;
+      l->n = 0;
+    }
+  }
+  free(key);
+  *n = l->n;
+  return l->steps;
+}
+
+/* ------------------------------------------------------- scalar memo */
+
+typedef struct memo_list {
+  int64_t *steps; /* ascending */
+  double *vals;
+  int *rcs;
+  size_t n, cap;
+} memo_list;
+
+void rk_scalar_memo_init(rk_scalar_memo *m) {
+  rk_table_init(&m->tensors, sizeof(memo_list));
+}
+
+void rk_scalar_memo_free(rk_scalar_memo *m) {
+  for (size_t i = 0; i < m->tensors.n; i++) {
+    memo_list *l = rk_table_at(&m->tensors, i);
+    free(l->steps);
+    free(l->vals);
+    free(l->rcs);
+  }
+  rk_table_free(&m->tensors);
+}
+
+static void memo_insert(memo_list *l, size_t at, int64_t g, double v, int rc) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 16;
+    l->steps = xrealloc(l->steps, l->cap * sizeof *l->steps);
+    l->vals = xrealloc(l->vals, l->cap * sizeof *l->vals);
+    l->rcs = xrealloc(l->rcs, l->cap * sizeof *l->rcs);
+  }
+  size_t tail = l->n - at;
+  memmove(l->steps + at + 1, l->steps + at, tail * sizeof *l->steps);
+  memmove(l->vals + at + 1, l->vals + at, tail * sizeof *l->vals);
+  memmove(l->rcs + at + 1, l->rcs + at, tail * sizeof *l->rcs);
+  l->steps[at] = g;
+  l->vals[at] = v;
+  l->rcs[at] = rc;
+  l->n++;
+}
+
+int rk_scalar_memo_get(rk_scalar_memo *m, smrules_trial *t, const char *name,
+                       int64_t g, double *out) {
+  memo_list *l = rk_table_get(&m->tensors, name, true);
+  size_t lo = 0, hi = l->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (l->steps[mid] < g)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == l->n || l->steps[lo] != g) {
+    double v = 0;
+    int rc = rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &v, NULL);
+    memo_insert(l, lo, g, v, rc);
+  }
+  if (l->rcs[lo] == 0)
+    *out = l->vals[lo];
+  return l->rcs[lo];
 }

@@ -154,6 +154,7 @@ typedef struct rk_table {
   size_t n, cap, size; /* size: bytes of one record */
   char **keys;
   unsigned char *recs;
+  size_t *slots, nslots; /* hash index: record number + 1, 0 = empty */
 } rk_table;
 
 void rk_table_init(rk_table *t, size_t record_size);
@@ -162,5 +163,36 @@ void *rk_table_get(rk_table *t, const char *key, bool create);
 /* The i-th record (i < n) and its key. */
 void *rk_table_at(const rk_table *t, size_t i);
 void rk_table_free(rk_table *t);
+
+/* Step lists of tensors (api->tensor_steps), kept between invocations and
+ * dropped whenever the trial's set of complete steps changes (a live trial
+ * grew), so that rules looking back over a tensor's history do not query
+ * it again at every step. */
+typedef struct rk_step_cache {
+  size_t known; /* complete global steps of the trial when filled */
+  rk_table lists;
+} rk_step_cache;
+
+void rk_step_cache_init(rk_step_cache *c);
+/* Call at the start of each invocation. */
+void rk_step_cache_sync(rk_step_cache *c, smrules_trial *t);
+/* The steps of `name` in `mode` as api->tensor_steps gives them (empty
+ * when the tensor is unknown); valid until the next sync. */
+const int64_t *rk_step_cache_get(rk_step_cache *c, smrules_trial *t,
+                                 const char *name, int mode, size_t *n);
+void rk_step_cache_free(rk_step_cache *c);
+
+/* Scalar values of tensors by global step (rk_scalar with
+ * SMRULES_MODE_GLOBAL), each read once: a value saved at a complete step
+ * never changes.  For rules that look back over many steps. */
+typedef struct rk_scalar_memo {
+  rk_table tensors;
+} rk_scalar_memo;
+
+void rk_scalar_memo_init(rk_scalar_memo *m);
+/* What rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, out, NULL) returns. */
+int rk_scalar_memo_get(rk_scalar_memo *m, smrules_trial *t, const char *name,
+                       int64_t g, double *out);
+void rk_scalar_memo_free(rk_scalar_memo *m);
 
 #endif

@@ -53,6 +53,7 @@ typedef struct state {
   const settings *s;
   int mode;      /* explicit mode, or 0 */
   rk_table last; /* of last_check */
+  rk_step_cache steps;
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -65,6 +66,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   st->s = cfg;
   st->mode = rk_mode_parse(cfg->mode);
   rk_table_init(&st->last, sizeof(last_check));
+  rk_step_cache_init(&st->steps);
   *out = st;
   return 0;
 }
@@ -72,6 +74,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
 static void destroy(void *p) {
   state *st = p;
   rk_table_free(&st->last);
+  rk_step_cache_free(&st->steps);
   free(st);
 }
 
@@ -94,40 +97,39 @@ static void loss_tensors(const settings *s, smrules_trial *t,
 }
 
 /* Whether the tensor has a step of `mode` at or before global step g. */
-static bool has_mode_step_by(smrules_trial *t, const char *name, int mode,
-                             int64_t g) {
-  int64_t *steps, first = -1;
+static bool has_mode_step_by(state *st, smrules_trial *t, const char *name,
+                             int mode, int64_t g) {
   size_t n;
-  if (rk_api->tensor_steps(t, name, mode, &steps, &n) != 0)
-    return false;
-  bool found =
-      n && rk_api->global_step(t, mode, steps[0], &first) == 0 && first <= g;
-  rk_api->steps_free(steps);
-  return found;
+  const int64_t *steps = rk_step_cache_get(&st->steps, t, name, mode, &n);
+  int64_t first = -1;
+  return n && rk_api->global_step(t, mode, steps[0], &first) == 0 && first <= g;
 }
 
-static int mode_for(const state *st, smrules_trial *t, const char *name,
-                    int64_t g) {
+static int mode_for(state *st, smrules_trial *t, const char *name, int64_t g) {
   if (st->mode)
     return st->mode;
-  if (has_mode_step_by(t, name, SMRULES_MODE_EVAL, g))
+  if (has_mode_step_by(st, t, name, SMRULES_MODE_EVAL, g))
     return SMRULES_MODE_EVAL;
-  if (has_mode_step_by(t, name, SMRULES_MODE_TRAIN, g))
+  if (has_mode_step_by(st, t, name, SMRULES_MODE_TRAIN, g))
     return SMRULES_MODE_TRAIN;
   return SMRULES_MODE_GLOBAL;
 }
 
 /* r = max{p in steps of the tensor in `mode` : p <= c - num_steps}. */
-static int64_t reference(smrules_trial *t, const char *name, int mode,
-                         int64_t c, int64_t num_steps) {
-  int64_t *steps, r = -1;
+static int64_t reference(state *st, smrules_trial *t, const char *name,
+                         int mode, int64_t c) {
   size_t n;
-  if (rk_api->tensor_steps(t, name, mode, &steps, &n) != 0)
-    return -1;
-  for (size_t i = 0; i < n && steps[i] <= c - num_steps; i++)
-    r = steps[i];
-  rk_api->steps_free(steps);
-  return r;
+  const int64_t *steps = rk_step_cache_get(&st->steps, t, name, mode, &n);
+  int64_t limit = c - st->s->num_steps;
+  size_t lo = 0, hi = n; /* binary search: the last step <= limit */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (steps[mid] <= limit)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > 0 ? steps[lo - 1] : -1;
 }
 
 static double change_percent(double loss, double ref) {
@@ -181,7 +183,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
   last_check *lc = rk_table_get(&st->last, name, true);
   if (lc->set[k.mode] && k.c < lc->pos[k.mode] + st->s->num_steps)
     return -1; /* checked less than num_steps ago */
-  k.r = reference(t, name, k.mode, k.c, st->s->num_steps);
+  k.r = reference(st, t, name, k.mode, k.c);
   if (k.r < 0 || rk_scalar(t, name, k.r, k.mode, &k.ref, NULL))
     return -1;
   lc->set[k.mode] = true;
@@ -198,6 +200,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   state *st = p;
   smrules_trial *t = rk_api->trial(ctx);
+  rk_step_cache_sync(&st->steps, t);
   smrules_strlist names;
   loss_tensors(st->s, t, &names);
   int64_t evaluated = 0, violations = 0;

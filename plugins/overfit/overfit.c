@@ -35,6 +35,8 @@ typedef struct state {
   const settings *s;
   rk_table counters; /* of counter, per loss tensor */
   bool evaluated_once;
+  rk_step_cache steps;   /* what the trial holds, not rule state */
+  rk_scalar_memo values; /* likewise */
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -45,6 +47,8 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   }
   st->s = s;
   rk_table_init(&st->counters, sizeof(counter));
+  rk_step_cache_init(&st->steps);
+  rk_scalar_memo_init(&st->values);
   *out = st;
   return 0;
 }
@@ -52,6 +56,8 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
 static void destroy(void *p) {
   state *st = p;
   rk_table_free(&st->counters);
+  rk_step_cache_free(&st->steps);
+  rk_scalar_memo_free(&st->values);
   free(st);
 }
 
@@ -70,7 +76,7 @@ typedef struct phase {
 /* Walks back from index i in `steps` (global steps of the tensor, >=
  * start_step) over the run of entries of `mode`, skipping entries of modes
  * other than TRAIN and EVAL; returns the index just before the run. */
-static size_t walk_phase(smrules_trial *t, const char *name,
+static size_t walk_phase(state *st, smrules_trial *t, const char *name,
                          const int64_t *steps, size_t i, int mode, phase *ph) {
   while (i-- > 0) {
     int m = mode_of(t, steps[i]);
@@ -79,7 +85,7 @@ static size_t walk_phase(smrules_trial *t, const char *name,
     if (m != mode)
       return i + 1;
     double v;
-    if (rk_scalar(t, name, steps[i], SMRULES_MODE_GLOBAL, &v, NULL) == 0) {
+    if (rk_scalar_memo_get(&st->values, t, name, steps[i], &v) == 0) {
       ph->sum += v;
       ph->n++;
     }
@@ -87,25 +93,35 @@ static size_t walk_phase(smrules_trial *t, const char *name,
   return 0;
 }
 
+/* Index of the first entry of the ascending `steps` that is > g (`above`)
+ * or >= g. */
+static size_t bound(const int64_t *steps, size_t n, int64_t g, bool above) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (above ? steps[mid] <= g : steps[mid] < g)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 /* Means of the EVAL phase ending at g and of the TRAIN phase before it;
  * false when either has no value. */
-static bool phase_means(const settings *s, smrules_trial *t, const char *name,
+static bool phase_means(state *st, smrules_trial *t, const char *name,
                         int64_t g, double *mean_val, double *mean_train) {
-  int64_t *steps;
   size_t n;
-  if (rk_api->tensor_steps(t, name, SMRULES_MODE_GLOBAL, &steps, &n) != 0)
+  const int64_t *steps =
+      rk_step_cache_get(&st->steps, t, name, SMRULES_MODE_GLOBAL, &n);
+  size_t first = bound(steps, n, st->s->start_step, false);
+  size_t end = bound(steps, n, g, true);
+  if (end <= first)
     return false;
-  size_t first = 0, end = 0;
-  while (first < n && steps[first] < s->start_step)
-    first++;
-  end = first;
-  while (end < n && steps[end] <= g)
-    end++;
   phase val = {0, 0}, train = {0, 0};
-  size_t i =
-      walk_phase(t, name, steps + first, end - first, SMRULES_MODE_EVAL, &val);
-  walk_phase(t, name, steps + first, i, SMRULES_MODE_TRAIN, &train);
-  rk_api->steps_free(steps);
+  size_t i = walk_phase(st, t, name, steps + first, end - first,
+                        SMRULES_MODE_EVAL, &val);
+  walk_phase(st, t, name, steps + first, i, SMRULES_MODE_TRAIN, &train);
   if (!val.n || !train.n)
     return false;
   *mean_val = val.sum / (double)val.n;
@@ -118,8 +134,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
                         const char *name, int64_t g) {
   double cur, mean_val, mean_train;
   if (rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &cur, NULL) != 0 ||
-      !phase_means(st->s, t, name, g, &mean_val, &mean_train) ||
-      mean_train == 0)
+      !phase_means(st, t, name, g, &mean_val, &mean_train) || mean_train == 0)
     return -1;
   double ratio = (mean_val - mean_train) / mean_train;
   counter *c = rk_table_get(&st->counters, name, true);
@@ -141,6 +156,7 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   smrules_trial *t = rk_api->trial(ctx);
   if (g < st->s->start_step || mode_of(t, g) != SMRULES_MODE_EVAL)
     return SMRULES_SKIPPED;
+  rk_step_cache_sync(&st->steps, t);
   smrules_strlist names;
   if (st->s->tensor_regex.n)
     rk_api->select(t, NULL, &st->s->tensor_regex, &names);

@@ -39,7 +39,8 @@ typedef struct tensor_state {
 
 typedef struct state {
   const settings *s;
-  rk_table tensors; /* of tensor_state */
+  rk_table tensors;    /* of tensor_state */
+  rk_step_cache steps; /* what the trial holds, not rule state */
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -50,6 +51,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   }
   st->s = s;
   rk_table_init(&st->tensors, sizeof(tensor_state));
+  rk_step_cache_init(&st->steps);
   *out = st;
   return 0;
 }
@@ -57,6 +59,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
 static void destroy(void *p) {
   state *st = p;
   rk_table_free(&st->tensors);
+  rk_step_cache_free(&st->steps);
   free(st);
 }
 
@@ -70,18 +73,16 @@ static tensor_state *tensor(state *st, const char *name) {
   return ts;
 }
 
-static bool has_steps(smrules_trial *t, const char *name, int mode) {
-  int64_t *steps;
-  size_t n = 0;
-  if (rk_api->tensor_steps(t, name, mode, &steps, &n) == 0)
-    rk_api->steps_free(steps);
+static bool has_steps(state *st, smrules_trial *t, const char *name, int mode) {
+  size_t n;
+  rk_step_cache_get(&st->steps, t, name, mode, &n);
   return n > 0;
 }
 
 /* The series a value at global step g belongs to, or -1: TRAIN and EVAL
  * steps by mode; GLOBAL steps count as TRAIN for a tensor that has
  * neither TRAIN nor EVAL steps. */
-static int series_of(smrules_trial *t, const char *name, int64_t g) {
+static int series_of(state *st, smrules_trial *t, const char *name, int64_t g) {
   int m;
   int64_t ms;
   if (rk_api->step_mode(t, g, &m, &ms) != 0)
@@ -90,8 +91,8 @@ static int series_of(smrules_trial *t, const char *name, int64_t g) {
     return SERIES_TRAIN;
   if (m == SMRULES_MODE_EVAL)
     return SERIES_EVAL;
-  if (m == SMRULES_MODE_GLOBAL && !has_steps(t, name, SMRULES_MODE_TRAIN) &&
-      !has_steps(t, name, SMRULES_MODE_EVAL))
+  if (m == SMRULES_MODE_GLOBAL && !has_steps(st, t, name, SMRULES_MODE_TRAIN) &&
+      !has_steps(st, t, name, SMRULES_MODE_EVAL))
     return SERIES_TRAIN;
   return -1;
 }
@@ -100,7 +101,7 @@ static int series_of(smrules_trial *t, const char *name, int64_t g) {
 static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
                         const char *name, int64_t g) {
   double v;
-  int k = series_of(t, name, g);
+  int k = series_of(st, t, name, g);
   if (k < 0 || rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &v, NULL) != 0)
     return -1;
   series *s = &tensor(st, name)->s[k];
@@ -126,6 +127,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   state *st = p;
   smrules_trial *t = rk_api->trial(ctx);
+  rk_step_cache_sync(&st->steps, t);
   smrules_strlist names;
   rk_api->collection(t, "losses", &names);
   int64_t evaluated = 0, violations = 0;

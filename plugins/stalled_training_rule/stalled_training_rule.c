@@ -54,26 +54,24 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   return 0;
 }
 
-/* When step g was written: the newest wall_time of the values saved at
- * it; false when no value is saved there. */
-static bool step_time(smrules_trial *t, int64_t g, double *when,
-                      int64_t *read) {
+/* When step g was written: the wall_time of the first tensor (in name
+ * order) with a value saved there - every event of a step carries about
+ * the same time, and one read per step keeps long trials cheap.  False
+ * when no value is saved at g. */
+static bool step_time(smrules_trial *t, int64_t g, double *when) {
   smrules_strlist names;
   rk_api->tensor_names(t, &names);
-  bool any = false;
-  *read = 0;
-  for (size_t i = 0; i < names.n; i++) {
+  bool found = false;
+  for (size_t i = 0; i < names.n && !found; i++) {
     smrules_tensor v;
     if (rk_value(t, names.v[i], g, &v) != 0)
       continue;
-    if (!any || v.wall_time > *when)
-      *when = v.wall_time;
-    any = true;
-    (*read)++;
+    *when = v.wall_time;
+    found = true;
     rk_api->release(&v);
   }
   rk_api->strlist_free(&names);
-  return any;
+  return found;
 }
 
 /* Seconds since the epoch as "YYYY-MM-DDTHH:MM:SSZ". */
@@ -100,8 +98,7 @@ static void report(smrules_ctx *ctx, const state *st, int64_t g, double gap) {
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   state *st = p;
   double when = 0;
-  int64_t read;
-  if (!step_time(rk_api->trial(ctx), g, &when, &read))
+  if (!step_time(rk_api->trial(ctx), g, &when))
     return SMRULES_SKIPPED;
   rk_api->datapoints(ctx, 1);
   bool stalled = false;

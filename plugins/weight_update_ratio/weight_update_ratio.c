@@ -12,7 +12,8 @@ typedef struct settings {
 
 typedef struct state {
   const settings *s;
-  bool windowed; /* num_steps given */
+  bool windowed;       /* num_steps given */
+  rk_step_cache steps; /* what the trial holds, not rule state */
 } state;
 
 static const smrules_param params[] = {
@@ -39,18 +40,23 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   }
   st->s = s;
   st->windowed = rk_api->param_is_set(ctx, "num_steps");
+  rk_step_cache_init(&st->steps);
   *out = st;
   return 0;
 }
 
+static void destroy(void *p) {
+  state *st = p;
+  rk_step_cache_free(&st->steps);
+  free(st);
+}
+
 /* TRAIN when any weight tensor has TRAIN steps, else GLOBAL. */
-static int numbering(smrules_trial *t, const smrules_strlist *weights) {
+static int numbering(state *st, smrules_trial *t,
+                     const smrules_strlist *weights) {
   for (size_t i = 0; i < weights->n; i++) {
-    int64_t *steps;
-    size_t n = 0;
-    if (rk_api->tensor_steps(t, weights->v[i], SMRULES_MODE_TRAIN, &steps,
-                             &n) == 0)
-      rk_api->steps_free(steps);
+    size_t n;
+    rk_step_cache_get(&st->steps, t, weights->v[i], SMRULES_MODE_TRAIN, &n);
     if (n)
       return SMRULES_MODE_TRAIN;
   }
@@ -58,22 +64,23 @@ static int numbering(smrules_trial *t, const smrules_strlist *weights) {
 }
 
 /* The step to compare step s with (rules.md §2.4 step 1), or -1. */
-static int64_t previous_step(const state *st, smrules_trial *t,
-                             const char *name, int mode, int64_t s) {
-  int64_t *steps, p = -1;
+static int64_t previous_step(state *st, smrules_trial *t, const char *name,
+                             int mode, int64_t s) {
   size_t n;
-  if (rk_api->tensor_steps(t, name, mode, &steps, &n) != 0)
-    return -1;
-  for (size_t i = 0; i < n && steps[i] < s; i++) {
-    if (!st->windowed)
-      p = steps[i];
-    else if (steps[i] >= s - st->s->num_steps) {
-      p = steps[i];
-      break;
-    }
+  const int64_t *steps = rk_step_cache_get(&st->steps, t, name, mode, &n);
+  /* the first step >= s - num_steps (windowed), or >= s (latest before) */
+  int64_t from = st->windowed ? s - st->s->num_steps : s;
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (steps[mid] < from)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  rk_api->steps_free(steps);
-  return p;
+  if (st->windowed)
+    return lo < n && steps[lo] < s ? steps[lo] : -1;
+  return lo > 0 ? steps[lo - 1] : -1;
 }
 
 /* ||a - b||_2 with scaling, so that large weights do not overflow. */
@@ -137,7 +144,7 @@ static int64_t global_of(smrules_trial *t, int mode, int64_t s) {
 }
 
 /* Evaluates one weight tensor at step s: -1 skipped, 0 fine, 1 violation. */
-static int check(smrules_ctx *ctx, const state *st, smrules_trial *t,
+static int check(smrules_ctx *ctx, state *st, smrules_trial *t,
                  const char *name, int mode, int64_t s) {
   int64_t p = previous_step(st, t, name, mode, s);
   double ratio;
@@ -157,11 +164,12 @@ static int check(smrules_ctx *ctx, const state *st, smrules_trial *t,
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
-  const state *st = p;
+  state *st = p;
   smrules_trial *t = rk_api->trial(ctx);
+  rk_step_cache_sync(&st->steps, t);
   smrules_strlist names;
   rk_api->collection(t, "weights", &names);
-  int mode = numbering(t, &names);
+  int mode = numbering(st, t, &names);
   int gmode;
   int64_t s = g;
   if (mode != SMRULES_MODE_GLOBAL &&
@@ -191,7 +199,7 @@ static const smrules_rule rule = {
                    "num_steps steps)",
     .init = init,
     .invoke_at_step = invoke,
-    .destroy = free,
+    .destroy = destroy,
     .flags = SMRULES_RULE_STATELESS,
 };
 
