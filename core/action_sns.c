@@ -115,10 +115,15 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
 
 /* ------------------------------------------------------------ request */
 
+/* application/x-www-form-urlencoded as browsers and Python's urlencode
+ * write it (space as '+'), so servers that re-encode the parsed form to
+ * check the signature (moto) hash the same bytes. */
 static void form_value(smr_buf *b, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (isalnum(*p) || *p == '-' || *p == '_' || *p == '.' || *p == '~')
       smr_buf_append(b, p, 1);
+    else if (*p == ' ')
+      smr_buf_puts(b, "+");
     else
       smr_buf_printf(b, "%%%02X", *p);
   }

@@ -534,12 +534,12 @@ static void test_email_message(void) {
 static void test_sns_body_and_creds(void) {
   char *b = smr_sns_publish_body(NULL, "+15555550100", "S",
                                  "SMDebugRule:x fired. a=b&c");
-  CHECK_STR(b, "Action=Publish&Version=2010-03-31&Message=SMDebugRule%3Ax%20"
-               "fired.%20a%3Db%26c&PhoneNumber=%2B15555550100");
+  CHECK_STR(b, "Action=Publish&Version=2010-03-31&Message=SMDebugRule%3Ax+"
+               "fired.+a%3Db%26c&PhoneNumber=%2B15555550100");
   free(b);
   b = smr_sns_publish_body("arn:aws:sns:us-east-1:1:t", "+1", "Sub j", "m");
   CHECK_STR(b, "Action=Publish&Version=2010-03-31&Message=m&TopicArn=arn%3A"
-               "aws%3Asns%3Aus-east-1%3A1%3At&Subject=Sub%20j"
+               "aws%3Asns%3Aus-east-1%3A1%3At&Subject=Sub+j"
                "&MessageAttributes.entry.1.Name=phone_num"
                "&MessageAttributes.entry.1.Value.DataType=String"
                "&MessageAttributes.entry.1.Value.StringValue=%2B1");
