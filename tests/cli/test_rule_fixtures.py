@@ -464,7 +464,7 @@ def run_invalid(c, ws):
 
 def main():
     c = lib.Checker("test_rule_fixtures")
-    before = lib.tree_snapshot(lib.FIXTURES)
+    before = {d: lib.tree_snapshot(d) for d in (SYN, TRIALS)}
     with tempfile.TemporaryDirectory(prefix="smrules-rules-") as tmp:
         ws = Workspace(tmp)
         n = run_synthetic(c, ws) + run_trials(c, ws)
@@ -474,7 +474,8 @@ def main():
             run_defaults(c, ws)
             run_resume(c, ws)
             run_invalid(c, ws)
-    lib.check_untouched(c, lib.FIXTURES, before)
+    for d, snap in before.items():
+        lib.check_untouched(c, d, snap)
     c.finish()
 
 
