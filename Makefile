@@ -90,7 +90,7 @@ $(BIN): $(BUILD)/core/main.o $(LIB)
 # plugins/common/ compiled in (plugins link nothing of the host).
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
-                       plugins/common/rulekit.c plugins/common/rulekit.h \
+                       $(wildcard plugins/common/*.c plugins/common/*.h) \
                        core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -shared -o $@ \

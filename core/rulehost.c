@@ -864,6 +864,12 @@ static void api_py_str(double v, bool is_int, char *buf, size_t n) {
   smr_buf_free(&b);
 }
 
+static char *api_json_text(const smrules_json *j) {
+  smr_buf b = {0};
+  json_render(j, &b);
+  return b.data;
+}
+
 static const smrules_api API = {
     .api_version = SMRULES_API_VERSION,
     .struct_size = sizeof(smrules_api),
@@ -913,6 +919,9 @@ static const smrules_api API = {
     .json_null = api_json_null,
     .json_raw = api_json_raw,
     .py_str = api_py_str,
+    .json_new = json_new,
+    .json_text = api_json_text,
+    .json_free = json_free,
 };
 
 const smrules_api *smr_host_api(void) { return &API; }

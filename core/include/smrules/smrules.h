@@ -353,6 +353,12 @@ typedef struct smrules_api {
    * "1e+16", "1.5e-05"), or of an integer when is_int: the text of float
    * dictionary keys in reference reports. */
   void (*py_str)(double v, bool is_int, char *buf, size_t n);
+  /* A standalone JSON object, not part of the rule's report (e.g. for the
+   * per-rule reports ProfilerReport writes): create it, render it to text
+   * (malloc'ed, release with free()), free it with its nested objects. */
+  smrules_json *(*json_new)(void);
+  char *(*json_text)(const smrules_json *j);
+  void (*json_free)(smrules_json *j);
 } smrules_api;
 
 /* -------------------------------------------------------- the plugin */

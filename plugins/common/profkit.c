@@ -1,0 +1,627 @@
+/* profkit.c - see profkit.h. */
+#include "profkit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fputs("smrules plugin: out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) {
+    fputs("smrules plugin: out of memory\n", stderr);
+    abort();
+  }
+  return p;
+}
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(xmalloc(n), s, n);
+}
+
+/* ------------------------------------------------------------- vectors */
+
+void pk_vec_push(pk_vec *v, double x) {
+  if (v->n == v->cap) {
+    v->cap = v->cap ? v->cap * 2 : 16;
+    v->v = xrealloc(v->v, v->cap * sizeof *v->v);
+  }
+  v->v[v->n++] = x;
+}
+
+void pk_vec_free(pk_vec *v) {
+  free(v->v);
+  memset(v, 0, sizeof *v);
+}
+
+/* ------------------------------------------------------- ordered dicts */
+
+struct pk_dict {
+  bool numeric;
+  void (*free_ptr)(void *);
+  pk_entry *e;
+  size_t n, cap;
+  size_t *slots; /* entry index + 1; 0 = empty */
+  size_t nslots;
+};
+
+pk_dict *pk_dict_new(bool numeric, void (*free_ptr)(void *)) {
+  pk_dict *d = calloc(1, sizeof *d);
+  if (!d)
+    abort();
+  d->numeric = numeric;
+  d->free_ptr = free_ptr;
+  return d;
+}
+
+void pk_dict_clear(pk_dict *d) {
+  for (size_t i = 0; i < d->n; i++) {
+    free(d->e[i].key);
+    if (d->free_ptr && d->e[i].ptr)
+      d->free_ptr(d->e[i].ptr);
+  }
+  d->n = 0;
+  if (d->slots)
+    memset(d->slots, 0, d->nslots * sizeof *d->slots);
+}
+
+void pk_dict_free(pk_dict *d) {
+  if (!d)
+    return;
+  pk_dict_clear(d);
+  free(d->e);
+  free(d->slots);
+  free(d);
+}
+
+size_t pk_dict_len(const pk_dict *d) { return d ? d->n : 0; }
+pk_entry *pk_dict_at(pk_dict *d, size_t i) { return &d->e[i]; }
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t hash_num(double v) {
+  if (v == 0)
+    v = 0; /* -0.0 and 0.0 are one key */
+  uint64_t b;
+  memcpy(&b, &v, sizeof b);
+  b ^= b >> 33;
+  b *= 0xff51afd7ed558ccdull;
+  b ^= b >> 33;
+  return b;
+}
+
+static uint64_t hash_entry(const pk_dict *d, const pk_entry *e) {
+  return d->numeric ? hash_num(e->nkey) : hash_str(e->key);
+}
+
+static void rehash(pk_dict *d) {
+  size_t ns = d->nslots ? d->nslots * 2 : 16;
+  free(d->slots);
+  d->slots = calloc(ns, sizeof *d->slots);
+  if (!d->slots)
+    abort();
+  d->nslots = ns;
+  for (size_t i = 0; i < d->n; i++) {
+    size_t k = hash_entry(d, &d->e[i]) & (ns - 1);
+    while (d->slots[k])
+      k = (k + 1) & (ns - 1);
+    d->slots[k] = i + 1;
+  }
+}
+
+/* The slot holding the key, or the empty slot where it would go. */
+static size_t find_slot(const pk_dict *d, const char *key, double nkey) {
+  uint64_t h = d->numeric ? hash_num(nkey) : hash_str(key);
+  size_t k = h & (d->nslots - 1);
+  while (d->slots[k]) {
+    const pk_entry *e = &d->e[d->slots[k] - 1];
+    if (d->numeric ? e->nkey == nkey : strcmp(e->key, key) == 0)
+      return k;
+    k = (k + 1) & (d->nslots - 1);
+  }
+  return k;
+}
+
+static pk_entry *lookup(pk_dict *d, const char *key, double nkey) {
+  if (!d || !d->nslots)
+    return NULL;
+  size_t k = find_slot(d, key, nkey);
+  return d->slots[k] ? &d->e[d->slots[k] - 1] : NULL;
+}
+
+pk_entry *pk_dict_get(pk_dict *d, const char *key) {
+  return lookup(d, key, 0);
+}
+
+pk_entry *pk_dict_nget(pk_dict *d, double key) {
+  return lookup(d, NULL, key);
+}
+
+static pk_entry *insert(pk_dict *d, const char *key, double nkey,
+                        bool key_is_int, bool *created) {
+  pk_entry *e = lookup(d, key, nkey);
+  if (created)
+    *created = e == NULL;
+  if (e)
+    return e;
+  if ((d->n + 1) * 2 > d->nslots)
+    rehash(d);
+  if (d->n == d->cap) {
+    d->cap = d->cap ? d->cap * 2 : 8;
+    d->e = xrealloc(d->e, d->cap * sizeof *d->e);
+  }
+  e = &d->e[d->n];
+  memset(e, 0, sizeof *e);
+  if (d->numeric) {
+    char buf[40];
+    pk_py_str(nkey, key_is_int, buf, sizeof buf);
+    e->key = xstrdup(buf);
+    e->nkey = nkey;
+    e->key_is_int = key_is_int;
+  } else {
+    e->key = xstrdup(key);
+  }
+  d->slots[find_slot(d, key, nkey)] = ++d->n;
+  return e;
+}
+
+pk_entry *pk_dict_put(pk_dict *d, const char *key, bool *created) {
+  return insert(d, key, 0, false, created);
+}
+
+pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int,
+                       bool *created) {
+  return insert(d, NULL, key, key_is_int, created);
+}
+
+static void free_dict(void *p) { pk_dict_free(p); }
+static void free_vec(void *p) {
+  pk_vec_free(p);
+  free(p);
+}
+
+pk_dict *pk_dict_sub(pk_dict *d, const char *key, bool numeric) {
+  bool created;
+  pk_entry *e = pk_dict_put(d, key, &created);
+  if (created) {
+    e->ptr = pk_dict_new(numeric, NULL);
+    if (!d->free_ptr)
+      d->free_ptr = free_dict;
+  }
+  return e->ptr;
+}
+
+pk_vec *pk_dict_vec(pk_dict *d, const char *key) {
+  bool created;
+  pk_entry *e = pk_dict_put(d, key, &created);
+  if (created) {
+    e->ptr = calloc(1, sizeof(pk_vec));
+    if (!d->free_ptr)
+      d->free_ptr = free_vec;
+  }
+  return e->ptr;
+}
+
+/* ------------------------------------------------------ report objects */
+
+enum { V_NUM, V_INT, V_BOOL, V_NULL, V_STR, V_RAW, V_OBJ, V_LIST };
+
+typedef struct pk_val {
+  int type;
+  double num;
+  char *text;
+  pk_obj *obj;
+  double *list;
+  size_t nlist;
+  bool ints;
+} pk_val;
+
+static void val_free(void *p) {
+  pk_val *v = p;
+  free(v->text);
+  pk_obj_free(v->obj);
+  free(v->list);
+  free(v);
+}
+
+pk_obj *pk_obj_new(void) { return pk_dict_new(false, val_free); }
+void pk_obj_free(pk_obj *o) { pk_dict_free(o); }
+
+/* o[key] = a fresh value of `type` (position kept when the key exists). */
+static pk_val *set_val(pk_obj *o, const char *key, int type) {
+  pk_entry *e = pk_dict_put(o, key, NULL);
+  if (e->ptr)
+    val_free(e->ptr);
+  pk_val *v = calloc(1, sizeof *v);
+  if (!v)
+    abort();
+  v->type = type;
+  e->ptr = v;
+  return v;
+}
+
+pk_obj *pk_obj_obj(pk_obj *o, const char *key) {
+  pk_entry *e = pk_dict_get(o, key);
+  if (e && ((pk_val *)e->ptr)->type == V_OBJ)
+    return ((pk_val *)e->ptr)->obj;
+  return pk_obj_new_obj(o, key);
+}
+
+pk_obj *pk_obj_new_obj(pk_obj *o, const char *key) {
+  pk_val *v = set_val(o, key, V_OBJ);
+  v->obj = pk_obj_new();
+  return v->obj;
+}
+
+void pk_obj_num(pk_obj *o, const char *key, double v) {
+  set_val(o, key, V_NUM)->num = v;
+}
+
+void pk_obj_int(pk_obj *o, const char *key, int64_t v) {
+  set_val(o, key, V_INT)->num = (double)v;
+}
+
+void pk_obj_bool(pk_obj *o, const char *key, bool v) {
+  set_val(o, key, V_BOOL)->num = v;
+}
+
+void pk_obj_null(pk_obj *o, const char *key) { set_val(o, key, V_NULL); }
+
+void pk_obj_str(pk_obj *o, const char *key, const char *v) {
+  set_val(o, key, V_STR)->text = xstrdup(v ? v : "");
+}
+
+void pk_obj_list(pk_obj *o, const char *key, const double *v, size_t n,
+                 bool ints) {
+  pk_val *x = set_val(o, key, V_LIST);
+  x->list = xmalloc(n * sizeof *x->list);
+  if (n)
+    memcpy(x->list, v, n * sizeof *v);
+  x->nlist = n;
+  x->ints = ints;
+}
+
+void pk_obj_raw(pk_obj *o, const char *key, const char *json) {
+  pk_obj_raw_take(o, key, json ? xstrdup(json) : NULL);
+}
+
+void pk_obj_raw_take(pk_obj *o, const char *key, char *json) {
+  pk_entry *e = pk_dict_get(o, key);
+  pk_val *v = e ? e->ptr : NULL;
+  if (v && v->type == V_RAW && !json)
+    return; /* a placeholder keeps what it holds */
+  set_val(o, key, V_RAW)->text = json;
+}
+
+void pk_obj_del(pk_obj *o, const char *key) {
+  /* rebuild without the key (rare: only for skipped report keys) */
+  pk_entry *e = pk_dict_get(o, key);
+  if (!e)
+    return;
+  size_t idx = (size_t)(e - o->e);
+  free(e->key);
+  val_free(e->ptr);
+  memmove(o->e + idx, o->e + idx + 1, (o->n - idx - 1) * sizeof *o->e);
+  o->n--;
+  free(o->slots);
+  o->slots = NULL;
+  o->nslots = 0;
+  rehash(o);
+}
+
+bool pk_obj_has(pk_obj *o, const char *key) {
+  return pk_dict_get(o, key) != NULL;
+}
+
+void pk_py_str(double v, bool is_int, char *buf, size_t n) {
+  rk_api->py_str(v, is_int, buf, n);
+}
+
+void pk_text_num(rk_text *t, double v, bool is_int) {
+  if (!isfinite(v)) {
+    rk_text_printf(t, "null");
+    return;
+  }
+  char b[48];
+  pk_py_str(v, is_int && fabs(v) < 9e18 && v == floor(v), b, sizeof b);
+  rk_text_printf(t, "%s", b);
+}
+
+void pk_text_str(rk_text *t, const char *s) {
+  rk_text_printf(t, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\')
+      rk_text_printf(t, "\\%c", *p);
+    else if (*p < 0x20)
+      rk_text_printf(t, "\\u%04x", *p);
+    else
+      rk_text_printf(t, "%c", *p);
+  }
+  rk_text_printf(t, "\"");
+}
+
+static void render_obj(pk_obj *o, rk_text *t);
+
+static void render_val(pk_val *v, rk_text *t) {
+  switch (v->type) {
+  case V_NUM: pk_text_num(t, v->num, false); break;
+  case V_INT: pk_text_num(t, v->num, true); break;
+  case V_BOOL: rk_text_printf(t, v->num ? "true" : "false"); break;
+  case V_STR: pk_text_str(t, v->text); break;
+  case V_RAW: rk_text_printf(t, "%s", v->text ? v->text : "null"); break;
+  case V_OBJ: render_obj(v->obj, t); break;
+  case V_LIST:
+    rk_text_printf(t, "[");
+    for (size_t i = 0; i < v->nlist; i++) {
+      if (i)
+        rk_text_printf(t, ",");
+      pk_text_num(t, v->list[i], v->ints);
+    }
+    rk_text_printf(t, "]");
+    break;
+  default: rk_text_printf(t, "null");
+  }
+}
+
+static void render_obj(pk_obj *o, rk_text *t) {
+  rk_text_printf(t, "{");
+  for (size_t i = 0; i < o->n; i++) {
+    if (i)
+      rk_text_printf(t, ",");
+    pk_text_str(t, o->e[i].key);
+    rk_text_printf(t, ":");
+    render_val(o->e[i].ptr, t);
+  }
+  rk_text_printf(t, "}");
+}
+
+char *pk_obj_render(pk_obj *o) {
+  rk_text t = {0};
+  render_obj(o, &t);
+  return rk_text_take(&t);
+}
+
+void pk_obj_write(pk_obj *o, smrules_json *j) {
+  for (size_t i = 0; i < o->n; i++) {
+    rk_text t = {0};
+    render_val(o->e[i].ptr, &t);
+    char *s = rk_text_take(&t);
+    rk_api->json_raw(j, o->e[i].key, s);
+    free(s);
+  }
+}
+
+/* -------------------------------------------------------- NumPy numbers */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double *pk_sorted_copy(const double *x, size_t n) {
+  double *s = xmalloc(n * sizeof *s);
+  if (n)
+    memcpy(s, x, n * sizeof *s);
+  qsort(s, n, sizeof *s, cmp_double);
+  return s;
+}
+
+/* NumPy >= 1.22 "linear": virtual index (n-1)*q, and _lerp computes
+ * b - (b-a)*(1-t) when t >= 0.5 (a + (b-a)*t otherwise). */
+double pk_quantile_sorted(const double *s, size_t n, double q) {
+  if (n == 0)
+    return NAN;
+  double vi = (double)(n - 1) * q;
+  size_t lo, hi;
+  double prev;
+  if (vi >= (double)(n - 1)) {
+    lo = hi = n - 1;
+    prev = -1; /* NumPy marks the index -1 ("last") */
+  } else if (vi < 0) {
+    lo = hi = 0;
+    prev = 0;
+  } else {
+    prev = floor(vi);
+    lo = (size_t)prev;
+    hi = lo + 1;
+  }
+  double a = s[lo], b = s[hi], t = vi - prev, diff = b - a;
+  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
+}
+
+double pk_quantile(const double *x, size_t n, double q) {
+  for (size_t i = 0; i < n; i++)
+    if (isnan(x[i]))
+      return NAN;
+  if (n == 0)
+    return NAN;
+  double *s = pk_sorted_copy(x, n);
+  double r = pk_quantile_sorted(s, n, q);
+  free(s);
+  return r;
+}
+
+/* NumPy's pairwise_sum for float64 (unrolled by 8, blocks of 128). */
+static double pairwise(const double *a, size_t n) {
+  if (n < 8) {
+    double res = 0.;
+    for (size_t i = 0; i < n; i++)
+      res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int k = 0; k < 8; k++)
+      r[k] = a[k];
+    size_t i;
+    for (i = 8; i < n - (n % 8); i += 8)
+      for (int k = 0; k < 8; k++)
+        r[k] += a[i + (size_t)k];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++)
+      res += a[i];
+    return res;
+  }
+  size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise(a, n2) + pairwise(a + n2, n - n2);
+}
+
+double pk_np_sum(const double *x, size_t n) { return 0.0 + pairwise(x, n); }
+
+double pk_np_mean(const double *x, size_t n) {
+  return n ? pk_np_sum(x, n) / (double)n : NAN;
+}
+
+double pk_np_max(const double *x, size_t n) {
+  if (!n)
+    return NAN;
+  double m = x[0];
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(x[i]))
+      return NAN;
+    if (x[i] > m)
+      m = x[i];
+  }
+  return m;
+}
+
+double pk_np_min(const double *x, size_t n) {
+  if (!n)
+    return NAN;
+  double m = x[0];
+  for (size_t i = 0; i < n; i++) {
+    if (isnan(x[i]))
+      return NAN;
+    if (x[i] < m)
+      m = x[i];
+  }
+  return m;
+}
+
+double pk_np_std(const double *x, size_t n) {
+  if (!n)
+    return NAN;
+  double mean = pk_np_sum(x, n) / (double)n;
+  double *d = xmalloc(n * sizeof *d);
+  for (size_t i = 0; i < n; i++) {
+    double v = x[i] - mean;
+    d[i] = v * v;
+  }
+  double var = pk_np_sum(d, n) / (double)n;
+  free(d);
+  return sqrt(var);
+}
+
+double pk_np_round(double v, int decimals) {
+  double f = pow(10.0, decimals);
+  return rint(v * f) / f;
+}
+
+/* Bin of x among edges (edges[i] <= x < edges[i+1], the last one closed),
+ * or -1 outside. */
+static long bin_of(double x, const double *edges, size_t nedges) {
+  if (!(x >= edges[0] && x <= edges[nedges - 1]))
+    return -1;
+  size_t lo = 0, hi = nedges - 1; /* x in [edges[lo], edges[hi]] */
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (x >= edges[mid])
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return (long)lo;
+}
+
+void pk_histogram_edges(const double *x, size_t n, const double *edges,
+                        size_t nedges, int64_t *counts) {
+  if (nedges < 2)
+    return;
+  memset(counts, 0, (nedges - 1) * sizeof *counts);
+  for (size_t i = 0; i < n; i++) {
+    long b = bin_of(x[i], edges, nedges);
+    if (b >= 0)
+      counts[b]++;
+  }
+}
+
+void pk_histogram_bins(const double *x, size_t n, size_t bins,
+                       int64_t *counts, double *edges) {
+  double lo = 0, hi = 1;
+  if (n) {
+    lo = pk_np_min(x, n);
+    hi = pk_np_max(x, n);
+    if (lo == hi) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+  }
+  double step = (hi - lo) / (double)bins; /* np.linspace */
+  for (size_t i = 0; i <= bins; i++)
+    edges[i] = (double)i * step + lo;
+  edges[bins] = hi;
+  pk_histogram_edges(x, n, edges, bins + 1, counts);
+}
+
+size_t pk_tail_start(size_t n, int64_t w) {
+  if (w <= 0)
+    return 0; /* x[-0:] is the whole list */
+  return (uint64_t)w >= n ? 0 : n - (size_t)w;
+}
+
+double pk_py_sum(const double *x, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++)
+    s += x[i];
+  return s;
+}
+
+/* ---------------------------------------------------------- rule side */
+
+bool pk_window(smrules_ctx *ctx, int64_t *index, int64_t *start_us,
+               int64_t *end_us) {
+  return rk_api->window(ctx, index, start_us, end_us) == SMRULES_NO_TRIGGER;
+}
+
+void pk_param_str(double v, bool set, char *buf, size_t n) {
+  if (!set)
+    snprintf(buf, n, "None");
+  else if (v == floor(v) && fabs(v) < 1e16)
+    snprintf(buf, n, "%lld", (long long)v);
+  else
+    pk_py_str(v, false, buf, n);
+}
+
+int pk_fw_events(pk_fw_source *src, const smrules_fw_event **ev, size_t *n) {
+  if (src->has_given) {
+    *ev = src->given;
+    *n = src->ngiven;
+    return SMRULES_NO_TRIGGER;
+  }
+  if (!src->fetched) {
+    int rc = rk_api->framework_events(src->ctx, src->start_us, src->end_us,
+                                      &src->ev, &src->n);
+    if (rc != SMRULES_NO_TRIGGER)
+      return rc;
+    src->fetched = true;
+  }
+  *ev = src->ev;
+  *n = src->n;
+  return SMRULES_NO_TRIGGER;
+}
