@@ -10,6 +10,11 @@
 #include "fwkit.h"
 #include "rulekit.h"
 
+/* The host's function table.  Kept here rather than in rulekit's rk_api
+ * so that ProfilerReport, which compiles this file in, can hand this rule
+ * a table of its own while other code there keeps the host's. */
+static const smrules_api *sr_api;
+
 typedef struct settings {
   double min_threshold, max_threshold; /* percent of the cores */
   int64_t patience;
@@ -57,7 +62,7 @@ typedef struct state {
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   state *st = calloc(1, sizeof *st);
   if (!st) {
-    rk_api->fail(ctx, "out of memory");
+    sr_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
   st->s = *(const settings *)s;
@@ -112,7 +117,7 @@ static void loader_event(smrules_ctx *ctx, state *st, seconds *w,
     memset(&w->pids[i], 0, sizeof w->pids[i]);
   }
   smrules_arg pid;
-  rk_api->fw_arg(ctx, e, "pid", &pid); /* returns the type */
+  sr_api->fw_arg(ctx, e, "pid", &pid); /* returns the type */
   if (pid.type != SMRULES_ARG_MISSING)
     fk_map_add(&w->pids[i], pid.json, NULL);
   st->prefetch = -1;
@@ -120,9 +125,9 @@ static void loader_event(smrules_ctx *ctx, state *st, seconds *w,
 
 static void init_event(smrules_ctx *ctx, state *st, const smrules_fw_event *e) {
   smrules_arg a;
-  if (rk_api->fw_arg(ctx, e, "pin_memory", &a) != SMRULES_ARG_MISSING)
+  if (sr_api->fw_arg(ctx, e, "pin_memory", &a) != SMRULES_ARG_MISSING)
     set_raw(&st->pin_memory, a.json);
-  if (rk_api->fw_arg(ctx, e, "num_workers", &a) != SMRULES_ARG_MISSING)
+  if (sr_api->fw_arg(ctx, e, "num_workers", &a) != SMRULES_ARG_MISSING)
     set_raw(&st->num_workers, a.json);
 }
 
@@ -185,20 +190,20 @@ static void evaluate(state *st, const seconds *w) {
 }
 
 static void write_times(smrules_json *d, const state *st) {
-  smrules_json *t = rk_api->json_obj(d, "dataloading_time");
+  smrules_json *t = sr_api->json_obj(d, "dataloading_time");
   size_t n = st->times.n;
   if (!n)
     return;
   double *s = fk_sorted(st->times.v, n);
-  rk_api->json_num(t, "p25", fk_percentile_sorted(s, n, 25));
-  rk_api->json_num(t, "p50", fk_percentile_sorted(s, n, 50));
-  rk_api->json_num(t, "p95", fk_percentile_sorted(s, n, 95));
+  sr_api->json_num(t, "p25", fk_percentile_sorted(s, n, 25));
+  sr_api->json_num(t, "p50", fk_percentile_sorted(s, n, 50));
+  sr_api->json_num(t, "p95", fk_percentile_sorted(s, n, 95));
   free(s);
   int64_t counts[100];
   double edges[101];
   fk_histogram(st->times.v, n, 100, counts, edges);
-  rk_api->json_ints(t, "probs", counts, 100);
-  rk_api->json_nums(t, "binedges", edges, 101);
+  sr_api->json_ints(t, "probs", counts, 100);
+  sr_api->json_nums(t, "binedges", edges, 101);
 }
 
 /* Keys keep their first-write position; values are the latest (a key is
@@ -207,47 +212,47 @@ static void write_details(smrules_json *d, const state *st) {
   for (size_t i = 0; i < st->order.n; i++) {
     const char *k = st->order.keys[i];
     if (strcmp(k, "pin_memory") == 0)
-      rk_api->json_raw(d, k, st->det_pin_memory);
+      sr_api->json_raw(d, k, st->det_pin_memory);
     else if (strcmp(k, "num_workers") == 0)
-      rk_api->json_raw(d, k, st->det_num_workers);
+      sr_api->json_raw(d, k, st->det_num_workers);
     else if (strcmp(k, "prefetch") == 0)
-      rk_api->json_bool(d, k, st->det_prefetch);
+      sr_api->json_bool(d, k, st->det_prefetch);
     else if (strcmp(k, "cores") == 0)
-      rk_api->json_int(d, k, (int64_t)st->cpus.n);
+      sr_api->json_int(d, k, (int64_t)st->cpus.n);
     else if (strcmp(k, "dataloaders") == 0)
-      rk_api->json_int(d, k, st->dataloaders);
+      sr_api->json_int(d, k, st->dataloaders);
     else
       write_times(d, st);
   }
 }
 
 static void write_report(smrules_ctx *ctx, const state *st) {
-  rk_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
-  write_details(rk_api->details_reset(ctx), st);
+  sr_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
+  write_details(sr_api->details_reset(ctx), st);
   char a[64], b[64], text[160];
-  const char *mn = rk_api->param_text(ctx, "min_threshold");
-  const char *mx = rk_api->param_text(ctx, "max_threshold");
-  rk_api->py_str(st->s.min_threshold, false, a, sizeof a);
-  rk_api->py_str(st->s.max_threshold, false, b, sizeof b);
+  const char *mn = sr_api->param_text(ctx, "min_threshold");
+  const char *mx = sr_api->param_text(ctx, "max_threshold");
+  sr_api->py_str(st->s.min_threshold, false, a, sizeof a);
+  sr_api->py_str(st->s.max_threshold, false, b, sizeof b);
   snprintf(text, sizeof text, "min_threshold:%s\nmax_threshold:%s",
            mn ? mn : a, mx ? mx : b);
-  rk_api->rule_parameters(ctx, text);
+  sr_api->rule_parameters(ctx, text);
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
   state *st = p;
   int64_t k, start, end;
-  if (rk_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
-    rk_api->fail(ctx, "Dataloader is a profiler rule: no window");
+  if (sr_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
+    sr_api->fail(ctx, "Dataloader is a profiler rule: no window");
     return SMRULES_ERR;
   }
   const smrules_sys_event *sys;
   const smrules_fw_event *fw;
   size_t nsys, nfw;
-  if (rk_api->system_events(ctx, start, end, &sys, &nsys) < 0)
+  if (sr_api->system_events(ctx, start, end, &sys, &nsys) < 0)
     return SMRULES_ERR;
   scan_cpus(st, sys, nsys);
-  if (rk_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
+  if (sr_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
     return SMRULES_ERR;
   seconds w = {0};
   scan_framework(ctx, st, &w, fw, nfw);
@@ -276,4 +281,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-RK_PLUGIN(rule)
+SMRULES_PLUGIN_INIT {
+  sr_api = api;
+  return &rule;
+}

@@ -10,6 +10,11 @@
 
 #include "rulekit.h"
 
+/* The host's function table.  Kept here rather than in rulekit's rk_api
+ * so that ProfilerReport, which compiles this file in, can hand this rule
+ * a table of its own while other code there keeps the host's. */
+static const smrules_api *sr_api;
+
 typedef struct settings {
   double threshold; /* minutes */
   int64_t scan_interval_us;
@@ -41,7 +46,7 @@ typedef struct state {
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   state *st = calloc(1, sizeof *st);
   if (!st) {
-    rk_api->fail(ctx, "out of memory");
+    sr_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
   st->s = *(const settings *)s;
@@ -93,15 +98,15 @@ static void scan_framework(state *st, const smrules_fw_event *ev, size_t n) {
 
 static void put_num(smrules_json *j, const char *key, double v, bool is_int) {
   if (is_int && v == floor(v) && fabs(v) < 9007199254740992.0)
-    rk_api->json_int(j, key, (int64_t)v);
+    sr_api->json_int(j, key, (int64_t)v);
   else
-    rk_api->json_num(j, key, v);
+    sr_api->json_num(j, key, v);
 }
 
 static void write_report(smrules_ctx *ctx, const state *st) {
-  rk_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
-  smrules_json *d = rk_api->details_reset(ctx);
-  smrules_json *sn = rk_api->json_obj(d, "step_num");
+  sr_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
+  smrules_json *d = sr_api->details_reset(ctx);
+  smrules_json *sn = sr_api->json_obj(d, "step_num");
   if (st->have_first)
     put_num(sn, "first", st->step_first, st->step_first_int);
   if (st->have_last)
@@ -111,33 +116,33 @@ static void write_report(smrules_ctx *ctx, const state *st) {
     put_num(d, "job_end", st->job_end, st->job_end_int);
   }
   char buf[64], text[96];
-  const char *t = rk_api->param_text(ctx, "threshold");
+  const char *t = sr_api->param_text(ctx, "threshold");
   if (!t) {
-    rk_api->py_str(st->s.threshold, false, buf, sizeof buf);
+    sr_api->py_str(st->s.threshold, false, buf, sizeof buf);
     t = buf;
   }
   snprintf(text, sizeof text, "threshold:%s", t);
-  rk_api->rule_parameters(ctx, text);
+  sr_api->rule_parameters(ctx, text);
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
   state *st = p;
   int64_t k, start, end;
-  if (rk_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
-    rk_api->fail(ctx, "MaxInitializationTime is a profiler rule: no window");
+  if (sr_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
+    sr_api->fail(ctx, "MaxInitializationTime is a profiler rule: no window");
     return SMRULES_ERR;
   }
   if (st->first_us == INT64_MIN) {
     smrules_profiler_info in;
-    if (rk_api->profiler_info(ctx, &in) != SMRULES_NO_TRIGGER)
+    if (sr_api->profiler_info(ctx, &in) != SMRULES_NO_TRIGGER)
       return SMRULES_ERR;
     st->first_us = in.first_us;
   }
   const smrules_sys_event *sys;
   const smrules_fw_event *fw;
   size_t nsys, nfw;
-  if (rk_api->system_events(ctx, start, end, &sys, &nsys) < 0 ||
-      rk_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
+  if (sr_api->system_events(ctx, start, end, &sys, &nsys) < 0 ||
+      sr_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
     return SMRULES_ERR;
   scan_system(st, sys, nsys);
   scan_framework(st, fw, nfw);
@@ -167,4 +172,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-RK_PLUGIN(rule)
+SMRULES_PLUGIN_INIT {
+  sr_api = api;
+  return &rule;
+}

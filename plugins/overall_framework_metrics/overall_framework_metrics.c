@@ -9,6 +9,11 @@
 #include "fwkit.h"
 #include "rulekit.h"
 
+/* The host's function table.  Kept here rather than in rulekit's rk_api
+ * so that ProfilerReport, which compiles this file in, can hand this rule
+ * a table of its own while other code there keeps the host's. */
+static const smrules_api *sr_api;
+
 typedef struct settings {
   int64_t scan_interval_us;
 } settings;
@@ -30,7 +35,7 @@ typedef struct state {
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   state *st = calloc(1, sizeof *st);
   if (!st) {
-    rk_api->fail(ctx, "out of memory");
+    sr_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
   st->gpu_counts = 1;
@@ -53,7 +58,7 @@ static void destroy(void *p) {
 static void step_event(smrules_ctx *ctx, state *st, const smrules_fw_event *e,
                        bool *have_end, double *end) {
   smrules_arg a;
-  if (rk_api->fw_arg(ctx, e, "step_num", &a) != SMRULES_ARG_MISSING) {
+  if (sr_api->fw_arg(ctx, e, "step_num", &a) != SMRULES_ARG_MISSING) {
     if (!st->have_start) {
       st->have_start = true;
       st->start = e->start_us;
@@ -92,24 +97,24 @@ static void scan(smrules_ctx *ctx, state *st, const smrules_fw_event *ev,
 }
 
 static void write_report(smrules_ctx *ctx, state *st) {
-  rk_api->report_set(ctx, 0, 0, 0);
+  sr_api->report_set(ctx, 0, 0, 0);
   fk_breakdown_keys(&st->b, &st->order);
-  smrules_json *d = rk_api->details_reset(ctx);
+  smrules_json *d = sr_api->details_reset(ctx);
   for (size_t i = 0; i < st->order.n; i++)
-    fk_breakdown_emit(rk_api, d, &st->b, st->order.keys[i], false);
-  rk_api->rule_parameters(ctx, "");
+    fk_breakdown_emit(sr_api, d, &st->b, st->order.keys[i], false);
+  sr_api->rule_parameters(ctx, "");
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
   state *st = p;
   int64_t k, start, end;
-  if (rk_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
-    rk_api->fail(ctx, "OverallFrameworkMetrics is a profiler rule: no window");
+  if (sr_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
+    sr_api->fail(ctx, "OverallFrameworkMetrics is a profiler rule: no window");
     return SMRULES_ERR;
   }
   const smrules_fw_event *fw;
   size_t nfw;
-  if (rk_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
+  if (sr_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
     return SMRULES_ERR;
   scan(ctx, st, fw, nfw);
   write_report(ctx, st);
@@ -131,4 +136,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-RK_PLUGIN(rule)
+SMRULES_PLUGIN_INIT {
+  sr_api = api;
+  return &rule;
+}

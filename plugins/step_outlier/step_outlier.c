@@ -9,6 +9,11 @@
 #include "fwkit.h"
 #include "rulekit.h"
 
+/* The host's function table.  Kept here rather than in rulekit's rk_api
+ * so that ProfilerReport, which compiles this file in, can hand this rule
+ * a table of its own while other code there keeps the host's. */
+static const smrules_api *sr_api;
+
 typedef struct settings {
   double stddev;
   const char *mode;
@@ -70,7 +75,7 @@ typedef struct state {
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   state *st = calloc(1, sizeof *st);
   if (!st) {
-    rk_api->fail(ctx, "out of memory");
+    sr_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
   st->s = *(const settings *)s;
@@ -155,7 +160,7 @@ static void collect(smrules_ctx *ctx, state *st, const smrules_fw_event *ev,
     smrules_arg a;
     /* no step_num: None (the reference would fail; Decision R28) */
     const char *num =
-        rk_api->fw_arg(ctx, e, "step_num", &a) != SMRULES_ARG_MISSING ? a.json
+        sr_api->fw_arg(ctx, e, "step_num", &a) != SMRULES_ARG_MISSING ? a.json
                                                                       : "null";
     if (s->nnums == s->capnums) {
       s->capnums = s->capnums ? 2 * s->capnums : 64;
@@ -244,57 +249,57 @@ static void evaluate(state *st, const smrules_fw_event *ev, size_t nev) {
 }
 
 static void write_step_details(smrules_json *d, const state *st) {
-  smrules_json *sd = rk_api->json_obj(d, "step_details");
+  smrules_json *sd = sr_api->json_obj(d, "step_details");
   for (size_t i = 0; i < st->det_order.n; i++) {
     const node *n = &st->n[fk_map_find(&st->nodes, st->det_order.keys[i])];
     const step_details *x = &n->det;
-    smrules_json *o = rk_api->json_obj(sd, st->det_order.keys[i]);
-    smrules_json *ss = rk_api->json_obj(o, "step_stats");
-    rk_api->json_num(ss, "mean", x->mean);
-    rk_api->json_num(ss, "max", x->max);
-    rk_api->json_num(ss, "p99", x->p99);
-    rk_api->json_num(ss, "p95", x->p95);
-    rk_api->json_num(ss, "p50", x->p50);
-    rk_api->json_num(ss, "min", x->min);
-    rk_api->json_int(o, "number_of_outliers", x->outliers);
-    rk_api->json_str(o, "phase", x->phase);
-    rk_api->json_num(o, "stddev", x->stddev);
-    rk_api->json_ints(o, "probs", x->counts, 100);
-    rk_api->json_nums(o, "binedges", x->edges, 101);
-    rk_api->json_raw(o, "step_numbers", x->step_numbers);
+    smrules_json *o = sr_api->json_obj(sd, st->det_order.keys[i]);
+    smrules_json *ss = sr_api->json_obj(o, "step_stats");
+    sr_api->json_num(ss, "mean", x->mean);
+    sr_api->json_num(ss, "max", x->max);
+    sr_api->json_num(ss, "p99", x->p99);
+    sr_api->json_num(ss, "p95", x->p95);
+    sr_api->json_num(ss, "p50", x->p50);
+    sr_api->json_num(ss, "min", x->min);
+    sr_api->json_int(o, "number_of_outliers", x->outliers);
+    sr_api->json_str(o, "phase", x->phase);
+    sr_api->json_num(o, "stddev", x->stddev);
+    sr_api->json_ints(o, "probs", x->counts, 100);
+    sr_api->json_nums(o, "binedges", x->edges, 101);
+    sr_api->json_raw(o, "step_numbers", x->step_numbers);
   }
 }
 
 static void write_report(smrules_ctx *ctx, const state *st) {
-  rk_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
-  smrules_json *d = rk_api->details_reset(ctx);
+  sr_api->report_set(ctx, st->triggered, st->violations, st->datapoints);
+  smrules_json *d = sr_api->details_reset(ctx);
   write_step_details(d, st);
   for (size_t i = 0; i < st->order.n; i++)
-    fk_breakdown_emit(rk_api, d, &st->b, st->order.keys[i], true);
+    fk_breakdown_emit(sr_api, d, &st->b, st->order.keys[i], true);
   char sd[64], no[64];
-  rk_api->py_str(st->s.stddev, false, sd, sizeof sd);
-  rk_api->py_str((double)st->s.n_outliers, true, no, sizeof no);
-  const char *tsd = rk_api->param_text(ctx, "stddev");
-  const char *tno = rk_api->param_text(ctx, "n_outliers");
+  sr_api->py_str(st->s.stddev, false, sd, sizeof sd);
+  sr_api->py_str((double)st->s.n_outliers, true, no, sizeof no);
+  const char *tsd = sr_api->param_text(ctx, "stddev");
+  const char *tno = sr_api->param_text(ctx, "n_outliers");
   rk_text t = {0};
   rk_text_printf(&t, "threshold:%s\nmode:%s\nn_outliers:%s\nstddev:%s",
                  tsd ? tsd : sd, st->s.mode ? st->s.mode : "None",
                  tno ? tno : no, tsd ? tsd : sd);
   char *text = rk_text_take(&t);
-  rk_api->rule_parameters(ctx, text);
+  sr_api->rule_parameters(ctx, text);
   free(text);
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
   state *st = p;
   int64_t k, start, end;
-  if (rk_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
-    rk_api->fail(ctx, "StepOutlier is a profiler rule: no window");
+  if (sr_api->window(ctx, &k, &start, &end) != SMRULES_NO_TRIGGER) {
+    sr_api->fail(ctx, "StepOutlier is a profiler rule: no window");
     return SMRULES_ERR;
   }
   const smrules_fw_event *fw;
   size_t nfw;
-  if (rk_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
+  if (sr_api->framework_events(ctx, start, end, &fw, &nfw) < 0)
     return SMRULES_ERR;
   for (size_t i = 0; i < st->nodes.n; i++) /* intervals are per window */
     fk_map_clear(&st->n[i].steps);
@@ -318,4 +323,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-RK_PLUGIN(rule)
+SMRULES_PLUGIN_INIT {
+  sr_api = api;
+  return &rule;
+}
