@@ -1,0 +1,249 @@
+/* rpt_html_fw.c - the report sections drawn from the framework-metric
+ * rules (rules.md §5.4: 4 framework metrics summary, 7 step duration
+ * analysis, 10 data loading) and the framework breakdown shown by the
+ * step-outlier and bottleneck sections. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpt_html.h"
+
+#define MAX_SLICES 64
+
+bool h_pie_obj(rk_text *o, const char *title, const pj *obj) {
+  if (!pj_is_obj(obj) || !obj->n)
+    return false;
+  const char *labels[MAX_SLICES];
+  double vals[MAX_SLICES];
+  size_t n = 0;
+  for (size_t i = 0; i < obj->n && n < MAX_SLICES; i++) {
+    double x;
+    if (!pj_number(obj->kids[i], &x))
+      continue;
+    labels[n] = obj->kids[i]->key;
+    vals[n++] = x;
+  }
+  return svg_pie(o, title, labels, vals, n);
+}
+
+bool h_ops_table(rk_text *o, const char *title, const pj *pct,
+                 const pj *total) {
+  if (!pj_is_obj(pct) || !pct->n)
+    return false;
+  size_t n = pct->n, *idx = malloc(n * sizeof *idx);
+  if (!idx)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    idx[i] = i;
+  for (size_t i = 1; i < n; i++) /* by share, largest first (stable) */
+    for (size_t k = i; k > 0 && pj_num_or(pct, pct->kids[idx[k]]->key, 0) >
+                                    pj_num_or(pct, pct->kids[idx[k - 1]]->key, 0);
+         k--) {
+      size_t t = idx[k];
+      idx[k] = idx[k - 1];
+      idx[k - 1] = t;
+    }
+  h_h3(o, title);
+  rk_text_printf(o, "<p>The most expensive operator was <b>");
+  h_text(o, pct->kids[idx[0]]->key);
+  rk_text_printf(o, "</b> (%.1f %% of the time shown).</p>\n",
+                 pj_num_or(pct, pct->kids[idx[0]]->key, NAN));
+  h_table(o, "percentage|cumulative time (µs)|operator");
+  for (size_t i = 0; i < n; i++) {
+    const char *k = pct->kids[idx[i]]->key;
+    h_tr(o);
+    h_td_num(o, pj_num_or(pct, k, NAN), 2);
+    h_td_num(o, pj_num_or(total, k, NAN), 0);
+    h_td(o, k);
+    h_tr_end(o);
+  }
+  h_table_end(o);
+  free(idx);
+  return true;
+}
+
+bool h_breakdown(rk_text *o, const pj *d, const char *what) {
+  char t[160];
+  bool any = false;
+  snprintf(t, sizeof t, "Training phases %s", what);
+  any |= h_pie_obj(o, t, pj_get(d, "phase"));
+  snprintf(t, sizeof t, "Forward and backward pass %s", what);
+  any |= h_pie_obj(o, t, pj_get(d, "forward_backward"));
+  snprintf(t, sizeof t, "CPU and GPU operators %s", what);
+  any |= h_pie_obj(o, t, pj_get(d, "ratio"));
+  snprintf(t, sizeof t, "General framework metrics %s", what);
+  any |= h_pie_obj(o, t, pj_get(d, "general"));
+  snprintf(t, sizeof t, "Horovod operations %s", what);
+  any |= h_pie_obj(o, t, pj_get(d, "horovod"));
+  snprintf(t, sizeof t, "CPU operators %s", what);
+  any |= h_ops_table(o, t, pj_get(d, "CPU"), pj_get(d, "CPU_total"));
+  snprintf(t, sizeof t, "GPU operators %s", what);
+  any |= h_ops_table(o, t, pj_get(d, "GPU"), pj_get(d, "GPU_total"));
+  return any;
+}
+
+/* -------------------------------------------- framework metrics summary */
+
+void h_framework_summary(rk_text *o, const rpt_view *v) {
+  h_section(o, "framework", "Framework metrics summary");
+  const pj *d = h_details(v, "OverallFrameworkMetrics");
+  double others = pj_num_or(pj_get(d, "phase"), "others", NAN);
+  if (others > 25)
+    rk_text_printf(o, "<p>%.1f %% of the time between the first and the "
+                      "last step was spent outside training and evaluation "
+                      "steps (\"others\"): look for work between steps, "
+                      "such as checkpointing or slow data loading.</p>\n",
+                   others);
+  else if (isfinite(others))
+    rk_text_printf(o, "<p>Training and evaluation steps account for the "
+                      "time between the first and the last step; "
+                      "\"others\" is %.1f %%.</p>\n",
+                   others);
+  if (!h_breakdown(o, d, "(whole job)"))
+    h_note(o, "No framework metrics were found (no trace files, or no "
+              "events the framework summary uses).");
+  h_section_end(o);
+}
+
+/* --------------------------------------------------- step durations */
+
+static void step_stats(rk_text *o, const char *node, const pj *x) {
+  const pj *ss = pj_get(x, "step_stats");
+  h_table(o, "node|phase|mean|max|p99|p95|p50|min|stddev|outliers");
+  h_tr(o);
+  h_td(o, node);
+  const pj *ph = pj_get(x, "phase");
+  h_td(o, ph && ph->t == PJ_STR ? ph->s : "");
+  static const char *const K[] = {"mean", "max", "p99", "p95", "p50", "min"};
+  for (size_t k = 0; k < 6; k++)
+    h_td_num(o, pj_num_or(ss, K[k], NAN), 4);
+  h_td_num(o, pj_num_or(x, "stddev", NAN), 2);
+  h_td_num(o, pj_num_or(x, "number_of_outliers", NAN), 0);
+  h_tr_end(o);
+  h_table_end(o);
+}
+
+/* The histogram stored as probs (counts) and binedges in x. */
+static void stored_histogram(rk_text *o, const char *title, const pj *x,
+                             const char *xlabel) {
+  const pj *probs = pj_get(x, "probs"), *edges = pj_get(x, "binedges");
+  size_t nb = pj_array_len(probs);
+  if (!nb || pj_array_len(edges) != nb + 1)
+    return;
+  double *c = malloc(nb * sizeof *c), *e = malloc((nb + 1) * sizeof *e);
+  if (c && e) {
+    for (size_t i = 0; i < nb; i++)
+      c[i] = pj_array_at(probs, i);
+    for (size_t i = 0; i <= nb; i++)
+      e[i] = pj_array_at(edges, i);
+    svg_histogram(o, title, c, e, nb, xlabel);
+  }
+  free(c);
+  free(e);
+}
+
+static void outlier_steps(rk_text *o, const pj *x) {
+  const pj *sn = pj_get(x, "step_numbers");
+  if (!sn)
+    return;
+  rk_text_printf(o, "<p>Outlier steps: ");
+  if (sn->t == PJ_STRS)
+    for (size_t i = 0; i < sn->len && i < 200; i++) {
+      rk_text_printf(o, "%s", i ? ", " : "");
+      h_text(o, sn->strs[i]);
+    }
+  else if (sn->t == PJ_RAW)
+    h_text(o, sn->s);
+  else if (pj_array_len(sn))
+    for (size_t i = 0; i < sn->len && i < 200; i++)
+      rk_text_printf(o, "%s%.0f", i ? ", " : "", pj_array_at(sn, i));
+  else
+    rk_text_printf(o, "none");
+  rk_text_printf(o, "</p>\n");
+}
+
+void h_step_durations(rk_text *o, const rpt_view *v) {
+  h_section(o, "steps", "Step duration analysis");
+  const rpt_sub *s = rpt_find(v, "StepOutlier");
+  const pj *d = h_details(v, "StepOutlier");
+  const pj *sd = pj_get(d, "step_details");
+  if (!sd || !sd->n) {
+    h_note(o, "No step phase has more than 100 steps yet (StepOutlier "
+              "needs them to compute statistics).");
+    h_section_end(o);
+    return;
+  }
+  if (s)
+    rk_text_printf(o, "<p>StepOutlier triggered %lld time(s) and counted "
+                      "%lld outliers over %lld step events.</p>\n",
+                   (long long)s->triggered, (long long)s->violations,
+                   (long long)s->datapoints);
+  for (size_t i = 0; i < sd->n; i++) {
+    step_stats(o, sd->kids[i]->key, sd->kids[i]);
+    char title[160];
+    snprintf(title, sizeof title, "Step durations on %s (outliers left out)",
+             sd->kids[i]->key);
+    stored_histogram(o, title, sd->kids[i], "step duration (s)");
+    outlier_steps(o, sd->kids[i]);
+  }
+  if (h_has_details(v, "StepOutlier") && pj_get(d, "phase"))
+    h_h3(o, "Framework metrics during outlier steps");
+  h_breakdown(o, d, "(outlier steps)");
+  h_section_end(o);
+}
+
+/* ------------------------------------------------------- data loading */
+
+static void loader_settings(rk_text *o, const pj *d) {
+  h_table(o, "setting|value");
+  static const char *const K[] = {"cores", "dataloaders", "num_workers",
+                                  "pin_memory", "prefetch"};
+  static const char *const L[] = {"CPU cores", "parallel data loaders "
+                                               "(median per second)",
+                                  "num_workers", "pin_memory", "prefetch"};
+  for (size_t k = 0; k < 5; k++) {
+    const pj *x = pj_get(d, K[k]);
+    if (!x)
+      continue;
+    h_tr(o);
+    h_td(o, L[k]);
+    double n;
+    if (x->t == PJ_BOOL || (x->t == PJ_RAW && (!strcmp(x->s, "true") ||
+                                               !strcmp(x->s, "false"))))
+      h_td(o, pj_number(x, &n) && n ? "true" : "false");
+    else if (pj_number(x, &n))
+      h_td_num(o, n, 0);
+    else
+      h_td(o, x->t == PJ_RAW || x->t == PJ_STR ? x->s : "");
+    h_tr_end(o);
+  }
+  h_table_end(o);
+}
+
+void h_dataloading(rk_text *o, const rpt_view *v) {
+  h_section(o, "dataloading", "Data loading analysis");
+  const rpt_sub *s = rpt_find(v, "Dataloader");
+  const pj *d = h_details(v, "Dataloader");
+  if (!d->n) {
+    h_note(o, "No data-loader events (PyTorch DataLoader) were found.");
+    h_section_end(o);
+    return;
+  }
+  double cores = pj_num_or(d, "cores", NAN), dl = pj_num_or(d, "dataloaders",
+                                                             NAN);
+  rk_text_printf(o, "<p>The job ran a median of %.0f parallel data "
+                    "loader(s) on %.0f CPU core(s); Dataloader triggered "
+                    "%lld time(s).</p>\n",
+                 dl, cores, s ? (long long)s->triggered : 0LL);
+  loader_settings(o, d);
+  const pj *t = pj_get(d, "dataloading_time");
+  if (t) {
+    rk_text_printf(o, "<p>Data-loading time per event: p25 %.4f s, p50 "
+                      "%.4f s, p95 %.4f s.</p>\n",
+                   pj_num_or(t, "p25", NAN), pj_num_or(t, "p50", NAN),
+                   pj_num_or(t, "p95", NAN));
+    stored_histogram(o, "Data-loading times", t, "time (s)");
+  }
+  h_section_end(o);
+}

@@ -1,0 +1,347 @@
+/* rpt_html_sys.c - the report sections drawn from the system-metric rules
+ * (rules.md §5.4: 3 system usage, 8 GPU utilization, 9 workload
+ * balancing, 11 batch size, 12-13 CPU and I/O bottlenecks, 14 GPU
+ * memory). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpt_html.h"
+
+#define MAX_BOXES 64
+
+/* ------------------------------------------------------ system usage */
+
+static const char *const METRICS[] = {"CPU",        "GPU", "CPU memory",
+                                      "GPU memory", "I/O", "Network"};
+#define NMETRICS (sizeof METRICS / sizeof *METRICS)
+
+static double stat(const pj *d, const char *metric, const char *node,
+                   const char *key) {
+  return pj_num_or(pj_path(d, metric, node, NULL), key, NAN);
+}
+
+/* The reference report's verdict for one node. */
+static void node_sentence(rk_text *o, const pj *d, const char *node) {
+  double g95 = stat(d, "GPU", node, "p95"), g50 = stat(d, "GPU", node, "p50");
+  double c95 = stat(d, "CPU", node, "p95"), c50 = stat(d, "CPU", node, "p50");
+  char msg[320];
+  if (isnan(g95))
+    snprintf(msg, sizeof msg, "no GPU metrics; median CPU utilization "
+                              "%.1f %%.", c50);
+  else if (g95 < 70 && c95 < 70)
+    snprintf(msg, sizeof msg, "the 95th percentiles of GPU (%.1f %%) and "
+                              "CPU (%.1f %%) utilization are below 70 %%: "
+                              "the node is underutilized; consider a "
+                              "smaller instance.", g95, c95);
+  else if (g95 < 70 && c95 > 70)
+    snprintf(msg, sizeof msg, "GPU utilization is low (p95 %.1f %%) while "
+                              "CPU utilization is high (p95 %.1f %%): the "
+                              "GPUs are likely underutilized because of CPU "
+                              "bottlenecks.", g95, c95);
+  else if (g50 > 70)
+    snprintf(msg, sizeof msg, "the GPUs are well utilized (median %.1f %%).",
+             g50);
+  else
+    snprintf(msg, sizeof msg, "median GPU utilization %.1f %%, median CPU "
+                              "utilization %.1f %%.", g50, c50);
+  rk_text_printf(o, "<p><b>");
+  h_text(o, node);
+  rk_text_printf(o, "</b>: ");
+  h_text(o, msg);
+  rk_text_printf(o, "</p>\n");
+}
+
+static void usage_rows(rk_text *o, const pj *d) {
+  static const char *const STATS[] = {"max", "p99", "p95", "p50", "min"};
+  for (size_t m = 0; m < NMETRICS; m++) {
+    const pj *per = pj_get(d, METRICS[m]);
+    for (size_t i = 0; per && i < per->n; i++) {
+      const pj *x = per->kids[i];
+      h_tr(o);
+      h_td(o, x->key);
+      h_td(o, METRICS[m]);
+      h_td(o, strcmp(METRICS[m], "Network") == 0 ? "bytes" : "percentage");
+      for (size_t k = 0; k < 5; k++)
+        h_td_num(o, pj_num_or(x, STATS[k], NAN), 2);
+      h_tr_end(o);
+    }
+  }
+}
+
+void h_system_usage(rk_text *o, const rpt_view *v) {
+  h_section(o, "system", "System usage statistics");
+  const pj *d = h_details(v, "OverallSystemUsage");
+  const pj *cpu = pj_get(d, "CPU"), *gpu = pj_get(d, "GPU");
+  const pj *nodes = cpu && cpu->n ? cpu : gpu;
+  if (!nodes || !nodes->n) {
+    h_note(o, "No system metrics were found.");
+    h_section_end(o);
+    return;
+  }
+  for (size_t i = 0; i < nodes->n; i++)
+    node_sentence(o, d, nodes->kids[i]->key);
+  h_table(o, "node|metric|unit|max|p99|p95|p50|min");
+  usage_rows(o, d);
+  h_table_end(o);
+  h_section_end(o);
+}
+
+/* ------------------------------------------------------- box helpers */
+
+/* A box from a report object with p25/p50/p75/upper/lower. */
+static svg_box box_of(const pj *x, const char *label) {
+  svg_box b = {.label = label,
+               .lower = pj_num_or(x, "lower", NAN),
+               .p25 = pj_num_or(x, "p25", NAN),
+               .p50 = pj_num_or(x, "p50", NAN),
+               .p75 = pj_num_or(x, "p75", NAN),
+               .upper = pj_num_or(x, "upper", NAN)};
+  for (int m = 0; m < 3; m++)
+    b.marks[m] = NAN;
+  return b;
+}
+
+static void mark(svg_box *b, int i, const pj *x, const char *key,
+                 const char *name) {
+  b->marks[i] = pj_num_or(x, key, NAN);
+  b->mark_names[i] = name;
+}
+
+/* Nodes of a report whose Details are {node: {gpu: {...}}}. */
+static bool is_node(const pj *m) {
+  return pj_is_obj(m) && strcmp(m->key, "last_timestamp") != 0;
+}
+
+/* ---------------------------------------------------- GPU utilization */
+
+static void gpu_histograms(rk_text *o, const rpt_view *v) {
+  const pj *lb = h_details(v, "LoadBalancing");
+  size_t drawn = 0;
+  for (size_t i = 0; i < lb->n; i++) {
+    const pj *w = pj_get(lb->kids[i], "workloads");
+    for (size_t g = 0; w && g < w->n && drawn < 32; g++) {
+      const pj *h = w->kids[g];
+      size_t nb = pj_array_len(h);
+      if (!nb)
+        continue;
+      double counts[64], edges[65];
+      for (size_t b = 0; b < nb && b < 64; b++)
+        counts[b] = pj_array_at(h, b);
+      for (size_t b = 0; b <= nb && b <= 64; b++)
+        edges[b] = 2.0 * (double)b;
+      char title[160];
+      snprintf(title, sizeof title, "GPU utilization of %s %s (readings)",
+               lb->kids[i]->key, h->key);
+      drawn += svg_histogram(o, title, counts, edges, nb < 64 ? nb : 64,
+                             "utilization (%)");
+    }
+  }
+  if (!drawn)
+    h_note(o, "No GPU utilization readings for histograms.");
+}
+
+void h_gpu_utilization(rk_text *o, const rpt_view *v) {
+  h_section(o, "gpu", "GPU utilization analysis");
+  const rpt_sub *s = rpt_find(v, "LowGPUUtilization");
+  const pj *d = h_details(v, "LowGPUUtilization");
+  if (s)
+    rk_text_printf(o, "<p>LowGPUUtilization triggered %lld time(s) over "
+                      "%lld datapoints.</p>\n",
+                   (long long)s->triggered, (long long)s->datapoints);
+  for (size_t i = 0; i < d->n; i++) {
+    const pj *node = d->kids[i];
+    if (!is_node(node))
+      continue;
+    svg_box boxes[MAX_BOXES];
+    size_t n = 0;
+    for (size_t g = 0; g < node->n && n < MAX_BOXES; g++) {
+      const pj *x = node->kids[g];
+      boxes[n] = box_of(x, x->key);
+      mark(&boxes[n], 0, x, "gpu_95", "p95 (window)");
+      mark(&boxes[n], 1, x, "gpu_5", "p5 (window)");
+      mark(&boxes[n], 2, x, "gpu_max", "max");
+      n++;
+    }
+    char title[160];
+    snprintf(title, sizeof title, "GPU utilization of %s", node->key);
+    svg_boxplots(o, title, boxes, n, "%");
+  }
+  double lt;
+  if (pj_number(pj_get(d, "last_timestamp"), &lt)) {
+    rk_text_printf(o, "<p>Last triggered in the window starting ");
+    h_time(o, lt / 1e6);
+    rk_text_printf(o, ".</p>\n");
+  }
+  h_h3(o, "Utilization histograms per GPU");
+  gpu_histograms(o, v);
+  h_section_end(o);
+}
+
+/* ---------------------------------------------------- load balancing */
+
+static void distances(rk_text *o, const pj *node) {
+  const pj *dist = pj_get(node, "distances");
+  if (!dist || !dist->n)
+    return;
+  h_table(o, "GPU|compared with|Jensen-Shannon distance");
+  for (size_t a = 0; a < dist->n; a++)
+    for (size_t b = 0; b < dist->kids[a]->n; b++) {
+      h_tr(o);
+      h_td(o, dist->kids[a]->key);
+      h_td(o, dist->kids[a]->kids[b]->key);
+      h_td_num(o, pj_num_or(dist->kids[a], dist->kids[a]->kids[b]->key, NAN),
+               4);
+      h_tr_end(o);
+    }
+  h_table_end(o);
+}
+
+void h_load_balancing(rk_text *o, const rpt_view *v) {
+  h_section(o, "balance", "Workload balancing");
+  const pj *d = h_details(v, "LoadBalancing");
+  size_t drawn = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const pj *w = pj_get(d->kids[i], "workloads");
+    if (!w || !w->n)
+      continue;
+    svg_series s[32];
+    double x[64];
+    size_t ns = 0, nb = 0;
+    for (size_t g = 0; g < w->n && ns < 32; g++) {
+      const pj *h = w->kids[g];
+      if (h->t != PJ_INTS && h->t != PJ_NUMS)
+        continue;
+      double *y = malloc((h->len ? h->len : 1) * sizeof *y);
+      for (size_t b = 0; y && b < h->len; b++)
+        y[b] = pj_array_at(h, b);
+      s[ns++] = (svg_series){h->key, y, h->len};
+      nb = h->len > nb ? h->len : nb;
+    }
+    for (size_t b = 0; b < nb && b < 64; b++)
+      x[b] = 2.0 * (double)b + 1;
+    char title[160];
+    snprintf(title, sizeof title,
+             "Distribution of GPU utilization on %s (one line per GPU)",
+             d->kids[i]->key);
+    drawn += svg_lines(o, title, nb <= 64 ? x : NULL, s, ns,
+                       "utilization (%)", "readings");
+    for (size_t k = 0; k < ns; k++)
+      free((void *)s[k].y);
+    distances(o, d->kids[i]);
+  }
+  if (!drawn)
+    h_note(o, "No GPU utilization data for workload balancing.");
+  h_section_end(o);
+}
+
+/* --------------------------------------------------------- batch size */
+
+void h_batch_size(rk_text *o, const rpt_view *v) {
+  h_section(o, "batch", "Batch size");
+  const pj *d = h_details(v, "BatchSize");
+  const rpt_sub *s = rpt_find(v, "BatchSize");
+  if (s)
+    rk_text_printf(o, "<p>BatchSize triggered %lld time(s): CPU, GPU and GPU "
+                      "memory all lightly used suggests a larger batch or a "
+                      "smaller instance.</p>\n",
+                   (long long)s->triggered);
+  size_t drawn = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const pj *node = d->kids[i];
+    if (!is_node(node))
+      continue;
+    svg_box boxes[MAX_BOXES];
+    size_t n = 0;
+    for (size_t k = 0; k < node->n && n < MAX_BOXES; k++) {
+      boxes[n] = box_of(node->kids[k], node->kids[k]->key);
+      mark(&boxes[n], 0, node->kids[k], "p95", "p95");
+      n++;
+    }
+    char title[160];
+    snprintf(title, sizeof title, "CPU, GPU and GPU memory utilization of %s",
+             node->key);
+    drawn += svg_boxplots(o, title, boxes, n, "%");
+  }
+  if (!drawn)
+    h_note(o, "BatchSize has not recorded utilization statistics (it "
+              "records them when it triggers).");
+  h_section_end(o);
+}
+
+/* --------------------------------------------------------- bottlenecks */
+
+void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
+  bool cpu = strcmp(rule, "CPUBottleneck") == 0;
+  h_section(o, cpu ? "cpu-bottlenecks" : "io-bottlenecks",
+            cpu ? "CPU bottlenecks" : "I/O bottlenecks");
+  const rpt_sub *s = rpt_find(v, rule);
+  const pj *d = h_details(v, rule);
+  if (!s || s->datapoints <= 0) {
+    h_note(o, "No system metrics were evaluated.");
+    h_section_end(o);
+    return;
+  }
+  double total = (double)s->datapoints;
+  double low = pj_num_or(d, "low_gpu_utilization", 0);
+  double bn = (double)s->violations;
+  rk_text_printf(o, "<p>%s triggered %lld time(s).  Of %lld sampling "
+                    "snapshots, %.0f had a GPU below the threshold and %.0f "
+                    "were bottlenecks (%s).</p>\n",
+                 rule, (long long)s->triggered, (long long)s->datapoints, low,
+                 bn, cpu ? "high CPU utilization" : "high I/O wait");
+  const char *labels[] = {"GPU usage above threshold",
+                          "GPU usage below threshold",
+                          cpu ? "low GPU usage due to CPU bottlenecks"
+                              : "low GPU usage due to I/O bottlenecks"};
+  double vals[] = {total - low, low - bn, bn};
+  svg_pie(o, cpu ? "Snapshots by GPU usage (CPU bottlenecks)"
+                 : "Snapshots by GPU usage (I/O bottlenecks)",
+          labels, vals, 3);
+  if (!h_breakdown(o, d, "during the bottlenecks"))
+    h_note(o, "No framework metrics were recorded during bottlenecks.");
+  h_section_end(o);
+}
+
+/* --------------------------------------------------------- GPU memory */
+
+void h_gpu_memory(rk_text *o, const rpt_view *v) {
+  h_section(o, "gpu-memory", "GPU memory");
+  const pj *d = h_details(v, "GPUMemoryIncrease");
+  const rpt_sub *s = rpt_find(v, "GPUMemoryIncrease");
+  if (s)
+    rk_text_printf(o, "<p>GPUMemoryIncrease triggered %lld time(s).</p>\n",
+                   (long long)s->triggered);
+  size_t drawn = 0;
+  for (size_t i = 0; i < d->n; i++) {
+    const pj *node = d->kids[i];
+    if (!is_node(node))
+      continue;
+    svg_box boxes[MAX_BOXES];
+    size_t n = 0;
+    h_table(o, "node|GPU|increase (percentage points)|max");
+    for (size_t g = 0; g < node->n && n < MAX_BOXES; g++) {
+      const pj *x = node->kids[g];
+      boxes[n] = box_of(x, x->key);
+      mark(&boxes[n], 0, x, "p95", "p95");
+      mark(&boxes[n], 1, x, "p05", "p5");
+      mark(&boxes[n], 2, x, "gpu_max", "max");
+      n++;
+      h_tr(o);
+      h_td(o, node->key);
+      h_td(o, x->key);
+      h_td_num(o, pj_num_or(x, "increase", NAN), 3);
+      h_td_num(o, pj_num_or(x, "gpu_max", NAN), 1);
+      h_tr_end(o);
+    }
+    h_table_end(o);
+    char title[160];
+    snprintf(title, sizeof title, "GPU memory utilization of %s", node->key);
+    drawn += svg_boxplots(o, title, boxes, n, "%");
+  }
+  if (!drawn)
+    h_note(o, "GPUMemoryIncrease found no increase (it records GPU memory "
+              "statistics when it triggers).");
+  h_section_end(o);
+}
