@@ -179,6 +179,7 @@ struct smrules_ctx {
   int64_t nwarnings;
   char *output_dir;
   bool output_dir_made;
+  smrules_live_info live;
   smr_trial **others; /* trials opened with open_trial */
   char **other_paths;
   size_t nothers;
@@ -333,6 +334,15 @@ static char *profiler_report_json(smrules_ctx *c) {
 }
 const char *smr_ctx_last_violations(const smrules_ctx *c) {
   return c->last_trigger;
+}
+
+void smr_ctx_set_live(smrules_ctx *c, const smrules_live_info *info) {
+  c->live = *info;
+}
+
+static int api_live_info(smrules_ctx *c, smrules_live_info *out) {
+  *out = c->live;
+  return SMRULES_NO_TRIGGER;
 }
 
 void smr_ctx_set_output_dir(smrules_ctx *c, const char *dir) {
@@ -922,6 +932,7 @@ static const smrules_api API = {
     .json_new = json_new,
     .json_text = api_json_text,
     .json_free = json_free,
+    .live_info = api_live_info,
 };
 
 const smrules_api *smr_host_api(void) { return &API; }

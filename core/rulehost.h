@@ -27,6 +27,9 @@ int64_t smr_ctx_datapoints(const smrules_ctx *ctx);
 /* Violations of the most recent trigger as a JSON array text. */
 const char *smr_ctx_last_violations(const smrules_ctx *ctx);
 
+/* What api->live_info answers (the runner keeps it current). */
+void smr_ctx_set_live(smrules_ctx *ctx, const smrules_live_info *info);
+
 /* Where the instance's files go (see api->output_dir). */
 void smr_ctx_set_output_dir(smrules_ctx *ctx, const char *dir);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "catalog.h"
@@ -43,6 +44,7 @@ struct smr_runner {
   smr_instance **v;
   size_t n;
   size_t next; /* next instance to evaluate (guarded by mu) */
+  double last_activity; /* when a new step last appeared (watch) */
   pthread_mutex_t mu;
 };
 
@@ -427,6 +429,8 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   save(r, in);
 }
 
+static smrules_live_info live_info(smr_runner *r);
+
 /* Steps between two saved ones were never written; live, smdebug waits at
  * the first of them while the step after the gap is not complete yet
  * (has_passed_step is NOT_YET_AVAILABLE there, formats.md F§11.1). */
@@ -448,6 +452,8 @@ static void evaluate(smr_runner *r, smr_instance *in) {
   int64_t newest = steps.n ? steps.v[steps.n - 1] : -1;
   if (in->last_step < 0 && in->evaluated == 0 && !in->stored_report)
     resume(r, in, newest);
+  smrules_live_info li = live_info(r);
+  smr_ctx_set_live(in->ctx, &li);
   in->waiting_at = -1;
   bool evaluated_any = false, stopped = false;
   int64_t first = in->start > 0 ? in->start : 0;
@@ -521,6 +527,59 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
     pthread_join(th[i], NULL);
   free(th);
   return SMR_OK;
+}
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The live facts every rule can ask for (api->live_info). */
+static smrules_live_info live_info(smr_runner *r) {
+  smr_i64v steps = {0};
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
+  smrules_live_info li = {
+      .live = r->opts.live,
+      .training_ended = smr_trial_end_marker(r->trial),
+      .now = wall_now(),
+      .last_activity = r->last_activity > 0 ? r->last_activity : wall_now(),
+      .newest_step = steps.n ? steps.v[steps.n - 1] : -1};
+  smr_i64v_free(&steps);
+  return li;
+}
+
+static void tick_instance(smr_runner *r, smr_instance *in,
+                          const smrules_live_info *li) {
+  const smrules_rule *reg = in->plugin ? in->plugin->reg : NULL;
+  if (!reg || !reg->invoke_at_time || in->status == SMR_RULE_ERROR)
+    return;
+  plugin_impl *p = in->impl;
+  int64_t at = li->newest_step >= 0 ? li->newest_step : 0;
+  smr_ctx_set_live(in->ctx, li);
+  smr_ctx_step_begin(in->ctx, at);
+  int rc = reg->invoke_at_time(in->ctx, p->state, li->now);
+  /* one trigger per step: a stall that goes on is the same trigger */
+  bool fired = rc == SMRULES_TRIGGERED &&
+               !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);
+  smr_ctx_step_end(in->ctx, at, fired);
+  if (rc < 0) {
+    set_error(in, "the rule failed without a message");
+    return;
+  }
+  if (!fired)
+    return;
+  smr_i64v_push(&in->triggered, at);
+  in->needs_finish = true;
+  if (r->opts.on_trigger)
+    r->opts.on_trigger(r->opts.on_trigger_arg, in, at);
+}
+
+void smr_runner_tick(smr_runner *r, double last_activity) {
+  r->last_activity = last_activity;
+  smrules_live_info li = live_info(r);
+  for (size_t i = 0; i < r->n; i++)
+    tick_instance(r, r->v[i], &li);
 }
 
 /* A rule's finish() adds its summary to the report once, when evaluation

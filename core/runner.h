@@ -50,6 +50,11 @@ int smr_runner_new(const smr_config *cfg, smr_trial *trial,
 /* Evaluate; resumes from stored state unless opts->fresh.  Safe to call
  * again after a refresh of the trial (watch mode). */
 int smr_runner_run(smr_runner *r, smr_error *err);
+/* Wall-clock evaluation while following a run: rules that define
+ * invoke_at_time are called with the current time; `last_activity` is
+ * when a new step last appeared (epoch seconds). */
+void smr_runner_tick(smr_runner *r, double last_activity);
+
 /* Let every rule that evaluated something add its summary (finish) and
  * store the final state.  Call once when evaluation is over. */
 void smr_runner_finish(smr_runner *r);

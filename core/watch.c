@@ -168,12 +168,26 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   add_watches(&w);
   progress p = {o->progress, o->tty, 0, NULL, 0};
   int poll_ms = o->poll_ms > 0 ? o->poll_ms : 200;
-  double tick = o->tick_s > 0 ? o->tick_s : 10.0;
+  double tick = o->tick_s > 0 ? o->tick_s : 1.0;
   double start = now_s();
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  double last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+  size_t steps_seen = 0;
   int rc = SMR_OK;
   for (;;) {
     if ((rc = step_once(t, r, err)) != SMR_OK)
       break;
+    /* a new step is activity; rules driven by time run at every wake */
+    smr_i64v steps = {0};
+    smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+    if (steps.n > steps_seen) {
+      clock_gettime(CLOCK_REALTIME, &wall);
+      last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+      steps_seen = steps.n;
+    }
+    smr_i64v_free(&steps);
+    smr_runner_tick(r, last_activity);
     if (smr_trial_end_marker(t)) {
       /* the end marker is written last; one more pass picks up anything
        * renamed into place just before it */

@@ -1,7 +1,9 @@
-/* StalledTrainingRule (rules.md §2.19), offline form: a gap of more than
+/* StalledTrainingRule (rules.md §2.19).  Offline: a gap of more than
  * `threshold` seconds between the times at which consecutive saved steps
- * were written (the wall_time every saved event carries).  The live,
- * clock-driven form is evaluated by the host's watch loop. */
+ * were written (the wall_time every saved event carries).  Live (run
+ * --watch): invoke_at_time fires when nothing new appeared for more than
+ * `threshold` seconds while training has not ended, and re-arms only when
+ * new activity is seen. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@ typedef struct state {
   double prev_time;
   double longest_gap; /* -1 until two steps were seen */
   int64_t longest_gap_step;
+  double fired_for_activity; /* live: last_activity of the last trigger */
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -118,6 +121,28 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   return stalled ? SMRULES_TRIGGERED : SMRULES_NO_TRIGGER;
 }
 
+/* Live, clock-driven evaluation (rules.md §2.19). */
+static int invoke_at_time(smrules_ctx *ctx, void *p, double now) {
+  state *st = p;
+  smrules_live_info li;
+  if (rk_api->live_info(ctx, &li) != 0 || !li.live || li.training_ended)
+    return SMRULES_NO_TRIGGER;
+  double idle = now - li.last_activity;
+  if (idle <= (double)st->s->threshold ||
+      st->fired_for_activity == li.last_activity)
+    return SMRULES_NO_TRIGGER;
+  st->fired_for_activity = li.last_activity; /* re-arm on new activity */
+  char when[32];
+  utc_text(li.last_activity, when, sizeof when);
+  smrules_json *j = rk_api->violation(ctx);
+  rk_api->json_num(j, "seconds_since_activity", idle);
+  rk_api->json_num(j, "last_activity", li.last_activity);
+  rk_api->json_str(j, "last_activity_utc", when);
+  rk_api->json_int(j, "newest_step", li.newest_step);
+  rk_api->json_int(j, "threshold", st->s->threshold);
+  return SMRULES_TRIGGERED;
+}
+
 static int finish(smrules_ctx *ctx, void *p) {
   const state *st = p;
   if (!st->has_prev)
@@ -181,6 +206,7 @@ static const smrules_rule rule = {
     .destroy = free,
     .save_state = save_state,
     .load_state = load_state,
+    .invoke_at_time = invoke_at_time,
 };
 
 RK_PLUGIN(rule)

@@ -225,6 +225,16 @@ typedef struct smrules_profiler_info {
 #define SMRULES_NAMES_CPUS 1  /* Name of CPUUtilization readings of a node */
 #define SMRULES_NAMES_GPUS 2  /* Name of GPUUtilization readings of a node */
 
+/* What a time-driven rule needs to know while following a run. */
+typedef struct smrules_live_info {
+  bool live;            /* following a run as it writes (run --watch) */
+  bool training_ended;  /* training_job_end.ts seen */
+  double now;           /* seconds since the epoch */
+  double last_activity; /* when smrules last saw a new step appear, or
+                           when it started watching (epoch seconds) */
+  int64_t newest_step;  /* newest saved global step, -1 if none */
+} smrules_live_info;
+
 /* ----------------------------------------------------------- the host */
 typedef struct smrules_api {
   uint32_t api_version; /* SMRULES_API_VERSION of the host */
@@ -359,6 +369,10 @@ typedef struct smrules_api {
   smrules_json *(*json_new)(void);
   char *(*json_text)(const smrules_json *j);
   void (*json_free)(smrules_json *j);
+
+  /* Wall-clock facts for rules driven by time (StalledTrainingRule): see
+   * smrules_live_info and smrules_rule.invoke_at_time. */
+  int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
 } smrules_api;
 
 /* -------------------------------------------------------- the plugin */
@@ -397,6 +411,12 @@ typedef struct smrules_rule {
    * new steps appear (results stay exact; actions are never repeated). */
   char *(*save_state)(smrules_ctx *ctx, void *state);
   int (*load_state)(smrules_ctx *ctx, void *state, const char *text);
+  /* Optional, for rules driven by time: called while following a run
+   * (run --watch) at least every second, also when nothing new is
+   * written; api->live_info tells the time and the last activity.
+   * Returns SMRULES_TRIGGERED (recorded at the newest saved step),
+   * SMRULES_NO_TRIGGER, or SMRULES_ERR after api->fail(). */
+  int (*invoke_at_time)(smrules_ctx *ctx, void *state, double now);
 } smrules_rule;
 
 typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
