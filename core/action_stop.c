@@ -122,7 +122,12 @@ static char *cmdline_text(int64_t pid) {
   for (size_t i = 0; i < v.n; i++)
     smr_buf_printf(&b, "%s%s", i ? " " : "", v.v[i]);
   smr_strv_free(&v);
-  char *t = smr_act_oneline(b.data, 120);
+  char *t = smr_act_oneline(b.data, 100);
+  if (b.len > 100) {
+    char *more = smr_xasprintf("%s...", t);
+    free(t);
+    t = more;
+  }
   smr_buf_free(&b);
   return t;
 }
