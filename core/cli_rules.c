@@ -19,6 +19,7 @@
 #include "profiler.h"
 #include "rulehost.h"
 #include "runner.h"
+#include "source_s3.h"
 #include "trial.h"
 #include "watch.h"
 
@@ -124,7 +125,8 @@ enum {
   OPT_TIMEOUT,
   OPT_POLL,
   OPT_OUTPUT,
-  OPT_PROFILER
+  OPT_PROFILER,
+  OPT_S3_ENDPOINT
 };
 
 static const char *RUN_HELP =
@@ -136,7 +138,8 @@ static const char *RUN_HELP =
     "  --rules FILE       rules.yaml (default: the built-in default set)\n"
     "  --json             print results as JSON\n"
     "  --output DIR       where rule-output/<rule>/ files go\n"
-    "                     (default DIR/rule-output)\n"
+    "                     (default DIR/rule-output; for s3:// trials\n"
+    "                     ~/.cache/smrules/s3/<hash>/rule-output)\n"
     "  --start-step N     first global step to evaluate\n"
     "  --end-step N       stop before this global step\n"
     "  --jobs N           rules evaluated in parallel (default: cores)\n"
@@ -154,6 +157,8 @@ static const char *RUN_HELP =
     "  --timeout S        with --watch: stop after S seconds\n"
     "  --poll             with --watch: poll instead of using inotify\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
+    "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
+    "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
     "exit status: 0 no issues, 1 issues found, 2 usage or configuration\n"
     "error, 3 trial unreadable, 5 a rule failed (and none found issues)\n";
 
@@ -187,6 +192,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"poll", no_argument, NULL, OPT_POLL},
       {"verbose", no_argument, NULL, 'v'},
+      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
@@ -244,6 +250,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       break;
     }
     case OPT_POLL: a->poll = true; break;
+    case OPT_S3_ENDPOINT: smr_s3_set_endpoint(optarg); break;
     case 'v':
       smr_log_set_level(0);
       a->verbose = true;
@@ -272,7 +279,21 @@ static bool is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* s3://.../job: debug-output/ when it is there; profiler-output is read
+ * from local folders only (docs/s3.md). */
+static void resolve_s3_dirs(const run_args *a, char **debug,
+                            char **profiler) {
+  bool job = smr_s3_location_has(a->trial, "debug-output");
+  *debug = job ? smr_xasprintf("%s/debug-output", a->trial)
+               : smr_xstrdup(a->trial);
+  *profiler = a->profiler ? smr_xstrdup(a->profiler) : NULL;
+}
+
 static void resolve_dirs(const run_args *a, char **debug, char **profiler) {
+  if (smr_is_s3_location(a->trial)) {
+    resolve_s3_dirs(a, debug, profiler);
+    return;
+  }
   char *dbg = smr_xasprintf("%s/debug-output", a->trial);
   char *prof = smr_xasprintf("%s/profiler-output", a->trial);
   *debug = smr_xstrdup(is_dir(dbg) ? dbg : a->trial);
@@ -304,13 +325,25 @@ static int start_actions(run_args *a, const smr_config *cfg, smr_trial *t,
   return rc;
 }
 
+/* DIR/rule-output; for an S3 trial, next to its local catalog. */
+static char *default_output_dir(const run_args *a) {
+  if (!smr_is_s3_location(a->trial))
+    return smr_xasprintf("%s/rule-output", a->trial);
+  char *cache = smr_s3_cache_dir(a->trial);
+  char *dir = smr_xasprintf("%s/rule-output", cache ? cache : ".");
+  free(cache);
+  return dir;
+}
+
 /* Follow the trial until training ends (or --timeout); progress goes to
  * stdout (stderr with --json), as a redrawn block on a terminal. */
 static void watch(const run_args *a, smr_trial *t, smr_runner *r,
                   smr_error *err) {
   FILE *out = a->json ? stderr : stdout;
+  bool s3 = smr_is_s3_location(a->trial);
   smr_watch_opts wo = {.timeout_s = a->timeout_s,
-                       .force_polling = a->poll,
+                       .force_polling = a->poll || s3,
+                       .poll_ms = s3 ? 5000 : 0, /* a listing per poll */
                        .progress = out,
                        .tty = isatty(fileno(out)) != 0};
   if (smr_watch_run(t, r, &wo, err) != SMR_OK)
@@ -344,8 +377,7 @@ int smr_cmd_run(int argc, char **argv) {
   }
   smr_runner *r = NULL;
   smr_actions *acts = NULL;
-  char *dir = a.output ? smr_xstrdup(a.output)
-                       : smr_xasprintf("%s/rule-output", a.trial);
+  char *dir = a.output ? smr_xstrdup(a.output) : default_output_dir(&a);
   a.ropts.output_dir = dir;
   if (start_actions(&a, &cfg, t, &acts, &err) != SMR_OK) {
     rc = config_error(&err);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "index.h"
 #include "jsonw.h"
+#include "source_s3.h"
 #include "tensor.h"
 #include "trial.h"
 
@@ -40,7 +41,8 @@ typedef struct trial_args {
   int json;
 } trial_args;
 
-enum { OPT_STATE = 1000, OPT_FRESH, OPT_LIVE, OPT_JSON, OPT_ABS };
+enum { OPT_STATE = 1000, OPT_FRESH, OPT_LIVE, OPT_JSON, OPT_ABS,
+       OPT_S3_ENDPOINT };
 
 static bool common_opt(trial_args *a, int c) {
   switch (c) {
@@ -49,6 +51,7 @@ static bool common_opt(trial_args *a, int c) {
   case OPT_FRESH: a->opts.fresh = true; return true;
   case OPT_LIVE: a->opts.live = true; return true;
   case OPT_JSON: a->json = 1; return true;
+  case OPT_S3_ENDPOINT: smr_s3_set_endpoint(optarg); return true;
   default: return false;
   }
 }
@@ -58,15 +61,21 @@ static bool common_opt(trial_args *a, int c) {
       {"state", required_argument, NULL, OPT_STATE},                           \
       {"fresh", no_argument, NULL, OPT_FRESH},                                 \
       {"live", no_argument, NULL, OPT_LIVE},                                   \
-      {"json", no_argument, NULL, OPT_JSON}, {"help", no_argument, NULL, 'h'}
+      {"json", no_argument, NULL, OPT_JSON},                                   \
+      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},               \
+      {"help", no_argument, NULL, 'h'}
 
 static const char *COMMON_HELP =
-    "  --trial DIR      the trial (smdebug out_dir) to read\n"
+    "  --trial DIR      the trial (smdebug out_dir) to read, a directory or\n"
+    "                   s3://BUCKET/PREFIX (docs/s3.md)\n"
     "  --json           print JSON instead of a table\n"
     "  --live           smdebug's view of a run still writing: only\n"
     "                   training_job_end.ts ends training\n"
-    "  --state PATH     where the catalog lives (default DIR/.smrules/state.db)\n"
-    "  --fresh          use a private in-memory catalog\n";
+    "  --state PATH     where the catalog lives (default DIR/.smrules/state.db;\n"
+    "                   for s3:// trials a file under ~/.cache/smrules/s3/)\n"
+    "  --fresh          use a private in-memory catalog\n"
+    "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials\n"
+    "                   (default AWS_ENDPOINT_URL, else AWS)\n";
 
 static void jw_error(const smr_error *e);
 

@@ -16,6 +16,7 @@
 #include "record.h"
 #include "regex.h"
 #include "source.h"
+#include "source_s3.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -76,7 +77,12 @@ static int open_catalog(smr_trial *t, const smr_trial_opts *o,
     path = smr_xstrdup(":memory:");
   else if (o->state_path)
     path = smr_xstrdup(o->state_path);
-  else {
+  else if (smr_source_is_s3(t->src)) {
+    /* no catalog in the bucket: a local cache file per trial URL */
+    char *dir = smr_s3_cache_dir(root);
+    path = dir ? smr_xasprintf("%s/state.db", dir) : smr_xstrdup(":memory:");
+    free(dir);
+  } else {
     char *dir = smr_xasprintf("%s/.smrules", root);
     path = make_dir(dir) ? smr_xasprintf("%s/state.db", dir)
                          : smr_xstrdup(":memory:");
@@ -172,25 +178,124 @@ static bool sorted_contains(const smr_strv *v, const char *s) {
   return false;
 }
 
+/* ------------------------------------------- listing only what is new */
+
+/* Steps of recorded index files, newest last, with their worker counts. */
+typedef struct known_step {
+  int64_t step;
+  size_t first; /* index in `known` of its first path */
+  size_t nworkers;
+} known_step;
+
+static size_t known_steps(const smr_strv *known, known_step **out,
+                          size_t *max_workers) {
+  known_step *v = smr_xcalloc(known->n ? known->n : 1, sizeof *v);
+  size_t n = 0;
+  smr_strv workers = {0};
+  for (size_t i = 0; i < known->n; i++) {
+    int64_t step;
+    char *w = NULL;
+    if (smr_parse_step_worker(base_name(known->v[i]), &step, &w) != SMR_OK) {
+      free(w);
+      continue;
+    }
+    smr_strv_take(&workers, w);
+    if (n && v[n - 1].step == step)
+      v[n - 1].nworkers++;
+    else
+      v[n++] = (known_step){step, i, 1};
+  }
+  smr_strv_sort_unique(&workers);
+  *max_workers = workers.n;
+  smr_strv_free(&workers);
+  *out = v;
+  return n;
+}
+
+/* Where a remote listing of index files can start (S3 lists in key order
+ * and bills per page; the reference lists everything, formats.md F§5.4
+ * skips what it read).  Keys sort by step, so everything at or after the
+ * first step that may still gain index files is listed again: the first
+ * step, among the last INCOMPLETE_STEP_WAIT_WINDOW known ones, written by
+ * fewer workers than seen in the trial, else the newest known step (so a
+ * trial rewritten in place is still noticed).  NULL: list everything. */
+static char *index_start_after(const smr_strv *known) {
+  known_step *v;
+  size_t nw = 0, n = known_steps(known, &v, &nw);
+  char *after = NULL;
+  if (n) {
+    size_t from = n > INCOMPLETE_STEP_WAIT_WINDOW
+                      ? n - INCOMPLETE_STEP_WAIT_WINDOW
+                      : 0;
+    size_t pick = n - 1;
+    for (size_t i = from; i < n; i++)
+      if (v[i].nworkers < nw) {
+        pick = i;
+        break;
+      }
+    /* "<dir>/<step digits>": every key of that step and later sorts
+     * after it */
+    const char *path = known->v[v[pick].first];
+    const char *b = base_name(path);
+    size_t digits = strspn(b, "0123456789");
+    after = smr_xstrndup(path, (size_t)(b - path) + digits);
+  }
+  free(v);
+  return after;
+}
+
+static int list_index_files(smr_trial *t, const char *after,
+                            smr_source_listing *l, smr_error *err) {
+  if (after)
+    return smr_source_s3_list_after(t->src, "index", ".json", after, l, err);
+  return smr_source_list(t->src, "index", ".json", l, err);
+}
+
+/* The starting key of an incremental listing (S3), or NULL. */
+static char *incremental_start(smr_trial *t) {
+  if (!smr_source_is_s3(t->src))
+    return NULL;
+  smr_strv known = {0};
+  smr_error e;
+  char *after = smr_catalog_index_paths(t->cat, &known, &e) == SMR_OK
+                    ? index_start_after(&known)
+                    : NULL;
+  smr_strv_free(&known);
+  return after;
+}
+
 /* Bring the catalog up to date with the index files on disk. */
 static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
   smr_source_listing l;
-  smr_source_list(t->src, "index", ".json", &l, err);
+  char *after = incremental_start(t);
+  int rc = list_index_files(t, after, &l, err);
+  if (rc != SMR_OK) { /* e.g. the network: keep what is known */
+    free(after);
+    return rc;
+  }
   smr_strv known = {0};
   /* Read what is recorded inside the write transaction: another process
    * sharing the state file may have added the same files meanwhile. */
-  int rc = smr_catalog_begin(t->cat, err);
+  rc = smr_catalog_begin(t->cat, err);
   if (rc == SMR_OK)
     rc = smr_catalog_index_paths(t->cat, &known, err);
   /* A recorded index file that disappeared means the directory was
-   * rewritten by a new run: start over. */
-  size_t present = 0;
+   * rewritten by a new run: start over.  (An incremental listing can only
+   * vouch for the paths after its start.) */
+  size_t present = 0, expected = known.n;
+  for (size_t i = 0; after && i < known.n; i++)
+    expected -= strcmp(known.v[i], after) <= 0;
   for (size_t i = 0; rc == SMR_OK && i < l.n; i++)
     present += sorted_contains(&known, l.files[i].path);
-  bool reset = rc == SMR_OK && present != known.n;
+  bool reset = rc == SMR_OK && present != expected;
   size_t n = 0;
   if (rc == SMR_OK && reset)
     rc = smr_catalog_reset(t->cat, err);
+  if (rc == SMR_OK && reset && after) {
+    smr_source_listing_free(&l);
+    rc = list_index_files(t, NULL, &l, err);
+  }
+  free(after);
   for (size_t i = 0; rc == SMR_OK && i < l.n; i++) {
     if (!reset && sorted_contains(&known, l.files[i].path))
       continue;
@@ -241,7 +346,13 @@ static void load_collections(smr_trial *t) {
   smr_source_listing l;
   smr_error e;
   smr_error_clear(&e);
-  smr_source_list(t->src, "collections", "_collections.json", &l, &e);
+  if (smr_source_list(t->src, "collections", "_collections.json", &l, &e) !=
+      SMR_OK) {
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
+    smr_error_format(&e, msg, sizeof msg);
+    t->collections_error = smr_xstrdup(msg);
+    add_problem(t, "collections", -1, e.msg);
+  }
   bool have = false;
   for (size_t i = 0; i < l.n; i++) {
     const char *path = l.files[i].path;
