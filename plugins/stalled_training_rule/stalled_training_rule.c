@@ -23,10 +23,10 @@ static const smrules_param params[] = {
      "seconds without a newly saved step before reporting"},
     {SMRULES_PARAM_BOOL, "stop_training_on_fire", "False", 0, 0, 0, NULL, NULL,
      SMRULES_OFFSET(settings, stop_training_on_fire),
-     "live monitoring: also stop the training job when the rule fires"},
+     "also stop the training job when the rule fires (StopTraining)"},
     {SMRULES_PARAM_STRING, "training_job_name_prefix", NULL, 0, 0, 0, NULL,
      NULL, SMRULES_OFFSET(settings, training_job_name_prefix),
-     "live monitoring: name prefix of the training job to stop"},
+     "name prefix of the training job to stop"},
     {.type = SMRULES_PARAM_END}};
 
 typedef struct state {
@@ -49,10 +49,6 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   st->s = cfg;
   st->longest_gap = -1;
   st->longest_gap_step = -1;
-  if (cfg->stop_training_on_fire)
-    rk_api->log(ctx, 1,
-                "stop_training_on_fire applies to live monitoring; "
-                "an offline run stops nothing");
   *out = st;
   return 0;
 }
