@@ -424,9 +424,7 @@ void rk_table_init(rk_table *t, size_t record_size) {
   t->size = record_size;
 }
 
-void *rk_table_at(const rk_table *t, size_t i) {
-  return t->recs + i * t->size;
-}
+void *rk_table_at(const rk_table *t, size_t i) { return t->recs + i * t->size; }
 
 /* FNV-1a */
 static size_t hash_key(const char *key) {
