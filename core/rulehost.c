@@ -218,11 +218,13 @@ static void drop_current(smrules_ctx *c) {
   c->ncur = 0;
 }
 
+/* Only touches the reader when events are held: the runner may close the
+ * reader before it frees the context. */
 static void release_events(smrules_ctx *c) {
-  if (c->prof) {
+  if (c->prof && (c->sys.v || c->sys.npins))
     smr_profiler_release_sys(c->prof, &c->sys);
+  if (c->prof && (c->fw.v || c->fw.npins))
     smr_profiler_release_fw(c->prof, &c->fw);
-  }
   smr_strv_free(&c->arg_scratch);
 }
 
