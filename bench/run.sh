@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# bench/run.sh BUILD - the smrules benchmarks (see bench/README.md).
+#
+# Generates trials in a temporary directory (under $BENCH_DIR, default /tmp),
+# measures, prints a summary table and deletes everything it wrote.  Every
+# number is also compared with a baseline measured in the same run, so the
+# ratios stay meaningful on another machine.
+#
+# Knobs (environment): BENCH_DIR, BENCH_STEPS (steps of the large trial,
+# default 128 = 1.07 GB), BENCH_REPEAT (timed passes, default 5),
+# REOPEN_STEPS (default 10000), RUN_STEPS (steps of the small-tensor trial
+# that 'smrules run' is timed on, default 1000; a second one has twice as
+# many), CLI_REPEAT (default 3).
+#
+# Exit status: 0 when every benchmark ran (missed targets are reported as
+# MISS in the table, not as a failure), 1 when something failed to run.
+set -u
+
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=$ROOT/$BUILD
+SMRULES=$B/smrules
+BENCH_STEPS=${BENCH_STEPS:-128}
+BENCH_REPEAT=${BENCH_REPEAT:-5}
+REOPEN_STEPS=${REOPEN_STEPS:-10000}
+RUN_STEPS=${RUN_STEPS:-1000}
+CLI_REPEAT=${CLI_REPEAT:-3}
+
+die() {
+  echo "bench: $*" >&2
+  exit 1
+}
+
+for f in "$SMRULES" "$B/bench/bench_reader" "$B/bench/bench_reopen"; do
+  [ -x "$f" ] || die "missing $f (run 'make bench')"
+done
+[ -x /usr/bin/time ] || die "/usr/bin/time is needed (package 'time')"
+
+base=${BENCH_DIR:-/tmp}
+mkdir -p "$base" || die "cannot create $base"
+# The large trial is ~8.4 MB per step; keep 200 MB of slack.
+need_kb=$((BENCH_STEPS * 8400 + 200000 + (REOPEN_STEPS + 3 * RUN_STEPS) * 16))
+free_kb=$(df -Pk "$base" | awk 'NR == 2 { print $4 }')
+[ "$free_kb" -ge "$need_kb" ] ||
+  die "$base has ${free_kb} KB free, the benchmarks need ${need_kb} KB"
+TMP=$(mktemp -d "$base/smrules-bench.XXXXXX") || die "cannot create a temp dir"
+trap 'rm -rf "$TMP"' EXIT
+trap 'exit 130' INT TERM
+RESULTS=$TMP/results
+: >"$RESULTS"
+
+# result KEY VALUE: remember a number for the summary.
+result() { echo "$1 $2" >>"$RESULTS"; }
+get() { awk -v k="$1" '$1 == k { v = $2 } END { print v }' "$RESULTS"; }
+# calc EXPR: floating-point arithmetic through awk.
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
+calc1() { awk "BEGIN { printf \"%.1f\", $1 }"; }
+
+# step CMD...: run a bench binary, show its output, keep its RESULT lines.
+step() {
+  "$@" >"$TMP/out" 2>&1
+  local rc=$?
+  grep -v '^RESULT ' "$TMP/out" | sed 's/^/  /'
+  if [ $rc -ne 0 ]; then
+    die "failed (exit $rc): $*"
+  fi
+  grep '^RESULT ' "$TMP/out" | cut -d' ' -f2- >>"$RESULTS"
+}
+
+# timed NAME N CMD...: run CMD N times under /usr/bin/time; record the
+# median wall seconds (NAME_wall), user+sys seconds (NAME_cpu) and the
+# largest max RSS in KB (NAME_rss).  CMD may exit 0 or 1 (1 = issues found).
+timed() {
+  local name=$1 n=$2 i
+  shift 2
+  : >"$TMP/times"
+  for ((i = 0; i < n; i++)); do
+    /usr/bin/time -f '%e %U %S %M' -o "$TMP/time1" "$@" >"$TMP/cmd.out" \
+      2>"$TMP/cmd.err"
+    local rc=$?
+    if [ $rc -gt 1 ]; then
+      sed 's/^/  | /' "$TMP/cmd.err" "$TMP/cmd.out" | head -20 >&2
+      die "failed (exit $rc): $*"
+    fi
+    tail -n 1 "$TMP/time1" >>"$TMP/times"
+  done
+  local wall cpu rss
+  wall=$(awk '{ print $1 }' "$TMP/times" | sort -g | awk '{ v[NR] = $1 }
+    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  cpu=$(awk '{ print $2 + $3 }' "$TMP/times" | sort -g | awk '{ v[NR] = $1 }
+    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+  rss=$(awk '$4 > m { m = $4 } END { print m + 0 }' "$TMP/times")
+  result "${name}_wall" "$wall"
+  result "${name}_cpu" "$cpu"
+  result "${name}_rss" "$rss"
+  printf '  %-34s median of %d: wall %s s, cpu %s s, max RSS %s KB\n' \
+    "$name" "$n" "$wall" "$cpu" "$rss"
+}
+
+echo "smrules benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 \
+  /proc/loadavg) at start; temp dir $TMP)"
+
+# ---------------------------------------------------------------- 1. reader
+BIG=$TMP/big
+echo
+echo "== 1. reader throughput (warm page cache)"
+SECONDS=0
+step "$B/bench/bench_reader" gen "$BIG" "$BENCH_STEPS"
+step "$B/bench/bench_reader" raw "$BIG" "$BENCH_REPEAT"
+step "$B/bench/bench_reader" read "$BIG" "$TMP/big.db" "$BENCH_REPEAT"
+
+have_exploding=0
+if [ -f "$B/plugins/exploding_tensor.so" ]; then
+  have_exploding=1
+  printf 'rules:\n  - rule: ExplodingTensor\n' >"$TMP/exploding.yaml"
+  timed cli_exploding "$CLI_REPEAT" "$SMRULES" run --trial "$BIG" \
+    --rules "$TMP/exploding.yaml" --fresh --output "$TMP/rule-output"
+else
+  echo "  skipped 'smrules run' with ExplodingTensor: no $B/plugins/exploding_tensor.so"
+fi
+
+# ---------------------------------------------------------------- 2. re-open
+echo "  ($SECONDS s)"
+SMALL=$TMP/small
+echo
+echo "== 2. re-opening an unchanged ${REOPEN_STEPS}-step trial"
+step "$B/bench/bench_reopen" gen "$SMALL" "$REOPEN_STEPS"
+step "$B/bench/bench_reopen" reopen "$SMALL" "$TMP/small.db" 10
+# 'inspect' once without a stored catalog (a new state file each time), then
+# with the catalog bench_reopen stored.
+timed cli_inspect_first 1 "$SMRULES" inspect --trial "$SMALL" \
+  --state "$TMP/first.db"
+timed cli_inspect_reopen 5 "$SMRULES" inspect --trial "$SMALL" \
+  --state "$TMP/small.db"
+echo "  ($SECONDS s)"
+
+# ---------------------------------------------------------------- 3. Lua vs C
+MID=$TMP/mid
+MID2=$TMP/mid2
+echo
+echo "== 3. Lua rule vs the same rule as a C plugin (GradientMeanAbs)"
+step "$B/bench/bench_reopen" gen "$MID" "$RUN_STEPS"
+step "$B/bench/bench_reopen" gen "$MID2" "$((2 * RUN_STEPS))"
+# rules_yaml c|lua THRESHOLD: the GradientMeanAbs rule set, C or Lua.
+rules_yaml() {
+  echo "rules:"
+  if [ "$1" = c ]; then
+    echo "  - plugin: $TMP/gradient_mean_abs.so"
+  else
+    echo "  - lua: $LUA_RULE"
+  fi
+  echo "    name: GradientMeanAbs"
+  echo "    parameters: {threshold: $2}"
+}
+
+have_lua=0
+LUA_RULE=$ROOT/rules/gradient_mean_abs.lua
+C_RULE=$ROOT/examples/plugin/gradient_mean_abs.c
+if [ ! -f "$LUA_RULE" ]; then
+  echo "  skipped: $LUA_RULE does not exist (Lua rule support not landed)"
+elif [ ! -f "$C_RULE" ]; then
+  echo "  skipped: $C_RULE does not exist"
+else
+  cc -std=c11 -O2 -shared -fPIC -I"$ROOT/core/include" \
+    -o "$TMP/gradient_mean_abs.so" "$C_RULE" ||
+    die "cannot build $C_RULE"
+  rules_yaml c 1.0 >"$TMP/c.yaml"
+  rules_yaml lua 1.0 >"$TMP/lua.yaml"
+  rules_yaml c 0.0 >"$TMP/c0.yaml"
+  rules_yaml lua 0.0 >"$TMP/lua0.yaml"
+  if ! "$SMRULES" validate "$TMP/lua.yaml" >"$TMP/validate.out" 2>&1; then
+    sed 's/^/  | /' "$TMP/validate.out"
+    echo "  skipped: this smrules does not accept the Lua rule"
+  else
+    have_lua=1
+  fi
+fi
+
+# same_results TRIAL SUFFIX: the Lua and C rules (c$SUFFIX.yaml,
+# lua$SUFFIX.yaml) must agree on what they evaluated and where they fired,
+# otherwise the timing compares different work.  (Datapoints are not
+# compared: the example C plugin does not count them.)
+same_results() {
+  local filter='.rules[0] | [.status, .evaluated_steps, (.triggered_steps |
+    length), (.skipped_steps | length), .report.Violations]'
+  local a b
+  a=$("$SMRULES" run --trial "$1" --rules "$TMP/c$2.yaml" --fresh --json \
+    --output "$TMP/rule-output" | jq -c "$filter")
+  b=$("$SMRULES" run --trial "$1" --rules "$TMP/lua$2.yaml" --fresh --json \
+    --output "$TMP/rule-output" | jq -c "$filter")
+  if [ -z "$a" ] || [ "$a" != "$b" ]; then
+    echo "  C and Lua disagree on $1 ($2): C '$a', Lua '$b'" >&2
+    return 1
+  fi
+  echo "  C and Lua agree on $(basename "$1") ($(grep threshold \
+    "$TMP/c$2.yaml" | tr -d ' ')): [status, evaluated, #triggered," \
+    "#skipped, violations] = $a"
+}
+
+if [ $have_lua = 1 ]; then
+  if command -v jq >/dev/null; then
+    same_results "$BIG" "" || die "the Lua and C rules disagree"
+    same_results "$BIG" 0 || die "the Lua and C rules disagree"
+    same_results "$MID" "" || die "the Lua and C rules disagree"
+  else
+    echo "  (jq not found: results of the two rules not compared)"
+  fi
+  for kind in c lua; do
+    timed "${kind}_big" "$CLI_REPEAT" "$SMRULES" run --trial "$BIG" \
+      --rules "$TMP/$kind.yaml" --fresh --output "$TMP/rule-output"
+  done
+  for kind in c lua; do
+    timed "${kind}_mid" "$CLI_REPEAT" "$SMRULES" run --trial "$MID" \
+      --rules "$TMP/$kind.yaml" --fresh --output "$TMP/rule-output"
+  done
+fi
+echo "  ($SECONDS s)"
+
+# ---------------------------------------------------------------- 4. scaling
+echo
+echo "== 4. 'smrules run' cost per step: ${RUN_STEPS} vs $((2 * RUN_STEPS)) steps"
+if [ $have_exploding = 1 ]; then
+  timed scale1 1 "$SMRULES" run --trial "$MID" --rules "$TMP/exploding.yaml" \
+    --fresh --output "$TMP/rule-output"
+  timed scale2 1 "$SMRULES" run --trial "$MID2" --rules "$TMP/exploding.yaml" \
+    --fresh --output "$TMP/rule-output"
+else
+  echo "  skipped: no ExplodingTensor plugin"
+fi
+echo "  ($SECONDS s)"
+
+# ---------------------------------------------------------------- 5. live
+# bench/live_latency.c (issue 7): it writes LIVE_STEPS steps (default 1000),
+# one every LIVE_INTERVAL_MS (default 20), while 'smrules run --watch'
+# follows the trial; ExplodingTensor fires at every step and an exec hook
+# signals the writer: latency from a step's index file being complete to
+# the signal's delivery.  Then smrules' CPU use while idle-watching a trial
+# that gets no new steps for LIVE_IDLE_S seconds (default 10).
+LIVE_STEPS=${LIVE_STEPS:-1000}
+LIVE_INTERVAL_MS=${LIVE_INTERVAL_MS:-20}
+LIVE_IDLE_S=${LIVE_IDLE_S:-10}
+echo
+echo "== 5. live: ${LIVE_STEPS} steps, one every ${LIVE_INTERVAL_MS} ms," \
+  "followed by 'smrules run --watch'"
+have_live=0
+if [ ! -x "$B/bench/live_latency" ]; then
+  echo "  skipped: no $B/bench/live_latency"
+elif [ ! -f "$B/plugins/exploding_tensor.so" ]; then
+  echo "  skipped: no $B/plugins/exploding_tensor.so"
+else
+  step "$B/bench/live_latency" "$SMRULES" "$TMP/live" "$LIVE_STEPS" \
+    "$LIVE_INTERVAL_MS" "$LIVE_IDLE_S"
+  have_live=1
+fi
+echo "  ($SECONDS s)"
+
+# ---------------------------------------------------------------- summary
+# row NAME MEASURED BASELINE RATIO TARGET VERDICT
+row() { printf '%-38s %-14s %-18s %-9s %-10s %s\n' "$@"; }
+# verdict VALUE OP LIMIT: PASS/MISS for "VALUE OP LIMIT" (OP is < <= >=).
+verdict() {
+  awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN {
+    ok = (op == "<") ? v < l : (op == "<=") ? v <= l : v >= l
+    print ok ? "PASS" : "MISS" }'
+}
+
+raw=$(get raw_gbps)
+rawc=$(get raw_cpu_gbps)
+rd=$(get reader_gbps)
+rdc=$(get reader_cpu_gbps)
+bytes=$(get event_bytes)
+r1=$(calc "$rd / $raw")
+r1c=$(calc "$rdc / $rawc")
+rss_mb=$(calc1 "$(get reader_maxrss_kb) / 1024")
+raw_rss_mb=$(calc1 "$(get raw_maxrss_kb) / 1024")
+echo
+echo "== summary (ratios against baselines measured in this run; load average" \
+  "$(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+row BENCHMARK MEASURED BASELINE RATIO TARGET VERDICT
+row "reader GB/s (wall)" "$rd" "raw read $raw" "$r1" ">= 0.50" \
+  "$(verdict "$r1" ">=" 0.5)"
+row "reader GB/s (cpu time)" "$rdc" "raw read $rawc" "$r1c" ">= 0.50" \
+  "$(verdict "$r1c" ">=" 0.5)"
+row "reader peak RSS MB" "$rss_mb" "raw read $raw_rss_mb" "-" "< 64" \
+  "$(verdict "$rss_mb" "<" 64)"
+if [ $have_exploding = 1 ]; then
+  w=$(get cli_exploding_wall)
+  c=$(get cli_exploding_cpu)
+  g=$(calc "$bytes / 1e9 / $w")
+  gc=$(calc "$bytes / 1e9 / $c")
+  row "run ExplodingTensor GB/s (wall)" "$g" "raw read $raw" \
+    "$(calc "$g / $raw")" "-" "info"
+  row "run ExplodingTensor GB/s (cpu)" "$gc" "raw read $rawc" \
+    "$(calc "$gc / $rawc")" "-" "info"
+  row "run ExplodingTensor peak RSS MB" \
+    "$(calc1 "$(get cli_exploding_rss) / 1024")" "-" "-" "< 64" \
+    "$(verdict "$(calc "$(get cli_exploding_rss) / 1024")" "<" 64)"
+fi
+first=$(get first_open_ms)
+reopen=$(get reopen_median_ms)
+row "re-open ${REOPEN_STEPS} steps, ms (median)" "$reopen" "first open $first" \
+  "$(calc "$reopen / $first")" "< 50 ms" "$(verdict "$reopen" "<" 50)"
+iw=$(calc1 "$(get cli_inspect_reopen_wall) * 1000")
+iw1=$(calc1 "$(get cli_inspect_first_wall) * 1000")
+row "inspect re-open, ms (wall)" "$iw" "first $iw1" "$(calc "$iw / $iw1")" \
+  "-" "info"
+if [ $have_lua = 1 ]; then
+  for size in big mid; do
+    cw=$(get "c_${size}_wall")
+    lw=$(get "lua_${size}_wall")
+    cc_=$(get "c_${size}_cpu")
+    lc=$(get "lua_${size}_cpu")
+    [ "$size" = big ] && label="large trial" || label="${RUN_STEPS}-step trial"
+    [ "$size" = big ] && tgt="<= 2x" || tgt="-"
+    v=$([ "$size" = big ] && verdict "$(calc "$lw / $cw")" "<=" 2 || echo info)
+    row "Lua/C rule, $label (wall s)" "$lw" "C plugin $cw" \
+      "$(calc "$lw / $cw")" "$tgt" "$v"
+    row "Lua/C rule, $label (cpu s)" "$lc" "C plugin $cc_" \
+      "$(calc "$lc / $cc_")" "$tgt" "info"
+  done
+else
+  row "Lua/C rule" "skipped" "-" "-" "<= 2x" "SKIP"
+fi
+if [ $have_exploding = 1 ]; then
+  s1=$(get scale1_cpu)
+  s2=$(get scale2_cpu)
+  per1=$(calc "$s1 * 1000 / $RUN_STEPS")
+  per2=$(calc "$s2 * 1000 / (2 * $RUN_STEPS)")
+  rs=$(calc "$per2 / $per1")
+  row "run ms/step at $((2 * RUN_STEPS)) steps (cpu)" "$per2" \
+    "at $RUN_STEPS: $per1" "$rs" "~1 linear" "$(verdict "$rs" "<=" 1.5)"
+fi
+# ---------------------------------------------------------------- 5. live
+if [ $have_live = 1 ]; then
+  row "live: index->signal p50, ms" "$(get live_p50_ms)" \
+    "${LIVE_INTERVAL_MS} ms/step" "-" "-" "info"
+  row "live: index->signal p99, ms" "$(get live_p99_ms)" \
+    "${LIVE_INTERVAL_MS} ms/step" "-" "< 100 ms" \
+    "$(verdict "$(get live_p99_ms)" "<" 100)"
+  row "live: index->signal max, ms" "$(get live_max_ms)" "-" "-" "-" "info"
+  row "live: signals received" "$(get live_received)" \
+    "of $(get live_steps)" "-" "all" \
+    "$(verdict "$(get live_received)" ">=" "$(get live_steps)")"
+  row "live: CPU % while following" "$(get live_follow_cpu_pct)" "-" "-" \
+    "-" "info"
+  row "live: idle CPU % of a core" "$(get live_idle_cpu_pct)" \
+    "--poll $(get live_idle_poll_cpu_pct)" "-" "< 1 %" \
+    "$(verdict "$(get live_idle_cpu_pct)" "<" 1)"
+fi
+exit 0
