@@ -254,6 +254,27 @@ else
 fi
 echo "  ($SECONDS s)"
 
+# ---------------------------------------------------------------- 5. live
+# bench/live_latency.c (another benchmark's program) when it is built: the
+# latency of 'smrules run --watch' and its idle CPU.  Its failure does not
+# stop the other results from being reported.
+have_live=0
+if [ -x "$B/bench/live_latency" ]; then
+  echo
+  echo "== 5. live evaluation (--watch): bench/live_latency"
+  mkdir -p "$TMP/live"
+  if "$B/bench/live_latency" "$SMRULES" "$TMP/live" >"$TMP/out" 2>&1; then
+    have_live=1
+    grep -v '^RESULT ' "$TMP/out" | sed 's/^/  /'
+    grep '^RESULT ' "$TMP/out" | cut -d' ' -f2- >>"$RESULTS"
+  else
+    sed 's/^/  | /' "$TMP/out" | tail -20
+    echo "  live_latency failed; its rows are left out"
+  fi
+  rm -rf "$TMP/live"
+  echo "  ($SECONDS s)"
+fi
+
 # ---------------------------------------------------------------- summary
 # row NAME MEASURED BASELINE RATIO TARGET VERDICT
 row() { printf '%-38s %-14s %-18s %-9s %-10s %s\n' "$@"; }
@@ -346,5 +367,12 @@ if [ $have_live = 1 ]; then
   row "live: idle CPU % of a core" "$(get live_idle_cpu_pct)" \
     "--poll $(get live_idle_poll_cpu_pct)" "-" "< 1 %" \
     "$(verdict "$(get live_idle_cpu_pct)" "<" 1)"
+fi
+if [ $have_live = 1 ]; then
+  row "live: signal latency p50 / p99 ms" \
+    "$(get live_p50_ms) / $(get live_p99_ms)" \
+    "$(get live_received)/$(get live_steps) seen" "-" "-" "info"
+  row "live: idle CPU % inotify / poll" "$(get live_idle_cpu_pct)" \
+    "poll $(get live_idle_poll_cpu_pct)" "-" "-" "info"
 fi
 exit 0
