@@ -8,7 +8,7 @@
 
 #include "tensor.h"
 
-#define SCHEMA_VERSION "2"
+#define SCHEMA_VERSION "3"
 
 struct smr_catalog {
   sqlite3 *db;
@@ -33,7 +33,8 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS entries(tensor INTEGER NOT NULL,"
     " index_id INTEGER NOT NULL, kind INTEGER NOT NULL, reduction INTEGER,"
     " abs INTEGER, start INTEGER, length INTEGER, shape TEXT);"
-    "CREATE INDEX IF NOT EXISTS entries_tensor ON entries(tensor, index_id);";
+    "CREATE INDEX IF NOT EXISTS entries_tensor ON entries(tensor, index_id);"
+    "CREATE INDEX IF NOT EXISTS entries_index ON entries(index_id, tensor);";
 
 static int sql_fail(smr_catalog *c, smr_error *err, const char *what) {
   return smr_error_set(err, SMR_ERR_SQL, "", -1, "catalog: %s: %s", what,
@@ -65,8 +66,15 @@ static int prepare_all(smr_catalog *c, smr_error *err) {
       " FROM entries e JOIN index_files f ON f.id = e.index_id"
       " WHERE e.tensor = ?1";
   char *any = smr_xasprintf("%s ORDER BY f.step, f.worker", ENTRY_COLS);
+  /* Keyed lookups start from the (few) index files of that step and use
+   * entries(index_id, tensor): starting from the tensor would scan all its
+   * entries, making a long trial quadratic.  CROSS JOIN fixes the order. */
   char *key = smr_xasprintf(
-      "%s AND f.mode = ?2 AND f.mode_step = ?3 ORDER BY f.worker", ENTRY_COLS);
+      "SELECT f.step, f.mode, f.mode_step, f.worker, e.kind, e.reduction,"
+      " e.abs, e.start, e.length, f.event_file, e.shape, f.path, f.error"
+      " FROM index_files f CROSS JOIN entries e ON e.index_id = f.id"
+      " WHERE e.tensor = ?1 AND f.mode = ?2 AND f.mode_step = ?3"
+      " ORDER BY f.worker");
   int rc = SMR_OK;
   if (prepare(c,
               "INSERT INTO index_files(path, step, worker, mode, mode_step,"

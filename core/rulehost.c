@@ -630,6 +630,8 @@ static int api_reduction(smrules_trial *t, const char *name, int64_t step,
                                out, &saved, NULL, &e);
   if (rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE)
     return rc;
+  if (rc == SMR_ERR_USAGE) /* no such reduction of this value (strings) */
+    return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
   return read_failure(&e);
 }
 
