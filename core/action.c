@@ -97,8 +97,8 @@ static int store_open(smr_act_store *s, sqlite3 *shared, bool persist,
                       smr_error *err) {
   s->persist = persist;
   const char *file = shared ? sqlite3_db_filename(shared, "main") : NULL;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-              SQLITE_OPEN_FULLMUTEX;
+  int flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   /* A connection of our own: the log is written in its own transactions,
    * whatever the catalog's connection is doing. */
   if (file && file[0]) {
@@ -119,7 +119,8 @@ static int store_open(smr_act_store *s, sqlite3 *shared, bool persist,
     return smr_error_set(err, SMR_ERR_SQL, "", -1, "action log: no database");
   sqlite3_busy_timeout(s->db, 10000);
   sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-  if (persist && sqlite3_exec(s->db, STORE_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+  if (persist &&
+      sqlite3_exec(s->db, STORE_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
     return smr_error_set(err, SMR_ERR_SQL, file ? file : "", -1,
                          "action log: %s", sqlite3_errmsg(s->db));
   return SMR_OK;
@@ -140,8 +141,8 @@ static sqlite3_stmt *prep(smr_act_store *s, const char *sql) {
 }
 
 /* "done at 2024-..." text of an earlier record, or NULL when none. */
-static char *log_previous(smr_act_store *s, const char *inst,
-                          const char *key, int64_t ordinal) {
+static char *log_previous(smr_act_store *s, const char *inst, const char *key,
+                          int64_t ordinal) {
   pthread_mutex_lock(&s->mu);
   sqlite3_stmt *st = prep(s, "SELECT status, datetime(started, 'unixepoch')"
                              " FROM action_log WHERE instance = ?"
@@ -157,7 +158,8 @@ static char *log_previous(smr_act_store *s, const char *inst,
       out = smr_xasprintf("%s in an earlier run (started %s UTC)",
                           strcmp(status ? status : "", "running") == 0
                               ? "started (outcome unknown)"
-                              : status ? status : "?",
+                          : status ? status
+                                   : "?",
                           when ? when : "?");
     }
     sqlite3_finalize(st);
@@ -263,13 +265,11 @@ void smr_act_target_save(smr_act_store *s, const char *key,
 
 /* Caller holds a->mu. */
 static size_t add_entry(smr_actions *a, const char *rule,
-                        const smr_act_item *it, int64_t step,
-                        int64_t trigger, const char *outcome,
-                        const char *detail) {
+                        const smr_act_item *it, int64_t step, int64_t trigger,
+                        const char *outcome, const char *detail) {
   if (a->n_entries == a->cap_entries) {
     a->cap_entries = a->cap_entries ? 2 * a->cap_entries : 8;
-    a->entries = smr_xrealloc(a->entries,
-                              a->cap_entries * sizeof *a->entries);
+    a->entries = smr_xrealloc(a->entries, a->cap_entries * sizeof *a->entries);
   }
   act_entry *e = &a->entries[a->n_entries];
   memset(e, 0, sizeof *e);
@@ -316,8 +316,7 @@ char *smr_actions_json(smr_actions *a) {
     const act_entry *e = &a->entries[i];
     smr_jw_obj(&w);
     const char *keys[] = {"rule", "action", "target", "outcome", "detail"};
-    const char *vals[] = {e->rule, e->action, e->target, e->outcome,
-                          e->detail};
+    const char *vals[] = {e->rule, e->action, e->target, e->outcome, e->detail};
     for (size_t k = 0; k < 5; k++) {
       smr_jw_key(&w, keys[k]);
       smr_jw_str(&w, vals[k]);
@@ -389,8 +388,8 @@ static void dispatch(smr_actions *a, const smr_act_item *it,
   bool dry = a->o.dry_run;
   switch (it->kind) {
   case SMR_ACT_STOP:
-    smr_stop_run(&a->plan.stop, it->prefix, dry, &a->store,
-                 a->store.persist, r);
+    smr_stop_run(&a->plan.stop, it->prefix, dry, &a->store, a->store.persist,
+                 r);
     break;
   case SMR_ACT_EMAIL:
     if (a->plan.email.hook)
@@ -417,13 +416,14 @@ static void dispatch(smr_actions *a, const smr_act_item *it,
 static smr_act_retry retry_of(const smr_actions *a, const smr_act_item *it) {
   switch (it->kind) {
   case SMR_ACT_EMAIL:
-    return a->plan.email.hook ? a->plan.email.hook->retry
-                              : a->plan.email.retry;
+    return a->plan.email.hook ? a->plan.email.hook->retry : a->plan.email.retry;
   case SMR_ACT_SMS:
   case SMR_ACT_SNS:
     return a->plan.sns.hook ? a->plan.sns.hook->retry : a->plan.sns.retry;
-  case SMR_ACT_HOOK: return it->hook->retry;
-  default: return (smr_act_retry){2, 1};
+  case SMR_ACT_HOOK:
+    return it->hook->retry;
+  default:
+    return (smr_act_retry){2, 1};
   }
 }
 
@@ -445,7 +445,8 @@ static void run_job(smr_actions *a, act_job *j) {
   int attempts = 0;
   if (a->store.persist &&
       !log_begin(&a->store, j->instance, it->key, e->trigger, e->step)) {
-    smr_act_set(&r, SMR_ACT_SKIPPED, "already performed by another smrules "
+    smr_act_set(&r, SMR_ACT_SKIPPED,
+                "already performed by another smrules "
                 "run (action log)");
   } else {
     smr_act_retry retry = retry_of(a, it);
@@ -456,9 +457,10 @@ static void run_job(smr_actions *a, act_job *j) {
       dispatch(a, it, e, &r);
       if (r.rc != SMR_ACT_RETRY || attempts > retry.retries)
         break;
-      fprintf(stderr, "smrules: action %s for rule %s: attempt %d of %d "
-              "failed: %s; retrying in %gs\n", it->label, e->rule, attempts,
-              retry.retries + 1, r.detail, delay);
+      fprintf(stderr,
+              "smrules: action %s for rule %s: attempt %d of %d "
+              "failed: %s; retrying in %gs\n",
+              it->label, e->rule, attempts, retry.retries + 1, r.detail, delay);
       sleep_seconds(delay);
       delay = delay * 2 > MAX_BACKOFF ? MAX_BACKOFF : delay * 2;
     }
@@ -522,9 +524,9 @@ static shared_event *make_event(smr_actions *a, smr_instance *inst,
                                 int64_t step, int64_t ordinal) {
   char *rep = smr_instance_report(inst);
   shared_event *ev = smr_xcalloc(1, sizeof *ev);
-  ev->e = smr_act_event_new(smr_instance_name(inst), smr_instance_rule(inst),
-                            step, ordinal, a->trial, a->plan.stop.job_name,
-                            rep);
+  ev->e =
+      smr_act_event_new(smr_instance_name(inst), smr_instance_rule(inst), step,
+                        ordinal, a->trial, a->plan.stop.job_name, rep);
   free(rep);
   return ev;
 }

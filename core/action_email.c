@@ -31,7 +31,8 @@ static void base64(smr_buf *b, const unsigned char *p, size_t n) {
     unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? p[i + 1] << 8 : 0) |
                  (i + 2 < n ? p[i + 2] : 0);
     char out[4] = {T[v >> 18 & 63], T[v >> 12 & 63],
-                   i + 1 < n ? T[v >> 6 & 63] : '=', i + 2 < n ? T[v & 63] : '='};
+                   i + 1 < n ? T[v >> 6 & 63] : '=',
+                   i + 2 < n ? T[v & 63] : '='};
     smr_buf_append(b, out, 4);
   }
 }
@@ -98,10 +99,11 @@ static char *body(const smr_act_event *e) {
   smr_buf_printf(&b, "SMDebugRule:%s fired. %s\n\n", e->rule, e->summary);
   smr_buf_printf(&b, "Rule:     %s (%s)\nStep:     %lld\n", e->rule,
                  e->rule_type, (long long)e->step);
-  smr_buf_printf(&b, "Trigger:  %lld (how many times this rule fired so "
+  smr_buf_printf(&b,
+                 "Trigger:  %lld (how many times this rule fired so "
                  "far)\nStatus:   %s\nTrial:    %s\nJob:      %s\n"
-                 "Time:     %s\n\n", (long long)e->trigger, e->status,
-                 e->trial, e->job, e->time);
+                 "Time:     %s\n\n",
+                 (long long)e->trigger, e->status, e->trial, e->job, e->time);
   if (e->details && e->details[0])
     smr_buf_printf(&b, "Violations at step %lld:\n%s", (long long)e->step,
                    e->details);
@@ -170,15 +172,17 @@ static smr_act_rc read_credentials(const char *path, creds *out,
   char *text = NULL;
   size_t len = 0;
   if (smr_read_file(path, CREDENTIALS_MAX, &text, &len, &why) != SMR_OK)
-    return smr_act_set(r, SMR_ACT_FAILED, "credentials file %s: cannot read "
-                       "it (at most %d bytes)", path, CREDENTIALS_MAX);
+    return smr_act_set(r, SMR_ACT_FAILED,
+                       "credentials file %s: cannot read "
+                       "it (at most %d bytes)",
+                       path, CREDENTIALS_MAX);
   for (char *line = text; line && *line;) {
     char *next = strchr(line, '\n');
     size_t n = next ? (size_t)(next - line) : strlen(line);
     char *eq = memchr(line, '=', n);
     if (eq && line[0] != '#') {
       char *key = trimmed(line, (size_t)(eq - line));
-      char **dst = !strcmp(key, "username") ? &out->user
+      char **dst = !strcmp(key, "username")   ? &out->user
                    : !strcmp(key, "password") ? &out->pass
                                               : NULL;
       if (dst) {
@@ -192,8 +196,10 @@ static smr_act_rc read_credentials(const char *path, creds *out,
   explicit_bzero(text, len);
   free(text);
   if (!out->user || !out->pass)
-    return smr_act_set(r, SMR_ACT_FAILED, "credentials file %s needs "
-                       "'username = ...' and 'password = ...' lines", path);
+    return smr_act_set(r, SMR_ACT_FAILED,
+                       "credentials file %s needs "
+                       "'username = ...' and 'password = ...' lines",
+                       path);
   return SMR_ACT_OK;
 }
 
@@ -206,8 +212,10 @@ static smr_act_rc get_credentials(const smr_email_cfg *c, creds *out,
     return SMR_ACT_OK;
   const char *u = getenv(c->username_env), *p = getenv(c->password_env);
   if (!u || !p)
-    return smr_act_set(r, SMR_ACT_FAILED, "environment variable %s is not "
-                       "set", !u ? c->username_env : c->password_env);
+    return smr_act_set(r, SMR_ACT_FAILED,
+                       "environment variable %s is not "
+                       "set",
+                       !u ? c->username_env : c->password_env);
   out->user = smr_xstrdup(u);
   out->pass = smr_xstrdup(p);
   return SMR_ACT_OK;
@@ -237,8 +245,7 @@ static size_t discard(char *p, size_t size, size_t n, void *arg) {
 }
 
 static void smtp_result(CURL *h, CURLcode cc, const char *errbuf,
-                        const char *to, const char *where,
-                        smr_act_result *r) {
+                        const char *to, const char *where, smr_act_result *r) {
   long code = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   if (cc == CURLE_OK) {
@@ -250,8 +257,8 @@ static void smtp_result(CURL *h, CURLcode cc, const char *errbuf,
   char reply[48] = "";
   if (code)
     snprintf(reply, sizeof reply, " (server reply %ld)", code);
-  smr_act_set(r, final ? SMR_ACT_FAILED : SMR_ACT_RETRY, "SMTP %s: %s%s",
-              where, errbuf[0] ? errbuf : curl_easy_strerror(cc), reply);
+  smr_act_set(r, final ? SMR_ACT_FAILED : SMR_ACT_RETRY, "SMTP %s: %s%s", where,
+              errbuf[0] ? errbuf : curl_easy_strerror(cc), reply);
 }
 
 static void smtp_send(const smr_email_cfg *c, const smr_strv *to,
@@ -317,11 +324,10 @@ static void sendmail_send(const smr_email_cfg *c, const char *msg,
                           const smr_act_event *e, smr_act_result *r) {
   smr_strv argv = {0};
   for (size_t i = 0; i < c->sendmail.n; i++) {
-    char *bad = NULL, *a = smr_act_expand(c->sendmail.v[i], e, "Email", NULL,
-                                          &bad);
+    char *bad = NULL,
+         *a = smr_act_expand(c->sendmail.v[i], e, "Email", NULL, &bad);
     if (!a) {
-      smr_act_set(r, SMR_ACT_FAILED, "sendmail: unknown placeholder {%s}",
-                  bad);
+      smr_act_set(r, SMR_ACT_FAILED, "sendmail: unknown placeholder {%s}", bad);
       free(bad);
       smr_strv_free(&argv);
       return;
@@ -343,8 +349,8 @@ static void sendmail_send(const smr_email_cfg *c, const char *msg,
   if (st == 0)
     smr_act_set(r, SMR_ACT_OK, "handed to %s", argv.v[0]);
   else if (st > 0)
-    smr_act_set(r, SMR_ACT_RETRY, "%s exited with status %d%s%s", argv.v[0],
-                st, out && *out ? ": " : "", out ? out : "");
+    smr_act_set(r, SMR_ACT_RETRY, "%s exited with status %d%s%s", argv.v[0], st,
+                out && *out ? ": " : "", out ? out : "");
   free(out);
   free(lf);
   smr_strv_free(&argv);
@@ -352,12 +358,14 @@ static void sendmail_send(const smr_email_cfg *c, const char *msg,
 
 void smr_email_send(const smr_email_cfg *c, const smr_strv *to,
                     const smr_act_event *e, bool dry_run, smr_act_result *r) {
-  char *where = c->smtp_url ? smr_act_redact_url(c->smtp_url)
-                            : smr_xstrdup(c->sendmail.n ? c->sendmail.v[0]
-                                                        : "?");
+  char *where = c->smtp_url
+                    ? smr_act_redact_url(c->smtp_url)
+                    : smr_xstrdup(c->sendmail.n ? c->sendmail.v[0] : "?");
   if (dry_run) {
-    smr_act_set(r, SMR_ACT_DRY_RUN, "would send an e-mail to %zu "
-                "recipient%s via %s", to->n, to->n == 1 ? "" : "s", where);
+    smr_act_set(r, SMR_ACT_DRY_RUN,
+                "would send an e-mail to %zu "
+                "recipient%s via %s",
+                to->n, to->n == 1 ? "" : "s", where);
   } else {
     char *msg = smr_email_message(c, to, e);
     if (c->smtp_url)

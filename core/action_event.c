@@ -17,16 +17,20 @@
 
 const char *smr_act_rc_name(smr_act_rc rc) {
   switch (rc) {
-  case SMR_ACT_OK: return "ok";
-  case SMR_ACT_REFUSED: return "refused";
-  case SMR_ACT_SKIPPED: return "skipped";
-  case SMR_ACT_DRY_RUN: return "dry-run";
-  default: return "failed";
+  case SMR_ACT_OK:
+    return "ok";
+  case SMR_ACT_REFUSED:
+    return "refused";
+  case SMR_ACT_SKIPPED:
+    return "skipped";
+  case SMR_ACT_DRY_RUN:
+    return "dry-run";
+  default:
+    return "failed";
   }
 }
 
-smr_act_rc smr_act_set(smr_act_result *r, smr_act_rc rc, const char *fmt,
-                       ...) {
+smr_act_rc smr_act_set(smr_act_result *r, smr_act_rc rc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(r->detail, sizeof r->detail, fmt, ap);
@@ -47,18 +51,21 @@ const char *smr_act_arg(const smr_act_args *a, const char *name) {
 /* Length of the valid UTF-8 sequence at p (at most rem bytes), 0 if the
  * bytes there are not one. */
 static size_t utf8_len(const unsigned char *p, size_t rem) {
-  size_t n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2
-                             : (p[0] & 0xF0) == 0xE0 ? 3
-                             : (p[0] & 0xF8) == 0xF0 ? 4
-                                                     : 0;
+  size_t n = p[0] < 0x80             ? 1
+             : (p[0] & 0xE0) == 0xC0 ? 2
+             : (p[0] & 0xF0) == 0xE0 ? 3
+             : (p[0] & 0xF8) == 0xF0 ? 4
+                                     : 0;
   if (n == 0 || n > rem || (n == 2 && p[0] < 0xC2) || (n == 4 && p[0] > 0xF4))
     return 0;
   for (size_t i = 1; i < n; i++)
     if ((p[i] & 0xC0) != 0x80)
       return 0;
-  if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
+  if (n == 3 &&
+      ((p[0] == 0xE0 && p[1] < 0xA0) || (p[0] == 0xED && p[1] >= 0xA0)))
     return 0; /* overlong or surrogate */
-  if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
+  if (n == 4 &&
+      ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
     return 0;
   return n;
 }
@@ -230,10 +237,10 @@ char *smr_act_event_json(const smr_act_event *e, const char *action,
   smr_jw_obj(&w);
   smr_jw_key(&w, "event");
   smr_jw_str(&w, "rule_triggered");
-  const char *keys[] = {"rule", "rule_type", "status", "trial", "job",
-                        "time", "action", "message", "details"};
-  const char *vals[] = {e->rule, e->rule_type, e->status, e->trial, e->job,
-                        e->time, action, e->summary, e->details};
+  const char *keys[] = {"rule", "rule_type", "status",  "trial",  "job",
+                        "time", "action",    "message", "details"};
+  const char *vals[] = {e->rule, e->rule_type, e->status,  e->trial,  e->job,
+                        e->time, action,       e->summary, e->details};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
     smr_jw_key(&w, keys[i]);
     smr_jw_str(&w, vals[i] ? vals[i] : "");
@@ -273,8 +280,8 @@ static const char *placeholder(const char *name, const smr_act_event *e,
              (long long)(name[0] == 's' ? e->step : e->trigger));
     return num;
   }
-  const char *vals[] = {e->rule,  e->rule_type, NULL,       NULL,    e->status,
-                        e->trial, e->job,       action,     e->summary, e->time};
+  const char *vals[] = {e->rule,  e->rule_type, NULL,   NULL,       e->status,
+                        e->trial, e->job,       action, e->summary, e->time};
   for (size_t i = 0; PLACEHOLDERS[i]; i++)
     if (strcmp(name, PLACEHOLDERS[i]) == 0)
       return vals[i] ? vals[i] : "";
@@ -296,8 +303,7 @@ static bool known_placeholder(const char *name, smr_strv *arg_names) {
 /* Walks a template; with an event appends the expansion to `out`.
  * Returns NULL or the unknown placeholder name (owned). */
 static char *walk(const char *t, const smr_act_event *e, const char *action,
-                  const smr_act_args *args, smr_buf *out,
-                  smr_strv *arg_names) {
+                  const smr_act_args *args, smr_buf *out, smr_strv *arg_names) {
   while (*t) {
     if ((t[0] == '{' && t[1] == '{') || (t[0] == '}' && t[1] == '}')) {
       if (out)
@@ -316,8 +322,8 @@ static char *walk(const char *t, const smr_act_event *e, const char *action,
       return smr_xstrdup(t + 1);
     char *name = smr_xstrndup(t + 1, (size_t)(close - t - 1));
     char num[32];
-    const char *v = e ? placeholder(name, e, action, args, num, sizeof num)
-                      : NULL;
+    const char *v =
+        e ? placeholder(name, e, action, args, num, sizeof num) : NULL;
     if (!e && known_placeholder(name, arg_names))
       v = "";
     if (!v)
@@ -331,8 +337,7 @@ static char *walk(const char *t, const smr_act_event *e, const char *action,
 }
 
 char *smr_act_expand(const char *tmpl, const smr_act_event *e,
-                     const char *action, const smr_act_args *args,
-                     char **bad) {
+                     const char *action, const smr_act_args *args, char **bad) {
   smr_buf b = {0};
   smr_buf_puts(&b, "");
   *bad = walk(tmpl, e, action, args, &b, NULL);

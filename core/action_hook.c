@@ -3,8 +3,8 @@
  * event in SMRULES_* environment variables and as JSON on stdin, killed
  * (with its process group) when it outlives its timeout; `webhook` POSTs
  * the event JSON over HTTP(S) with libcurl. */
-#include <curl/curl.h>
 #include <ctype.h>
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -100,8 +100,7 @@ static void pump(child_io *io, int wait_ms) {
 }
 
 /* Waits for pid until `deadline`; true when it exited (status set). */
-static bool wait_until(pid_t pid, child_io *io, double deadline,
-                       int *status) {
+static bool wait_until(pid_t pid, child_io *io, double deadline, int *status) {
   for (;;) {
     pid_t w = waitpid(pid, status, WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR))
@@ -135,8 +134,7 @@ static int spawn(const smr_exec_req *q, int in_fd, int out_fd, pid_t *pid) {
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setsigdefault(&at, &all);
   posix_spawnattr_setpgroup(&at, 0); /* its own group: killed as a whole */
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF |
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
                                     POSIX_SPAWN_SETPGROUP);
   char **envp = build_env(q);
   int rc = posix_spawnp(pid, q->argv[0], &fa, &at, q->argv, envp);
@@ -162,8 +160,7 @@ static char *last_line(const smr_buf *b) {
 /* A hook that does not read its stdin must not kill smrules: while we
  * write to it, SIGPIPE is blocked for this thread (write() then fails with
  * EPIPE) and a pending one is dropped before the mask is restored. */
-static int exec_piped(const smr_exec_req *q, char **output,
-                      smr_act_result *r);
+static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r);
 
 int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r) {
   sigset_t pipe_set, old;
@@ -176,8 +173,7 @@ int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r) {
   return rc;
 }
 
-static int exec_piped(const smr_exec_req *q, char **output,
-                      smr_act_result *r) {
+static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r) {
   int in[2], out[2];
   *output = NULL;
   if (pipe2(in, O_CLOEXEC) != 0)
@@ -191,13 +187,15 @@ static int exec_piped(const smr_exec_req *q, char **output,
   int rc = spawn(q, in[0], out[1], &pid);
   close(in[0]);
   close(out[1]);
-  child_io io = {.in = in[1], .out = out[0], .data = q->stdin_text,
+  child_io io = {.in = in[1],
+                 .out = out[0],
+                 .data = q->stdin_text,
                  .len = q->stdin_text ? strlen(q->stdin_text) : 0};
   if (rc != 0) {
     close_fd(&io.in);
     close_fd(&io.out);
-    smr_act_set(r, rc == ENOENT || rc == EACCES ? SMR_ACT_FAILED
-                                                : SMR_ACT_RETRY,
+    smr_act_set(r,
+                rc == ENOENT || rc == EACCES ? SMR_ACT_FAILED : SMR_ACT_RETRY,
                 "cannot run %s: %s", q->argv[0], strerror(rc));
     return -1;
   }
@@ -273,12 +271,11 @@ static const char *base_name(const char *p) {
 
 static void run_exec(const smr_hook_cfg *h, const char *action,
                      const smr_act_args *args, const smr_act_event *e,
-                     const char *stdin_text, bool dry_run,
-                     smr_act_result *r) {
+                     const char *stdin_text, bool dry_run, smr_act_result *r) {
   smr_strv argv = {0}, env = {0};
   for (size_t i = 0; i < h->argv.n; i++) {
-    char *bad = NULL, *arg = smr_act_expand(h->argv.v[i], e, action, args,
-                                            &bad);
+    char *bad = NULL,
+         *arg = smr_act_expand(h->argv.v[i], e, action, args, &bad);
     if (!arg) {
       smr_act_set(r, SMR_ACT_FAILED, "unknown placeholder {%s}", bad);
       free(bad);
@@ -291,9 +288,10 @@ static void run_exec(const smr_hook_cfg *h, const char *action,
   argv.n--;
   const char *prog = base_name(argv.v[0]);
   if (dry_run) {
-    smr_act_set(r, SMR_ACT_DRY_RUN, "would run hook '%s': %s with %zu "
-                "argument%s, the event on stdin", h->name, prog, argv.n - 1,
-                argv.n == 2 ? "" : "s");
+    smr_act_set(r, SMR_ACT_DRY_RUN,
+                "would run hook '%s': %s with %zu "
+                "argument%s, the event on stdin",
+                h->name, prog, argv.n - 1, argv.n == 2 ? "" : "s");
     smr_strv_free(&argv);
     return;
   }
@@ -366,11 +364,11 @@ static void run_webhook(const smr_hook_cfg *h, const char *action,
     smr_act_set(r, SMR_ACT_OK, "hook '%s': POST to %s answered %ld", h->name,
                 where, code);
   else
-    smr_act_set(r, code >= 400 && code < 500 && code != 408 && code != 429
-                       ? SMR_ACT_FAILED
-                       : SMR_ACT_RETRY,
-                "hook '%s': POST to %s answered HTTP %ld", h->name, where,
-                code);
+    smr_act_set(
+        r,
+        code >= 400 && code < 500 && code != 408 && code != 429 ? SMR_ACT_FAILED
+                                                                : SMR_ACT_RETRY,
+        "hook '%s': POST to %s answered HTTP %ld", h->name, where, code);
   curl_slist_free_all(hdr);
   curl_easy_cleanup(c);
   free(json);

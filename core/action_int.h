@@ -30,8 +30,8 @@ typedef struct smr_act_result {
   smr_act_rc rc;
   char detail[512];
 } smr_act_result;
-smr_act_rc smr_act_set(smr_act_result *r, smr_act_rc rc, const char *fmt,
-                       ...) __attribute__((format(printf, 3, 4)));
+smr_act_rc smr_act_set(smr_act_result *r, smr_act_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------- event */
 
@@ -76,8 +76,7 @@ char *smr_act_event_json(const smr_act_event *e, const char *action,
  * braces.  Returns NULL and sets *bad to the offending name (owned)
  * when a placeholder is unknown. */
 char *smr_act_expand(const char *tmpl, const smr_act_event *e,
-                     const char *action, const smr_act_args *args,
-                     char **bad);
+                     const char *action, const smr_act_args *args, char **bad);
 /* Checks a template without an event: NULL when fine, else the name of
  * the first unknown placeholder (owned).  args.NAME are collected into
  * `arg_names` (may be NULL). */
@@ -126,14 +125,14 @@ typedef struct smr_stop_cfg {
   smr_stop_how how;
   bool from_cli; /* --training-pid */
   int64_t pid;
-  char *pid_file;      /* resolved against the rules.yaml directory */
-  smr_strv cmdline;    /* list form: the exact argv */
-  char *cmdline_text;  /* string form: argv joined by single spaces */
-  int sig;             /* first signal (default SIGTERM) */
-  double grace;        /* seconds before SIGKILL */
+  char *pid_file;     /* resolved against the rules.yaml directory */
+  smr_strv cmdline;   /* list form: the exact argv */
+  char *cmdline_text; /* string form: argv joined by single spaces */
+  int sig;            /* first signal (default SIGTERM) */
+  double grace;       /* seconds before SIGKILL */
   bool kill_after_grace;
-  char *prefix;        /* default training_job_prefix or NULL */
-  char *job_name;      /* the local job name */
+  char *prefix;   /* default training_job_prefix or NULL */
+  char *job_name; /* the local job name */
   /* run time: the process as first seen in this run */
   bool have_seen;
   smr_proc_id seen;
@@ -213,7 +212,7 @@ typedef struct smr_act_plan {
   smr_sns_cfg sns;
   smr_hook_cfg *hooks;
   size_t n_hooks;
-  smr_repeat repeat;      /* default for every action */
+  smr_repeat repeat;        /* default for every action */
   smr_act_rule_plan *rules; /* parallel to smr_config.rules */
   size_t n_rules;
   size_t n_items;
@@ -224,11 +223,11 @@ int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
                        smr_act_plan *p, smr_error *err);
 void smr_act_plan_free(smr_act_plan *p);
 /* Checks shared with tests. */
-bool smr_act_valid_email(const char *s);      /* permissive, header-safe */
-bool smr_act_sagemaker_email(const char *s);  /* SageMaker's pattern */
-bool smr_act_valid_phone(const char *s);      /* E.164 ^\+\d{1,15}$ */
-bool smr_act_valid_prefix(const char *s);     /* ^[A-Za-z0-9-]+$ */
-int smr_act_signal_number(const char *name);  /* "TERM"/"SIGTERM"/"15" */
+bool smr_act_valid_email(const char *s);     /* permissive, header-safe */
+bool smr_act_sagemaker_email(const char *s); /* SageMaker's pattern */
+bool smr_act_valid_phone(const char *s);     /* E.164 ^\+\d{1,15}$ */
+bool smr_act_valid_prefix(const char *s);    /* ^[A-Za-z0-9-]+$ */
+int smr_act_signal_number(const char *name); /* "TERM"/"SIGTERM"/"15" */
 const char *smr_act_signal_name(int sig);
 /* Credentials file: regular, owned by the effective user, no group or
  * other permission bits.  SMR_OK or SMR_ERR_USAGE with why. */
@@ -266,15 +265,13 @@ typedef struct smr_aws_creds {
   char *key_id, *secret, *token;
 } smr_aws_creds;
 /* From AWS_ACCESS_KEY_ID/... or the shared credentials file. */
-int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
-                       smr_error *err);
+int smr_aws_creds_load(const char *profile, smr_aws_creds *out, smr_error *err);
 void smr_aws_creds_free(smr_aws_creds *c);
 /* Form body of the Publish request (values URL-encoded). */
 char *smr_sns_publish_body(const char *topic, const char *phone,
                            const char *subject, const char *message);
-void smr_sns_publish(const smr_sns_cfg *c, const char *topic,
-                     const char *phone, const smr_act_event *e, bool dry_run,
-                     smr_act_result *r);
+void smr_sns_publish(const smr_sns_cfg *c, const char *topic, const char *phone,
+                     const smr_act_event *e, bool dry_run, smr_act_result *r);
 
 /* action_hook.c */
 void smr_hook_run(const smr_hook_cfg *h, const char *action,

@@ -184,10 +184,9 @@ const char *smr_act_signal_name(int sig) {
 int smr_act_check_secret_file(const char *path, smr_error *err) {
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0)
-    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
-                         "cannot open the credentials file: %s%s",
-                         strerror(errno),
-                         errno == ELOOP ? " (symbolic links are refused)" : "");
+    return smr_error_set(
+        err, SMR_ERR_USAGE, path, -1, "cannot open the credentials file: %s%s",
+        strerror(errno), errno == ELOOP ? " (symbolic links are refused)" : "");
   struct stat st;
   int rc = fstat(fd, &st);
   close(fd);
@@ -216,8 +215,7 @@ static const smr_node *child(const smr_node *map, const char *key) {
   return v && v->type != SMR_NODE_NULL ? v : NULL;
 }
 
-static int get_str(pctx *c, const smr_node *map, const char *key,
-                   char **out) {
+static int get_str(pctx *c, const smr_node *map, const char *key, char **out) {
   const smr_node *v = child(map, key);
   if (!v)
     return SMR_OK;
@@ -228,8 +226,8 @@ static int get_str(pctx *c, const smr_node *map, const char *key,
   return SMR_OK;
 }
 
-static int get_num(pctx *c, const smr_node *map, const char *key,
-                   double lo, double hi, double *out) {
+static int get_num(pctx *c, const smr_node *map, const char *key, double lo,
+                   double hi, double *out) {
   const smr_node *v = child(map, key);
   if (!v)
     return SMR_OK;
@@ -242,8 +240,7 @@ static int get_num(pctx *c, const smr_node *map, const char *key,
   return SMR_OK;
 }
 
-static int get_bool(pctx *c, const smr_node *map, const char *key,
-                    bool *out) {
+static int get_bool(pctx *c, const smr_node *map, const char *key, bool *out) {
   const smr_node *v = child(map, key);
   if (!v)
     return SMR_OK;
@@ -283,11 +280,12 @@ static char *resolve(const smr_config *cfg, const char *p) {
 static int get_retry(pctx *c, const smr_node *map, smr_act_retry *r) {
   double retries = r->retries;
   int rc = get_num(c, map, "retries", 0, MAX_RETRIES, &retries);
-  if (!rc && child(map, "retries") && child(map, "retries")->type != SMR_NODE_INT)
+  if (!rc && child(map, "retries") &&
+      child(map, "retries")->type != SMR_NODE_INT)
     rc = perr(c, child(map, "retries"), "retries: expected an integer");
   r->retries = (int)retries;
-  return rc ? rc : get_num(c, map, "retry_delay_seconds", 0, MAX_TIMEOUT,
-                           &r->delay);
+  return rc ? rc
+            : get_num(c, map, "retry_delay_seconds", 0, MAX_TIMEOUT, &r->delay);
 }
 
 static int check_addresses(pctx *c, const smr_node *at, const smr_strv *v,
@@ -295,15 +293,18 @@ static int check_addresses(pctx *c, const smr_node *at, const smr_strv *v,
   for (size_t i = 0; i < v->n; i++) {
     if (!smr_act_valid_email(v->v[i])) {
       char *shown = smr_act_oneline(v->v[i], 200);
-      int rc = perr(c, at, "%s: '%s' is not an e-mail address (expected "
+      int rc = perr(c, at,
+                    "%s: '%s' is not an e-mail address (expected "
                     "name@domain.tld, without spaces, quotes or brackets)",
                     what, shown);
       free(shown);
       return rc;
     }
     if (!smr_act_sagemaker_email(v->v[i]))
-      pwarn(c, at, "%s: SageMaker would have rejected '%s' (its pattern is "
-            "^[a-z0-9]+@\\w+\\.\\w{2,3}$); smrules accepts it", what, v->v[i]);
+      pwarn(c, at,
+            "%s: SageMaker would have rejected '%s' (its pattern is "
+            "^[a-z0-9]+@\\w+\\.\\w{2,3}$); smrules accepts it",
+            what, v->v[i]);
   }
   return SMR_OK;
 }
@@ -326,11 +327,13 @@ static int parse_repeat(pctx *c, const smr_node *v, smr_repeat *out) {
   }
   if (!mode || (strcmp(mode, "first") && strcmp(mode, "every") &&
                 strcmp(mode, "every_nth")))
-    return perr(c, mode_at, "repeat: expected first, every, or "
+    return perr(c, mode_at,
+                "repeat: expected first, every, or "
                 "{mode: every_nth, n: N}");
   if (strcmp(mode, "every_nth") == 0) {
     if (!n)
-      return perr(c, v, "repeat: every_nth needs n, e.g. {mode: every_nth, "
+      return perr(c, v,
+                  "repeat: every_nth needs n, e.g. {mode: every_nth, "
                   "n: 10}");
     if (n->type != SMR_NODE_INT || n->i < 1)
       return perr(c, n, "repeat: n: expected an integer >= 1");
@@ -339,16 +342,19 @@ static int parse_repeat(pctx *c, const smr_node *v, smr_repeat *out) {
   }
   if (n)
     return perr(c, n, "repeat: n is only used with mode every_nth");
-  *out = (smr_repeat){strcmp(mode, "first") ? SMR_REPEAT_EVERY
-                                            : SMR_REPEAT_FIRST, 0};
+  *out = (smr_repeat){
+      strcmp(mode, "first") ? SMR_REPEAT_EVERY : SMR_REPEAT_FIRST, 0};
   return SMR_OK;
 }
 
 bool smr_repeat_due(const smr_repeat *r, int64_t ordinal) {
   switch (r->mode) {
-  case SMR_REPEAT_FIRST: return ordinal == 1;
-  case SMR_REPEAT_EVERY: return ordinal >= 1;
-  default: return ordinal >= 1 && (ordinal - 1) % r->n == 0;
+  case SMR_REPEAT_FIRST:
+    return ordinal == 1;
+  case SMR_REPEAT_EVERY:
+    return ordinal >= 1;
+  default:
+    return ordinal >= 1 && (ordinal - 1) % r->n == 0;
   }
 }
 
@@ -370,10 +376,12 @@ static int check_templates(pctx *c, const smr_node *list, smr_strv *argv,
     char *bad = smr_act_check_template(argv->v[i], arg_names);
     if (bad) {
       const smr_node *at = list->type == SMR_NODE_LIST ? list->items[i] : list;
-      int rc = perr(c, at, "unknown placeholder {%s} (known: {rule}, "
+      int rc = perr(c, at,
+                    "unknown placeholder {%s} (known: {rule}, "
                     "{rule_type}, {step}, {trigger}, {status}, {trial}, "
                     "{job}, {action}, {message}, {time}, {args.NAME}; write "
-                    "{{ and }} for literal braces)", bad);
+                    "{{ and }} for literal braces)",
+                    bad);
       free(bad);
       return rc;
     }
@@ -392,12 +400,13 @@ static int parse_headers(pctx *c, const smr_node *m, smr_strv *out) {
     for (const char *q = m->keys[i]; *q; q++)
       token &= isalnum((unsigned char)*q) || *q == '-';
     if (!token)
-      return perr(c, v, "headers: '%s' is not a header name (letters, "
-                  "digits and '-')", m->keys[i]);
+      return perr(c, v,
+                  "headers: '%s' is not a header name (letters, "
+                  "digits and '-')",
+                  m->keys[i]);
     if (!v->s || v->type == SMR_NODE_LIST || v->type == SMR_NODE_MAP ||
         strpbrk(v->s, "\r\n"))
-      return perr(c, v, "headers: %s: expected a one-line value",
-                  m->keys[i]);
+      return perr(c, v, "headers: %s: expected a one-line value", m->keys[i]);
     smr_strv_take(out, smr_xasprintf("%s: %s", m->keys[i], v->s));
   }
   return SMR_OK;
@@ -408,8 +417,10 @@ static int parse_hook_body(pctx *c, const smr_node *v, smr_hook_cfg *h) {
                  *url = child(v, "url");
   if (!type || type->type != SMR_NODE_STRING ||
       (strcmp(type->s, "exec") && strcmp(type->s, "webhook")))
-    return perr(c, type ? type : v, "hook '%s': type: expected exec or "
-                "webhook", h->name);
+    return perr(c, type ? type : v,
+                "hook '%s': type: expected exec or "
+                "webhook",
+                h->name);
   h->type = strcmp(type->s, "webhook") == 0 ? SMR_HOOK_WEBHOOK : SMR_HOOK_EXEC;
   h->inherit_env = true;
   h->timeout = 30;
@@ -429,16 +440,19 @@ static int parse_hook_body(pctx *c, const smr_node *v, smr_hook_cfg *h) {
     return rc;
   if (h->type == SMR_HOOK_EXEC) {
     if (!argv)
-      return perr(c, v, "hook '%s': an exec hook needs argv: [program, "
-                  "arguments...]", h->name);
+      return perr(c, v,
+                  "hook '%s': an exec hook needs argv: [program, "
+                  "arguments...]",
+                  h->name);
     if (url || h->headers.n)
-      return perr(c, url ? url : v, "hook '%s': url and headers belong to "
-                  "webhook hooks", h->name);
+      return perr(c, url ? url : v,
+                  "hook '%s': url and headers belong to "
+                  "webhook hooks",
+                  h->name);
     return check_templates(c, argv, &h->argv, &h->arg_names);
   }
   if (!url)
-    return perr(c, v, "hook '%s': a webhook needs url: http(s)://...",
-                h->name);
+    return perr(c, v, "hook '%s': a webhook needs url: http(s)://...", h->name);
   static const char *const HTTP[] = {"http://", "https://", NULL};
   if (!has_scheme(h->url, HTTP))
     return perr(c, url, "hook '%s': url: expected http://... or https://...",
@@ -458,15 +472,21 @@ static int parse_hooks(pctx *c, const smr_node *m) {
     const char *name = m->keys[i];
     smr_node at = {.line = m->key_lines[i], .col = m->key_cols[i]};
     if (!valid_name_token(name))
-      return perr(c, &at, "hook name '%s': expected letters, digits, '_', "
-                  "'.' or '-'", name);
+      return perr(c, &at,
+                  "hook name '%s': expected letters, digits, '_', "
+                  "'.' or '-'",
+                  name);
     for (size_t k = 0; RESERVED[k]; k++)
       if (strcasecmp(name, RESERVED[k]) == 0)
-        return perr(c, &at, "hook name '%s' is the name of a built-in action; "
-                    "choose another", name);
+        return perr(c, &at,
+                    "hook name '%s' is the name of a built-in action; "
+                    "choose another",
+                    name);
     if (find_hook(p, name))
-      return perr(c, &at, "hook name '%s' is used twice (names are compared "
-                  "case-insensitively)", name);
+      return perr(c, &at,
+                  "hook name '%s' is used twice (names are compared "
+                  "case-insensitively)",
+                  name);
     smr_hook_cfg *h = &p->hooks[p->n_hooks++];
     h->name = smr_xstrdup(name);
     int rc = parse_hook_body(c, v, h);
@@ -481,7 +501,8 @@ static int hook_ref(pctx *c, const smr_node *map, const smr_hook_cfg **out) {
   if (!v)
     return SMR_OK;
   if (v->type != SMR_NODE_STRING || !(*out = find_hook(c->p, v->s)))
-    return perr(c, v, "hook: expected the name of a hook defined under "
+    return perr(c, v,
+                "hook: expected the name of a hook defined under "
                 "actions.hooks");
   return SMR_OK;
 }
@@ -494,7 +515,8 @@ static int parse_stop_target(pctx *c, const smr_node *m, smr_stop_cfg *s) {
   for (size_t k = 0; k < 3; k++) {
     const smr_node *v = child(m, KEYS[k]);
     if (v && first)
-      return perr(c, v, "StopTraining: give only one of pid, pid_file and "
+      return perr(c, v,
+                  "StopTraining: give only one of pid, pid_file and "
                   "cmdline");
     if (v)
       first = v;
@@ -535,7 +557,8 @@ static int parse_stop(pctx *c, const smr_node *m) {
   if (!rc && v) {
     s->sig = v->s ? smr_act_signal_number(v->s) : -1;
     if (s->sig < 0)
-      return perr(c, v, "signal: expected a signal name (TERM, INT, HUP, "
+      return perr(c, v,
+                  "signal: expected a signal name (TERM, INT, HUP, "
                   "QUIT, USR1, USR2, KILL, ...) or a number from 1 to 64");
   }
   if (!rc)
@@ -573,12 +596,15 @@ static int parse_email_auth(pctx *c, const smr_node *m, smr_email_cfg *e) {
   char *vals[] = {e->username_env, e->password_env};
   for (int k = 0; k < 2; k++)
     if (vals[k] && !valid_env_name(vals[k]))
-      return perr(c, child(m, names[k]), "%s: expected the name of an "
-                  "environment variable (letters, digits, '_')", names[k]);
+      return perr(c, child(m, names[k]),
+                  "%s: expected the name of an "
+                  "environment variable (letters, digits, '_')",
+                  names[k]);
   if (!e->username_env != !e->password_env)
     return perr(c, m, "Email: give both username_env and password_env");
   if (e->username_env && e->credentials_file)
-    return perr(c, child(m, "credentials_file"), "Email: give either "
+    return perr(c, child(m, "credentials_file"),
+                "Email: give either "
                 "username_env/password_env or credentials_file, not both");
   if (e->credentials_file) {
     char *path = resolve(c->cfg, e->credentials_file);
@@ -592,12 +618,15 @@ static int parse_email_auth(pctx *c, const smr_node *m, smr_email_cfg *e) {
   return SMR_OK;
 }
 
-static int parse_email_transport(pctx *c, const smr_node *m,
-                                 smr_email_cfg *e) {
+static int parse_email_transport(pctx *c, const smr_node *m, smr_email_cfg *e) {
   const smr_node *url = child(m, "smtp_url"), *sm = child(m, "sendmail"),
                  *hk = child(m, "hook");
   if ((url != NULL) + (sm != NULL) + (hk != NULL) != 1)
-    return perr(c, url && sm ? sm : url && hk ? hk : sm && hk ? hk : m,
+    return perr(c,
+                url && sm   ? sm
+                : url && hk ? hk
+                : sm && hk  ? hk
+                            : m,
                 "Email: give exactly one of smtp_url, sendmail and hook");
   int rc = get_str(c, m, "smtp_url", &e->smtp_url);
   if (!rc)
@@ -608,7 +637,8 @@ static int parse_email_transport(pctx *c, const smr_node *m,
     return rc;
   static const char *const SMTP[] = {"smtp://", "smtps://", NULL};
   if (e->smtp_url && !has_scheme(e->smtp_url, SMTP))
-    return perr(c, url, "smtp_url: expected smtp://host[:port] or "
+    return perr(c, url,
+                "smtp_url: expected smtp://host[:port] or "
                 "smtps://host[:port]");
   if (sm && sm->type == SMR_NODE_STRING) {
     smr_strv_push(&e->sendmail, "-t");
@@ -617,7 +647,8 @@ static int parse_email_transport(pctx *c, const smr_node *m,
   if (sm)
     rc = check_templates(c, sm, &e->sendmail, NULL);
   if (!rc && e->smtp_url && !child(m, "from"))
-    return perr(c, m, "Email: sending through smtp_url needs from: "
+    return perr(c, m,
+                "Email: sending through smtp_url needs from: "
                 "sender@example.com");
   return rc;
 }
@@ -645,7 +676,7 @@ static int parse_email(pctx *c, const smr_node *m) {
         (strcmp(tls->s, "try") && strcmp(tls->s, "required") &&
          strcmp(tls->s, "none")))
       return perr(c, tls, "tls: expected try, required or none");
-    e->tls = tls->s[0] == 't' ? SMR_TLS_TRY
+    e->tls = tls->s[0] == 't'   ? SMR_TLS_TRY
              : tls->s[0] == 'r' ? SMR_TLS_REQUIRED
                                 : SMR_TLS_NONE;
   }
@@ -687,16 +718,20 @@ static int parse_sns(pctx *c, const smr_node *m) {
   if (s->topic_arn && (strncmp(s->topic_arn, "arn:", 4) != 0 ||
                        strstr(s->topic_arn, ":sns:") == NULL ||
                        has_space_or_control(s->topic_arn)))
-    return perr(c, child(m, "topic_arn"), "topic_arn: expected "
+    return perr(c, child(m, "topic_arn"),
+                "topic_arn: expected "
                 "arn:aws:sns:<region>:<account>:<topic>");
   if (s->region && !valid_name_token(s->region))
-    return perr(c, child(m, "region"), "region: expected a region name "
+    return perr(c, child(m, "region"),
+                "region: expected a region name "
                 "such as us-east-1");
   if (s->endpoint && !has_scheme(s->endpoint, HTTP))
-    return perr(c, child(m, "endpoint"), "endpoint: expected http://... or "
+    return perr(c, child(m, "endpoint"),
+                "endpoint: expected http://... or "
                 "https://...");
   if (s->phone_number && !smr_act_valid_phone(s->phone_number))
-    return perr(c, child(m, "phone_number"), "phone_number: expected an "
+    return perr(c, child(m, "phone_number"),
+                "phone_number: expected an "
                 "E.164 number such as \"+15555550100\"");
   if (s->profile && !valid_name_token(s->profile))
     return perr(c, child(m, "profile"), "profile: expected a profile name");
@@ -733,8 +768,7 @@ static int item_map(pctx *c, const item_src *s, const char *const *keys,
     for (size_t k = 0; keys && keys[k]; k++)
       known |= strcmp(v->keys[i], keys[k]) == 0;
     if (!known)
-      return perr(c, v->items[i], "%s: unknown key '%s'", s->name,
-                  v->keys[i]);
+      return perr(c, v->items[i], "%s: unknown key '%s'", s->name, v->keys[i]);
   }
   const smr_node *r = child(v, "repeat");
   return r ? parse_repeat(c, r, &it->repeat) : SMR_OK;
@@ -745,7 +779,8 @@ static char *stop_target_text(const smr_stop_cfg *s) {
   case SMR_STOP_PID:
     return smr_xasprintf("%s %lld", s->from_cli ? "--training-pid" : "pid",
                          (long long)s->pid);
-  case SMR_STOP_PID_FILE: return smr_xasprintf("pid file %s", s->pid_file);
+  case SMR_STOP_PID_FILE:
+    return smr_xasprintf("pid file %s", s->pid_file);
   case SMR_STOP_CMDLINE: {
     if (s->cmdline_text)
       return smr_xasprintf("cmdline '%s'", s->cmdline_text);
@@ -756,7 +791,8 @@ static char *stop_target_text(const smr_stop_cfg *s) {
     smr_buf_puts(&b, "]");
     return b.data;
   }
-  default: return smr_xstrdup("(no target)");
+  default:
+    return smr_xstrdup("(no target)");
   }
 }
 
@@ -772,7 +808,8 @@ static int item_stop(pctx *c, const item_src *s, smr_act_item *it) {
     pre = child(v, "training_job_prefix");
   }
   if (pre && (pre->type != SMR_NODE_STRING || !smr_act_valid_prefix(pre->s)))
-    return perr(c, pre, "training_job_prefix: expected letters, digits and "
+    return perr(c, pre,
+                "training_job_prefix: expected letters, digits and "
                 "'-' (SageMaker's ^[A-Za-z0-9\\-]+$)");
   const char *prefix = pre ? pre->s : c->p->stop.prefix;
   it->prefix = prefix ? smr_xstrdup(prefix) : NULL;
@@ -781,12 +818,14 @@ static int item_stop(pctx *c, const item_src *s, smr_act_item *it) {
   if (c->p->stop.how != SMR_STOP_NONE)
     return SMR_OK;
   if (c->o->validate_only) {
-    pwarn(c, s->at, "StopTraining has no target here: give --training-pid "
+    pwarn(c, s->at,
+          "StopTraining has no target here: give --training-pid "
           "to smrules run, or pid, pid_file or cmdline under "
           "actions.StopTraining");
     return SMR_OK;
   }
-  return perr(c, s->at, "StopTraining needs a target: --training-pid N, or "
+  return perr(c, s->at,
+              "StopTraining needs a target: --training-pid N, or "
               "pid, pid_file or cmdline under actions.StopTraining");
 }
 
@@ -815,12 +854,14 @@ static int item_email(pctx *c, const item_src *s, smr_act_item *it) {
     for (size_t i = 0; i < c->p->email.to.n; i++)
       smr_strv_push(&it->to, c->p->email.to.v[i]);
   if (!rc && !it->to.n)
-    return perr(c, at, "Email needs a recipient: 'Email: ml-team@example.com'"
+    return perr(c, at,
+                "Email needs a recipient: 'Email: ml-team@example.com'"
                 " or actions.Email.to");
   if (!rc && it->to.n && v)
     rc = check_addresses(c, at, &it->to, "Email");
   if (!rc && !c->p->email.present)
-    return perr(c, s->at, "Email needs settings: add actions.Email with "
+    return perr(c, s->at,
+                "Email needs settings: add actions.Email with "
                 "smtp_url (and from), sendmail, or hook");
   if (rc)
     return rc;
@@ -847,11 +888,14 @@ static int item_sms(pctx *c, const item_src *s, smr_act_item *it) {
   if (!it->phone && c->p->sns.phone_number)
     it->phone = smr_xstrdup(c->p->sns.phone_number);
   if (!it->phone)
-    return perr(c, at, "SMS needs a phone number: 'SMS: \"+15555550100\"' or "
+    return perr(c, at,
+                "SMS needs a phone number: 'SMS: \"+15555550100\"' or "
                 "actions.SNS.phone_number");
   if (!smr_act_valid_phone(it->phone))
-    return perr(c, at, "SMS: '%s' is not an E.164 phone number (expected "
-                "+ and 1 to 15 digits, quoted: \"+15555550100\")", it->phone);
+    return perr(c, at,
+                "SMS: '%s' is not an E.164 phone number (expected "
+                "+ and 1 to 15 digits, quoted: \"+15555550100\")",
+                it->phone);
   it->target = smr_xstrdup(it->phone);
   it->key = smr_xasprintf("SMS:%s", it->phone);
   return SMR_OK;
@@ -875,11 +919,13 @@ static int item_sns(pctx *c, const item_src *s, smr_act_item *it) {
   if (!it->topic && c->p->sns.topic_arn)
     it->topic = smr_xstrdup(c->p->sns.topic_arn);
   if (!it->topic)
-    return perr(c, at, "SNS needs a topic: 'SNS: arn:aws:sns:...' or "
+    return perr(c, at,
+                "SNS needs a topic: 'SNS: arn:aws:sns:...' or "
                 "actions.SNS.topic_arn");
   if (strncmp(it->topic, "arn:", 4) != 0 || !strstr(it->topic, ":sns:") ||
       has_space_or_control(it->topic))
-    return perr(c, at, "SNS: expected a topic ARN arn:aws:sns:<region>:"
+    return perr(c, at,
+                "SNS: expected a topic ARN arn:aws:sns:<region>:"
                 "<account>:<topic>");
   it->target = smr_xstrdup(it->topic);
   it->key = smr_xasprintf("SNS:%s", it->topic);
@@ -898,11 +944,13 @@ static int hook_args(pctx *c, const item_src *s, smr_act_item *it) {
       if (strcmp(v->keys[i], "repeat") == 0)
         continue;
       if (!valid_env_name(v->keys[i]))
-        return perr(c, a, "%s: argument name '%s': expected letters, digits "
-                    "and '_'", s->name, v->keys[i]);
-      if (a->type == SMR_NODE_LIST || a->type == SMR_NODE_MAP)
-        return perr(c, a, "%s: argument %s: expected a single value",
+        return perr(c, a,
+                    "%s: argument name '%s': expected letters, digits "
+                    "and '_'",
                     s->name, v->keys[i]);
+      if (a->type == SMR_NODE_LIST || a->type == SMR_NODE_MAP)
+        return perr(c, a, "%s: argument %s: expected a single value", s->name,
+                    v->keys[i]);
       smr_strv_push(&it->args.names, v->keys[i]);
       smr_strv_push(&it->args.values, a->s ? a->s : "");
     }
@@ -910,9 +958,10 @@ static int hook_args(pctx *c, const item_src *s, smr_act_item *it) {
   const smr_strv *need = &it->hook->arg_names;
   for (size_t i = 0; i < need->n; i++)
     if (!smr_act_arg(&it->args, need->v[i]))
-      return perr(c, v ? v : s->at, "hook '%s' uses {args.%s}: give it here, "
-                  "e.g. '%s: {%s: ...}'", it->hook->name, need->v[i],
-                  s->name, need->v[i]);
+      return perr(c, v ? v : s->at,
+                  "hook '%s' uses {args.%s}: give it here, "
+                  "e.g. '%s: {%s: ...}'",
+                  it->hook->name, need->v[i], s->name, need->v[i]);
   return SMR_OK;
 }
 
@@ -922,9 +971,10 @@ static int item_hook(pctx *c, const item_src *s, smr_act_item *it) {
     smr_buf b = {0};
     smr_buf_puts(&b, "");
     for (size_t i = 0; i < c->p->n_hooks; i++)
-      smr_buf_printf(&b, "%s%s", i ? ", " : "; hooks defined: ",
-                     c->p->hooks[i].name);
-    int rc = perr(c, s->at, "unknown action '%s' (expected StopTraining, "
+      smr_buf_printf(&b, "%s%s",
+                     i ? ", " : "; hooks defined: ", c->p->hooks[i].name);
+    int rc = perr(c, s->at,
+                  "unknown action '%s' (expected StopTraining, "
                   "Email, SMS, SNS or a hook defined under actions.hooks%s)",
                   s->name, b.data);
     smr_buf_free(&b);
@@ -938,8 +988,8 @@ static int item_hook(pctx *c, const item_src *s, smr_act_item *it) {
         return rc;
     }
   }
-  it->target = smr_xstrdup(it->hook->type == SMR_HOOK_EXEC ? "exec"
-                                                          : "webhook");
+  it->target =
+      smr_xstrdup(it->hook->type == SMR_HOOK_EXEC ? "exec" : "webhook");
   it->key = smr_xasprintf("hook:%s", it->hook->name);
   return hook_args(c, s, it);
 }
@@ -983,8 +1033,10 @@ static int add_item(pctx *c, smr_act_rule_plan *rp, const smr_node *at,
                     smr_act_item *it) {
   for (size_t k = 0; k < rp->n; k++)
     if (strcmp(rp->v[k].key, it->key) == 0) {
-      int rc = perr(c, at, "this action is listed twice for the rule (first "
-                    "at line %d, column %d)", rp->v[k].line, rp->v[k].col);
+      int rc = perr(c, at,
+                    "this action is listed twice for the rule (first "
+                    "at line %d, column %d)",
+                    rp->v[k].line, rp->v[k].col);
       item_free(it);
       return rc;
     }
@@ -1012,17 +1064,21 @@ static int implicit_stop(pctx *c, const smr_rule_config *rc,
   const smr_node *at = child(rc->parameters, "stop_training_on_fire");
   const smr_node *pre = child(rc->parameters, "training_job_name_prefix");
   if (pre && (!pre->s || !smr_act_valid_prefix(pre->s)))
-    return perr(c, pre, "training_job_name_prefix: expected letters, digits "
+    return perr(c, pre,
+                "training_job_name_prefix: expected letters, digits "
                 "and '-'");
-  smr_act_item it = {.kind = SMR_ACT_STOP, .repeat = c->p->repeat,
-                     .line = at->line, .col = at->col};
+  smr_act_item it = {.kind = SMR_ACT_STOP,
+                     .repeat = c->p->repeat,
+                     .line = at->line,
+                     .col = at->col};
   it.label = smr_xstrdup("StopTraining");
   it.key = smr_xstrdup("StopTraining");
   it.target = stop_target_text(&c->p->stop);
   const char *prefix = pre ? pre->s : c->p->stop.prefix;
   it.prefix = prefix ? smr_xstrdup(prefix) : NULL;
   if (c->p->stop.how == SMR_STOP_NONE)
-    pwarn(c, at, "stop_training_on_fire: no StopTraining target is "
+    pwarn(c, at,
+          "stop_training_on_fire: no StopTraining target is "
           "configured (--training-pid, or actions.StopTraining pid, pid_file "
           "or cmdline); the action will be refused");
   return add_item(c, rp, at, &it);
@@ -1031,8 +1087,7 @@ static int implicit_stop(pctx *c, const smr_rule_config *rc,
 static int parse_rule(pctx *c, const smr_rule_config *rc,
                       smr_act_rule_plan *rp) {
   const smr_node *list = rc->actions;
-  for (size_t i = 0; list && list->type == SMR_NODE_LIST && i < list->n;
-       i++) {
+  for (size_t i = 0; list && list->type == SMR_NODE_LIST && i < list->n; i++) {
     smr_act_item it;
     memset(&it, 0, sizeof it);
     int st = parse_item(c, list->items[i], &it);

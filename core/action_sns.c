@@ -7,8 +7,8 @@
  * to the phone number directly, or - when a topic is configured - to the
  * topic with the number as message attribute `phone_num`, as SageMaker's
  * SMDebugRules topic does. */
-#include <curl/curl.h>
 #include <ctype.h>
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +43,7 @@ static char *strip(char *s) {
 
 /* Reads [profile] of an INI file into out (keys aws_access_key_id,
  * aws_secret_access_key, aws_session_token). */
-static void parse_profile(char *text, const char *profile,
-                          smr_aws_creds *out) {
+static void parse_profile(char *text, const char *profile, smr_aws_creds *out) {
   bool in = false;
   for (char *line = text; line;) {
     char *next = strchr(line, '\n');
@@ -95,8 +94,8 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
   char *text = NULL;
   size_t len = 0;
   smr_error why;
-  if (path && smr_read_file(path, PROFILE_FILE_MAX, &text, &len, &why) ==
-                  SMR_OK) {
+  if (path &&
+      smr_read_file(path, PROFILE_FILE_MAX, &text, &len, &why) == SMR_OK) {
     parse_profile(text, name, out);
     explicit_bzero(text, len);
   }
@@ -106,7 +105,8 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
     rc = smr_error_set(err, SMR_ERR_USAGE, path ? path : "", -1,
                        "no AWS credentials: set AWS_ACCESS_KEY_ID and "
                        "AWS_SECRET_ACCESS_KEY, or profile '%s' in the shared "
-                       "credentials file", name);
+                       "credentials file",
+                       name);
     smr_aws_creds_free(out);
   }
   free(path);
@@ -249,9 +249,9 @@ static void publish(const publish_req *q, smr_act_result *r) {
   char *sigv4 = smr_xasprintf("aws:amz:%s:sns", q->region);
   struct curl_slist *hdr = curl_slist_append(
       NULL, "Content-Type: application/x-www-form-urlencoded; charset=utf-8");
-  char *tok = q->cr->token ? smr_xasprintf("X-Amz-Security-Token: %s",
-                                           q->cr->token)
-                           : NULL;
+  char *tok = q->cr->token
+                  ? smr_xasprintf("X-Amz-Security-Token: %s", q->cr->token)
+                  : NULL;
   if (tok)
     hdr = curl_slist_append(hdr, tok);
   smr_buf resp = {0};
@@ -282,9 +282,8 @@ static void publish(const publish_req *q, smr_act_result *r) {
   curl_easy_cleanup(h);
 }
 
-void smr_sns_publish(const smr_sns_cfg *c, const char *topic,
-                     const char *phone, const smr_act_event *e, bool dry_run,
-                     smr_act_result *r) {
+void smr_sns_publish(const smr_sns_cfg *c, const char *topic, const char *phone,
+                     const smr_act_event *e, bool dry_run, smr_act_result *r) {
   char *region = pick_region(c, topic), *endpoint = pick_endpoint(c, region);
   char *where = smr_act_redact_url(endpoint);
   const char *target = phone ? phone : topic;

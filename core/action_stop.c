@@ -164,8 +164,10 @@ static smr_act_rc from_pid_file(const smr_stop_cfg *c, target *t,
   while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
     end++;
   if (end == buf || *end || pid < 2)
-    return smr_act_set(r, SMR_ACT_REFUSED, "pid file %s does not hold a "
-                       "process id", c->pid_file);
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s does not hold a "
+                       "process id",
+                       c->pid_file);
   t->pid = pid;
   t->file_mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
   return SMR_ACT_OK;
@@ -212,10 +214,12 @@ static smr_act_rc from_cmdline(const smr_stop_cfg *c, target *t,
   closedir(d);
   smr_act_rc rc = SMR_ACT_OK;
   if (found.n == 0)
-    rc = smr_act_set(r, SMR_ACT_SKIPPED, "no running process has this "
+    rc = smr_act_set(r, SMR_ACT_SKIPPED,
+                     "no running process has this "
                      "command line");
   else if (found.n > 1)
-    rc = smr_act_set(r, SMR_ACT_REFUSED, "ambiguous: %zu processes have this "
+    rc = smr_act_set(r, SMR_ACT_REFUSED,
+                     "ambiguous: %zu processes have this "
                      "command line (pids %lld, %lld%s); nothing signalled",
                      found.n, (long long)found.v[0], (long long)found.v[1],
                      found.n > 2 ? ", ..." : "");
@@ -227,8 +231,10 @@ static smr_act_rc from_cmdline(const smr_stop_cfg *c, target *t,
 
 static char *target_key(const smr_stop_cfg *c) {
   switch (c->how) {
-  case SMR_STOP_PID: return smr_xasprintf("pid:%lld", (long long)c->pid);
-  case SMR_STOP_PID_FILE: return smr_xasprintf("pid_file:%s", c->pid_file);
+  case SMR_STOP_PID:
+    return smr_xasprintf("pid:%lld", (long long)c->pid);
+  case SMR_STOP_PID_FILE:
+    return smr_xasprintf("pid_file:%s", c->pid_file);
   default: {
     smr_buf b = {0};
     smr_buf_puts(&b, "cmdline:");
@@ -241,16 +247,22 @@ static char *target_key(const smr_stop_cfg *c) {
   }
 }
 
-static smr_act_rc resolve(const smr_stop_cfg *c, target *t,
-                          smr_act_result *r) {
+static smr_act_rc resolve(const smr_stop_cfg *c, target *t, smr_act_result *r) {
   memset(t, 0, sizeof *t);
   smr_act_rc rc = SMR_ACT_OK;
   switch (c->how) {
-  case SMR_STOP_PID: t->pid = c->pid; break;
-  case SMR_STOP_PID_FILE: rc = from_pid_file(c, t, r); break;
-  case SMR_STOP_CMDLINE: rc = from_cmdline(c, t, r); break;
+  case SMR_STOP_PID:
+    t->pid = c->pid;
+    break;
+  case SMR_STOP_PID_FILE:
+    rc = from_pid_file(c, t, r);
+    break;
+  case SMR_STOP_CMDLINE:
+    rc = from_cmdline(c, t, r);
+    break;
   default:
-    return smr_act_set(r, SMR_ACT_REFUSED, "no target configured "
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "no target configured "
                        "(--training-pid, or pid, pid_file or cmdline under "
                        "actions.StopTraining)");
   }
@@ -278,10 +290,11 @@ static smr_act_rc check_identity(smr_stop_cfg *c, const target *t,
       now->start_wall > t->file_mtime + PID_FILE_SLACK) {
     when_text(t->file_mtime, a, sizeof a);
     when_text(now->start_wall, b, sizeof b);
-    return smr_act_set(r, SMR_ACT_REFUSED, "pid file %s (written %s) is older "
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s (written %s) is older "
                        "than process %lld (started %s): the pid was reused; "
-                       "nothing signalled", c->pid_file, a,
-                       (long long)t->pid, b);
+                       "nothing signalled",
+                       c->pid_file, a, (long long)t->pid, b);
   }
   smr_proc_id rec;
   double seen_at = 0;
@@ -293,17 +306,19 @@ static smr_act_rc check_identity(smr_stop_cfg *c, const target *t,
   if (have && rec.pid == now->pid && !same_process(&rec, now)) {
     when_text(rec.start_wall, a, sizeof a);
     when_text(now->start_wall, b, sizeof b);
-    return smr_act_set(r, SMR_ACT_REFUSED, "pid %lld now belongs to a process "
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid %lld now belongs to a process "
                        "started %s, not the one first seen (started %s): the "
-                       "pid was reused; nothing signalled", (long long)now->pid,
-                       b, a);
+                       "pid was reused; nothing signalled",
+                       (long long)now->pid, b, a);
   }
   if (have && rec.pid != now->pid && c->how == SMR_STOP_PID_FILE &&
       t->file_mtime <= seen_at)
-    return smr_act_set(r, SMR_ACT_REFUSED, "pid file %s names pid %lld but "
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s names pid %lld but "
                        "pid %lld was recorded and the file was not rewritten "
-                       "since; nothing signalled", c->pid_file,
-                       (long long)now->pid, (long long)rec.pid);
+                       "since; nothing signalled",
+                       c->pid_file, (long long)now->pid, (long long)rec.pid);
   if (!have || rec.pid != now->pid) {
     if (s && persist)
       smr_act_target_save(s, t->key, now);
@@ -360,8 +375,8 @@ static double wait_exit(int pidfd, const smr_proc_id *id, double max) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    double el = (double)(t1.tv_sec - t0.tv_sec) +
-                (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double el =
+        (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
     if (gone(pidfd, id))
       return el;
     if (el >= max)
@@ -385,9 +400,8 @@ static void signal_text(int sig, char *buf, size_t n) {
     snprintf(buf, n, "signal %d", sig);
 }
 
-static void signal_and_wait(smr_stop_cfg *c, int pidfd,
-                            const smr_proc_id *id, const char *cmd,
-                            smr_act_result *r) {
+static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
+                            const char *cmd, smr_act_result *r) {
   char sname[24];
   signal_text(c->sig, sname, sizeof sname);
   if (send_signal(pidfd, id->pid, c->sig) != 0) {
@@ -399,8 +413,10 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd,
   bool escalate = c->kill_after_grace && c->sig != SIGKILL;
   double t = wait_exit(pidfd, id, escalate ? c->grace : 1.0);
   if (t >= 0) {
-    smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s); it exited after "
-                "%.1f s", sname, (long long)id->pid, cmd, t);
+    smr_act_set(r, SMR_ACT_OK,
+                "sent %s to pid %lld (%s); it exited after "
+                "%.1f s",
+                sname, (long long)id->pid, cmd, t);
     return;
   }
   if (!escalate) {
@@ -409,24 +425,27 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd,
     return;
   }
   smr_proc_id again;
-  if (pidfd < 0 && (smr_proc_identity(id->pid, &again) != 0 ||
-                    !same_process(&again, id))) {
+  if (pidfd < 0 &&
+      (smr_proc_identity(id->pid, &again) != 0 || !same_process(&again, id))) {
     smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s); it exited", sname,
                 (long long)id->pid, cmd);
     return;
   }
   send_signal(pidfd, id->pid, SIGKILL);
   double k = wait_exit(pidfd, id, KILL_WAIT);
-  smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s); still running after "
-              "%g s, sent SIGKILL%s", sname, (long long)id->pid, cmd,
-              c->grace, k >= 0 ? "; it exited" : "");
+  smr_act_set(r, SMR_ACT_OK,
+              "sent %s to pid %lld (%s); still running after "
+              "%g s, sent SIGKILL%s",
+              sname, (long long)id->pid, cmd, c->grace,
+              k >= 0 ? "; it exited" : "");
 }
 
 static smr_act_rc check_prefix(const smr_stop_cfg *c, const char *prefix,
                                smr_act_result *r) {
   if (!prefix || strncmp(c->job_name, prefix, strlen(prefix)) == 0)
     return SMR_ACT_OK;
-  return smr_act_set(r, SMR_ACT_REFUSED, "training_job_prefix '%s' does not "
+  return smr_act_set(r, SMR_ACT_REFUSED,
+                     "training_job_prefix '%s' does not "
                      "match the start of the job name '%s'; nothing signalled",
                      prefix, c->job_name);
 }
@@ -434,7 +453,8 @@ static smr_act_rc check_prefix(const smr_stop_cfg *c, const char *prefix,
 void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
                   smr_act_store *s, bool persist, smr_act_result *r) {
   target t = {0};
-  if (check_prefix(c, prefix, r) != SMR_ACT_OK || resolve(c, &t, r) != SMR_ACT_OK)
+  if (check_prefix(c, prefix, r) != SMR_ACT_OK ||
+      resolve(c, &t, r) != SMR_ACT_OK)
     return;
   if (t.pid < 2 || t.pid == (int64_t)getpid()) {
     smr_act_set(r, SMR_ACT_REFUSED, "pid %lld is not a training process",
@@ -453,8 +473,8 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
     if (dry_run) {
       char sname[24];
       signal_text(c->sig, sname, sizeof sname);
-      smr_act_set(r, SMR_ACT_DRY_RUN, "would send %s to pid %lld (%s)%s",
-                  sname, (long long)t.pid, cmd,
+      smr_act_set(r, SMR_ACT_DRY_RUN, "would send %s to pid %lld (%s)%s", sname,
+                  (long long)t.pid, cmd,
                   c->kill_after_grace && c->sig != SIGKILL
                       ? ", then SIGKILL if it still runs after the grace "
                         "period"

@@ -37,8 +37,8 @@ static int build(const char *yaml, smr_act_plan *p, smr_error *err,
                  int64_t training_pid, bool validate_only) {
   smr_config cfg;
   smr_error_clear(err);
-  int rc = smr_config_parse(yaml, strlen(yaml), "rules.yaml", tmp_dir, &cfg,
-                            err);
+  int rc =
+      smr_config_parse(yaml, strlen(yaml), "rules.yaml", tmp_dir, &cfg, err);
   if (rc != SMR_OK)
     return rc;
   smr_actions_opts o = {.trial_dir = "/data/job-7/",
@@ -95,9 +95,9 @@ static void test_plan_items(void) {
          "  repeat: {mode: every_nth, n: 3}\n";
   smr_config cfg;
   smr_error err;
-  CHECK_EQ_INT(smr_config_parse(yaml, strlen(yaml), "rules.yaml", tmp_dir,
-                                &cfg, &err),
-               SMR_OK);
+  CHECK_EQ_INT(
+      smr_config_parse(yaml, strlen(yaml), "rules.yaml", tmp_dir, &cfg, &err),
+      SMR_OK);
   smr_actions_opts o = {.trial_dir = "/data/job-7/"};
   smr_act_plan p;
   int rc = smr_act_plan_build(&cfg, &o, &p, &err);
@@ -149,8 +149,8 @@ static void test_plan_cli_pid_and_implicit_stop(void) {
   const char *stalled = "rules:\n  - rule: StalledTrainingRule\n"
                         "    parameters: {stop_training_on_fire: true,\n"
                         "                 training_job_name_prefix: job}\n";
-  CHECK_EQ_INT(smr_config_parse(stalled, strlen(stalled), "rules.yaml",
-                                tmp_dir, &cfg, &err),
+  CHECK_EQ_INT(smr_config_parse(stalled, strlen(stalled), "rules.yaml", tmp_dir,
+                                &cfg, &err),
                SMR_OK);
   smr_actions_opts o = {.trial_dir = "job-7", .training_pid = 77};
   CHECK_EQ_INT(smr_act_plan_build(&cfg, &o, &p, &err), SMR_OK);
@@ -172,22 +172,25 @@ static void test_plan_errors_rule_items(void) {
             "line 3, column 15: unknown action 'Slack' (expected "
             "StopTraining, Email, SMS, SNS or a hook defined under "
             "actions.hooks; hooks defined: pager)");
-  CHECK_STR(plan_error(R1 "    actions:\n      - Email: bad.email.com\n"
-                          "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
+  CHECK_STR(plan_error(R1
+                       "    actions:\n      - Email: bad.email.com\n"
+                       "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
             "line 4, column 16: Email: 'bad.email.com' is not an e-mail "
             "address (expected name@domain.tld, without spaces, quotes or "
             "brackets)");
-  CHECK_STR(plan_error(R1 "    actions:\n      - Email: \"a@b.c\\r\\nBcc: "
-                          "x@y.z\"\n"
-                          "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
+  CHECK_STR(plan_error(R1
+                       "    actions:\n      - Email: \"a@b.c\\r\\nBcc: "
+                       "x@y.z\"\n"
+                       "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
             "line 4, column 16: Email: 'a@b.c  Bcc: x@y.z' is not an "
             "e-mail address (expected name@domain.tld, without spaces, "
             "quotes or brackets)");
   CHECK_STR(plan_error(R1 "    actions:\n      - Email: a@b.cd\n"),
             "line 4, column 9: Email needs settings: add actions.Email with "
             "smtp_url (and from), sendmail, or hook");
-  CHECK_STR(plan_error(R1 "    actions:\n      - Email\n"
-                          "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
+  CHECK_STR(plan_error(R1
+                       "    actions:\n      - Email\n"
+                       "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
             "line 4, column 9: Email needs a recipient: 'Email: "
             "ml-team@example.com' or actions.Email.to");
   CHECK_STR(plan_error(R1 "    actions:\n      - SMS: '1234'\n"),
@@ -232,41 +235,55 @@ static void test_plan_errors_hooks(void) {
            H);
   CHECK_STR(plan_error(buf), "line 6, column 33: hook 'pager': url: expected "
                              "http://... or https://...");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p, '{rule}', "
-                            "'{shell}']}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p, '{rule}', "
+           "'{shell}']}\n",
+           H);
   CHECK_STR(plan_error(buf),
             "line 6, column 45: unknown placeholder {shell} (known: {rule}, "
             "{rule_type}, {step}, {trigger}, {status}, {trial}, {job}, "
             "{action}, {message}, {time}, {args.NAME}; write {{ and }} for "
             "literal braces)");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p, "
-                            "'{args.team}']}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p, "
+           "'{args.team}']}\n",
+           H);
   CHECK_STR(plan_error(buf), "line 3, column 15: hook 'pager' uses "
                              "{args.team}: give it here, e.g. 'pager: "
                              "{team: ...}'");
   snprintf(buf, sizeof buf, "%s    Email: {type: exec, argv: [p]}\n", H);
   CHECK_STR(plan_error(buf), "line 6, column 5: hook name 'Email' is the "
                              "name of a built-in action; choose another");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p]}\n"
-                            "    PAGER: {type: exec, argv: [p]}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p]}\n"
+           "    PAGER: {type: exec, argv: [p]}\n",
+           H);
   CHECK_STR(plan_error(buf), "line 7, column 5: hook name 'PAGER' is used "
                              "twice (names are compared case-insensitively)");
-  snprintf(buf, sizeof buf, "%s    pager: {type: webhook, url: 'http://h/',"
-                            " headers: {X-A: \"a\\nb\"}}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: webhook, url: 'http://h/',"
+           " headers: {X-A: \"a\\nb\"}}\n",
+           H);
   CHECK_STR(plan_error(buf), "line 6, column 61: headers: X-A: expected a "
                              "one-line value");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p], url: "
-                            "'http://x/'}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], url: "
+           "'http://x/'}\n",
+           H);
   CHECK_STR(plan_error(buf), "line 6, column 41: hook 'pager': url and "
                              "headers belong to webhook hooks");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p], shell: "
-                            "true}\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], shell: "
+           "true}\n",
+           H);
   CHECK_STR(plan_error(buf), "line 6, column 36: unknown key 'shell' in hook "
                              "(expected one of: type, argv, url, headers, "
                              "timeout_seconds, inherit_env, retries, "
                              "retry_delay_seconds)");
-  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: [p]}\n"
-                            "rules2: 1\n", H);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p]}\n"
+           "rules2: 1\n",
+           H);
   CHECK(strstr(plan_error(buf), "unknown key 'rules2'") != NULL);
 }
 
@@ -407,7 +424,9 @@ static void test_validators(void) {
 }
 
 static void test_safe_text(void) {
-  char *s = smr_act_oneline("a\r\nb\tc\x01\x7f" "d\xff\xc3\xa9", 100);
+  char *s = smr_act_oneline("a\r\nb\tc\x01\x7f"
+                            "d\xff\xc3\xa9",
+                            100);
   CHECK_STR(s, "a  b c  d?\xc3\xa9");
   free(s);
   s = smr_act_multiline("x\ny\r\nz\x1b", 100);
@@ -462,8 +481,7 @@ static void test_event_and_templates(void) {
   char *json = smr_act_event_json(e, "pager", &args);
   CHECK(strstr(json, "\"rule\":\"loss\"") != NULL);
   CHECK(strstr(json, "\"step\":12") != NULL);
-  CHECK(strstr(json, "\"args\":{\"team\":\"$(touch /tmp/x); `id`\"}") !=
-        NULL);
+  CHECK(strstr(json, "\"args\":{\"team\":\"$(touch /tmp/x); `id`\"}") != NULL);
   free(json);
   smr_strv_free(&args.names);
   smr_strv_free(&args.values);
@@ -497,10 +515,11 @@ static void test_email_message(void) {
   CHECK(sep != NULL);
   if (sep) {
     /* every header line is a known header */
-    const char *known[] = {"From:", "To:", "Subject:", "Date:",
-                           "Message-ID:", "MIME-Version:", "Content-Type:",
-                           "Content-Transfer-Encoding:", "Auto-Submitted:",
-                           "X-Smrules-Step:"};
+    const char *known[] = {"From:",           "To:",
+                           "Subject:",        "Date:",
+                           "Message-ID:",     "MIME-Version:",
+                           "Content-Type:",   "Content-Transfer-Encoding:",
+                           "Auto-Submitted:", "X-Smrules-Step:"};
     int lines = 0;
     for (char *l = m; l < sep; l = strstr(l, "\r\n") + 2) {
       bool ok = false;
@@ -513,8 +532,8 @@ static void test_email_message(void) {
     CHECK(strstr(sep, "SMDebugRule:evil  Bcc: victim@example.com fired. ") ==
           sep + 4);
     CHECK(strstr(sep, "Step:     12\r\n") != NULL);
-    CHECK(strstr(sep, "  - tensor=t  .  RCPT TO:<x@y.z> X-Evil: 1, loss=0.3")
-          != NULL);
+    CHECK(strstr(sep, "  - tensor=t  .  RCPT TO:<x@y.z> X-Evil: 1, loss=0.3") !=
+          NULL);
   }
   /* no bare LF anywhere */
   for (char *p = m; *p; p++)
@@ -524,8 +543,9 @@ static void test_email_message(void) {
   smr_act_event_free(e);
   e = sample_event("r\xc3\xa9gle", "loss");
   m = smr_email_message(&c, &to, e);
-  CHECK(strstr(m, "Subject: =?UTF-8?B?U01EZWJ1Z1J1bGU6csOpZ2xlIGZpcmVk?=\r\n")
-        != NULL);
+  CHECK(
+      strstr(m, "Subject: =?UTF-8?B?U01EZWJ1Z1J1bGU6csOpZ2xlIGZpcmVk?=\r\n") !=
+      NULL);
   free(m);
   smr_act_event_free(e);
   smr_strv_free(&to);
@@ -544,11 +564,12 @@ static void test_sns_body_and_creds(void) {
                "&MessageAttributes.entry.1.Value.DataType=String"
                "&MessageAttributes.entry.1.Value.StringValue=%2B1");
   free(b);
-  write_file("aws-creds", "[default]\naws_access_key_id = AKDEFAULT\n"
-                          "aws_secret_access_key=sdefault\n"
-                          "[ci]\naws_access_key_id = AKCI\n"
-                          "aws_secret_access_key = sci\n"
-                          "aws_session_token = tci\n",
+  write_file("aws-creds",
+             "[default]\naws_access_key_id = AKDEFAULT\n"
+             "aws_secret_access_key=sdefault\n"
+             "[ci]\naws_access_key_id = AKCI\n"
+             "aws_secret_access_key = sci\n"
+             "aws_session_token = tci\n",
              0600);
   char path[256];
   snprintf(path, sizeof path, "%s/aws-creds", tmp_dir);
@@ -630,8 +651,8 @@ static void test_hook_no_shell(void) {
   char marker[256], argfile[256];
   snprintf(marker, sizeof marker, "%s/INJECTED1", tmp_dir);
   snprintf(argfile, sizeof argfile, "%s/args.txt", tmp_dir);
-  smr_hook_cfg h = {.name = "h", .type = SMR_HOOK_EXEC, .inherit_env = true,
-                    .timeout = 5};
+  smr_hook_cfg h = {
+      .name = "h", .type = SMR_HOOK_EXEC, .inherit_env = true, .timeout = 5};
   smr_strv_push(&h.argv, "sh");
   smr_strv_push(&h.argv, "-c");
   smr_strv_push(&h.argv, "cd \"$1\" && printf '%s\\n' \"$2\" \"$SMRULES_STEP\""
@@ -703,8 +724,11 @@ static void test_proc_identity(void) {
 
 static void test_stop_by_pid(void) {
   pid_t child = start_sleeper();
-  smr_stop_cfg c = {.how = SMR_STOP_PID, .pid = child, .sig = SIGTERM,
-                    .grace = 5, .kill_after_grace = true};
+  smr_stop_cfg c = {.how = SMR_STOP_PID,
+                    .pid = child,
+                    .sig = SIGTERM,
+                    .grace = 5,
+                    .kill_after_grace = true};
   c.job_name = smr_xstrdup("job-7");
   smr_act_result r = {0};
   smr_stop_prime(&c, NULL, false);
@@ -717,8 +741,8 @@ static void test_stop_by_pid(void) {
   /* prefix mismatch: refused */
   smr_stop_run(&c, "other-job", false, NULL, false, &r);
   CHECK_EQ_INT(r.rc, SMR_ACT_REFUSED);
-  CHECK(strstr(r.detail, "does not match the start of the job name 'job-7'")
-        != NULL);
+  CHECK(strstr(r.detail, "does not match the start of the job name 'job-7'") !=
+        NULL);
   CHECK(alive(child));
   /* what was first seen at this pid differs: a recycled pid, refused */
   c.seen.start_ticks += 1;
@@ -752,7 +776,9 @@ static void test_stop_escalates_and_pid_file(void) {
   char pidtext[32];
   snprintf(pidtext, sizeof pidtext, "%d\n", (int)child);
   write_file("train.pid", pidtext, 0644);
-  smr_stop_cfg c = {.how = SMR_STOP_PID_FILE, .sig = SIGTERM, .grace = 0.3,
+  smr_stop_cfg c = {.how = SMR_STOP_PID_FILE,
+                    .sig = SIGTERM,
+                    .grace = 0.3,
                     .kill_after_grace = true};
   c.pid_file = smr_xasprintf("%s/train.pid", tmp_dir);
   c.job_name = smr_xstrdup("j");
