@@ -450,6 +450,18 @@ def test_email(c, tmp, aiosmtpd):
                          "loss=0.6, reference_loss=0.6"):
                 sc.ok(want in body, "body has %r" % want, lib.short(body, 600))
 
+        # STARTTLS required but not offered by the server: a final failure
+        r = run_rules(t.dir, t.trial, rule_yaml(["Email: ml-team@example.com"],
+                                                smtp_settings(ctl.port, "smtp.creds") + "    tls: required\n"),
+                      state="tls.db")
+        sc = c.scope("Email with tls: required against a server without STARTTLS", r)
+        if started(sc, r):
+            a = one_action(sc, r, "Email")
+            sc.eq("outcome", a.get("outcome"), "failed")
+            sc.eq("attempts", a.get("attempts"), 1)
+            no_secrets(sc, r)
+        sc.eq("nothing sent", len(box.messages), 1)
+
         # a credentials file others can read is refused before anything runs
         os.chmod(creds, 0o644)
         r = run_rules(t.dir, t.trial, rule_yaml(["Email: ml-team@example.com"],
@@ -463,6 +475,34 @@ def test_email(c, tmp, aiosmtpd):
         t.stop()
     finally:
         ctl.stop()
+
+
+def test_sendmail(c, tmp):
+    """Email through a sendmail-compatible program (a stand-in that keeps its
+    argv and the message it reads)."""
+    t = Trainer(tmp, "sendmail", sleep=0)
+    fake = os.path.join(t.dir, "fake-sendmail")
+    out = os.path.join(t.dir, "sent.json")
+    with open(fake, "w") as f:
+        f.write("#!%s\nimport json, sys\njson.dump({'argv': sys.argv[1:], 'msg': sys.stdin.read()}, "
+                "open(%r, 'w'))\n" % (sys.executable, out))
+    os.chmod(fake, 0o755)
+    r = run_rules(t.dir, t.trial, rule_yaml(["Email: {to: [a@example.com, b.c@mail.example.org]}"],
+                                            "  Email: {sendmail: %s, from: smrules@example.com}\n" % fake))
+    sc = c.scope("Email through sendmail", r)
+    if started(sc, r):
+        a = one_action(sc, r, "Email")
+        sc.eq("outcome", a.get("outcome"), "ok")
+        sc.eq("target", a.get("target"), "a@example.com,b.c@mail.example.org")
+    got = json.load(open(out)) if os.path.exists(out) else {"argv": None, "msg": ""}
+    sc.eq("argv", got["argv"], ["-t", "-i"])
+    m = email.message_from_string(got["msg"], policy=email.policy.default)
+    sc.eq("To", str(m["To"]), "a@example.com, b.c@mail.example.org")
+    sc.eq("From", str(m["From"]), "smrules@example.com")
+    sc.eq("Subject", str(m["Subject"]), "SMDebugRule:loss fired")
+    sc.ok("\r" not in got["msg"], "local line ends (LF)")
+    sc.ok("Step:     4" in m.get_content(), "body has the step")
+    t.stop()
 
 
 # ---------------------------------------------------------------------------
@@ -998,6 +1038,7 @@ def main():
             test_email(c, tmp, aiosmtpd)
         else:
             print("SKIP Email over SMTP: aiosmtpd is not importable (Debian: python3-aiosmtpd)")
+        test_sendmail(c, tmp)
         test_sns_sigv4(c, tmp)
         test_sns_moto(c, tmp)
         test_webhook(c, tmp)
