@@ -1,0 +1,551 @@
+/* test_profiler.c - the profiler-output reader: system-line parsing,
+ * the reference's file selection for a time range (bisect rules and the
+ * 3-minute buffer), inclusive window boundaries, trace-parser semantics
+ * (phases, base time, B/E pairing), TF profiler .json.gz files, corrupt
+ * lines and incomplete trace files, first/latest timestamps, args. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "profiler.h"
+#include "unit.h"
+
+static char tmp_root[] = "/tmp/smr_test_profiler_XXXXXX";
+static int dir_counter;
+
+/* ---- helpers ---- */
+
+static void mkdirs(const char *path) {
+  char *p = smr_xstrdup(path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      mkdir(p, 0755);
+      *s = '/';
+    }
+  mkdir(p, 0755);
+  free(p);
+}
+
+static void write_file(const char *path, const char *text) {
+  char *dir = smr_xstrdup(path);
+  *strrchr(dir, '/') = '\0';
+  mkdirs(dir);
+  free(dir);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+/* write_file with a formatted path. */
+static void write_at(const char *text, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void write_at(const char *text, const char *fmt, ...) {
+  char path[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(path, sizeof path, fmt, ap);
+  va_end(ap);
+  write_file(path, text);
+}
+
+static char *new_dir(void) {
+  return smr_xasprintf("%s/p%d", tmp_root, ++dir_counter);
+}
+
+static smr_profiler *open_quiet(const char *dir) {
+  smr_profiler_opts o = {.quiet = true};
+  smr_profiler *p = NULL;
+  smr_error e;
+  CHECK(smr_profiler_open(dir, &o, &p, &e) == SMR_OK);
+  return p;
+}
+
+#define B_S 1600000000LL /* base time, seconds */
+#define B_US (B_S * 1000000LL)
+
+/* ---- system lines ---- */
+
+static void test_sys_line(void) {
+  const char *l = "{\"Type\": \"gpu\", \"Name\": \"gpu0\", \"Dimension\": "
+                  "\"GPUUtilization\", \"Value\": 8.0, \"NodeId\": \"algo-1\", "
+                  "\"Timestamp\": 1591160899.7570894}";
+  char scratch[512], why[160];
+  smr_sys_line s;
+  CHECK_EQ_INT(smr_profiler_parse_sys_line(l, strlen(l), scratch, &s, why,
+                                           sizeof why),
+               0);
+  CHECK_STR(s.type, "gpu");
+  CHECK_STR(s.name, "gpu0");
+  CHECK(s.has_name);
+  CHECK_STR(s.dimension, "GPUUtilization");
+  CHECK_STR(s.node, "algo-1");
+  CHECK(s.value == 8.0);
+  CHECK(!s.timestamp_is_int);
+  CHECK(s.timestamp_ns ==
+        (int64_t)(((1591160899.7570894 * 1000) * 1000) * 1000));
+  /* compact spacing, escapes, integer timestamp, extra keys, Name null */
+  const char *l2 = "{\"Type\":\"m\\u00e9m\",\"Name\":null,\"Dimension\":\"\","
+                   "\"Value\":3,\"NodeId\":\"algo-2\",\"Extra\":[1,{\"a\":2}],"
+                   "\"Timestamp\":1600000000}";
+  CHECK_EQ_INT(smr_profiler_parse_sys_line(l2, strlen(l2), scratch, &s, why,
+                                           sizeof why),
+               0);
+  CHECK_STR(s.type, "m\xc3\xa9m");
+  CHECK(!s.has_name);
+  CHECK(s.timestamp_is_int);
+  CHECK(s.timestamp_ns == 1600000000LL * 1000000000LL);
+  /* duplicate keys: the last wins, as in a Python dict */
+  const char *l3 = "{\"Type\":\"a\",\"Type\":\"b\",\"Dimension\":\"d\","
+                   "\"Value\":1,\"NodeId\":\"n\",\"Timestamp\":1}";
+  CHECK_EQ_INT(smr_profiler_parse_sys_line(l3, strlen(l3), scratch, &s, why,
+                                           sizeof why),
+               0);
+  CHECK_STR(s.type, "b");
+}
+
+static void test_sys_line_errors(void) {
+  const char *bad[] = {
+      "",
+      "{",
+      "[1]",
+      "{\"Type\":\"a\",\"Dimension\":\"d\",\"Value\":1,\"NodeId\":\"n\"}",
+      "{\"Type\":\"a\",\"Dimension\":\"d\",\"Value\":\"1\",\"NodeId\":\"n\","
+      "\"Timestamp\":1}",
+      "{\"Type\":\"a\",\"Dimension\":\"d\",\"Value\":1,\"NodeId\":\"n\","
+      "\"Timestamp\":NaN}",
+      "{\"Type\":\"a\",\"Dimension\":\"d\",\"Value\":01,\"NodeId\":\"n\","
+      "\"Timestamp\":1}",
+      "{\"Type\":\"a\",\"Dimension\":\"d\",\"Value\":1,\"NodeId\":\"n\","
+      "\"Timestamp\":1} x",
+      "{\"Type\":\"a\tb\",\"Dimension\":\"d\",\"Value\":1,\"NodeId\":\"n\","
+      "\"Timestamp\":1}",
+      "{\"Type\":\"\xff\",\"Dimension\":\"d\",\"Value\":1,\"NodeId\":\"n\","
+      "\"Timestamp\":1}",
+  };
+  char scratch[512], why[160];
+  smr_sys_line s;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    why[0] = '\0';
+    CHECK_EQ_INT(smr_profiler_parse_sys_line(bad[i], strlen(bad[i]), scratch,
+                                             &s, why, sizeof why),
+                 -1);
+    CHECK(strstr(why, "expected") != NULL);
+  }
+}
+
+/* ---- file selection ---- */
+
+/* 21 system files, one per minute from B; each holds an event exactly at
+ * `at` (Value = file index) and one 1 µs later. */
+static char *system_minutes(int64_t at_us) {
+  char *root = new_dir();
+  for (int i = 0; i <= 20; i++) {
+    char *path = smr_xasprintf("%s/system/incremental/2020091312/%lld.algo-1."
+                               "json",
+                               root, (long long)(B_S + i * 60));
+    char *text = smr_xasprintf(
+        "{\"Type\":\"gpu\",\"Name\":\"gpu0\",\"Dimension\":\"GPUUtilization\","
+        "\"Value\":%d,\"NodeId\":\"algo-1\",\"Timestamp\":%lld.0}\n"
+        "{\"Type\":\"gpu\",\"Name\":\"gpu0\",\"Dimension\":\"GPUUtilization\","
+        "\"Value\":%d,\"NodeId\":\"algo-1\",\"Timestamp\":%lld.000001}\n",
+        i, (long long)(at_us / 1000000), 100 + i,
+        (long long)(at_us / 1000000));
+    write_file(path, text);
+    free(text);
+    free(path);
+  }
+  return root;
+}
+
+static void check_values(smr_profiler *p, int64_t s, int64_t e, int lo,
+                         int hi) {
+  smr_sys_events ev;
+  smr_error err;
+  CHECK(smr_profiler_system_events(p, s, e, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, hi - lo + 1);
+  for (size_t i = 0; i < ev.n; i++)
+    CHECK_EQ_INT(ev.v[i].value, lo + (int)i);
+  smr_profiler_release_sys(p, &ev);
+}
+
+static void test_system_selection(void) {
+  /* W = B + 690 s: lo = bisect_right(T, W - 180 s) - 1 = file 8 (480 s),
+   * hi = bisect_left(T, W + 180 s) = file 15 (900 s) */
+  int64_t w = B_US + 690 * 1000000LL;
+  char *root = system_minutes(w);
+  smr_profiler *p = open_quiet(root);
+  check_values(p, w, w, 8, 15);
+  smrules_profiler_info in;
+  smr_profiler_info(p, &in);
+  CHECK(in.first_us == B_US);
+  CHECK(in.latest_us == B_US + 1200 * 1000000LL);
+  CHECK_EQ_INT(in.system_files, 21);
+  smr_profiler_close(p);
+  free(root);
+  /* exactly on file timestamps: W - 180 s = file 8 (kept by the -1),
+   * W + 180 s = file 14 (bisect_left) */
+  w = B_US + 660 * 1000000LL;
+  root = system_minutes(w);
+  p = open_quiet(root);
+  check_values(p, w, w, 8, 14);
+  /* a range before every file: lo clamps to 0 */
+  smr_sys_events ev;
+  smr_error err;
+  CHECK(smr_profiler_system_events(p, B_US - 3600000000LL,
+                                   B_US - 3500000000LL, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 0);
+  CHECK_EQ_INT(ev.npins, 1); /* file 0 was read */
+  smr_profiler_release_sys(p, &ev);
+  smr_profiler_close(p);
+  free(root);
+}
+
+static void test_boundaries(void) {
+  int64_t w = B_US + 690 * 1000000LL;
+  char *root = system_minutes(w);
+  smr_profiler *p = open_quiet(root);
+  /* the sample exactly at the window end and at the next window's start */
+  smr_sys_events a, b;
+  smr_error err;
+  CHECK(smr_profiler_system_events(p, w - 60000000, w, &a, &err) == SMR_OK);
+  CHECK(smr_profiler_system_events(p, w, w + 60000000, &b, &err) == SMR_OK);
+  /* [W - 60 s, W] reads files 7..15: the events at W, not those 1 µs
+   * later; [W, W + 60 s] reads files 8..16: both */
+  CHECK_EQ_INT(a.n, 9);
+  CHECK_EQ_INT(b.n, 9 + 9);
+  smr_profiler_release_sys(p, &a);
+  smr_profiler_release_sys(p, &b);
+  smr_profiler_close(p);
+  free(root);
+}
+
+static char *trace_text(int64_t base, const char *phase, const char *name,
+                        int64_t ts, int64_t dur) {
+  return smr_xasprintf(
+      "[\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"args\": "
+      "{\"start_time_since_epoch_in_micros\": %lld}},\n"
+      "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": "
+      "{\"name\": \"%s\"}},\n"
+      "{\"name\": \"%s\", \"pid\": 1, \"ph\": \"X\", \"ts\": %lld, \"dur\": "
+      "%lld, \"args\": {\"step_num\": \"7\"}}\n]\n",
+      (long long)base, phase, name, (long long)ts, (long long)dur);
+}
+
+static void test_framework_selection(void) {
+  char *root = new_dir();
+  int64_t w = B_US + 690 * 1000000LL;
+  for (int i = 0; i <= 20; i++) {
+    int64_t end = B_US + i * 60000000LL;
+    char name[16];
+    snprintf(name, sizeof name, "f%d", i);
+    char *path = smr_xasprintf(
+        "%s/framework/pevents/2020091312/%lld_0-algo-1_pythontimeline.json",
+        root, (long long)end);
+    char *t = trace_text(B_US, "Step:ModeKeys.TRAIN", name, w - B_US - 1, 2);
+    write_file(path, t);
+    free(t);
+    free(path);
+  }
+  /* not trace files: never selected, no timestamp */
+  write_at("{}", "%s/framework/pytorch/cprofile/x/python_stats.json",
+                           root);
+  smr_profiler *p = open_quiet(root);
+  smr_fw_events ev;
+  smr_error err;
+  /* lo = bisect_left(T, W - 180 s) = file 9 (540 s), hi =
+   * bisect_left(T, W + 180 s) = file 15 (900 s) */
+  CHECK(smr_profiler_framework_events(p, w, w, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 7);
+  for (size_t i = 0; i < ev.n; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "f%d", 9 + (int)i);
+    CHECK_STR(ev.v[i].name, name);
+    CHECK_STR(ev.v[i].phase, "Step:ModeKeys.TRAIN");
+    CHECK_STR(ev.v[i].node, "algo-1-0");
+    CHECK_STR(ev.v[i].file_type, "PythontimelineMetrics");
+    CHECK(ev.v[i].start_us == (double)(w - 1) && ev.v[i].end_us == w + 1);
+    CHECK(ev.v[i].times_are_int);
+  }
+  smr_profiler_release_fw(p, &ev);
+  /* an event ending exactly at the range start overlaps it */
+  CHECK(smr_profiler_framework_events(p, w + 1, w + 5, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 7);
+  smr_profiler_release_fw(p, &ev);
+  CHECK(smr_profiler_framework_events(p, w + 2, w + 5, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 0);
+  smr_profiler_release_fw(p, &ev);
+  smrules_profiler_info in;
+  smr_profiler_info(p, &in);
+  CHECK(in.first_us == B_US); /* framework only (Decision F13) */
+  CHECK(in.latest_us == B_US + 1200 * 1000000LL);
+  CHECK_EQ_INT(in.framework_files, 21);
+  smr_profiler_close(p);
+  free(root);
+}
+
+/* ---- trace parser semantics ---- */
+
+typedef struct collected {
+  char names[16][32], phases[16][32], args[16][64];
+  double start[16], end[16];
+  int n;
+} collected;
+
+static void collect(void *arg, const smrules_fw_event *e) {
+  collected *c = arg;
+  if (c->n >= 16)
+    return;
+  snprintf(c->names[c->n], 32, "%s", e->name);
+  snprintf(c->phases[c->n], 32, "%s", e->phase);
+  snprintf(c->args[c->n], 64, "%s", e->args ? e->args : "-");
+  c->start[c->n] = e->start_us;
+  c->end[c->n++] = e->end_us;
+}
+
+static void test_begin_end_pairs(void) {
+  const char *t =
+      "[{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"args\":"
+      "{\"start_time_since_epoch_in_micros\":1000}},"
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":"
+      "{\"name\":\"DataLoaderIter\"}},"
+      "{\"name\":\"a\",\"ph\":\"B\",\"pid\":1,\"ts\":10},"
+      "{\"name\":\"b\",\"ph\":\"B\",\"pid\":1,\"ts\":20},"
+      "{\"ph\":\"E\",\"pid\":1,\"ts\":30,\"args\":{\"x\":1}},"
+      "{\"ph\":\"E\",\"pid\":1,\"ts\":40},"
+      "{\"ph\":\"E\",\"pid\":1,\"ts\":50},"
+      "{\"name\":\"c\",\"ph\":\"B\",\"pid\":2,\"ts\":100},"
+      "{\"ph\":\"E\",\"pid\":2,\"ts\":90},"
+      "{\"name\":\"d\",\"ph\":\"X\",\"pid\":3,\"ts\":5,\"dur\":2.5},"
+      "{\"name\":\"i\",\"ph\":\"i\",\"pid\":1,\"ts\":5},"
+      "{\"name\":\"nophase\",\"pid\":1,\"ts\":5,\"dur\":1},"
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{}},"
+      "{\"name\":\"e\",\"ph\":\"X\",\"pid\":1,\"ts\":7,\"dur\":1}]";
+  collected c = {0};
+  char why[160];
+  int n = smr_profiler_parse_trace(t, strlen(t), "0-algo-2", 0, collect, &c,
+                                   why, sizeof why);
+  CHECK_EQ_INT(n, 4);
+  CHECK_STR(c.names[0], "b"); /* completion order */
+  CHECK_STR(c.phases[0], "DataLoaderIter");
+  CHECK_STR(c.args[0], "{\"x\":1}"); /* the E's args */
+  CHECK(c.start[0] == 1020 && c.end[0] == 1030);
+  CHECK_STR(c.names[1], "a");
+  CHECK(c.start[1] == 1010 && c.end[1] == 1040);
+  CHECK_STR(c.args[1], "-");
+  CHECK_STR(c.names[2], "d");
+  CHECK_STR(c.phases[2], "Unknown");
+  CHECK(c.start[2] == 1005 && c.end[2] == 1007.5);
+  /* a later process_name without a name makes the phase "Unknown" */
+  CHECK_STR(c.names[3], "e");
+  CHECK_STR(c.phases[3], "Unknown");
+}
+
+static void test_node_rewrite(void) {
+  char *s = smr_profiler_node_rewrite("0-algo-1");
+  CHECK_STR(s, "algo-1-0");
+  free(s);
+  s = smr_profiler_node_rewrite("12-x-algo-3");
+  CHECK_STR(s, "algo-3-12-x");
+  free(s);
+  s = smr_profiler_node_rewrite("1234-ip-10-0-0-1");
+  CHECK_STR(s, "1234-ip-10-0-0-1");
+  free(s);
+}
+
+static void test_incomplete_trace(void) {
+  const char *t = "[{\"name\":\"d\",\"ph\":\"X\",\"pid\":3,\"ts\":5,\"dur\":2},";
+  char why[160];
+  CHECK_EQ_INT(smr_profiler_parse_trace(t, strlen(t), "n", 0, NULL, NULL, why,
+                                        sizeof why),
+               -1);
+  CHECK(strstr(why, "expected") != NULL);
+  /* in a directory: the file contributes nothing */
+  char *root = new_dir();
+  write_at(t, "%s/framework/pevents/2020091312/"
+                           "%lld_0-algo-1_pythontimeline.json",
+                           root, (long long)(B_US + 60000000));
+  smr_profiler *p = open_quiet(root);
+  smr_fw_events ev;
+  smr_error err;
+  CHECK(smr_profiler_framework_events(p, 0, B_US * 2, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 0);
+  smr_profiler_release_fw(p, &ev);
+  smr_profiler_close(p);
+  free(root);
+}
+
+/* ---- corrupt system lines (Decision F14) ---- */
+
+static void test_corrupt_lines(void) {
+  char *root = new_dir();
+  const char *good = "{\"Type\":\"cpu\",\"Name\":\"cpu0\",\"Dimension\":"
+                     "\"CPUUtilization\",\"Value\":%d,\"NodeId\":\"algo-1\","
+                     "\"Timestamp\":%lld.5}";
+  long long s = B_S + 10;
+  char *l1 = smr_xasprintf(good, 1, s), *l2 = smr_xasprintf(good, 2, s),
+       *l3 = smr_xasprintf(good, 3, s);
+  char *text = smr_xasprintf("%s\n{broken\n%s\r\n\n%s\r{\"Type\":", l1, l2,
+                             l3);
+  write_at(text, "%s/system/incremental/2020091312/%lld.algo-1.json",
+                           root, (long long)B_S);
+  smr_profiler *p = open_quiet(root);
+  smr_sys_events ev;
+  smr_error err;
+  CHECK(smr_profiler_system_events(p, B_US, B_US + 60000000, &ev, &err) ==
+        SMR_OK);
+  CHECK_EQ_INT(ev.n, 3);
+  for (size_t i = 0; i < ev.n; i++)
+    CHECK_EQ_INT(ev.v[i].value, (int)i + 1);
+  smr_profiler_release_sys(p, &ev);
+  smr_profiler_close(p);
+  free(l1);
+  free(l2);
+  free(l3);
+  free(text);
+  free(root);
+}
+
+/* ---- TF profiler trace.json.gz ---- */
+
+static void test_tf_gz(void) {
+  char *root = new_dir();
+  char *step = smr_xasprintf("%s/framework/tensorflow/detailed_profiling/"
+                             "2020091312/000000001",
+                             root);
+  int64_t start = B_US + 5000000, end = B_US + 9000000;
+  write_at("", "%s/host-1_%lld_%lld.metadata", step,
+                           (long long)start, (long long)end);
+  char *dir = smr_xasprintf("%s/plugins/profile/2020_09_13_12_00_00", step);
+  mkdirs(dir);
+  char *gz = smr_xasprintf("%s/host-1.trace.json.gz", dir);
+  const char *json =
+      "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":5,\"args\":"
+      "{\"name\":\"/host:CPU\"}},"
+      "{\"name\":\"op\",\"ph\":\"X\",\"pid\":5,\"ts\":10,\"dur\":5,"
+      "\"args\":{\"thread_id\":7}}]}";
+  gzFile g = gzopen(gz, "wb");
+  gzwrite(g, json, (unsigned)strlen(json));
+  gzclose(g);
+  smr_profiler *p = open_quiet(root);
+  smrules_profiler_info in;
+  smr_profiler_info(p, &in);
+  CHECK(in.framework_first_us == end); /* the .metadata end time */
+  smr_fw_events ev;
+  smr_error err;
+  CHECK(smr_profiler_framework_events(p, start, end, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 1);
+  if (ev.n == 1) {
+    CHECK_STR(ev.v[0].name, "op");
+    CHECK_STR(ev.v[0].phase, "/host:CPU");
+    CHECK_STR(ev.v[0].node, "host-1");
+    CHECK_STR(ev.v[0].file_type, "TFProfilerMetrics");
+    CHECK(ev.v[0].start_us == (double)(start + 10));
+    CHECK_EQ_INT(ev.v[0].tid, 7);
+  }
+  smr_profiler_release_fw(p, &ev);
+  smr_profiler_close(p);
+  free(gz);
+  free(dir);
+  free(step);
+  free(root);
+}
+
+/* ---- trial info, windows, args ---- */
+
+static void test_window_status(void) {
+  int64_t w = B_US + 690 * 1000000LL;
+  char *root = system_minutes(w);
+  smr_profiler *p = open_quiet(root);
+  int64_t latest = B_US + 1200 * 1000000LL, S = 60000000;
+  CHECK_EQ_INT(smr_profiler_window_status(p, latest - S, latest), SMR_OK);
+  CHECK_EQ_INT(smr_profiler_window_status(p, latest, latest + S),
+               SMR_NO_MORE_DATA);
+  CHECK(smr_profiler_job_finished(p)); /* offline (Decision F11) */
+  smr_profiler_close(p);
+  smr_profiler_opts o = {.live = true, .quiet = true};
+  smr_error e;
+  CHECK(smr_profiler_open(root, &o, &p, &e) == SMR_OK);
+  CHECK(!smr_profiler_job_finished(p));
+  CHECK_EQ_INT(smr_profiler_window_status(p, latest, latest + S),
+               SMR_STEP_NOT_YET);
+  CHECK_EQ_INT(smr_profiler_window_status(p, latest - S, latest), SMR_OK);
+  write_at("", "%s/system/training_job_end.ts", root);
+  CHECK(smr_profiler_job_finished(p));
+  CHECK_EQ_INT(smr_profiler_window_status(p, latest, latest + S),
+               SMR_NO_MORE_DATA);
+  smr_profiler_close(p);
+  free(root);
+}
+
+static void test_fw_arg(void) {
+  smrules_fw_event e = {.args = "{\"step_num\": \"12\", \"pid\": 93, "
+                                "\"pin_memory\": false, \"o\": {\"a\": [1]}, "
+                                "\"s\": \"x\\\"y\", \"pid\": 94}"};
+  smr_strv scratch = {0};
+  smrules_arg a;
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "step_num", &a, &scratch),
+               SMRULES_ARG_STRING);
+  CHECK_STR(a.str, "12");
+  CHECK_STR(a.json, "\"12\"");
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "pid", &a, &scratch),
+               SMRULES_ARG_NUMBER);
+  CHECK(a.num == 94 && a.is_int); /* the last duplicate wins */
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "pin_memory", &a, &scratch),
+               SMRULES_ARG_BOOL);
+  CHECK(!a.b);
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "o", &a, &scratch), SMRULES_ARG_OTHER);
+  CHECK_STR(a.json, "{\"a\": [1]}");
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "s", &a, &scratch),
+               SMRULES_ARG_STRING);
+  CHECK_STR(a.str, "x\"y");
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "missing", &a, &scratch),
+               SMRULES_ARG_MISSING);
+  smrules_fw_event none = {0};
+  CHECK_EQ_INT(smr_profiler_fw_arg(&none, "pid", &a, &scratch),
+               SMRULES_ARG_MISSING);
+  smr_strv_free(&scratch);
+}
+
+static void test_cache_budget(void) {
+  /* a tiny cache: every query still answers the same */
+  int64_t w = B_US + 690 * 1000000LL;
+  char *root = system_minutes(w);
+  smr_profiler_opts o = {.quiet = true, .cache_bytes = 1};
+  smr_profiler *p;
+  smr_error e;
+  CHECK(smr_profiler_open(root, &o, &p, &e) == SMR_OK);
+  for (int round = 0; round < 3; round++)
+    check_values(p, w, w, 8, 15);
+  smr_profiler_close(p);
+  free(root);
+}
+
+int main(void) {
+  if (!mkdtemp(tmp_root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  TEST_RUN(test_sys_line);
+  TEST_RUN(test_sys_line_errors);
+  TEST_RUN(test_system_selection);
+  TEST_RUN(test_boundaries);
+  TEST_RUN(test_framework_selection);
+  TEST_RUN(test_begin_end_pairs);
+  TEST_RUN(test_node_rewrite);
+  TEST_RUN(test_incomplete_trace);
+  TEST_RUN(test_corrupt_lines);
+  TEST_RUN(test_tf_gz);
+  TEST_RUN(test_window_status);
+  TEST_RUN(test_fw_arg);
+  TEST_RUN(test_cache_budget);
+  char *cmd = smr_xasprintf("rm -rf '%s'", tmp_root);
+  if (system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", tmp_root);
+  free(cmd);
+  return TEST_REPORT("test_profiler");
+}
