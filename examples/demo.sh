@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 sh .ci/deps.sh
 make -j"$(nproc 2>/dev/null || echo 2)" all
 work=$(mktemp -d)
-trap 'kill "$trainer" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$trainer" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 echo "== starting the trainer: one step every 100 ms, loss flat from step 30"
 build/demo-trainer "$work/trial" --steps 600 --interval-ms 100 \
