@@ -1,17 +1,21 @@
 /* live_latency.c - how fast `smrules run --watch` acts on a trial being
  * written, and what it costs while nothing happens.
  *
- *   live_latency SMRULES WORKDIR [STEPS [INTERVAL_MS [IDLE_S]]]
+ *   live_latency SMRULES WORKDIR [STEPS [INTERVAL_MS [IDLE_S [SPARSE]]]]
  *
  * Latency: this program is the training job.  It writes STEPS steps
  * (default 1000) at a steady rate (default one every 20 ms) with the C
- * writer; every step holds a NaN, so ExplodingTensor fires at every step,
- * and its exec hook (repeat: every) runs `/bin/kill -s <RT signal> -q
- * <step> <our pid>`: the signal carries the step number.  For each step
- * the latency is the time from the moment its index file is complete
+ * writer; a step holding a NaN makes ExplodingTensor fire, and its exec
+ * hook (repeat: every) runs `/bin/kill -s <RT signal> -q <step> <our
+ * pid>`: the signal carries the step number.  For each such step the
+ * latency is the time from the moment its index file is complete
  * (smr_writer_step_end returned: renamed into place) to the signal's
  * arrival in our handler; both are CLOCK_MONOTONIC in this process.
- * Reports p50, p99, max and the signals that never came.
+ * Reports p50, p99, max and the signals that never came, twice: with a
+ * NaN at every step (a hook per step: can actions keep up?) and at every
+ * SPARSE-th step (default 10: how fast one trigger is acted on while
+ * every step is followed).  $LIVE_LATENCY_DUMP=DIR writes each run's
+ * per-step times there (step, done s, signal s, latency ms).
  *
  * Idle: a trial of STEPS steps that never ends is watched for IDLE_S
  * seconds (default 10) after smrules has evaluated it; smrules' user +
@@ -63,6 +67,12 @@ static void sleep_sec(double s) {
 }
 
 /* Async-signal-safe: clock_gettime and plain stores only. */
+static long fire_every = 1; /* a NaN (a trigger) at every n-th step */
+
+static bool fires_at(long s) {
+  return s % fire_every == 0;
+}
+
 static void on_signal(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   (void)uc;
@@ -279,38 +289,103 @@ static void watch_argv(char **argv, const char *smrules, char *trial,
   argv[k] = NULL;
 }
 
-static void report_latency(double wall, const struct rusage *ru) {
+/* How many actions smrules lists in its --json output, and how many of
+ * them ended "ok" (a missing signal is then a lost one, not a failed
+ * hook). */
+static void count_actions(const char *json_path, long *all, long *ok) {
+  *all = *ok = 0;
+  FILE *f = fopen(json_path, "r");
+  if (!f)
+    return;
+  size_t cap = 1 << 16, len = 0, n;
+  char *buf = malloc(cap);
+  while (buf && (n = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
+    len += n;
+    if (len + 1 == cap) {
+      char *bigger = realloc(buf, cap *= 2);
+      if (!bigger)
+        free(buf);
+      buf = bigger;
+    }
+  }
+  fclose(f);
+  if (!buf)
+    return;
+  buf[len] = '\0';
+  const char *key = "\"outcome\":\"";
+  for (const char *p = buf; (p = strstr(p, key)) != NULL; p++) {
+    (*all)++;
+    *ok += strncmp(p + strlen(key), "ok\"", 3) == 0;
+  }
+  free(buf);
+}
+
+/* Per-step times for a closer look ($LIVE_LATENCY_DUMP). */
+static void dump(const char *key) {
+  const char *dir = getenv("LIVE_LATENCY_DUMP");
+  if (!dir || !dir[0])
+    return;
+  char name[64];
+  snprintf(name, sizeof name, "%s.tsv", key);
+  char *path = path_in(dir, name);
+  FILE *f = fopen(path, "w");
+  for (long s = 0; f && s < n_steps; s++)
+    if (fires_at(s))
+      fprintf(f, "%ld\t%.6f\t%.6f\t%.3f\n", s, done_at[s], signal_at[s],
+              signal_at[s] > 0 ? (signal_at[s] - done_at[s]) * 1e3 : NAN);
+  if (f)
+    fclose(f);
+  free(path);
+}
+
+static void report_latency(const char *key, double wall,
+                           const struct rusage *ru) {
   double *lat = calloc((size_t)n_steps, sizeof *lat);
-  size_t n = 0;
-  for (long s = 0; s < n_steps; s++)
-    if (signal_at[s] > 0)
+  size_t n = 0, want = 0;
+  for (long s = 0; s < n_steps; s++) {
+    want += fires_at(s);
+    if (fires_at(s) && signal_at[s] > 0)
       lat[n++] = (signal_at[s] - done_at[s]) * 1e3;
+  }
   qsort(lat, n, sizeof *lat, cmp_double);
   double cpu = (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
                (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
-  printf("latency, index file complete -> signal delivered (%zu of %ld "
-         "steps): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-         n, n_steps, percentile(lat, n, 50), percentile(lat, n, 99),
+  printf("index file complete -> signal delivered (%zu of %zu triggers): "
+         "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+         n, want, percentile(lat, n, 50), percentile(lat, n, 99),
          n ? lat[n - 1] : NAN);
   printf("smrules while following: %.2f s CPU over %.1f s (%.1f %% of one "
          "core)\n",
          cpu, wall, 100 * cpu / wall);
-  printf("RESULT live_steps %ld\n", n_steps);
-  printf("RESULT live_received %zu\n", n);
-  printf("RESULT live_p50_ms %.3f\n", percentile(lat, n, 50));
-  printf("RESULT live_p99_ms %.3f\n", percentile(lat, n, 99));
-  printf("RESULT live_max_ms %.3f\n", n ? lat[n - 1] : NAN);
-  printf("RESULT live_follow_cpu_pct %.3f\n", 100 * cpu / wall);
+  printf("RESULT %s_triggers %zu\n", key, want);
+  printf("RESULT %s_received %zu\n", key, n);
+  printf("RESULT %s_p50_ms %.3f\n", key, percentile(lat, n, 50));
+  printf("RESULT %s_p99_ms %.3f\n", key, percentile(lat, n, 99));
+  printf("RESULT %s_max_ms %.3f\n", key, n ? lat[n - 1] : NAN);
+  printf("RESULT %s_follow_cpu_pct %.3f\n", key, 100 * cpu / wall);
+  dump(key);
   free(lat);
 }
 
-static int latency_phase(const char *smrules, const char *work, long steps,
-                         long interval_ms, int sig) {
-  char *trial = path_in(work, "live-trial"),
-       *rules = path_in(work, "live.yaml");
-  char *state = path_in(work, "live.db"), *out = path_in(work, "live-out");
-  char *so = path_in(work, "live-watch.json"),
-       *se = path_in(work, "live-watch.log");
+static char *keyed_path(const char *work, const char *key, const char *ext) {
+  char name[64];
+  snprintf(name, sizeof name, "%s%s", key, ext);
+  return path_in(work, name);
+}
+
+/* One run: `steps` steps, a trigger at every fire_every-th; results as
+ * RESULT <key>_... */
+static int latency_phase(const char *key, const char *smrules, const char *work,
+                         long steps, long interval_ms, int sig) {
+  char *trial = keyed_path(work, key, "-trial");
+  char *rules = keyed_path(work, key, ".yaml");
+  char *state = keyed_path(work, key, ".db");
+  char *out = keyed_path(work, key, "-out");
+  char *so = keyed_path(work, key, "-watch.json");
+  char *se = keyed_path(work, key, "-watch.log");
+  n_signals = 0;
+  memset(done_at, 0, (size_t)steps * sizeof *done_at);
+  memset(signal_at, 0, (size_t)steps * sizeof *signal_at);
   write_rules(rules, sig);
   n_steps = steps;
   smr_writer *w = open_writer(trial); /* the trial folder exists first */
@@ -324,11 +399,12 @@ static int latency_phase(const char *smrules, const char *work, long steps,
   double t0 = now_sec(), step_s = (double)interval_ms / 1e3;
   for (long s = 0; s < steps; s++) {
     sleep_until(t0 + (double)s * step_s);
-    write_step(w, s, true);
+    write_step(w, s, fires_at(s));
     done_at[s] = now_sec();
   }
+  long want = (steps + fire_every - 1) / fire_every;
   double end = now_sec() + 5;
-  while (n_signals < steps && now_sec() < end)
+  while (n_signals < want && now_sec() < end)
     sleep_sec(0.01);
   close_writer(w, trial, true);
   struct rusage ru;
@@ -339,7 +415,11 @@ static int latency_phase(const char *smrules, const char *work, long steps,
             "live_latency: smrules --watch ended with status %d "
             "(see %s)\n",
             status, se);
-  report_latency(wall, &ru);
+  report_latency(key, wall, &ru);
+  long all, ok;
+  count_actions(so, &all, &ok);
+  printf("smrules listed %ld actions, %ld ok\n", all, ok);
+  printf("RESULT %s_actions_ok %ld\n", key, ok);
   char *owned[] = {trial, rules, state, out, so, se};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
     free(owned[i]);
@@ -410,15 +490,16 @@ static int idle_phase(const char *smrules, const char *work, long steps,
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3 || argc > 6) {
+  if (argc < 3 || argc > 7) {
     fprintf(stderr, "usage: live_latency SMRULES WORKDIR [STEPS "
-                    "[INTERVAL_MS [IDLE_S]]]\n");
+                    "[INTERVAL_MS [IDLE_S [SPARSE]]]]\n");
     return 2;
   }
   const char *smrules = argv[1], *work = argv[2];
   long steps = argc > 3 ? parse_long(argv[3], "STEPS", 1, MAX_STEPS) : 1000;
   long interval = argc > 4 ? parse_long(argv[4], "INTERVAL_MS", 1, 10000) : 20;
   long idle_s = argc > 5 ? parse_long(argv[5], "IDLE_S", 1, 3600) : 10;
+  long sparse = argc > 6 ? parse_long(argv[6], "SPARSE", 1, MAX_STEPS) : 10;
   if (access(smrules, X_OK) != 0)
     die("%s is not executable", smrules);
   if (mkdir(work, 0755) != 0 && errno != EEXIST)
@@ -436,11 +517,17 @@ int main(int argc, char **argv) {
   if (!kill_can_queue(sig))
     die("%s cannot queue a value with a signal (-q; procps-ng kill needed)",
         KILL_PROGRAM);
-  printf("writing %ld steps, one every %ld ms; ExplodingTensor fires at each "
-         "and its exec hook runs %s\n",
+  printf("writing %ld steps, one every %ld ms; ExplodingTensor fires at "
+         "every step, its exec hook runs %s\n",
          steps, interval, KILL_PROGRAM);
+  printf("RESULT live_steps %ld\nRESULT live_interval_ms %ld\n", steps,
+         interval);
   fflush(stdout);
-  int rc = latency_phase(smrules, work, steps, interval, sig);
+  int rc = latency_phase("live", smrules, work, steps, interval, sig);
+  printf("again, with ExplodingTensor firing at every %ld-th step\n", sparse);
+  fflush(stdout);
+  fire_every = sparse;
+  rc |= latency_phase("live_sparse", smrules, work, steps, interval, sig);
   fflush(stdout);
   rc |= idle_phase(smrules, work, steps, (double)idle_s);
   free(done_at);
