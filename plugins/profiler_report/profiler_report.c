@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "rpt_int.h"
 
@@ -120,6 +121,7 @@ typedef struct rpt_state {
   int64_t first_us, scan_interval_us, windows;
   char *dir; /* <output>/profiler-output */
   bool ended;
+  double flushed_at; /* monotonic seconds of the last write, 0: never */
 } rpt_state;
 
 static int init_sub(smrules_ctx *ctx, rpt_state *st, size_t i,
@@ -235,7 +237,16 @@ static const char *out_dir(smrules_ctx *ctx, rpt_state *st) {
   return st->dir;
 }
 
+static int sync_engine(rpt_sub *s);
+static void write_own_report(smrules_ctx *ctx, const rpt_state *st);
+
 static void write_outputs(smrules_ctx *ctx, rpt_state *st) {
+  for (size_t i = 0; i < RPT_NSUB; i++)
+    if (st->subs[i].ready && st->subs[i].eng &&
+        sync_engine(&st->subs[i]) != 0)
+      rpt_host->log(ctx, 2, "ProfilerReport: cannot read the report of %s",
+                    st->subs[i].name);
+  write_own_report(ctx, st);
   const char *dir = out_dir(ctx, st);
   if (!dir)
     return;
@@ -323,8 +334,11 @@ static int run_engine(rpt_sub *s, const rpt_window *w, bool *met) {
   pr_window pw = {.index = w->index, .start_us = w->start, .end_us = w->end,
                   .last_timestamp = w->first_us, .sys = w->sys,
                   .nsys = w->nsys, .fw = &fw, .ctx = w->host_ctx};
-  if (s->eng->window(s->state, &pw, met) != 0)
-    return SMRULES_ERR;
+  return s->eng->window(s->state, &pw, met) != 0 ? SMRULES_ERR : 0;
+}
+
+/* An engine's report as it stands, into the sub-rule's report. */
+static int sync_engine(rpt_sub *s) {
   pr_report r;
   s->eng->report(s->state, &r);
   s->triggered = r.triggered;
@@ -373,6 +387,32 @@ static int fetch(smrules_ctx *ctx, rpt_window *w) {
   return 0;
 }
 
+/* Outputs are rewritten at most every FLUSH_SECONDS while windows are
+ * evaluated (a live run keeps a recent partial report; rendering every
+ * report after each of thousands of windows would cost more than the
+ * rules), and always after the last window and when a pass ends
+ * (finish): the files then equal those written after every window. */
+#define FLUSH_SECONDS 10.0
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool due(rpt_state *st) {
+  double t = now_seconds();
+  if (st->flushed_at > 0 && t - st->flushed_at < FLUSH_SECONDS)
+    return false;
+  st->flushed_at = t;
+  return true;
+}
+
+static int finish(smrules_ctx *ctx, void *p) {
+  write_outputs(ctx, p);
+  return 0;
+}
+
 /* Whether window k is the last one: the job has ended and the next window
  * starts at or after the latest timestamp (the invoker then stops with
  * NoMoreProfilerData, F§13.8). */
@@ -408,8 +448,8 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
     met |= st->subs[i].windows_met > 0;
   st->windows = w->index + 1;
   st->ended = is_last_window(ctx, w->end);
-  write_own_report(ctx, st);
-  write_outputs(ctx, st);
+  if (st->ended || due(st))
+    write_outputs(ctx, st);
   /* The reference raises one trigger after the last window when any
    * sub-rule met its condition (end_of_rule); the host's loop gives the
    * rule no call after the last window, so it is reported here, on the
@@ -430,6 +470,7 @@ static smrules_rule rule = {
     .data_needed = "profiler: system metrics and framework trace events",
     .init = init,
     .invoke_at_step = invoke,
+    .finish = finish,
     .destroy = destroy,
 };
 
