@@ -346,11 +346,4 @@ if [ $have_live = 1 ]; then
     "--poll $(get live_idle_poll_cpu_pct)" "-" "< 1 %" \
     "$(verdict "$(get live_idle_cpu_pct)" "<" 1)"
 fi
-if [ $have_live = 1 ]; then
-  row "live: signal latency p50 / p99 ms" \
-    "$(get live_p50_ms) / $(get live_p99_ms)" \
-    "$(get live_received)/$(get live_steps) seen" "-" "-" "info"
-  row "live: idle CPU % inotify / poll" "$(get live_idle_cpu_pct)" \
-    "poll $(get live_idle_poll_cpu_pct)" "-" "-" "info"
-fi
 exit 0
