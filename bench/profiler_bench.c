@@ -85,23 +85,22 @@ static void round_of(FILE *f, int node, double t, long k) {
     snprintf(name, sizeof name, "cpu%d", c);
     line(f, "cpu", name, "CPUUtilization",
          clamp(30 + 50 * wave + 20 * noise(), 0, 100), node, t);
-    line(f, "cpu", name, "I/OWaitPercentage", clamp(4 * noise(), 0, 100),
-         node, t);
+    line(f, "cpu", name, "I/OWaitPercentage", clamp(4 * noise(), 0, 100), node,
+         t);
   }
   for (int g = 0; g < GPUS; g++) {
     snprintf(name, sizeof name, "gpu%d", g);
-    double u = (node == 2 && g == 7) ? 3 + 4 * noise()
-                                     : 55 + 35 * wave + 10 * noise();
-    line(f, "gpu", name, "GPUUtilization", clamp(u, 0, 100), node,
-         t + 0.0005);
+    double u =
+        (node == 2 && g == 7) ? 3 + 4 * noise() : 55 + 35 * wave + 10 * noise();
+    line(f, "gpu", name, "GPUUtilization", clamp(u, 0, 100), node, t + 0.0005);
     line(f, "gpu", name, "GPUMemoryUtilization",
          clamp(40 + 20 * wave + 2 * noise(), 0, 100), node, t + 0.0005);
   }
   line(f, "memory", "MemoryUsedPercent", "", 30 + 5 * wave, node, t + 0.0006);
-  line(f, "network", "ReceiveBytesPerSecond", "Algorithm",
-       1e6 + 1e6 * noise(), node, t + 0.0011);
-  line(f, "network", "TransmitBytesPerSecond", "Algorithm",
-       1e6 + 1e6 * noise(), node, t + 0.0011);
+  line(f, "network", "ReceiveBytesPerSecond", "Algorithm", 1e6 + 1e6 * noise(),
+       node, t + 0.0011);
+  line(f, "network", "TransmitBytesPerSecond", "Algorithm", 1e6 + 1e6 * noise(),
+       node, t + 0.0011);
 }
 
 static FILE *open_minute(const char *dir, long long minute, int node) {
@@ -113,8 +112,8 @@ static FILE *open_minute(const char *dir, long long minute, int node) {
   snprintf(path, sizeof path, "%s/system/incremental/%s", dir, hour);
   if (mkdirs(path) != 0)
     return NULL;
-  snprintf(path, sizeof path, "%s/system/incremental/%s/%lld.algo-%d.json",
-           dir, hour, minute, node);
+  snprintf(path, sizeof path, "%s/system/incremental/%s/%lld.algo-%d.json", dir,
+           hour, minute, node);
   return fopen(path, "w");
 }
 
@@ -159,11 +158,12 @@ static int gen(const char *dir, long events) {
 
 /* ------------------------------------------------------------------ run */
 
-static const char *const RULES[] = {
-    "CPUBottleneck", "IOBottleneck",          "LowGPUUtilization",
-    "StepOutlier",   "GPUMemoryIncrease",     "BatchSize",
-    "MaxInitializationTime", "LoadBalancing", "OverallSystemUsage",
-    "Dataloader",    "OverallFrameworkMetrics"};
+static const char *const RULES[] = {"CPUBottleneck",          "IOBottleneck",
+                                    "LowGPUUtilization",      "StepOutlier",
+                                    "GPUMemoryIncrease",      "BatchSize",
+                                    "MaxInitializationTime",  "LoadBalancing",
+                                    "OverallSystemUsage",     "Dataloader",
+                                    "OverallFrameworkMetrics"};
 
 static int write_yaml(const char *path, bool report) {
   FILE *f = fopen(path, "w");
@@ -240,8 +240,8 @@ static int measure(const char *key, const char *smrules, const char *dir,
   printf("%-34s median of %d: wall %.3f s, cpu %.3f s, max RSS %ld KB\n",
          report ? "ProfilerReport (11 rules + HTML)" : "11 profiler rules",
          repeat, w, c, rss);
-  printf("RESULT %s_wall %.3f\nRESULT %s_cpu %.3f\nRESULT %s_rss %ld\n", key,
-         w, key, c, key, rss);
+  printf("RESULT %s_wall %.3f\nRESULT %s_cpu %.3f\nRESULT %s_rss %ld\n", key, w,
+         key, c, key, rss);
   return 0;
 }
 

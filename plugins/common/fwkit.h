@@ -130,7 +130,9 @@ static inline void fk_map_free(fk_map *m) {
 }
 
 /* Remove every key (keeps nothing). */
-static inline void fk_map_clear(fk_map *m) { fk_map_free(m); }
+static inline void fk_map_clear(fk_map *m) {
+  fk_map_free(m);
+}
 
 /* ------------------------------------------------ NumPy-exact statistics */
 
@@ -150,7 +152,8 @@ static inline double fk_pairwise_sum(const double *a, size_t n) {
     for (i = 8; i < n - (n % 8); i += 8)
       for (int j = 0; j < 8; j++)
         r[j] += a[i + j];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    double res =
+        ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
     for (; i < n; i++)
       res += a[i];
     return res;
@@ -204,13 +207,14 @@ static inline double fk_quantile_sorted(const double *s, size_t n, double q) {
 }
 
 /* np.percentile(x, p) of sorted x: q = p / 100. */
-static inline double fk_percentile_sorted(const double *s, size_t n,
-                                          double p) {
+static inline double fk_percentile_sorted(const double *s, size_t n, double p) {
   return fk_quantile_sorted(s, n, p / 100.0);
 }
 
 /* np.round(v, 2). */
-static inline double fk_round2(double v) { return rint(v * 100.0) / 100.0; }
+static inline double fk_round2(double v) {
+  return rint(v * 100.0) / 100.0;
+}
 
 /* np.histogram(x, bins=B): counts[B], edges[B + 1] (formats.md §14). */
 static inline void fk_histogram(const double *x, size_t n, size_t B,
@@ -407,7 +411,8 @@ static inline void fk_write_ops(const smrules_api *api, smrules_json *d,
   smrules_json *pct = api->json_obj(d, pct_key);
   for (size_t k = 0; k < all.keys.n; k++)
     if (FK_PCT(all.us[k], total) > 2)
-      api->json_num(pct, all.keys.keys[k], FK_PCT(FK_PCT(all.us[k], total), kept));
+      api->json_num(pct, all.keys.keys[k],
+                    FK_PCT(FK_PCT(all.us[k], total), kept));
   smrules_json *tot = api->json_obj(d, total_key);
   for (size_t k = 0; k < all.keys.n; k++)
     if (FK_PCT(all.us[k], total) > 2)

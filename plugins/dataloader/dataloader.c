@@ -44,19 +44,19 @@ typedef struct opt_raw {
 
 typedef struct state {
   settings s;
-  fk_map cpus;          /* CPU names, frozen once non-empty */
-  fk_dv parallel;       /* distinct loader pids per second */
-  fk_dv times;          /* data-loading times, seconds */
+  fk_map cpus;    /* CPU names, frozen once non-empty */
+  fk_dv parallel; /* distinct loader pids per second */
+  fk_dv times;    /* data-loading times, seconds */
   opt_raw pin_memory, num_workers;
-  int prefetch;         /* -1 unset (None), 0 false, 1 true */
+  int prefetch; /* -1 unset (None), 0 false, 1 true */
   /* values as of the last Details write (a later window without loader
    * events does not rewrite them) */
   char *det_pin_memory, *det_num_workers;
   bool det_prefetch;
   int64_t datapoints, violations, triggered;
-  int64_t dataloaders;  /* int(median(parallel)) of the last write */
-  bool written;         /* Details written at least once */
-  fk_map order;         /* Details keys in first-write order */
+  int64_t dataloaders; /* int(median(parallel)) of the last write */
+  bool written;        /* Details written at least once */
+  fk_map order;        /* Details keys in first-write order */
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -234,8 +234,8 @@ static void write_report(smrules_ctx *ctx, const state *st) {
   const char *mx = sr_api->param_text(ctx, "max_threshold");
   sr_api->py_str(st->s.min_threshold, false, a, sizeof a);
   sr_api->py_str(st->s.max_threshold, false, b, sizeof b);
-  snprintf(text, sizeof text, "min_threshold:%s\nmax_threshold:%s",
-           mn ? mn : a, mx ? mx : b);
+  snprintf(text, sizeof text, "min_threshold:%s\nmax_threshold:%s", mn ? mn : a,
+           mx ? mx : b);
   sr_api->rule_parameters(ctx, text);
 }
 

@@ -32,9 +32,9 @@ static const smrules_param params[] = {
 
 typedef struct state {
   settings s;
-  int64_t first_us;             /* the trial's first timestamp */
-  bool clock_fixed;             /* under ProfilerReport (see below) */
-  double job_start, job_end;    /* seconds; +inf / 0 until seen */
+  int64_t first_us;          /* the trial's first timestamp */
+  bool clock_fixed;          /* under ProfilerReport (see below) */
+  double job_start, job_end; /* seconds; +inf / 0 until seen */
   bool job_start_int, job_end_int;
   bool have_job;                /* job_start/job_end written */
   bool have_first, have_last;   /* step_num.first / step_num.last */
@@ -56,13 +56,17 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   return 0;
 }
 
-static void destroy(void *p) { free(p); }
+static void destroy(void *p) {
+  free(p);
+}
 
 /* Under ProfilerReport the reference never advances a sub-rule's own
  * last_timestamp (rules.md §5.2), so this rule's clock stays at the trial's
  * first timestamp there and it never triggers.  ProfilerReport sets this
  * through its wrapper of this file. */
-__attribute__((unused)) static void fix_clock(void *p) { ((state *)p)->clock_fixed = true; }
+__attribute__((unused)) static void fix_clock(void *p) {
+  ((state *)p)->clock_fixed = true;
+}
 
 static void scan_system(state *st, const smrules_sys_event *ev, size_t n) {
   for (size_t i = 0; i < n; i++) {

@@ -69,14 +69,14 @@ static void step_event(smrules_ctx *ctx, state *st, const smrules_fw_event *e,
   fk_named_add(&st->b.step_phases, e->phase, e->end_us - e->start_us);
   if (!*have_end || !st->have_start)
     return;
-  double others = (*end - st->start) -
-                  fk_named_sum(&st->b.step_phases) / st->gpu_counts;
+  double others =
+      (*end - st->start) - fk_named_sum(&st->b.step_phases) / st->gpu_counts;
   bool added;
   size_t i = fk_map_add(&st->b.step_phases.keys, "others", &added);
   if (added)
-    st->b.step_phases.us = fk_xrealloc(st->b.step_phases.us,
-                                       st->b.step_phases.keys.cap,
-                                       sizeof *st->b.step_phases.us);
+    st->b.step_phases.us =
+        fk_xrealloc(st->b.step_phases.us, st->b.step_phases.keys.cap,
+                    sizeof *st->b.step_phases.us);
   st->b.step_phases.us[i] = others;
 }
 

@@ -43,8 +43,7 @@ static const struct {
     {"LoadBalancing", &pr_load_balancing, NULL, true},
     {"OverallSystemUsage", &pr_overall_system_usage, NULL, true},
     {"Dataloader", NULL, rpt_sub_dataloader, true},
-    {"OverallFrameworkMetrics", NULL, rpt_sub_overall_framework_metrics,
-     false},
+    {"OverallFrameworkMetrics", NULL, rpt_sub_overall_framework_metrics, false},
 };
 
 /* Parameter tables and settings sizes of the sub-rules. */
@@ -70,7 +69,9 @@ static smrules_param table[MAX_PARAMS];
 static char names[MAX_PARAMS][NAME_LEN], aliases[MAX_PARAMS][NAME_LEN];
 static size_t settings_size;
 
-static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t align16(size_t n) {
+  return (n + 15) & ~(size_t)15;
+}
 
 static void add_sub_params(size_t *np, size_t i) {
   for (const smrules_param *p = sub_params[i];
@@ -94,14 +95,27 @@ static void add_sub_params(size_t *np, size_t i) {
 static void build_table(void) {
   size_t np = 0;
   table[np++] = (smrules_param){
-      SMRULES_PARAM_INT, "scan_interval_us", "60000000",
-      SMRULES_P_MIN | SMRULES_P_MIN_OPEN, 0, 0, NULL, NULL,
+      SMRULES_PARAM_INT,
+      "scan_interval_us",
+      "60000000",
+      SMRULES_P_MIN | SMRULES_P_MIN_OPEN,
+      0,
+      0,
+      NULL,
+      NULL,
       SMRULES_OFFSET(rpt_settings, scan_interval_us),
       "length of one evaluation window for all sub-rules, in microseconds"};
-  table[np++] = (smrules_param){
-      SMRULES_PARAM_BOOL, "opt_out_telemetry", "False", 0, 0, 0, NULL, NULL,
-      SMRULES_OFFSET(rpt_settings, opt_out_telemetry),
-      "accepted for SageMaker compatibility; no effect"};
+  table[np++] =
+      (smrules_param){SMRULES_PARAM_BOOL,
+                      "opt_out_telemetry",
+                      "False",
+                      0,
+                      0,
+                      0,
+                      NULL,
+                      NULL,
+                      SMRULES_OFFSET(rpt_settings, opt_out_telemetry),
+                      "accepted for SageMaker compatibility; no effect"};
   size_t off = align16(sizeof(rpt_settings));
   for (size_t i = 0; i < RPT_NSUB; i++) {
     sub_offset[i] = off;
@@ -242,8 +256,7 @@ static void write_own_report(smrules_ctx *ctx, const rpt_state *st);
 
 static void write_outputs(smrules_ctx *ctx, rpt_state *st) {
   for (size_t i = 0; i < RPT_NSUB; i++)
-    if (st->subs[i].ready && st->subs[i].eng &&
-        sync_engine(&st->subs[i]) != 0)
+    if (st->subs[i].ready && st->subs[i].eng && sync_engine(&st->subs[i]) != 0)
       rpt_host->log(ctx, 2, "ProfilerReport: cannot read the report of %s",
                     st->subs[i].name);
   write_own_report(ctx, st);
@@ -264,8 +277,8 @@ static void write_outputs(smrules_ctx *ctx, rpt_state *st) {
       rpt_host->log(ctx, 2, "ProfilerReport: cannot write %s", path);
     free(json);
   }
-  rpt_view v = {st->subs, st->windows, st->first_us,
-                      st->scan_interval_us, st->ended};
+  rpt_view v = {st->subs, st->windows, st->first_us, st->scan_interval_us,
+                st->ended};
   char *html = rpt_html(&v);
   snprintf(path, n, "%s/profiler-report.html", dir);
   if (!html || write_atomic(path, html) != 0)
@@ -316,8 +329,9 @@ static void write_own_report(smrules_ctx *ctx, const rpt_state *st) {
     }
   rpt_host->json_strs(d, "report_files", files, nfiles);
   if (st->ended) {
-    rpt_host->json_str(d, "ended_with", met ? "RuleEvaluationConditionMet"
-                                           : "NoMoreProfilerData");
+    rpt_host->json_str(d, "ended_with",
+                       met ? "RuleEvaluationConditionMet"
+                           : "NoMoreProfilerData");
     rpt_host->json_int(d, "ending_step", st->windows);
   }
   rpt_host->report_set(ctx, met ? 1 : 0, (int64_t)met, st->windows);
@@ -328,12 +342,20 @@ static void write_own_report(smrules_ctx *ctx, const rpt_state *st) {
 
 /* An engine's window: its own clock is the trial start (§5.2). */
 static int run_engine(rpt_sub *s, const rpt_window *w, bool *met) {
-  pk_fw_source fw = {.ctx = w->host_ctx, .start_us = w->start,
-                     .end_us = w->end, .given = w->fw, .ngiven = w->nfw,
+  pk_fw_source fw = {.ctx = w->host_ctx,
+                     .start_us = w->start,
+                     .end_us = w->end,
+                     .given = w->fw,
+                     .ngiven = w->nfw,
                      .has_given = true};
-  pr_window pw = {.index = w->index, .start_us = w->start, .end_us = w->end,
-                  .last_timestamp = w->first_us, .sys = w->sys,
-                  .nsys = w->nsys, .fw = &fw, .ctx = w->host_ctx};
+  pr_window pw = {.index = w->index,
+                  .start_us = w->start,
+                  .end_us = w->end,
+                  .last_timestamp = w->first_us,
+                  .sys = w->sys,
+                  .nsys = w->nsys,
+                  .fw = &fw,
+                  .ctx = w->host_ctx};
   return s->eng->window(s->state, &pw, met) != 0 ? SMRULES_ERR : 0;
 }
 

@@ -13,7 +13,9 @@
 
 /* ------------------------------------------------------------- helpers */
 
-void h_text(rk_text *o, const char *s) { svg_escape(o, s); }
+void h_text(rk_text *o, const char *s) {
+  svg_escape(o, s);
+}
 
 void h_num(rk_text *o, double v, int decimals) {
   if (!isfinite(v))
@@ -43,7 +45,9 @@ void h_section(rk_text *o, const char *id, const char *title) {
   rk_text_printf(o, "</h2>\n");
 }
 
-void h_section_end(rk_text *o) { rk_text_printf(o, "</section>\n"); }
+void h_section_end(rk_text *o) {
+  rk_text_printf(o, "</section>\n");
+}
 
 void h_h3(rk_text *o, const char *title) {
   rk_text_printf(o, "<h3>");
@@ -79,8 +83,12 @@ void h_table(rk_text *o, const char *headers) {
   rk_text_printf(o, "</tr></thead><tbody>\n");
 }
 
-void h_tr(rk_text *o) { rk_text_printf(o, "<tr>"); }
-void h_tr_end(rk_text *o) { rk_text_printf(o, "</tr>\n"); }
+void h_tr(rk_text *o) {
+  rk_text_printf(o, "<tr>");
+}
+void h_tr_end(rk_text *o) {
+  rk_text_printf(o, "</tr>\n");
+}
 
 void h_td(rk_text *o, const char *s) {
   rk_text_printf(o, "<td>");
@@ -94,7 +102,9 @@ void h_td_num(rk_text *o, double v, int decimals) {
   rk_text_printf(o, "</td>");
 }
 
-void h_table_end(rk_text *o) { rk_text_printf(o, "</tbody></table>\n"); }
+void h_table_end(rk_text *o) {
+  rk_text_printf(o, "</tbody></table>\n");
+}
 
 const rpt_sub *rpt_find(const rpt_view *v, const char *name) {
   for (size_t i = 0; i < RPT_NSUB; i++)
@@ -152,8 +162,7 @@ static const struct {
      "Compares the GPU utilization distributions of the GPUs to find "
      "unequal work in data-parallel training.",
      "Choose another distributed-training strategy or framework."},
-    {"StepOutlier",
-     "Finds steps that take much longer than usual.",
+    {"StepOutlier", "Finds steps that take much longer than usual.",
      "Correlate the outliers with CPU or I/O bottlenecks and other "
      "events."},
 };
@@ -223,8 +232,7 @@ static void job_summary(rk_text *o, const rpt_view *v, const job *j) {
               "metrics, so initialization, training loop and finalization "
               "cannot be told apart.");
   } else {
-    const char *labels[] = {"initialization", "training loop",
-                            "finalization"};
+    const char *labels[] = {"initialization", "training loop", "finalization"};
     double vals[] = {share(j->first - j->start, total),
                      share(j->last - j->first, total),
                      share(j->end - j->last, total)};
@@ -320,16 +328,18 @@ static const char *const CSS =
     "stroke-width:2}nav a{margin-right:10px;font-size:13px}";
 
 static void header(rk_text *o, const rpt_view *v) {
-  rk_text_printf(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
-                    "charset=\"utf-8\"><title>Profiler report</title>"
-                    "<style>%s</style></head><body><main>\n",
+  rk_text_printf(o,
+                 "<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
+                 "charset=\"utf-8\"><title>Profiler report</title>"
+                 "<style>%s</style></head><body><main>\n",
                  CSS);
-  rk_text_printf(o, "<h1>Profiler report</h1>\n<p>This report summarizes "
-                    "the profiling data of a training job: system "
-                    "utilization (CPU, GPU, memory, I/O, network) and "
-                    "framework metrics (training steps, operators, data "
-                    "loading), as analysed by the profiler rules.  %lld "
-                    "window(s) of %.0f s were evaluated%s.</p>\n",
+  rk_text_printf(o,
+                 "<h1>Profiler report</h1>\n<p>This report summarizes "
+                 "the profiling data of a training job: system "
+                 "utilization (CPU, GPU, memory, I/O, network) and "
+                 "framework metrics (training steps, operators, data "
+                 "loading), as analysed by the profiler rules.  %lld "
+                 "window(s) of %.0f s were evaluated%s.</p>\n",
                  (long long)v->windows, (double)v->scan_interval_us / 1e6,
                  v->finished ? " (the whole job)" : " so far");
   rk_text_printf(o, "<p class=\"disclaimer\">The recommendations are "
@@ -346,12 +356,13 @@ static void analysis(rk_text *o, const rpt_view *v, const job *j) {
                         (j->first - j->start) > (j->last - j->first);
   if (init_dominates) {
     h_section(o, "analysis", "Analyzing initialization");
-    rk_text_printf(o, "<p>Initialization (%.1f s) took longer than the "
-                      "training loop (%.1f s).  MaxInitializationTime checks "
-                      "that the training loop starts within its threshold; "
-                      "long initializations often come from downloading the "
-                      "whole data set before training (stream it instead) "
-                      "or from slow start-up work.</p>\n",
+    rk_text_printf(o,
+                   "<p>Initialization (%.1f s) took longer than the "
+                   "training loop (%.1f s).  MaxInitializationTime checks "
+                   "that the training loop starts within its threshold; "
+                   "long initializations often come from downloading the "
+                   "whole data set before training (stream it instead) "
+                   "or from slow start-up work.</p>\n",
                    j->first - j->start, j->last - j->first);
     h_section_end(o);
   } else {

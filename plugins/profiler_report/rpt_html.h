@@ -44,8 +44,7 @@ bool h_breakdown(rk_text *o, const pj *details, const char *what);
 /* Pie chart of the members of a {name: number} object. */
 bool h_pie_obj(rk_text *o, const char *title, const pj *obj);
 /* Table of an operator breakdown: percent (`pct`) and µs (`total`). */
-bool h_ops_table(rk_text *o, const char *title, const pj *pct,
-                 const pj *total);
+bool h_ops_table(rk_text *o, const char *title, const pj *pct, const pj *total);
 
 /* Sections (rpt_html_sys.c, rpt_html_fw.c). */
 void h_system_usage(rk_text *o, const rpt_view *v);

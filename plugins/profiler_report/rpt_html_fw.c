@@ -37,8 +37,9 @@ bool h_ops_table(rk_text *o, const char *title, const pj *pct,
   for (size_t i = 0; i < n; i++)
     idx[i] = i;
   for (size_t i = 1; i < n; i++) /* by share, largest first (stable) */
-    for (size_t k = i; k > 0 && pj_num_or(pct, pct->kids[idx[k]]->key, 0) >
-                                    pj_num_or(pct, pct->kids[idx[k - 1]]->key, 0);
+    for (size_t k = i;
+         k > 0 && pj_num_or(pct, pct->kids[idx[k]]->key, 0) >
+                      pj_num_or(pct, pct->kids[idx[k - 1]]->key, 0);
          k--) {
       size_t t = idx[k];
       idx[k] = idx[k - 1];
@@ -90,15 +91,17 @@ void h_framework_summary(rk_text *o, const rpt_view *v) {
   const pj *d = h_details(v, "OverallFrameworkMetrics");
   double others = pj_num_or(pj_get(d, "phase"), "others", NAN);
   if (others > 25)
-    rk_text_printf(o, "<p>%.1f %% of the time between the first and the "
-                      "last step was spent outside training and evaluation "
-                      "steps (\"others\"): look for work between steps, "
-                      "such as checkpointing or slow data loading.</p>\n",
+    rk_text_printf(o,
+                   "<p>%.1f %% of the time between the first and the "
+                   "last step was spent outside training and evaluation "
+                   "steps (\"others\"): look for work between steps, "
+                   "such as checkpointing or slow data loading.</p>\n",
                    others);
   else if (isfinite(others))
-    rk_text_printf(o, "<p>Training and evaluation steps account for the "
-                      "time between the first and the last step; "
-                      "\"others\" is %.1f %%.</p>\n",
+    rk_text_printf(o,
+                   "<p>Training and evaluation steps account for the "
+                   "time between the first and the last step; "
+                   "\"others\" is %.1f %%.</p>\n",
                    others);
   if (!h_breakdown(o, d, "(whole job)"))
     h_note(o, "No framework metrics were found (no trace files, or no "
@@ -175,8 +178,9 @@ void h_step_durations(rk_text *o, const rpt_view *v) {
     return;
   }
   if (s)
-    rk_text_printf(o, "<p>StepOutlier triggered %lld time(s) and counted "
-                      "%lld outliers over %lld step events.</p>\n",
+    rk_text_printf(o,
+                   "<p>StepOutlier triggered %lld time(s) and counted "
+                   "%lld outliers over %lld step events.</p>\n",
                    (long long)s->triggered, (long long)s->violations,
                    (long long)s->datapoints);
   for (size_t i = 0; i < sd->n; i++) {
@@ -199,8 +203,9 @@ static void loader_settings(rk_text *o, const pj *d) {
   h_table(o, "setting|value");
   static const char *const K[] = {"cores", "dataloaders", "num_workers",
                                   "pin_memory", "prefetch"};
-  static const char *const L[] = {"CPU cores", "parallel data loaders "
-                                               "(median per second)",
+  static const char *const L[] = {"CPU cores",
+                                  "parallel data loaders "
+                                  "(median per second)",
                                   "num_workers", "pin_memory", "prefetch"};
   for (size_t k = 0; k < 5; k++) {
     const pj *x = pj_get(d, K[k]);
@@ -209,8 +214,8 @@ static void loader_settings(rk_text *o, const pj *d) {
     h_tr(o);
     h_td(o, L[k]);
     double n;
-    if (x->t == PJ_BOOL || (x->t == PJ_RAW && (!strcmp(x->s, "true") ||
-                                               !strcmp(x->s, "false"))))
+    if (x->t == PJ_BOOL ||
+        (x->t == PJ_RAW && (!strcmp(x->s, "true") || !strcmp(x->s, "false"))))
       h_td(o, pj_number(x, &n) && n ? "true" : "false");
     else if (pj_number(x, &n))
       h_td_num(o, n, 0);
@@ -230,17 +235,19 @@ void h_dataloading(rk_text *o, const rpt_view *v) {
     h_section_end(o);
     return;
   }
-  double cores = pj_num_or(d, "cores", NAN), dl = pj_num_or(d, "dataloaders",
-                                                             NAN);
-  rk_text_printf(o, "<p>The job ran a median of %.0f parallel data "
-                    "loader(s) on %.0f CPU core(s); Dataloader triggered "
-                    "%lld time(s).</p>\n",
+  double cores = pj_num_or(d, "cores", NAN),
+         dl = pj_num_or(d, "dataloaders", NAN);
+  rk_text_printf(o,
+                 "<p>The job ran a median of %.0f parallel data "
+                 "loader(s) on %.0f CPU core(s); Dataloader triggered "
+                 "%lld time(s).</p>\n",
                  dl, cores, s ? (long long)s->triggered : 0LL);
   loader_settings(o, d);
   const pj *t = pj_get(d, "dataloading_time");
   if (t) {
-    rk_text_printf(o, "<p>Data-loading time per event: p25 %.4f s, p50 "
-                      "%.4f s, p95 %.4f s.</p>\n",
+    rk_text_printf(o,
+                   "<p>Data-loading time per event: p25 %.4f s, p50 "
+                   "%.4f s, p95 %.4f s.</p>\n",
                    pj_num_or(t, "p25", NAN), pj_num_or(t, "p50", NAN),
                    pj_num_or(t, "p95", NAN));
     stored_histogram(o, "Data-loading times", t, "time (s)");

@@ -28,24 +28,32 @@ static void node_sentence(rk_text *o, const pj *d, const char *node) {
   double c95 = stat(d, "CPU", node, "p95"), c50 = stat(d, "CPU", node, "p50");
   char msg[320];
   if (isnan(g95))
-    snprintf(msg, sizeof msg, "no GPU metrics; median CPU utilization "
-                              "%.1f %%.", c50);
+    snprintf(msg, sizeof msg,
+             "no GPU metrics; median CPU utilization "
+             "%.1f %%.",
+             c50);
   else if (g95 < 70 && c95 < 70)
-    snprintf(msg, sizeof msg, "the 95th percentiles of GPU (%.1f %%) and "
-                              "CPU (%.1f %%) utilization are below 70 %%: "
-                              "the node is underutilized; consider a "
-                              "smaller instance.", g95, c95);
+    snprintf(msg, sizeof msg,
+             "the 95th percentiles of GPU (%.1f %%) and "
+             "CPU (%.1f %%) utilization are below 70 %%: "
+             "the node is underutilized; consider a "
+             "smaller instance.",
+             g95, c95);
   else if (g95 < 70 && c95 > 70)
-    snprintf(msg, sizeof msg, "GPU utilization is low (p95 %.1f %%) while "
-                              "CPU utilization is high (p95 %.1f %%): the "
-                              "GPUs are likely underutilized because of CPU "
-                              "bottlenecks.", g95, c95);
+    snprintf(msg, sizeof msg,
+             "GPU utilization is low (p95 %.1f %%) while "
+             "CPU utilization is high (p95 %.1f %%): the "
+             "GPUs are likely underutilized because of CPU "
+             "bottlenecks.",
+             g95, c95);
   else if (g50 > 70)
     snprintf(msg, sizeof msg, "the GPUs are well utilized (median %.1f %%).",
              g50);
   else
-    snprintf(msg, sizeof msg, "median GPU utilization %.1f %%, median CPU "
-                              "utilization %.1f %%.", g50, c50);
+    snprintf(msg, sizeof msg,
+             "median GPU utilization %.1f %%, median CPU "
+             "utilization %.1f %%.",
+             g50, c50);
   rk_text_printf(o, "<p><b>");
   h_text(o, node);
   rk_text_printf(o, "</b>: ");
@@ -147,8 +155,9 @@ void h_gpu_utilization(rk_text *o, const rpt_view *v) {
   const rpt_sub *s = rpt_find(v, "LowGPUUtilization");
   const pj *d = h_details(v, "LowGPUUtilization");
   if (s)
-    rk_text_printf(o, "<p>LowGPUUtilization triggered %lld time(s) over "
-                      "%lld datapoints.</p>\n",
+    rk_text_printf(o,
+                   "<p>LowGPUUtilization triggered %lld time(s) over "
+                   "%lld datapoints.</p>\n",
                    (long long)s->triggered, (long long)s->datapoints);
   for (size_t i = 0; i < d->n; i++) {
     const pj *node = d->kids[i];
@@ -225,8 +234,8 @@ void h_load_balancing(rk_text *o, const rpt_view *v) {
     snprintf(title, sizeof title,
              "Distribution of GPU utilization on %s (one line per GPU)",
              d->kids[i]->key);
-    drawn += svg_lines(o, title, nb <= 64 ? x : NULL, s, ns,
-                       "utilization (%)", "readings");
+    drawn += svg_lines(o, title, nb <= 64 ? x : NULL, s, ns, "utilization (%)",
+                       "readings");
     for (size_t k = 0; k < ns; k++)
       free((void *)s[k].y);
     distances(o, d->kids[i]);
@@ -243,9 +252,10 @@ void h_batch_size(rk_text *o, const rpt_view *v) {
   const pj *d = h_details(v, "BatchSize");
   const rpt_sub *s = rpt_find(v, "BatchSize");
   if (s)
-    rk_text_printf(o, "<p>BatchSize triggered %lld time(s): CPU, GPU and GPU "
-                      "memory all lightly used suggests a larger batch or a "
-                      "smaller instance.</p>\n",
+    rk_text_printf(o,
+                   "<p>BatchSize triggered %lld time(s): CPU, GPU and GPU "
+                   "memory all lightly used suggests a larger batch or a "
+                   "smaller instance.</p>\n",
                    (long long)s->triggered);
   size_t drawn = 0;
   for (size_t i = 0; i < d->n; i++) {
@@ -286,9 +296,10 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
   double total = (double)s->datapoints;
   double low = pj_num_or(d, "low_gpu_utilization", 0);
   double bn = (double)s->violations;
-  rk_text_printf(o, "<p>%s triggered %lld time(s).  Of %lld sampling "
-                    "snapshots, %.0f had a GPU below the threshold and %.0f "
-                    "were bottlenecks (%s).</p>\n",
+  rk_text_printf(o,
+                 "<p>%s triggered %lld time(s).  Of %lld sampling "
+                 "snapshots, %.0f had a GPU below the threshold and %.0f "
+                 "were bottlenecks (%s).</p>\n",
                  rule, (long long)s->triggered, (long long)s->datapoints, low,
                  bn, cpu ? "high CPU utilization" : "high I/O wait");
   const char *labels[] = {"GPU usage above threshold",
@@ -296,8 +307,9 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
                           cpu ? "low GPU usage due to CPU bottlenecks"
                               : "low GPU usage due to I/O bottlenecks"};
   double vals[] = {total - low, low - bn, bn};
-  svg_pie(o, cpu ? "Snapshots by GPU usage (CPU bottlenecks)"
-                 : "Snapshots by GPU usage (I/O bottlenecks)",
+  svg_pie(o,
+          cpu ? "Snapshots by GPU usage (CPU bottlenecks)"
+              : "Snapshots by GPU usage (I/O bottlenecks)",
           labels, vals, 3);
   if (!h_breakdown(o, d, "during the bottlenecks"))
     h_note(o, "No framework metrics were recorded during bottlenecks.");

@@ -21,8 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rpt_json.h"
 #include "prof_rules.h"
+#include "rpt_json.h"
 #include "rulekit.h"
 
 #define RPT_NSUB 11
@@ -46,19 +46,19 @@ typedef struct rpt_window {
 /* One sub-rule: its code (a plugin registration or an engine), state and
  * report. */
 typedef struct rpt_sub {
-  const char *name;           /* "CPUBottleneck" */
-  const smrules_rule *reg;    /* a shim sub-rule, or */
-  const pr_engine_ops *eng;   /* an engine; neither: not built in */
-  void *state;                /* reg's state or the engine */
-  const void *settings;       /* inside ProfilerReport's settings */
-  bool ready;                 /* set up */
+  const char *name;         /* "CPUBottleneck" */
+  const smrules_rule *reg;  /* a shim sub-rule, or */
+  const pr_engine_ops *eng; /* an engine; neither: not built in */
+  void *state;              /* reg's state or the engine */
+  const void *settings;     /* inside ProfilerReport's settings */
+  bool ready;               /* set up */
   rpt_window *win;
   pj *details, *scratch;
   int64_t triggered, violations, datapoints;
-  char *rule_params;          /* NULL until known */
-  int64_t windows_met;        /* windows whose condition was met */
-  int64_t errors;             /* windows that failed */
-  char *failure;              /* message of the last failure */
+  char *rule_params;   /* NULL until known */
+  int64_t windows_met; /* windows whose condition was met */
+  int64_t errors;      /* windows that failed */
+  char *failure;       /* message of the last failure */
 } rpt_sub;
 
 /* Wrappers of the plugin-style sub-rules (sub_*.c): the registration of
@@ -80,9 +80,9 @@ char *rpt_sub_report_json(const rpt_sub *s);
 /* ---- the HTML report (rpt_html*.c) ---- */
 typedef struct rpt_view {
   const rpt_sub *subs; /* RPT_NSUB, evaluation order */
-  int64_t windows;    /* evaluated so far */
+  int64_t windows;     /* evaluated so far */
   int64_t first_us, scan_interval_us;
-  bool finished;      /* the job ended and every window was evaluated */
+  bool finished; /* the job ended and every window was evaluated */
 } rpt_view;
 
 /* The whole self-contained HTML document (malloc'ed). */

@@ -72,13 +72,21 @@ static pj *add(pj *o, const char *key, pj_type t) {
   return m;
 }
 
-void pj_set_num(pj *o, const char *key, double v) { add(o, key, PJ_NUM)->num = v; }
-void pj_set_int(pj *o, const char *key, int64_t v) { add(o, key, PJ_INT)->i = v; }
-void pj_set_bool(pj *o, const char *key, bool v) { add(o, key, PJ_BOOL)->b = v; }
+void pj_set_num(pj *o, const char *key, double v) {
+  add(o, key, PJ_NUM)->num = v;
+}
+void pj_set_int(pj *o, const char *key, int64_t v) {
+  add(o, key, PJ_INT)->i = v;
+}
+void pj_set_bool(pj *o, const char *key, bool v) {
+  add(o, key, PJ_BOOL)->b = v;
+}
 void pj_set_str(pj *o, const char *key, const char *v) {
   add(o, key, PJ_STR)->s = xstrdup(v);
 }
-void pj_set_null(pj *o, const char *key) { add(o, key, PJ_NULL); }
+void pj_set_null(pj *o, const char *key) {
+  add(o, key, PJ_NULL);
+}
 void pj_set_raw(pj *o, const char *key, const char *json) {
   add(o, key, PJ_RAW)->s = xstrdup(json && *json ? json : "null");
 }
@@ -107,7 +115,9 @@ void pj_set_strs(pj *o, const char *key, const char *const *v, size_t n) {
   m->len = n;
 }
 
-pj *pj_set_obj(pj *o, const char *key) { return add(o, key, PJ_OBJ); }
+pj *pj_set_obj(pj *o, const char *key) {
+  return add(o, key, PJ_OBJ);
+}
 
 /* ------------------------------------------------------------- readers */
 
@@ -134,9 +144,15 @@ bool pj_number(const pj *v, double *out) {
   if (!v)
     return false;
   switch (v->t) {
-  case PJ_NUM: *out = v->num; return true;
-  case PJ_INT: *out = (double)v->i; return true;
-  case PJ_BOOL: *out = v->b; return true;
+  case PJ_NUM:
+    *out = v->num;
+    return true;
+  case PJ_INT:
+    *out = (double)v->i;
+    return true;
+  case PJ_BOOL:
+    *out = v->b;
+    return true;
   case PJ_RAW: {
     if (strcmp(v->s, "true") == 0 || strcmp(v->s, "false") == 0) {
       *out = v->s[0] == 't';
@@ -149,7 +165,8 @@ bool pj_number(const pj *v, double *out) {
     *out = d;
     return true;
   }
-  default: return false;
+  default:
+    return false;
   }
 }
 
@@ -168,7 +185,9 @@ double pj_array_at(const pj *v, size_t i) {
   return v->t == PJ_NUMS ? v->nums[i] : (double)v->ints[i];
 }
 
-bool pj_is_obj(const pj *v) { return v && v->t == PJ_OBJ; }
+bool pj_is_obj(const pj *v) {
+  return v && v->t == PJ_OBJ;
+}
 
 /* ------------------------------------------------------------- writing */
 
@@ -245,12 +264,24 @@ static void render_array(const pj *j, rk_text *out) {
 
 void pj_render(const pj *j, rk_text *out) {
   switch (j->t) {
-  case PJ_NULL: rk_text_printf(out, "null"); break;
-  case PJ_BOOL: rk_text_printf(out, j->b ? "true" : "false"); break;
-  case PJ_NUM: render_num(j->num, out); break;
-  case PJ_INT: rk_text_printf(out, "%lld", (long long)j->i); break;
-  case PJ_STR: pj_render_string(j->s, out); break;
-  case PJ_RAW: rk_text_printf(out, "%s", j->s); break;
+  case PJ_NULL:
+    rk_text_printf(out, "null");
+    break;
+  case PJ_BOOL:
+    rk_text_printf(out, j->b ? "true" : "false");
+    break;
+  case PJ_NUM:
+    render_num(j->num, out);
+    break;
+  case PJ_INT:
+    rk_text_printf(out, "%lld", (long long)j->i);
+    break;
+  case PJ_STR:
+    pj_render_string(j->s, out);
+    break;
+  case PJ_RAW:
+    rk_text_printf(out, "%s", j->s);
+    break;
   case PJ_OBJ:
     rk_text_printf(out, "{");
     for (size_t i = 0; i < j->n; i++) {
@@ -262,7 +293,8 @@ void pj_render(const pj *j, rk_text *out) {
     }
     rk_text_printf(out, "}");
     break;
-  default: render_array(j, out);
+  default:
+    render_array(j, out);
   }
 }
 
@@ -379,8 +411,7 @@ static double parse_number(pj_in *in, bool *is_int) {
   }
   *is_int = !memchr(in->p, '.', (size_t)(end - in->p)) &&
             !memchr(in->p, 'e', (size_t)(end - in->p)) &&
-            !memchr(in->p, 'E', (size_t)(end - in->p)) &&
-            fabs(d) < 9.2e18;
+            !memchr(in->p, 'E', (size_t)(end - in->p)) && fabs(d) < 9.2e18;
   in->p = end;
   return d;
 }

@@ -15,10 +15,10 @@
 typedef enum pj_type {
   PJ_NULL,
   PJ_BOOL,
-  PJ_NUM,  /* double */
-  PJ_INT,  /* int64 */
+  PJ_NUM, /* double */
+  PJ_INT, /* int64 */
   PJ_STR,
-  PJ_RAW,  /* pre-encoded JSON text */
+  PJ_RAW, /* pre-encoded JSON text */
   PJ_OBJ,
   PJ_NUMS, /* array of doubles */
   PJ_INTS, /* array of int64 */
@@ -32,13 +32,13 @@ struct pj {
   bool b;
   double num;
   int64_t i;
-  char *s;    /* STR, RAW */
-  pj **kids;  /* OBJ members */
+  char *s;   /* STR, RAW */
+  pj **kids; /* OBJ members */
   size_t n, cap;
-  double *nums;   /* NUMS */
-  int64_t *ints;  /* INTS */
-  char **strs;    /* STRS */
-  size_t len;     /* NUMS/INTS/STRS length */
+  double *nums;  /* NUMS */
+  int64_t *ints; /* INTS */
+  char **strs;   /* STRS */
+  size_t len;    /* NUMS/INTS/STRS length */
 };
 
 pj *pj_new_obj(void);

@@ -100,8 +100,8 @@ static void sh_json_ints(smrules_json *j, const char *k, const int64_t *v,
                          size_t n) {
   pj_set_ints(PJ(j), k, v, n);
 }
-static void sh_json_strs(smrules_json *j, const char *k,
-                         const char *const *v, size_t n) {
+static void sh_json_strs(smrules_json *j, const char *k, const char *const *v,
+                         size_t n) {
   pj_set_strs(PJ(j), k, v, n);
 }
 static smrules_json *sh_json_obj(smrules_json *j, const char *k) {
@@ -136,7 +136,8 @@ static int sh_system_events(smrules_ctx *ctx, int64_t start, int64_t end,
     return rpt_host->system_events(w->host_ctx, start, end, out, n);
   }
   if (!w->have_sys) {
-    int rc = rpt_host->system_events(w->host_ctx, start, end, &w->sys, &w->nsys);
+    int rc =
+        rpt_host->system_events(w->host_ctx, start, end, &w->sys, &w->nsys);
     if (rc < 0)
       return rc;
     w->have_sys = true;
@@ -185,7 +186,9 @@ static const char *sh_output_dir(smrules_ctx *ctx) {
 
 /* ------------------------------------- what profiler rules never read */
 
-static smrules_trial *sh_trial(smrules_ctx *ctx) { return NULL; }
+static smrules_trial *sh_trial(smrules_ctx *ctx) {
+  return NULL;
+}
 static smrules_trial *sh_open_trial(smrules_ctx *ctx, const char *path) {
   return NULL;
 }
@@ -201,7 +204,9 @@ static int sh_select(smrules_trial *t, const smrules_strlist *c,
                      const smrules_strlist *r, smrules_strlist *o) {
   return sh_names(t, o);
 }
-static bool sh_has_tensor(smrules_trial *t, const char *n) { return false; }
+static bool sh_has_tensor(smrules_trial *t, const char *n) {
+  return false;
+}
 static int sh_steps(smrules_trial *t, int mode, int64_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
@@ -277,8 +282,9 @@ void rpt_shim_build(const smrules_api *host) {
 
 char *rpt_sub_report_json(const rpt_sub *s) {
   rk_text t = {0};
-  rk_text_printf(&t, "{\"RuleTriggered\": %lld, \"Violations\": %lld, "
-                     "\"Details\": ",
+  rk_text_printf(&t,
+                 "{\"RuleTriggered\": %lld, \"Violations\": %lld, "
+                 "\"Details\": ",
                  (long long)s->triggered, (long long)s->violations);
   pj_render(s->details, &t);
   rk_text_printf(&t, ", \"Datapoints\": %lld, \"RuleParameters\": ",

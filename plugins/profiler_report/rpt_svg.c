@@ -6,23 +6,24 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const PALETTE[] = {"#2f6fb0", "#e07b39", "#3a9e5c",
-                                      "#c0392b", "#8e6bbf", "#8c6d4f",
-                                      "#d36fb0", "#7f7f7f", "#b5b536",
-                                      "#2bb3c0"};
+static const char *const PALETTE[] = {
+    "#2f6fb0", "#e07b39", "#3a9e5c", "#c0392b", "#8e6bbf",
+    "#8c6d4f", "#d36fb0", "#7f7f7f", "#b5b536", "#2bb3c0"};
 #define NPAL (sizeof PALETTE / sizeof *PALETTE)
 
-const char *svg_color(size_t i) { return PALETTE[i % NPAL]; }
+const char *svg_color(size_t i) {
+  return PALETTE[i % NPAL];
+}
 
 void svg_escape(rk_text *o, const char *s) {
   const char *run = s ? s : "";
   for (const char *p = run;; p++) {
     unsigned char c = (unsigned char)*p;
-    const char *rep = c == '<'    ? "&lt;"
-                      : c == '>'  ? "&gt;"
-                      : c == '&'  ? "&amp;"
-                      : c == '"'  ? "&quot;"
-                      : c == '\'' ? "&#39;"
+    const char *rep = c == '<'                                    ? "&lt;"
+                      : c == '>'                                  ? "&gt;"
+                      : c == '&'                                  ? "&amp;"
+                      : c == '"'                                  ? "&quot;"
+                      : c == '\''                                 ? "&#39;"
                       : (c && c < 0x20 && c != '\n' && c != '\t') ? " "
                                                                   : NULL;
     if (!rep && c)
@@ -49,20 +50,24 @@ static void num_label(double v, char *b, size_t n) {
 }
 
 static void open_svg(rk_text *o, const char *title, int w, int h) {
-  rk_text_printf(o,
-                 "<figure class=\"chart\"><svg "
-                 "viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">"
-                 "<title>",
-                 w, h, w, h);
+  rk_text_printf(
+      o,
+      "<figure class=\"chart\"><svg "
+      "viewBox=\"0 0 %d %d\" width=\"%d\" height=\"%d\" role=\"img\">"
+      "<title>",
+      w, h, w, h);
   svg_escape(o, title);
-  rk_text_printf(o, "</title><text x=\"%d\" y=\"16\" class=\"ct\" "
-                    "text-anchor=\"middle\">",
+  rk_text_printf(o,
+                 "</title><text x=\"%d\" y=\"16\" class=\"ct\" "
+                 "text-anchor=\"middle\">",
                  w / 2);
   svg_escape(o, title);
   rk_text_printf(o, "</text>");
 }
 
-static void close_svg(rk_text *o) { rk_text_printf(o, "</svg></figure>\n"); }
+static void close_svg(rk_text *o) {
+  rk_text_printf(o, "</svg></figure>\n");
+}
 
 static bool finite_range(const double *v, size_t n, double *lo, double *hi) {
   bool any = false;
@@ -92,8 +97,9 @@ bool svg_bars(rk_text *o, const char *title, const char *const *labels,
   for (size_t i = 0; i < n; i++) {
     double v = isfinite(values[i]) && values[i] > 0 ? values[i] : 0;
     int y = top + (int)i * (bh + gap);
-    rk_text_printf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" "
-                      "class=\"cl\">",
+    rk_text_printf(o,
+                   "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" "
+                   "class=\"cl\">",
                    left - 6, y + bh - 5);
     char shortl[48];
     snprintf(shortl, sizeof shortl, "%s", labels[i] ? labels[i] : "");
@@ -102,8 +108,9 @@ bool svg_bars(rk_text *o, const char *title, const char *const *labels,
     svg_escape(o, shortl);
     rk_text_printf(o, "</text>");
     double w = v * scale < 1 && v > 0 ? 1 : v * scale;
-    rk_text_printf(o, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
-                      "fill=\"%s\"><title>",
+    rk_text_printf(o,
+                   "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"%d\" "
+                   "fill=\"%s\"><title>",
                    left, y, w, bh, svg_color(i));
     svg_escape(o, labels[i]);
     char num[32];
@@ -120,21 +127,24 @@ bool svg_bars(rk_text *o, const char *title, const char *const *labels,
 
 static void x_axis(rk_text *o, int x0, int x1, int y, double lo, double hi,
                    const char *label) {
-  rk_text_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-                    "class=\"ax\"/>",
+  rk_text_printf(o,
+                 "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+                 "class=\"ax\"/>",
                  x0, y, x1, y);
   for (int t = 0; t <= 4; t++) {
     double v = lo + (hi - lo) * t / 4;
     double x = x0 + (x1 - x0) * t / 4.0;
     char b[32];
     num_label(v, b, sizeof b);
-    rk_text_printf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
-                      "class=\"cl\">%s</text>",
+    rk_text_printf(o,
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+                   "class=\"cl\">%s</text>",
                    x, y + 14, b);
   }
   if (label) {
-    rk_text_printf(o, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-                      "class=\"cl\">",
+    rk_text_printf(o,
+                   "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                   "class=\"cl\">",
                    (x0 + x1) / 2, y + 30);
     svg_escape(o, label);
     rk_text_printf(o, "</text>");
@@ -143,21 +153,24 @@ static void x_axis(rk_text *o, int x0, int x1, int y, double lo, double hi,
 
 static void y_axis(rk_text *o, int x, int y0, int y1, double lo, double hi,
                    const char *label) {
-  rk_text_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
-                    "class=\"ax\"/>",
+  rk_text_printf(o,
+                 "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
+                 "class=\"ax\"/>",
                  x, y0, x, y1);
   for (int t = 0; t <= 4; t++) {
     double v = lo + (hi - lo) * t / 4;
     double y = y0 - (y0 - y1) * t / 4.0;
     char b[32];
     num_label(v, b, sizeof b);
-    rk_text_printf(o, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
-                      "class=\"cl\">%s</text>",
+    rk_text_printf(o,
+                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
+                   "class=\"cl\">%s</text>",
                    x - 4, y + 4, b);
   }
   if (label) {
-    rk_text_printf(o, "<text x=\"12\" y=\"%d\" text-anchor=\"middle\" "
-                      "class=\"cl\" transform=\"rotate(-90 12 %d)\">",
+    rk_text_printf(o,
+                   "<text x=\"12\" y=\"%d\" text-anchor=\"middle\" "
+                   "class=\"cl\" transform=\"rotate(-90 12 %d)\">",
                    (y0 + y1) / 2, (y0 + y1) / 2);
     svg_escape(o, label);
     rk_text_printf(o, "</text>");
@@ -182,9 +195,10 @@ bool svg_histogram(rk_text *o, const char *title, const double *counts,
     double xb = x0 + (edges[i + 1] - lo) / (hi - lo) * (x1 - x0);
     double h = counts[i] / cmax * (y0 - y1);
     double w = xb - xa < 1 ? 1 : xb - xa;
-    rk_text_printf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                      "height=\"%.1f\" fill=\"%s\"><title>%g-%g: %g</title>"
-                      "</rect>",
+    rk_text_printf(o,
+                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                   "height=\"%.1f\" fill=\"%s\"><title>%g-%g: %g</title>"
+                   "</rect>",
                    xa, y0 - h, w, h < 1 ? 1 : h, svg_color(0), edges[i],
                    edges[i + 1], counts[i]);
   }
@@ -220,31 +234,37 @@ static void one_box(rk_text *o, const svg_box *b, double x, double bw,
   double yl = Y(b->lower, ax), yu = Y(b->upper, ax);
   double y25 = Y(b->p25, ax), y75 = Y(b->p75, ax), y50 = Y(b->p50, ax);
   double cx = x + bw / 2;
-  rk_text_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                    "class=\"wh\"/>",
+  rk_text_printf(o,
+                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                 "class=\"wh\"/>",
                  cx, yl, cx, yu);
-  rk_text_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                    "class=\"wh\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
-                    "y2=\"%.1f\" class=\"wh\"/>",
+  rk_text_printf(o,
+                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                 "class=\"wh\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                 "y2=\"%.1f\" class=\"wh\"/>",
                  x + bw / 4, yl, x + 3 * bw / 4, yl, x + bw / 4, yu,
                  x + 3 * bw / 4, yu);
   double h = y25 - y75;
-  rk_text_printf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                    "height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.55\" "
-                    "stroke=\"%s\"><title>",
+  rk_text_printf(o,
+                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                 "height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.55\" "
+                 "stroke=\"%s\"><title>",
                  x, y75, bw, h < 1 ? 1 : h, svg_color(0), svg_color(0));
   svg_escape(o, b->label);
-  rk_text_printf(o, ": lower %g, p25 %g, p50 %g, p75 %g, upper %g</title>"
-                    "</rect>",
+  rk_text_printf(o,
+                 ": lower %g, p25 %g, p50 %g, p75 %g, upper %g</title>"
+                 "</rect>",
                  b->lower, b->p25, b->p50, b->p75, b->upper);
-  rk_text_printf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                    "class=\"med\"/>",
+  rk_text_printf(o,
+                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                 "class=\"med\"/>",
                  x, y50, x + bw, y50);
   for (int m = 0; m < 3; m++) {
     if (!b->mark_names[m] || !isfinite(b->marks[m]))
       continue;
-    rk_text_printf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
-                      "fill=\"%s\"><title>%s %g</title></circle>",
+    rk_text_printf(o,
+                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
+                   "fill=\"%s\"><title>%s %g</title></circle>",
                    cx + (m - 1) * 6.0, Y(b->marks[m], ax), MARK_SHAPES[m],
                    b->mark_names[m], b->marks[m]);
   }
@@ -257,8 +277,8 @@ static double box_y(double v, const double *ax) {
   return ax[0] - (v - ax[2]) / (ax[3] - ax[2]) * (ax[0] - ax[1]);
 }
 
-bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes,
-                  size_t n, const char *unit) {
+bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes, size_t n,
+                  const char *unit) {
   double lo = 0, hi = 0;
   if (!n || !box_range(boxes, n, &lo, &hi))
     return false;
@@ -278,8 +298,9 @@ bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes,
   for (size_t i = 0; i < n; i++) {
     double x = L + step * (double)i + step * 0.2;
     one_box(o, &boxes[i], x, step * 0.6, box_y, ax);
-    rk_text_printf(o, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
-                      "class=\"cl\">",
+    rk_text_printf(o,
+                   "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
+                   "class=\"cl\">",
                    x + step * 0.3, H - B + 14);
     svg_escape(o, boxes[i].label);
     rk_text_printf(o, "</text>");
@@ -289,8 +310,9 @@ bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes,
   for (int m = 0; m < 3; m++) {
     if (!boxes[0].mark_names[m])
       continue;
-    rk_text_printf(o, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>"
-                      "<text x=\"%d\" y=\"%d\" class=\"cl\">",
+    rk_text_printf(o,
+                   "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>"
+                   "<text x=\"%d\" y=\"%d\" class=\"cl\">",
                    lx + 4, H - 12, MARK_SHAPES[m], lx + 10, H - 8);
     svg_escape(o, boxes[0].mark_names[m]);
     rk_text_printf(o, "</text>");
@@ -333,8 +355,9 @@ bool svg_lines(rk_text *o, const char *title, const double *x,
   const int W = 640, H = 260, L = 60, R = 20, T = 28, B = 40;
   open_svg(o, title, W, H);
   for (size_t k = 0; k < ns; k++) {
-    rk_text_printf(o, "<polyline fill=\"none\" stroke=\"%s\" "
-                      "stroke-width=\"1.5\" points=\"",
+    rk_text_printf(o,
+                   "<polyline fill=\"none\" stroke=\"%s\" "
+                   "stroke-width=\"1.5\" points=\"",
                    svg_color(k));
     for (size_t i = 0; i < s[k].n; i++) {
       if (!isfinite(s[k].y[i]))
@@ -374,12 +397,13 @@ bool svg_pie(rk_text *o, const char *title, const char *const *labels,
       continue;
     double share = values[i] / total;
     if (share >= 0.999999) {
-      rk_text_printf(o, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"%s\">",
-                     CX, CY, R, svg_color(i));
+      rk_text_printf(o, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"%s\">", CX,
+                     CY, R, svg_color(i));
     } else {
       double b = a + share * 2 * M_PI;
-      rk_text_printf(o, "<path d=\"M%d,%d L%.1f,%.1f A%d,%d 0 %d 1 %.1f,%.1f "
-                        "Z\" fill=\"%s\">",
+      rk_text_printf(o,
+                     "<path d=\"M%d,%d L%.1f,%.1f A%d,%d 0 %d 1 %.1f,%.1f "
+                     "Z\" fill=\"%s\">",
                      CX, CY, CX + R * cos(a), CY + R * sin(a), R, R,
                      share > 0.5 ? 1 : 0, CX + R * cos(b), CY + R * sin(b),
                      svg_color(i));
@@ -390,8 +414,9 @@ bool svg_pie(rk_text *o, const char *title, const char *const *labels,
     rk_text_printf(o, ": %.1f%%</title>%s", 100 * share,
                    share >= 0.999999 ? "</circle>" : "</path>");
     int ly = 40 + (int)shown++ * 20;
-    rk_text_printf(o, "<rect x=\"230\" y=\"%d\" width=\"12\" height=\"12\" "
-                      "fill=\"%s\"/><text x=\"248\" y=\"%d\" class=\"cl\">",
+    rk_text_printf(o,
+                   "<rect x=\"230\" y=\"%d\" width=\"12\" height=\"12\" "
+                   "fill=\"%s\"/><text x=\"248\" y=\"%d\" class=\"cl\">",
                    ly - 10, svg_color(i), ly);
     svg_escape(o, labels[i]);
     rk_text_printf(o, " (%.1f%%)</text>", 100 * share);

@@ -37,8 +37,8 @@ typedef struct svg_box {
   double marks[3];           /* e.g. p95, p5, max */
   const char *mark_names[3]; /* legend of the markers, NULL when unused */
 } svg_box;
-bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes,
-                  size_t n, const char *unit);
+bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes, size_t n,
+                  const char *unit);
 
 /* Line chart of one or more series over a shared x (x may be NULL: the
  * index). */

@@ -1,5 +1,6 @@
-/* ProfilerReport's copy of plugins/max_initialization_time/max_initialization_time.c (see rpt_int.h): the rule's
- * source compiled into this plugin with its entry point renamed. */
+/* ProfilerReport's copy of
+ * plugins/max_initialization_time/max_initialization_time.c (see rpt_int.h):
+ * the rule's source compiled into this plugin with its entry point renamed. */
 #include "rpt_int.h"
 
 #define smrules_plugin_init rpt_init_max_initialization_time

@@ -1,5 +1,7 @@
-/* ProfilerReport's copy of plugins/overall_framework_metrics/overall_framework_metrics.c (see rpt_int.h): the rule's
- * source compiled into this plugin with its entry point renamed. */
+/* ProfilerReport's copy of
+ * plugins/overall_framework_metrics/overall_framework_metrics.c (see
+ * rpt_int.h): the rule's source compiled into this plugin with its entry point
+ * renamed. */
 #include "rpt_int.h"
 
 #define smrules_plugin_init rpt_init_overall_framework_metrics
