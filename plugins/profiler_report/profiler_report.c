@@ -63,7 +63,7 @@ typedef struct rpt_settings {
   bool opt_out_telemetry;
 } rpt_settings;
 
-#define MAX_PARAMS 96
+#define MAX_PARAMS 160
 #define NAME_LEN 72
 static smrules_param table[MAX_PARAMS];
 static char names[MAX_PARAMS][NAME_LEN], aliases[MAX_PARAMS][NAME_LEN];
