@@ -7,7 +7,9 @@
              trainer's exit is within $SMRULES_LIVE_BUDGET seconds (default
              2: tolerant for a loaded CI machine; bench/live_latency.c
              measures the real number), and the trainer wrote only a few
-             steps past the trigger; once with inotify, once with --poll
+             steps past the trigger; trainer started first and given by
+             --training-pid, or smrules started first on an empty folder
+             and the trainer found by its pid file; inotify and --poll
   restart    a watch killed with SIGKILL after its rule fired and its action
              ran, then restarted on the same trial and --state, does not
              repeat the action and ends with the results of one
@@ -201,16 +203,29 @@ LOSS_RULE = """\
 # --------------------------------------------------------------------------
 # stop: a real-time trainer stopped within the budget
 
-def test_stop(c, tmp, poll):
-    label = "stop%s" % (" --poll" if poll else "")
+def test_stop(c, tmp, poll, watch_first):
+    """watch_first: smrules starts on an empty trial folder before training
+    (as a sidecar or service would) and finds the trainer by its pid file;
+    otherwise the trainer starts first and is given by --training-pid."""
+    label = "stop%s%s" % (" --poll" if poll else "", ", watch first" if watch_first else "")
     interval = 0.05
     trial = os.path.join(tmp, "trial")
     rules = os.path.join(tmp, "rules.yaml")
+    pid_file = os.path.join(tmp, "train.pid")
     with open(rules, "w") as f:
         f.write("rules:\n" + LOSS_RULE + "    actions: [StopTraining]\n")
-    t = trainer(tmp, "trainer", trial, 600, int(interval * 1000), 20)
-    w = watch(tmp, "watch", trial, rules, ["--training-pid", t.pid, "--timeout", 60]
-              + (["--poll"] if poll else []))
+        if watch_first:
+            f.write("actions:\n  StopTraining:\n    pid_file: %s\n" % yaml_str(pid_file))
+    opts = ["--timeout", 60] + (["--poll"] if poll else [])
+    if watch_first:
+        os.makedirs(trial)
+        w = watch(tmp, "watch", trial, rules, opts)
+        time.sleep(0.5)
+        t = start(tmp, "trainer", [TRAINER, trial, "--steps", 600, "--interval-ms",
+                                   int(interval * 1000), "--plateau-at", 20, "--pid-file", pid_file])
+    else:
+        t = trainer(tmp, "trainer", trial, 600, int(interval * 1000), 20)
+        w = watch(tmp, "watch", trial, rules, ["--training-pid", t.pid] + opts)
     sc = c.scope(label)
     trc = t.wait(40)
     rc = w.wait(30)
@@ -457,8 +472,9 @@ def main():
     if not os.access(TRAINER, os.X_OK):
         c.ok(False, "demo-trainer", "%s does not exist or is not executable" % TRAINER)
         c.finish()
-    cases = [("stop", lambda t: test_stop(c, t, False)),
-             ("stop-poll", lambda t: test_stop(c, t, True)),
+    cases = [("stop", lambda t: test_stop(c, t, False, False)),
+             ("stop-watch-first", lambda t: test_stop(c, t, False, True)),
+             ("stop-poll", lambda t: test_stop(c, t, True, True)),
              ("restart", lambda t: test_restart(c, t)),
              ("partial", lambda t: test_partial(c, t)),
              ("timeout", lambda t: test_timeout(c, t, False)),
