@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tensor.h"
 
@@ -115,9 +116,10 @@ static int check_identity(smr_catalog *c, const char *root, smr_error *err) {
   return rc;
 }
 
-int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
-                     smr_error *err) {
+static int open_once(const char *path, const char *root, smr_catalog **out,
+                     bool *busy, smr_error *err) {
   *out = NULL;
+  *busy = false;
   smr_catalog *c = smr_xcalloc(1, sizeof *c);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
               SQLITE_OPEN_FULLMUTEX;
@@ -132,8 +134,16 @@ int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
   if (rc == SMR_OK)
     rc = prepare_all(c, err);
   if (rc == SMR_OK)
+    rc = exec(c, "BEGIN IMMEDIATE", err);
+  if (rc == SMR_OK) {
     rc = check_identity(c, root, err);
+    rc = rc == SMR_OK ? exec(c, "COMMIT", err) : rc;
+    if (rc != SMR_OK)
+      sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
+  }
   if (rc != SMR_OK) {
+    int code = sqlite3_errcode(c->db) & 0xff;
+    *busy = code == SQLITE_BUSY || code == SQLITE_LOCKED;
     if (err && !err->file[0])
       snprintf(err->file, sizeof err->file, "%s", path);
     smr_catalog_close(c);
@@ -141,6 +151,23 @@ int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
   }
   *out = c;
   return SMR_OK;
+}
+
+/* Several smrules processes may create the same state file at once; the
+ * schema set-up (journal mode, tables) can then find the file locked in
+ * ways SQLite's busy handler does not wait for: try again a little later. */
+int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
+                     smr_error *err) {
+  int rc = SMR_ERR_SQL;
+  for (int attempt = 0; attempt < 50; attempt++) {
+    bool busy;
+    rc = open_once(path, root, out, &busy, err);
+    if (rc == SMR_OK || !busy)
+      return rc;
+    struct timespec ts = {0, (long)(20 + attempt * 10) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  return rc;
 }
 
 void smr_catalog_close(smr_catalog *c) {
@@ -169,11 +196,38 @@ void smr_catalog_rollback(smr_catalog *c) {
   sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+/* Tables other modules keep in the same database about one run of the
+ * trial: rule state (state.c) and the action log (action.c).  A different
+ * or rewritten trial must not inherit them. */
+static const char *const RUN_TABLES[] = {"rule_state", "action_log",
+                                         "action_target"};
+
+static bool table_exists(smr_catalog *c, const char *name) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(c->db,
+                         "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                         " AND name = ?",
+                         -1, &st, NULL) != SQLITE_OK)
+    return false;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  bool found = sqlite3_step(st) == SQLITE_ROW;
+  sqlite3_finalize(st);
+  return found;
+}
+
 int smr_catalog_reset(smr_catalog *c, smr_error *err) {
-  return exec(c,
-              "DELETE FROM entries; DELETE FROM tensors;"
-              " DELETE FROM index_files;",
-              err);
+  int rc = exec(c,
+                "DELETE FROM entries; DELETE FROM tensors;"
+                " DELETE FROM index_files;",
+                err);
+  for (size_t i = 0; rc == SMR_OK && i < sizeof RUN_TABLES / sizeof *RUN_TABLES;
+       i++)
+    if (table_exists(c, RUN_TABLES[i])) {
+      char *sql = smr_xasprintf("DELETE FROM %s", RUN_TABLES[i]);
+      rc = exec(c, sql, err);
+      free(sql);
+    }
+  return rc;
 }
 
 int smr_catalog_index_paths(smr_catalog *c, smr_strv *out, smr_error *err) {

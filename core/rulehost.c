@@ -575,10 +575,19 @@ typedef struct host_tensor {
 
 /* A value that cannot be decoded is reported once as a warning and
  * treated as not saved at that step, so the rule goes on (R17). */
+static pthread_mutex_t warned_mu = PTHREAD_MUTEX_INITIALIZER;
+static smr_strv warned; /* messages already printed (at most 256 kept) */
+
 static int read_failure(const smr_error *e) {
   char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
   smr_error_format(e, msg, sizeof msg);
-  fprintf(stderr, "smrules: warning: %s\n", msg);
+  pthread_mutex_lock(&warned_mu);
+  bool again = smr_strv_contains(&warned, msg);
+  if (!again && warned.n < 256)
+    smr_strv_push(&warned, msg);
+  pthread_mutex_unlock(&warned_mu);
+  if (!again) /* every rule reading the same bad record: say it once */
+    fprintf(stderr, "smrules: warning: %s\n", msg);
   return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
 }
 

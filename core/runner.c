@@ -35,6 +35,8 @@ struct smr_instance {
   char *message;
   char *stored_report; /* reused when nothing new was evaluated */
   bool needs_finish;   /* evaluated something since the last finish */
+  bool resumed;        /* stored state was looked at (once per run) */
+  bool restored;       /* the rule's own state came back too */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
 };
 
@@ -289,6 +291,7 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
                                            s.impl_state) == 0;
   }
   bool nothing_new = newest_step <= s.last_step;
+  in->restored = restored;
   if (restored || nothing_new) {
     for (size_t i = 0; i < s.triggered.n; i++)
       smr_i64v_push(&in->triggered, s.triggered.v[i]);
@@ -298,10 +301,23 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     in->last_step = s.last_step;
     smr_ctx_restore(in->ctx, s.violations, s.datapoints, s.datapoints >= 0,
                     s.last_trigger);
-    if (nothing_new && !restored && s.report)
+    if (nothing_new && s.report) /* finish() details included */
       in->stored_report = smr_xstrdup(s.report);
   }
   smr_rule_state_free(&s);
+}
+
+/* Stored results stand while nothing is new; once new steps arrive
+ * (watch), a rule whose own state did not come back starts over. */
+static void drop_stored(smr_instance *in) {
+  free(in->stored_report);
+  in->stored_report = NULL;
+  if (in->restored)
+    return;
+  in->triggered.n = in->skipped.n = 0;
+  in->evaluated = 0;
+  in->last_step = -1;
+  smr_ctx_restore(in->ctx, 0, 0, false, NULL);
 }
 
 static void save(smr_runner *r, smr_instance *in) {
@@ -450,8 +466,12 @@ static void evaluate(smr_runner *r, smr_instance *in) {
   smr_i64v steps = {0};
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
   int64_t newest = steps.n ? steps.v[steps.n - 1] : -1;
-  if (in->last_step < 0 && in->evaluated == 0 && !in->stored_report)
+  if (!in->resumed) {
+    in->resumed = true;
     resume(r, in, newest);
+  }
+  if (in->stored_report && newest > in->last_step)
+    drop_stored(in);
   smrules_live_info li = live_info(r);
   smr_ctx_set_live(in->ctx, &li);
   in->waiting_at = -1;
