@@ -325,7 +325,10 @@ static const char *const CSS =
     ".ct{font-size:13px;font-weight:600;fill:#1d232b}"
     ".cl{font-size:11px;fill:#38414d}.ax{stroke:#5b6470;stroke-width:1}"
     ".wh{stroke:#38414d;stroke-width:1.2}.med{stroke:#c0392b;"
-    "stroke-width:2}nav a{margin-right:10px;font-size:13px}";
+    "stroke-width:2}nav a{margin-right:10px;font-size:13px}"
+    ".grid{display:flex;flex-wrap:wrap;gap:1%}"
+    ".grid figure.chart{width:48%;margin:6px 0}"
+    ".grid figure.chart svg{width:100%}";
 
 static void header(rk_text *o, const rpt_view *v) {
   rk_text_printf(o,

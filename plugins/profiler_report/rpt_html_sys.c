@@ -127,6 +127,7 @@ static bool is_node(const pj *m) {
 static void gpu_histograms(rk_text *o, const rpt_view *v) {
   const pj *lb = h_details(v, "LoadBalancing");
   size_t drawn = 0;
+  rk_text_printf(o, "<div class=\"grid\">");
   for (size_t i = 0; i < lb->n; i++) {
     const pj *w = pj_get(lb->kids[i], "workloads");
     for (size_t g = 0; w && g < w->n && drawn < 32; g++) {
@@ -146,6 +147,7 @@ static void gpu_histograms(rk_text *o, const rpt_view *v) {
                              "utilization (%)");
     }
   }
+  rk_text_printf(o, "</div>\n");
   if (!drawn)
     h_note(o, "No GPU utilization readings for histograms.");
 }

@@ -316,7 +316,7 @@ bool svg_boxplots(rk_text *o, const char *title, const svg_box *boxes, size_t n,
                    lx + 4, H - 12, MARK_SHAPES[m], lx + 10, H - 8);
     svg_escape(o, boxes[0].mark_names[m]);
     rk_text_printf(o, "</text>");
-    lx += 80;
+    lx += 110;
   }
   close_svg(o);
   return true;
