@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Custom rules end to end through the CLI (issue 3):
+
+- the mission's rule, "fire when the mean absolute value of any tensor of the
+  gradients collection exceeds threshold", as a Lua script
+  (rules/gradient_mean_abs.lua) and as an out-of-tree C plugin built here
+  against the *installed* SDK header (make install + pkg-config), fires where
+  the data says on the gradient trials, and both give identical results;
+- the Lua sandbox: io, os, require, bytecode, a memory bomb and an endless
+  loop each end as that rule's Error with a clear message while the other
+  rules of the same run finish normally;
+- configuration errors: one clear message with line:column, exit 2.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+
+import lib
+
+TRIALS = ["exploding_mse_high_lr", "vanishing_gradient_sigmoid", "healthy_mlp_digits",
+          "two_workers_ddp"]
+THRESHOLDS = [1.0, 1e-3]
+
+
+def install_sdk(c, tmp):
+    """make install into tmp/prefix; build the example plugin with pkg-config."""
+    prefix = os.path.join(tmp, "prefix")
+    build = os.path.basename(os.path.dirname(lib.SMRULES))
+    r = subprocess.run(["make", "-s", "install", "PREFIX=" + prefix, "BUILD=" + build]
+                       + (["SAN=1"] if build == "build-san" else []),
+                       cwd=lib.ROOT, capture_output=True, text=True, timeout=600)
+    if not c.ok(r.returncode == 0, "make install", r.stderr[-800:]):
+        return None
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    cflags = subprocess.run(["pkg-config", "--cflags", "smrules"], env=env,
+                            capture_output=True, text=True).stdout.split()
+    c.ok(any(f.endswith(os.path.join(prefix, "include")) for f in cflags),
+         "pkg-config --cflags smrules points at the installed header", " ".join(cflags))
+    so = os.path.join(tmp, "gradient_mean_abs.so")
+    r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
+                       + cflags + ["-o", so,
+                                   os.path.join(lib.ROOT, "examples/plugin/gradient_mean_abs.c")],
+                       capture_output=True, text=True, timeout=120)
+    if not c.ok(r.returncode == 0, "out-of-tree plugin builds against the installed SDK",
+                r.stderr[-800:]):
+        return None
+    return so
+
+
+def expected_triggers(trial, threshold):
+    """Steps where some gradients tensor has mean |x| > threshold, computed
+    from `smrules tensor` answers (an independent path through the reader)."""
+    r = lib.run_json(["inspect", "--trial", trial, "--json", "--fresh"])
+    info = r.obj
+    grads = info["collections"].get("gradients", [])
+    steps = {t["name"]: t["steps"] for t in info["tensors"]}
+    fired = set()
+    for name in grads:
+        for g in steps.get(name, []):
+            v = lib.run_json(["tensor", "--trial", trial, "--name", name, "--step", str(g),
+                              "--reduction", "mean", "--abs", "--json", "--fresh"]).obj
+            m = v["reduction"]["value"] if v and "reduction" in v else None
+            if m is not None and not math.isnan(m) and m > threshold:
+                fired.add(g)
+    return sorted(fired)
+
+
+def run_rules(trial, yaml_text, tmp, extra=()):
+    path = os.path.join(tmp, "rules.yaml")
+    with open(path, "w") as f:
+        f.write(yaml_text)
+    return lib.run_json(["run", "--trial", trial, "--rules", path, "--json", "--fresh",
+                         "--output", os.path.join(tmp, "out")] + list(extra))
+
+
+def by_name(obj):
+    return {r["name"]: r for r in (obj or {}).get("rules", [])}
+
+
+def check_parity(c, tmp, so):
+    lua = os.path.join(lib.ROOT, "rules", "gradient_mean_abs.lua")
+    for name in TRIALS:
+        trial = lib.rel(os.path.join(lib.FIXTURES, "trials", name))
+        for th in THRESHOLDS:
+            yaml_text = ("rules:\n"
+                         "  - lua: %s\n    name: lua\n    parameters: {threshold: %r}\n"
+                         "  - plugin: %s\n    name: c\n    parameters: {threshold: %r}\n"
+                         % (lua, th, so, th))
+            r = run_rules(trial, yaml_text, tmp)
+            sc = c.scope("%s threshold %g" % (name, th), r)
+            if not sc.process():
+                continue
+            got = by_name(r.obj)
+            want = expected_triggers(trial, th)
+            for rule in ("lua", "c"):
+                sc.eq("%s status" % rule, got[rule]["status"],
+                      "IssuesFound" if want else "NoIssuesFound")
+                sc.eq("%s triggered_steps" % rule, got[rule]["triggered_steps"], want)
+            same = {k: got["lua"][k] == got["c"][k]
+                    for k in ("triggered_steps", "evaluated_steps", "skipped_steps")}
+            sc.ok(all(same.values()), "Lua and C plugin agree", json.dumps(same))
+            lv = got["lua"]["report"]["Details"].get("last_trigger")
+            cv = got["c"]["report"]["Details"].get("last_trigger")
+            sc.eq("same violations at the last trigger", lv, cv)
+
+
+SANDBOX = {
+    "io": "function invoke_at_step(s) io.open('/etc/passwd') return false end",
+    "os": "function invoke_at_step(s) os.execute('touch /tmp/smrules-pwned') return false end",
+    "require": "function invoke_at_step(s) require('os') return false end",
+    "bytecode": ("function invoke_at_step(s) local f = load('\\27Lua\\84\\0', 'x', 'b')\n"
+                 "  if f then f() end error(select(2, load('\\27Lua\\84\\0'))) end"),
+    "memory": "function invoke_at_step(s) local t = {} for i = 1, 64 do t[i] = string.rep('x', 1 << 24) end return false end",
+    "loop": "function invoke_at_step(s) while true do end end",
+    "pcall_loop": "function invoke_at_step(s) while true do pcall(function() while true do end end) end end",
+}
+WORDS = {"io": "io", "os": "os", "require": "require", "bytecode": "bytecode",
+         "memory": "memory", "loop": "instruction", "pcall_loop": "instruction"}
+
+
+def check_sandbox(c, tmp):
+    trial = lib.rel(os.path.join(lib.FIXTURES, "trials", "stalled_lr_zero"))
+    lines = ["lua:", "  instruction_limit: 2000000", "  memory_limit_mb: 32", "rules:"]
+    for key, code in SANDBOX.items():
+        with open(os.path.join(tmp, key + ".lua"), "w") as f:
+            f.write(code + "\n")
+        lines += ["  - lua: %s.lua" % key, "    name: %s" % key]
+    lines += ["  - rule: ExplodingTensor", "  - lua: %s" % os.path.join(
+        lib.ROOT, "rules", "gradient_mean_abs.lua"), "    name: healthy_lua"]
+    if os.path.exists("/tmp/smrules-pwned"):
+        os.remove("/tmp/smrules-pwned")
+    r = run_rules(trial, "\n".join(lines) + "\n", tmp)
+    sc = c.scope("sandbox", r)
+    if not sc.process():
+        return
+    got = by_name(r.obj)
+    for key in SANDBOX:
+        rule = got.get(key, {})
+        msg = (rule.get("message") or "")
+        sc.eq("%s: status" % key, rule.get("status"), "Error")
+        sc.ok(WORDS[key] in msg.lower(), "%s: message says why" % key, repr(msg[:300]))
+    sc.ok(not os.path.exists("/tmp/smrules-pwned"), "os.execute ran nothing")
+    sc.eq("other rules finish: ExplodingTensor", got.get("ExplodingTensor", {}).get("status"),
+          "NoIssuesFound")
+    sc.eq("other rules finish: a healthy Lua rule", got.get("healthy_lua", {}).get("status"),
+          "NoIssuesFound")
+
+
+CONFIG_ERRORS = [
+    ("bad YAML", "rules:\n  - rule: AllZero\n   parameters: {}\n", "line 3"),
+    ("unknown key", "rules:\n  - rule: AllZero\n    paramters: {threshold: 5}\n", "line 3, column 5"),
+    ("wrong type", "rules:\n  - rule: AllZero\n    parameters:\n      threshold: fifty\n",
+     "line 4, column 18"),
+    ("out of range", "rules:\n  - rule: AllZero\n    parameters:\n      threshold: 150\n",
+     "line 4, column 18"),
+    ("unknown parameter", "rules:\n  - rule: AllZero\n    parameters:\n      treshold: 5\n",
+     "line 4, column 7"),
+    ("unknown rule", "rules:\n  - rule: NoSuchRule\n", "line 2, column 5"),
+]
+
+
+def check_config_errors(c, tmp):
+    trial = lib.rel(os.path.join(lib.FIXTURES, "trials", "stalled_lr_zero"))
+    for what, text, where in CONFIG_ERRORS:
+        path = os.path.join(tmp, "bad.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        for args in (["validate", path],
+                     ["run", "--trial", trial, "--rules", path, "--fresh",
+                      "--output", os.path.join(tmp, "out")]):
+            r = lib.run(args)
+            res = lib.Result(args, *r)
+            sc = c.scope("config %s (%s)" % (what, args[0]), res)
+            sc.process(want_json=False)
+            sc.eq("exit status", res.rc, 2)
+            errs = [ln for ln in res.err.splitlines() if ln.strip()]
+            sc.eq("one error line", len(errs), 1)
+            sc.ok(where in res.err, "names %s" % where, res.err.strip()[:300])
+
+
+def main():
+    c = lib.Checker("test_custom_rules")
+    tmp = tempfile.mkdtemp(prefix="smrules-custom-")
+    try:
+        so = install_sdk(c, tmp)
+        if so:
+            check_parity(c, tmp, so)
+        check_sandbox(c, tmp)
+        check_config_errors(c, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
