@@ -442,7 +442,8 @@ static int rebuild_steps(smr_trial *t, smr_error *err) {
   int rc = smr_catalog_step_rows(t->cat, &rows, &n, err);
   if (rc)
     return rc;
-  qsort(rows, n, sizeof *rows, cmp_row);
+  if (n > 1) /* qsort of an empty (NULL) array is undefined */
+    qsort(rows, n, sizeof *rows, cmp_row);
   workers_from_rows(t, rows, n);
   free(t->steps);
   t->steps = smr_xcalloc(n ? n : 1, sizeof *t->steps);
