@@ -94,7 +94,13 @@ $(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
                        core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -shared -o $@ \
-	  $(filter %.c,$^) $(LDFLAGS_ALL) -lm
+	  $(filter plugins/$*/%.c plugins/common/%.c,$^) $(LDFLAGS_ALL) -lm
+
+# ProfilerReport compiles the four framework-metric rules in (its sub_*.c
+# include their sources): rebuild it when they change.
+$(BUILD)/plugins/profiler_report.so: $(wildcard plugins/step_outlier/*.c \
+  plugins/dataloader/*.c plugins/max_initialization_time/*.c \
+  plugins/overall_framework_metrics/*.c)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
