@@ -25,10 +25,10 @@ typedef struct pfile {
   char *path; /* root + "/" + relative path, as the reference joins it */
   int64_t ts; /* µs: name start (system), end of last event (framework) */
   bool framework;
-  int kind;   /* SMR_FW_* for framework files, -1: not parsed by anyone */
-  const char *node;  /* framework: node id of its events */
-  int64_t tf_start;  /* TF profiler: base time from the .metadata name */
-  void *data;        /* parsed: sys_file or trace_file */
+  int kind;         /* SMR_FW_* for framework files, -1: not parsed by anyone */
+  const char *node; /* framework: node id of its events */
+  int64_t tf_start; /* TF profiler: base time from the .metadata name */
+  void *data;       /* parsed: sys_file or trace_file */
   size_t bytes;
   int pins;
   uint64_t used;
@@ -70,6 +70,8 @@ struct smr_profiler {
   uint64_t tick;
   node_names *nn;
   size_t nnn;
+  const char *dim_cpu, *dim_gpu; /* interned dimension names */
+  const char *last[4];           /* the strings of the previous line */
 };
 
 static void warn(smr_profiler *p, pfile *f, const char *fmt, ...)
@@ -300,8 +302,8 @@ static bool tf_metadata(const char *path, int64_t *start, int64_t *end) {
 
 bool smr_profiler_dir_looks_like(const char *dir) {
   struct stat st;
-  char *s = smr_xasprintf("%s/system", dir), *f = smr_xasprintf(
-                                                  "%s/framework", dir);
+  char *s = smr_xasprintf("%s/system", dir),
+       *f = smr_xasprintf("%s/framework", dir);
   bool yes = (stat(s, &st) == 0 && S_ISDIR(st.st_mode)) ||
              (stat(f, &st) == 0 && S_ISDIR(st.st_mode));
   free(s);
@@ -333,8 +335,7 @@ int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
   size_t n = strlen(p->root);
   while (n > 1 && p->root[n - 1] == '/')
     p->root[--n] = '\0';
-  p->buffer = p->o.time_buffer_us > 0 ? p->o.time_buffer_us
-                                      : buffer_from_env();
+  p->buffer = p->o.time_buffer_us > 0 ? p->o.time_buffer_us : buffer_from_env();
   if (!p->o.cache_bytes)
     p->o.cache_bytes = DEFAULT_CACHE_BYTES;
   smr_error e;
@@ -346,6 +347,8 @@ int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
     smr_profiler_close(p);
     return smr_error_set(err, SMR_ERR_USAGE, dir, -1, "%s", e.msg);
   }
+  p->dim_cpu = smr_intern_get(&p->names, "CPUUtilization", 14);
+  p->dim_gpu = smr_intern_get(&p->names, "GPUUtilization", 14);
   smr_profiler_refresh(p);
   *out = p;
   return SMR_OK;
@@ -397,7 +400,9 @@ void smr_profiler_close(smr_profiler *p) {
   free(p);
 }
 
-const char *smr_profiler_root(const smr_profiler *p) { return p->root; }
+const char *smr_profiler_root(const smr_profiler *p) {
+  return p->root;
+}
 
 /* ------------------------------------------------------------ trial info */
 
@@ -579,8 +584,7 @@ static bool stat_changed(const pfile *f, struct stat *st) {
 
 static void remember_stat(pfile *f, const struct stat *st) {
   f->size = st->st_size;
-  f->mtime_ns =
-      (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+  f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
 static int read_plain(const char *path, char **text, size_t *len,
@@ -588,8 +592,7 @@ static int read_plain(const char *path, char **text, size_t *len,
   return smr_read_file(path, MAX_FILE_BYTES, text, len, err);
 }
 
-static int read_gz(const char *path, char **text, size_t *len,
-                   smr_error *err) {
+static int read_gz(const char *path, char **text, size_t *len, smr_error *err) {
   gzFile g = gzopen(path, "rb");
   if (!g)
     return smr_error_set(err, SMR_ERR_IO, path, -1, "cannot open: %s",
@@ -612,8 +615,8 @@ static int read_gz(const char *path, char **text, size_t *len,
                        "expected at most %u bytes of decompressed data",
                        MAX_FILE_BYTES);
   else if (n < 0)
-    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1,
-                       "expected gzip data: %s", msg ? msg : "read error");
+    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1, "expected gzip data: %s",
+                       msg ? msg : "read error");
   gzclose(g);
   if (rc != SMR_OK) {
     smr_buf_free(&b);
@@ -637,8 +640,9 @@ static void set_add(name_set *s, const char *name) {
 
 /* Names are interned, so pointers identify them. */
 static void note_name(smr_profiler *p, const smrules_sys_event *e) {
-  bool cpu = !strcmp(e->dimension, "CPUUtilization");
-  bool gpu = !strcmp(e->dimension, "GPUUtilization");
+  bool cpu = e->dimension == p->dim_cpu, gpu = e->dimension == p->dim_gpu;
+  if (!cpu && !gpu && p->nnn && p->nn[p->nnn - 1].node == e->node)
+    return;
   node_names *nn = NULL;
   for (size_t i = 0; i < p->nnn && !nn; i++)
     if (p->nn[i].node == e->node)
@@ -653,6 +657,14 @@ static void note_name(smr_profiler *p, const smrules_sys_event *e) {
     set_add(cpu ? &nn->cpus : &nn->gpus, e->name);
 }
 
+/* Consecutive lines mostly repeat their strings: compare with the previous
+ * line's before hashing. */
+static const char *intern_cached(smr_profiler *p, int slot, const char *s) {
+  if (p->last[slot] && strcmp(p->last[slot], s) == 0)
+    return p->last[slot];
+  return p->last[slot] = smr_intern_get(&p->names, s, strlen(s));
+}
+
 static void sys_push(smr_profiler *p, sys_file *s, size_t *cap,
                      const smr_sys_line *l) {
   if (s->n == *cap) {
@@ -661,10 +673,10 @@ static void sys_push(smr_profiler *p, sys_file *s, size_t *cap,
     s->ns = smr_xrealloc(s->ns, *cap * sizeof *s->ns);
   }
   smrules_sys_event *e = &s->ev[s->n];
-  e->type = smr_intern_get(&p->names, l->type, strlen(l->type));
-  e->name = smr_intern_get(&p->names, l->name, strlen(l->name));
-  e->dimension = smr_intern_get(&p->names, l->dimension, strlen(l->dimension));
-  e->node = smr_intern_get(&p->names, l->node, strlen(l->node));
+  e->type = intern_cached(p, 0, l->type);
+  e->name = intern_cached(p, 1, l->name);
+  e->dimension = intern_cached(p, 2, l->dimension);
+  e->node = intern_cached(p, 3, l->node);
   e->value = l->value;
   e->timestamp = l->timestamp;
   e->has_name = l->has_name;

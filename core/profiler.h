@@ -131,10 +131,9 @@ int smr_profiler_parse_sys_line(const char *line, size_t len, char *scratch,
  * the number of events, or -1 when the text is not valid JSON (the file
  * is then ignored, as the reference does). */
 typedef void (*smr_fw_event_fn)(void *arg, const smrules_fw_event *e);
-int smr_profiler_parse_trace(const char *text, size_t len,
-                             const char *node_id, int file_kind,
-                             smr_fw_event_fn fn, void *arg, char *why,
-                             size_t nwhy);
+int smr_profiler_parse_trace(const char *text, size_t len, const char *node_id,
+                             int file_kind, smr_fw_event_fn fn, void *arg,
+                             char *why, size_t nwhy);
 
 /* File kinds, in the order the reference returns their events. */
 enum {

@@ -46,21 +46,21 @@ void smr_intern_free(smr_intern *t);
  * One object of a trace file, kept in the cache between queries; the
  * parser state machine replays them in every query (F§13.4). */
 enum {
-  TO_TS = 1 << 0,       /* ts present and a number */
-  TO_TS_INT = 1 << 1,   /* ... written as an integer */
-  TO_DUR = 1 << 2,      /* dur present and a number */
+  TO_TS = 1 << 0,     /* ts present and a number */
+  TO_TS_INT = 1 << 1, /* ... written as an integer */
+  TO_DUR = 1 << 2,    /* dur present and a number */
   TO_DUR_INT = 1 << 3,
-  TO_ARGS = 1 << 4,     /* args present */
+  TO_ARGS = 1 << 4, /* args present */
   TO_ARGS_NONEMPTY = 1 << 5,
   TO_PROCESS_NAME = 1 << 6, /* name == "process_name" (M) */
   TO_BASE = 1 << 7,         /* args.start_time_since_epoch_in_micros */
   TO_BASE_INT = 1 << 8,
-  TO_ARGS_PID = 1 << 9,     /* args.pid is a number */
-  TO_ARGS_TID = 1 << 10,    /* args.thread_id is a number */
-  TO_TID = 1 << 11,         /* tid is a number */
-  TO_PID = 1 << 12,         /* pid present (hashable) */
-  TO_NAME = 1 << 13,        /* name present */
-  TO_PID_NUM = 1 << 14      /* pid is a number */
+  TO_ARGS_PID = 1 << 9,  /* args.pid is a number */
+  TO_ARGS_TID = 1 << 10, /* args.thread_id is a number */
+  TO_TID = 1 << 11,      /* tid is a number */
+  TO_PID = 1 << 12,      /* pid present (hashable) */
+  TO_NAME = 1 << 13,     /* name present */
+  TO_PID_NUM = 1 << 14   /* pid is a number */
 };
 
 typedef struct trace_obj {

@@ -55,6 +55,44 @@ static bool digits(pj *j) {
   return j->p > s;
 }
 
+/* Clinger's fast path: a decimal with at most 15 significant digits and
+ * a small exponent is one exact integer scaled by one exact power of ten,
+ * so a single correctly rounded multiply or divide gives the same double as
+ * strtod.  Anything else returns false and goes to strtod. */
+static bool fast_decimal(const char *s, size_t n, double *v) {
+  static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  size_t i = 0;
+  bool neg = s[0] == '-';
+  i += neg;
+  uint64_t m = 0;
+  int digits = 0, scale = 0;
+  for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+    if (m || s[i] != '0')
+      digits++;
+    m = m * 10 + (uint64_t)(s[i] - '0');
+    if (digits > 15)
+      return false;
+  }
+  if (i < n && s[i] == '.') {
+    for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+      if (m || s[i] != '0')
+        digits++;
+      m = m * 10 + (uint64_t)(s[i] - '0');
+      scale++;
+      if (digits > 15)
+        return false;
+    }
+  }
+  if (i != n || scale > 22)
+    return false; /* exponents and long fractions: strtod */
+  double d = (double)m;
+  d = scale ? d / pow10[scale] : d;
+  *v = neg ? -d : d;
+  return true;
+}
+
 /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)? | NaN | -?Infinity */
 bool pj_number(pj *j, double *v, bool *is_int) {
   pj_ws(j);
@@ -91,6 +129,10 @@ bool pj_number(pj *j, double *v, bool *is_int) {
       exp = true;
   }
   size_t n = (size_t)(j->p - s);
+  if (fast_decimal(s, n, v)) {
+    *is_int = !frac && !exp;
+    return true;
+  }
   char small[64];
   char *tok = n < sizeof small ? small : malloc(n + 1);
   if (!tok)
@@ -181,8 +223,8 @@ static bool unicode_escape(pj *j, unsigned *cp) {
     return pj_fail(j, "4 hex digits after \\u");
   *cp = (unsigned)hex4(j->p);
   j->p += 4;
-  if (*cp >= 0xD800 && *cp <= 0xDBFF && j->end - j->p >= 6 &&
-      j->p[0] == '\\' && j->p[1] == 'u') {
+  if (*cp >= 0xD800 && *cp <= 0xDBFF && j->end - j->p >= 6 && j->p[0] == '\\' &&
+      j->p[1] == 'u') {
     int lo = hex4(j->p + 2);
     if (lo >= 0xDC00 && lo <= 0xDFFF) {
       *cp = 0x10000 + ((*cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
@@ -196,14 +238,30 @@ static bool escape(pj *j, char *out, size_t *n) {
   char c = *j->p++;
   char o;
   switch (c) {
-  case '"': o = '"'; break;
-  case '\\': o = '\\'; break;
-  case '/': o = '/'; break;
-  case 'b': o = '\b'; break;
-  case 'f': o = '\f'; break;
-  case 'n': o = '\n'; break;
-  case 'r': o = '\r'; break;
-  case 't': o = '\t'; break;
+  case '"':
+    o = '"';
+    break;
+  case '\\':
+    o = '\\';
+    break;
+  case '/':
+    o = '/';
+    break;
+  case 'b':
+    o = '\b';
+    break;
+  case 'f':
+    o = '\f';
+    break;
+  case 'n':
+    o = '\n';
+    break;
+  case 'r':
+    o = '\r';
+    break;
+  case 't':
+    o = '\t';
+    break;
   case 'u': {
     unsigned cp = 0;
     if (!unicode_escape(j, &cp))
@@ -216,7 +274,9 @@ static bool escape(pj *j, char *out, size_t *n) {
     }
     return true;
   }
-  default: j->p--; return pj_fail(j, "a valid escape sequence");
+  default:
+    j->p--;
+    return pj_fail(j, "a valid escape sequence");
   }
   if (out)
     out[(*n)++] = o;
@@ -245,6 +305,16 @@ bool pj_string(pj *j, char *out, size_t *n) {
   if (!pj_lit(j, '"'))
     return pj_fail(j, "a string");
   for (;;) {
+    /* fast path: a run of plain ASCII */
+    const char *run = j->p;
+    while (j->p < j->end && (unsigned char)*j->p >= 0x20 &&
+           (unsigned char)*j->p < 0x80 && *j->p != '"' && *j->p != '\\')
+      j->p++;
+    if (j->p > run) {
+      if (out)
+        memcpy(out + used, run, (size_t)(j->p - run));
+      used += (size_t)(j->p - run);
+    }
     if (j->p >= j->end)
       return pj_fail(j, "the end of a string");
     unsigned char c = (unsigned char)*j->p;
@@ -260,8 +330,8 @@ bool pj_string(pj *j, char *out, size_t *n) {
     }
     if (c < 0x20)
       return pj_fail(j, "no control character inside a string");
-    size_t k = utf8_len((const unsigned char *)j->p,
-                        (const unsigned char *)j->end);
+    size_t k =
+        utf8_len((const unsigned char *)j->p, (const unsigned char *)j->end);
     if (!k)
       return pj_fail(j, "UTF-8 text");
     if (out)
@@ -303,13 +373,20 @@ bool pj_skip(pj *j, int depth) {
   double d;
   bool is_int;
   switch (c) {
-  case '{': return skip_container(j, depth, '}');
-  case '[': return skip_container(j, depth, ']');
-  case '"': return pj_string(j, NULL, NULL);
-  case 't': return word(j, "true") || pj_fail(j, "a value");
-  case 'f': return word(j, "false") || pj_fail(j, "a value");
-  case 'n': return word(j, "null") || pj_fail(j, "a value");
-  default: return pj_number(j, &d, &is_int) || pj_fail(j, "a value");
+  case '{':
+    return skip_container(j, depth, '}');
+  case '[':
+    return skip_container(j, depth, ']');
+  case '"':
+    return pj_string(j, NULL, NULL);
+  case 't':
+    return word(j, "true") || pj_fail(j, "a value");
+  case 'f':
+    return word(j, "false") || pj_fail(j, "a value");
+  case 'n':
+    return word(j, "null") || pj_fail(j, "a value");
+  default:
+    return pj_number(j, &d, &is_int) || pj_fail(j, "a value");
   }
 }
 

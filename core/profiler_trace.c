@@ -179,7 +179,7 @@ static bool value_text(tparse *t, const char **out) {
 static bool pid_value(tparse *t, trace_obj *o) {
   char c = pj_peek(&t->j);
   char key[48];
-  o->flags &= (uint16_t)~(TO_PID | TO_PID_NUM);
+  o->flags &= (uint16_t) ~(TO_PID | TO_PID_NUM);
   if (c == '"') {
     const char *s;
     if (!str_interned(t, &s))
@@ -191,7 +191,10 @@ static bool pid_value(tparse *t, trace_obj *o) {
     bool t_ = c == 't';
     if (!pj_skip(&t->j, 0))
       return false;
-    o->pid_key = smr_intern_get(t->names, c == 'n' ? "None" : t_ ? "n:1" : "n:0",
+    o->pid_key = smr_intern_get(t->names,
+                                c == 'n' ? "None"
+                                : t_     ? "n:1"
+                                         : "n:0",
                                 4);
   } else if (c == '{' || c == '[') {
     return pj_skip(&t->j, 0); /* unhashable: the object is dropped */
@@ -332,16 +335,19 @@ static bool obj_field(tparse *t, trace_obj *o, const char *key) {
  * objects it would crash on are dropped too). */
 static bool obj_useful(const trace_obj *o) {
   switch (o->ph) {
-  case 'M': return (o->flags & TO_BASE) || ((o->flags & TO_PID) &&
-                                            (o->flags & TO_PROCESS_NAME));
+  case 'M':
+    return (o->flags & TO_BASE) ||
+           ((o->flags & TO_PID) && (o->flags & TO_PROCESS_NAME));
   case 'X':
     return (o->flags & (TO_TS | TO_DUR | TO_PID | TO_NAME)) ==
            (TO_TS | TO_DUR | TO_PID | TO_NAME);
   case 'B':
     return (o->flags & (TO_TS | TO_PID | TO_NAME)) ==
            (TO_TS | TO_PID | TO_NAME);
-  case 'E': return (o->flags & (TO_TS | TO_PID)) == (TO_TS | TO_PID);
-  default: return false;
+  case 'E':
+    return (o->flags & (TO_TS | TO_PID)) == (TO_TS | TO_PID);
+  default:
+    return false;
   }
 }
 
@@ -576,11 +582,11 @@ static void fill_common(smrules_fw_event *e, const trace_state *s,
   e->file_type = rc->file_type;
   bool args_truthy = o->flags & TO_ARGS_NONEMPTY;
   e->pid = args_truthy && (o->flags & TO_ARGS_PID) ? o->args_pid
-           : (o->flags & TO_PID_NUM)                ? o->pid
-                                                    : 0;
+           : (o->flags & TO_PID_NUM)               ? o->pid
+                                                   : 0;
   e->tid = args_truthy && (o->flags & TO_ARGS_TID) ? o->args_tid
-           : (o->flags & TO_TID)                    ? o->tid
-                                                    : 0;
+           : (o->flags & TO_TID)                   ? o->tid
+                                                   : 0;
   e->args = o->args_off == SIZE_MAX ? NULL : f->arena.data + o->args_off;
 }
 
@@ -619,8 +625,7 @@ static void replay_e(trace_state *s, const trace_file *f, const trace_obj *o,
   rc->fn(rc->arg, &e);
 }
 
-static void replay_m(trace_state *s, const trace_obj *o,
-                     const replay_ctx *rc) {
+static void replay_m(trace_state *s, const trace_obj *o, const replay_ctx *rc) {
   if ((o->flags & TO_PID) && (o->flags & TO_PROCESS_NAME))
     set_phase(s, o->pid_key,
               o->pname ? o->pname : smr_intern_get(rc->names, "Unknown", 7));
@@ -630,8 +635,7 @@ static void replay_m(trace_state *s, const trace_obj *o,
   }
 }
 
-void trace_replay(trace_state *s, const trace_file *f,
-                  const replay_ctx *rc) {
+void trace_replay(trace_state *s, const trace_file *f, const replay_ctx *rc) {
   if (!s->started) {
     s->started = true;
     s->base = 0;
@@ -640,11 +644,20 @@ void trace_replay(trace_state *s, const trace_file *f,
   for (size_t i = 0; i < f->n; i++) {
     const trace_obj *o = &f->objs[i];
     switch (o->ph) {
-    case 'M': replay_m(s, o, rc); break;
-    case 'X': replay_x(s, f, o, rc); break;
-    case 'B': push_b(s, o); break;
-    case 'E': replay_e(s, f, o, rc); break;
-    default: break;
+    case 'M':
+      replay_m(s, o, rc);
+      break;
+    case 'X':
+      replay_x(s, f, o, rc);
+      break;
+    case 'B':
+      push_b(s, o);
+      break;
+    case 'E':
+      replay_e(s, f, o, rc);
+      break;
+    default:
+      break;
     }
   }
 }
@@ -664,10 +677,9 @@ static void count_event(void *arg, const smrules_fw_event *e) {
     a->fn(a->arg, e);
 }
 
-int smr_profiler_parse_trace(const char *text, size_t len,
-                             const char *node_id, int file_kind,
-                             smr_fw_event_fn fn, void *arg, char *why,
-                             size_t nwhy) {
+int smr_profiler_parse_trace(const char *text, size_t len, const char *node_id,
+                             int file_kind, smr_fw_event_fn fn, void *arg,
+                             char *why, size_t nwhy) {
   if (file_kind < 0 || file_kind >= SMR_FW_KINDS)
     file_kind = SMR_FW_PYTHONTIMELINE;
   smr_intern names = {0};
@@ -681,8 +693,7 @@ int smr_profiler_parse_trace(const char *text, size_t len,
   memset(&s, 0, sizeof s);
   trace_fn_adapter a = {fn, arg, 0};
   char *node = smr_profiler_node_rewrite(node_id ? node_id : "");
-  replay_ctx rc = {node, smr_fw_file_types[file_kind], &names, count_event,
-                   &a};
+  replay_ctx rc = {node, smr_fw_file_types[file_kind], &names, count_event, &a};
   trace_replay(&s, &f, &rc);
   free(node);
   trace_state_free(&s);

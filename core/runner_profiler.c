@@ -21,15 +21,14 @@ void smr_prof_run_free(smr_prof_run *run) {
 
 int64_t smr_prof_scan_interval(const smrules_param *table,
                                const void *settings) {
-  for (const smrules_param *p = table; p && p->type != SMRULES_PARAM_END;
-       p++) {
+  for (const smrules_param *p = table; p && p->type != SMRULES_PARAM_END; p++) {
     if (strcmp(p->name, "scan_interval_us") != 0)
       continue;
     const char *f = (const char *)settings + p->offset;
     if (p->type == SMRULES_PARAM_INT)
       return *(const int64_t *)f;
     if (p->type == SMRULES_PARAM_FLOAT)
-      return (int64_t)*(const double *)f;
+      return (int64_t) * (const double *)f;
   }
   return SMR_DEFAULT_SCAN_INTERVAL_US;
 }
@@ -79,11 +78,17 @@ static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
   smr_ctx_step_end(l->ctx, k, false);
   smr_ctx_window_end(l->ctx);
   switch (rc) {
-  case SMRULES_TRIGGERED: smr_i64v_push(l->triggered, k); /* fall through */
+  case SMRULES_TRIGGERED:
+    smr_i64v_push(l->triggered, k); /* fall through */
   case SMRULES_NO_TRIGGER:
-  case SMRULES_SKIPPED: (*l->evaluated)++; break;
-  case SMRULES_NO_MORE_DATA: return false;
-  case SMRULES_STEP_NOT_YET: *l->waiting_at = k; return false;
+  case SMRULES_SKIPPED:
+    (*l->evaluated)++;
+    break;
+  case SMRULES_NO_MORE_DATA:
+    return false;
+  case SMRULES_STEP_NOT_YET:
+    *l->waiting_at = k;
+    return false;
   default: {
     const char *why = smr_ctx_failure(l->ctx);
     *message = smr_xstrdup(why ? why : "the rule failed without a message");
@@ -111,8 +116,8 @@ int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
     return SMR_ERR_USAGE;
   int64_t S = l->scan_interval_us;
   if (S <= 0) {
-    *message = smr_xasprintf("scan_interval_us must be > 0 (got %lld)",
-                             (long long)S);
+    *message =
+        smr_xasprintf("scan_interval_us must be > 0 (got %lld)", (long long)S);
     return SMR_ERR_USAGE;
   }
   int status = SMR_OK;

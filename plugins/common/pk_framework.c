@@ -73,9 +73,8 @@ static double dict_sum(pk_dict *d) {
   return s;
 }
 
-size_t pk_filter_events(pk_dict *events, double threshold,
-                        const char ***names, double **shares,
-                        double **times) {
+size_t pk_filter_events(pk_dict *events, double threshold, const char ***names,
+                        double **shares, double **times) {
   pk_dict *ops = pk_dict_new(false, NULL);
   for (size_t i = 0; i < pk_dict_len(events); i++) {
     pk_dict *phase = pk_dict_at(events, i)->ptr;

@@ -74,8 +74,12 @@ static void *create(const void *settings, bool io) {
   return b;
 }
 
-static void *create_cpu(const void *s) { return create(s, false); }
-static void *create_io(const void *s) { return create(s, true); }
+static void *create_cpu(const void *s) {
+  return create(s, false);
+}
+static void *create_io(const void *s) {
+  return create(s, true);
+}
 
 static void destroy(void *e) {
   bottleneck *b = e;
@@ -120,7 +124,7 @@ static char *render_bottlenecks(bottleneck *b) {
     pk_entry *e = pk_dict_at(b->bottlenecks, i);
     pk_entry *c = pk_dict_at(b->cpus, i);
     rk_text_printf(&t, "%s", i ? "," : "");
-    pk_text_str(&t, e->key);
+    pk_text_str(&t, pk_entry_key(e));
     rk_text_printf(&t, ":{\"GPUs\":%lld,\"CPUs\":%lld}", (long long)e->num,
                    (long long)c->num);
   }
@@ -135,8 +139,8 @@ static int breakdown(bottleneck *b, const pr_window *w, pk_dict *times) {
     return SMRULES_ERR;
   for (size_t i = 0; i < pk_dict_len(times); i++) {
     double t = pk_dict_at(times, i)->nkey;
-    pk_aggregate_framework_metrics(ev, n, b->details, &b->buf,
-                                   t * 1000 * 1000, false, 0);
+    pk_aggregate_framework_metrics(ev, n, b->details, &b->buf, t * 1000 * 1000,
+                                   false, 0);
   }
   return 0;
 }
@@ -198,8 +202,7 @@ static void params_text(const void *settings, char *buf, size_t n, bool io) {
   pk_param_str(s->high_threshold, true, h, sizeof h);
   pk_param_str(s->gpu_threshold, true, g, sizeof g);
   snprintf(buf, n, "threshold:%s\n%s:%s\ngpu_threshold:%s\npatience:%lld", t,
-           io ? "io_threshold" : "cpu_threshold", h, g,
-           (long long)s->patience);
+           io ? "io_threshold" : "cpu_threshold", h, g, (long long)s->patience);
 }
 
 static void params_cpu(const void *s, char *buf, size_t n) {

@@ -9,9 +9,9 @@
 
 #define MAX_VALUES 1000000
 
-/* node -> gpu -> values */
-static pk_vec *history(pk_dict *values, const smrules_sys_event *e) {
-  return pk_dict_vec(pk_dict_sub(values, e->node, false), e->name);
+/* node -> gpu -> history */
+static pk_series *history(pk_dict *values, const smrules_sys_event *e) {
+  return pk_series_of2(values, e->node, e->name);
 }
 
 /* p25/p50/p75 (and more) with the box-plot whiskers of the reference:
@@ -62,7 +62,7 @@ static void *lg_create(const void *settings) {
   if (!g)
     abort();
   g->s = *(const lg_settings *)settings;
-  g->values = pk_dict_new(false, NULL);
+  g->values = pk_series_dict2();
   g->details = pk_obj_new();
   return g;
 }
@@ -74,30 +74,57 @@ static void lg_destroy(void *e) {
   free(g);
 }
 
+/* Details[node][gpu] as the last violation computed it (from the first
+ * n_at readings; gpu_95 and gpu_5 kept in a and b). */
+static void lg_entry(lowgpu *g, const char *node, const char *gpu,
+                     pk_series *h) {
+  size_t n = h->n_at;
+  double *s = pk_sorted_copy(h->v.v, n);
+  pk_obj *o = pk_obj_new();
+  pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
+  pk_obj_num(o, "gpu_95", h->a);
+  pk_obj_num(o, "gpu_5", h->b);
+  double p25 = pk_quantile_sorted(s, n, 0.25);
+  double p75 = pk_quantile_sorted(s, n, 0.75);
+  pk_obj_num(o, "p25", p25);
+  pk_obj_num(o, "p50", pk_quantile_sorted(s, n, 0.50));
+  pk_obj_num(o, "p75", p75);
+  pk_obj_num(o, "p95", pk_quantile_sorted(s, n, 0.95));
+  whiskers(o, s, n, p25, p75);
+  free(s);
+  pk_obj_raw_take(pk_obj_obj(g->details, node), gpu, pk_obj_render(o));
+  pk_obj_free(o);
+  h->pending = false;
+}
+
+static void lg_entries(lowgpu *g) {
+  for (size_t i = 0; i < pk_dict_len(g->values); i++) {
+    pk_entry *node = pk_dict_at(g->values, i);
+    for (size_t k = 0; k < pk_dict_len(node->ptr); k++) {
+      pk_entry *gpu = pk_dict_at(node->ptr, k);
+      pk_series *h = gpu->ptr;
+      if (h->pending)
+        lg_entry(g, node->key, gpu->key, h);
+    }
+  }
+}
+
 static void lg_record(lowgpu *g, const char *node, const char *gpu,
-                      const pk_vec *v, double w95, double w5,
-                      int64_t start_us) {
+                      pk_series *h, double w95, double w5, int64_t start_us) {
   g->triggered++;
   g->violations++;
-  g->datapoints = (int64_t)v->n;
-  double *s = pk_sorted_copy(v->v, v->n);
-  pk_obj *o = pk_obj_new_obj(pk_obj_obj(g->details, node), gpu);
-  pk_obj_num(o, "gpu_max", pk_np_max(v->v, v->n));
-  pk_obj_num(o, "gpu_95", w95);
-  pk_obj_num(o, "gpu_5", w5);
-  double p25 = pk_quantile_sorted(s, v->n, 0.25);
-  double p75 = pk_quantile_sorted(s, v->n, 0.75);
-  pk_obj_num(o, "p25", p25);
-  pk_obj_num(o, "p50", pk_quantile_sorted(s, v->n, 0.50));
-  pk_obj_num(o, "p75", p75);
-  pk_obj_num(o, "p95", pk_quantile_sorted(s, v->n, 0.95));
-  whiskers(o, s, v->n, p25, p75);
-  free(s);
+  g->datapoints = (int64_t)h->v.n;
+  pk_obj_raw(pk_obj_obj(g->details, node), gpu, NULL); /* its place */
+  h->pending = true;
+  h->n_at = h->v.n;
+  h->a = w95;
+  h->b = w5;
   pk_obj_int(g->details, "last_timestamp", start_us);
 }
 
-static void lg_check(lowgpu *g, const char *node, const char *gpu,
-                     const pk_vec *v, int64_t start_us) {
+static void lg_check(lowgpu *g, const char *node, const char *gpu, pk_series *h,
+                     int64_t start_us) {
+  const pk_vec *v = &h->v;
   if ((int64_t)v->n <= g->s.patience)
     return;
   size_t from = pk_tail_start(v->n, g->s.window);
@@ -105,33 +132,36 @@ static void lg_check(lowgpu *g, const char *node, const char *gpu,
   double w5 = pk_quantile(v->v + from, v->n - from, 0.05);
   if (w95 < g->s.threshold_p95 ||
       (w95 > g->s.threshold_p95 && w5 < g->s.threshold_p5))
-    lg_record(g, node, gpu, v, w95, w5, start_us);
+    lg_record(g, node, gpu, h, w95, w5, start_us);
 }
 
 static int lg_window(void *e, const pr_window *w, bool *condition) {
   lowgpu *g = e;
   for (size_t i = 0; i < w->nsys; i++)
     if (!strcmp(w->sys[i].dimension, "GPUUtilization"))
-      pk_vec_push(history(g->values, &w->sys[i]), w->sys[i].value);
+      pk_vec_push(&history(g->values, &w->sys[i])->v, w->sys[i].value);
   bool reset = false;
   for (size_t i = 0; i < pk_dict_len(g->values); i++) {
     pk_entry *node = pk_dict_at(g->values, i);
     for (size_t k = 0; k < pk_dict_len(node->ptr); k++) {
       pk_entry *gpu = pk_dict_at(node->ptr, k);
-      pk_vec *v = gpu->ptr;
-      g->datapoints = (int64_t)v->n;
-      reset |= v->n > MAX_VALUES; /* the loop goes on with the old lists */
-      lg_check(g, node->key, gpu->key, v, w->start_us);
+      pk_series *h = gpu->ptr;
+      g->datapoints = (int64_t)h->v.n;
+      reset |= h->v.n > MAX_VALUES; /* the loop goes on with the old lists */
+      lg_check(g, node->key, gpu->key, h, w->start_us);
     }
   }
-  if (reset)
+  if (reset) {
+    lg_entries(g); /* entries still read the histories being dropped */
     pk_dict_clear(g->values);
+  }
   *condition = g->triggered > 0;
   return 0;
 }
 
 static void lg_report(void *e, pr_report *out) {
   lowgpu *g = e;
+  lg_entries(g);
   out->triggered = g->triggered;
   out->violations = g->violations;
   out->datapoints = g->datapoints;
@@ -143,8 +173,9 @@ static void lg_params_text(const void *settings, char *buf, size_t n) {
   char a[40], b[40];
   pk_param_str(s->threshold_p95, true, a, sizeof a);
   pk_param_str(s->threshold_p5, true, b, sizeof b);
-  snprintf(buf, n, "threshold_p95:%s\nthreshold_p5:%s\nwindow:%lld\npatience:%lld",
-           a, b, (long long)s->window, (long long)s->patience);
+  snprintf(buf, n,
+           "threshold_p95:%s\nthreshold_p5:%s\nwindow:%lld\npatience:%lld", a,
+           b, (long long)s->window, (long long)s->patience);
 }
 
 const pr_engine_ops pr_low_gpu_utilization = {
@@ -192,7 +223,7 @@ static void *gm_create(const void *settings) {
   if (!g)
     abort();
   g->s = *(const gm_settings *)settings;
-  g->values = pk_dict_new(false, NULL);
+  g->values = pk_series_dict2();
   g->details = pk_obj_new();
   return g;
 }
@@ -206,8 +237,7 @@ static void gm_destroy(void *e) {
 
 /* Python's x[a:b] bounds for a list of n (negative indices count from the
  * end). */
-static void py_slice(size_t n, int64_t a, int64_t b, size_t *from,
-                     size_t *to) {
+static void py_slice(size_t n, int64_t a, int64_t b, size_t *from, size_t *to) {
   int64_t N = (int64_t)n;
   if (a < 0)
     a = a + N < 0 ? 0 : a + N;
@@ -221,45 +251,59 @@ static void py_slice(size_t n, int64_t a, int64_t b, size_t *from,
   *to = b > a ? (size_t)b : (size_t)a;
 }
 
-static void gm_record(gpumem *g, const smrules_sys_event *e, const pk_vec *v,
+/* Details[node][gpu] as the last violation computed it (increase in a). */
+static void gm_entry(gpumem *g, const char *node, const char *gpu,
+                     pk_series *h) {
+  size_t n = h->n_at;
+  double *s = pk_sorted_copy(h->v.v, n);
+  pk_obj *o = pk_obj_new();
+  pk_obj_num(o, "increase", h->a);
+  pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
+  pk_obj_num(o, "p05", pk_quantile_sorted(s, n, 0.05));
+  double p25 = pk_quantile_sorted(s, n, 0.25);
+  double p75 = pk_quantile_sorted(s, n, 0.75);
+  pk_obj_num(o, "p25", p25);
+  pk_obj_num(o, "p50", pk_quantile_sorted(s, n, 0.50));
+  pk_obj_num(o, "p75", p75);
+  pk_obj_num(o, "p95", pk_quantile_sorted(s, n, 0.95));
+  whiskers(o, s, n, p25, p75);
+  free(s);
+  pk_obj_raw_take(pk_obj_obj(g->details, node), gpu, pk_obj_render(o));
+  pk_obj_free(o);
+  h->pending = false;
+}
+
+static void gm_record(gpumem *g, const smrules_sys_event *e, pk_series *h,
                       double diff, int64_t start_us) {
   g->violations++;
   g->triggered++;
-  double *s = pk_sorted_copy(v->v, v->n);
-  pk_obj *o = pk_obj_new_obj(pk_obj_obj(g->details, e->node), e->name);
-  pk_obj_num(o, "increase", diff);
-  pk_obj_num(o, "gpu_max", pk_np_max(v->v, v->n));
-  pk_obj_num(o, "p05", pk_quantile_sorted(s, v->n, 0.05));
-  double p25 = pk_quantile_sorted(s, v->n, 0.25);
-  double p75 = pk_quantile_sorted(s, v->n, 0.75);
-  pk_obj_num(o, "p25", p25);
-  pk_obj_num(o, "p50", pk_quantile_sorted(s, v->n, 0.50));
-  pk_obj_num(o, "p75", p75);
-  pk_obj_num(o, "p95", pk_quantile_sorted(s, v->n, 0.95));
-  whiskers(o, s, v->n, p25, p75);
-  free(s);
+  pk_obj_raw(pk_obj_obj(g->details, e->node), e->name, NULL); /* its place */
+  h->pending = true;
+  h->n_at = h->v.n;
+  h->a = diff;
   pk_obj_int(g->details, "last_timestamp", start_us);
 }
 
 /* mean(v[-window:]) - mean(v[-window-1:-2]): the "previous" window ends
  * two values before the last (the reference's slice, reproduced). */
-static void gm_event(gpumem *g, const smrules_sys_event *e,
-                     int64_t start_us) {
-  pk_vec *v = history(g->values, e);
+static void gm_event(gpumem *g, const smrules_sys_event *e, int64_t start_us) {
+  pk_series *h = history(g->values, e);
+  pk_vec *v = &h->v;
   pk_vec_push(v, e->value);
   g->datapoints = (int64_t)v->n;
-  if (v->n > MAX_VALUES)
+  if (v->n > MAX_VALUES) {
+    if (h->pending) /* the entry still reads the history being dropped */
+      gm_entry(g, e->node, e->name, h);
     v->n = 0; /* Decision: only this GPU's history is dropped */
+  }
   if ((int64_t)v->n <= g->s.window + 1)
     return;
   size_t a, b, c, d;
   py_slice(v->n, -g->s.window, (int64_t)v->n, &a, &b);
-  if (g->s.window == 0)
-    a = 0; /* x[-0:] */
   py_slice(v->n, -g->s.window - 1, -2, &c, &d);
   double diff = pk_np_mean(v->v + a, b - a) - pk_np_mean(v->v + c, d - c);
   if (diff > g->s.increase && (int64_t)v->n > g->s.patience)
-    gm_record(g, e, v, diff, start_us);
+    gm_record(g, e, h, diff, start_us);
 }
 
 static int gm_window(void *e, const pr_window *w, bool *condition) {
@@ -273,6 +317,14 @@ static int gm_window(void *e, const pr_window *w, bool *condition) {
 
 static void gm_report(void *e, pr_report *out) {
   gpumem *g = e;
+  for (size_t i = 0; i < pk_dict_len(g->values); i++) {
+    pk_entry *node = pk_dict_at(g->values, i);
+    for (size_t k = 0; k < pk_dict_len(node->ptr); k++) {
+      pk_entry *gpu = pk_dict_at(node->ptr, k);
+      if (((pk_series *)gpu->ptr)->pending)
+        gm_entry(g, node->key, gpu->key, gpu->ptr);
+    }
+  }
   out->triggered = g->triggered;
   out->violations = g->violations;
   out->datapoints = g->datapoints;

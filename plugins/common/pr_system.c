@@ -21,7 +21,7 @@ typedef struct lb_settings {
 
 typedef struct balance {
   lb_settings s;
-  pk_dict *gpus; /* node -> gpu -> values */
+  pk_dict *gpus; /* node -> gpu -> history, with its running histogram */
   int64_t triggered, violations, datapoints;
   pk_obj *details;
 } balance;
@@ -46,7 +46,7 @@ static void *lb_create(const void *settings) {
   if (!b)
     abort();
   b->s = *(const lb_settings *)settings;
-  b->gpus = pk_dict_new(false, NULL);
+  b->gpus = pk_series_dict2();
   b->details = pk_obj_new();
   return b;
 }
@@ -58,14 +58,23 @@ static void lb_destroy(void *e) {
   free(b);
 }
 
-static void histogram(const pk_vec *v, double *h) {
-  double edges[LB_EDGES];
-  int64_t counts[LB_EDGES - 1];
-  for (int i = 0; i < LB_EDGES; i++)
-    edges[i] = 2.0 * i;
-  pk_histogram_edges(v->v, v->n, edges, LB_EDGES, counts);
+/* np.histogram(values, bins=np.arange(0, 100, 2)), kept up to date as
+ * values arrive (bin i: [2i, 2i+2), the last bin [96, 98] closed). */
+static void hist_add(pk_series *h, double x) {
+  if (!h->hist) {
+    h->hist = calloc(LB_EDGES - 1, sizeof *h->hist);
+    if (!h->hist)
+      abort();
+  }
+  if (!(x >= 0 && x <= 2.0 * (LB_EDGES - 1)))
+    return;                    /* outside [0, 98] (or NaN): not counted */
+  int bin = (int)floor(x / 2); /* x / 2 is exact: edges are even integers */
+  h->hist[bin < LB_EDGES - 1 ? bin : LB_EDGES - 2]++;
+}
+
+static void histogram(const pk_series *s, double *h) {
   for (int i = 0; i < LB_EDGES - 1; i++)
-    h[i] = (double)counts[i];
+    h[i] = s->hist ? (double)s->hist[i] : 0;
 }
 
 /* scipy.stats.entropy(p, q): both normalised to sum 1, natural log. */
@@ -92,8 +101,9 @@ static double js_distance(const double *h1, const double *h2) {
 
 /* compare_pairs: the comparison the reference intended. */
 static void compare(balance *b, const char *node1, const char *gpu1,
-                    const pk_vec *v1, const char *key2, const pk_vec *v2) {
-  if ((int64_t)v1->n <= b->s.patience)
+                    const pk_series *v1, const char *key2,
+                    const pk_series *v2) {
+  if ((int64_t)v1->v.n <= b->s.patience)
     return;
   double h1[LB_EDGES - 1], h2[LB_EDGES - 1];
   histogram(v1, h1);
@@ -132,10 +142,11 @@ static int lb_window(void *e, const pr_window *w, bool *condition) {
     const smrules_sys_event *ev = &w->sys[i];
     if (strcmp(ev->dimension, "GPUUtilization") != 0)
       continue;
-    pk_vec *v = pk_dict_vec(pk_dict_sub(b->gpus, ev->node, false), ev->name);
-    pk_vec_push(v, ev->value);
-    b->datapoints = (int64_t)v->n;
-    if (v->n > MAX_VALUES)
+    pk_series *h = pk_series_of2(b->gpus, ev->node, ev->name);
+    h->v.n++; /* only the count and the histogram are needed */
+    hist_add(h, ev->value);
+    b->datapoints = (int64_t)h->v.n;
+    if (h->v.n > MAX_VALUES)
       pk_dict_clear(b->gpus);
   }
   /* workloads of every GPU of every node (node1 of each node pair) */
@@ -197,6 +208,7 @@ typedef struct usage {
   pk_dict *m[M_COUNT]; /* node -> timestamp -> sum */
   pk_dict *gpu_ids, *core_ids;
   int64_t datapoints;
+  bool evaluated;
   pk_obj *details;
 } usage;
 
@@ -285,17 +297,11 @@ static void record(usage *u, pk_dict *values, const char *name, double n) {
   }
 }
 
-static int os_window(void *e, const pr_window *w, bool *condition) {
-  usage *u = e;
-  for (size_t i = 0; i < w->nsys; i++)
-    os_event(u, &w->sys[i]);
-  if (pk_dict_len(u->m[M_CPU])) {
-    size_t nv = pk_dict_len(pk_dict_at(u->m[M_CPU], 0)->ptr);
-    u->datapoints = (int64_t)nv;
-    if (nv > MAX_VALUES)
-      for (int i = 0; i < M_COUNT; i++)
-        pk_dict_clear(u->m[i]);
-  }
+/* Details from the maps as they stand.  The reference rewrites them every
+ * window; only the last rewrite shows, so they are made when the report is
+ * read, and once more before the maps are dropped (more than 1 000 000
+ * timestamps). */
+static void record_all(usage *u) {
   double gpus = (double)pk_dict_len(u->gpu_ids);
   double cores = (double)pk_dict_len(u->core_ids);
   record(u, u->m[M_NETWORK], "Network", 1);
@@ -304,12 +310,36 @@ static int os_window(void *e, const pr_window *w, bool *condition) {
   record(u, u->m[M_CPU_MEMORY], "CPU memory", 1);
   record(u, u->m[M_GPU_MEMORY], "GPU memory", gpus);
   record(u, u->m[M_IO], "I/O", cores);
+}
+
+static size_t first_node_timestamps(usage *u) {
+  if (!pk_dict_len(u->m[M_CPU]))
+    return 0;
+  return pk_dict_len(pk_dict_at(u->m[M_CPU], 0)->ptr);
+}
+
+static int os_window(void *e, const pr_window *w, bool *condition) {
+  usage *u = e;
+  if (u->evaluated && first_node_timestamps(u) + w->nsys > MAX_VALUES)
+    record_all(u); /* the Details the previous window left */
+  u->evaluated = true;
+  for (size_t i = 0; i < w->nsys; i++)
+    os_event(u, &w->sys[i]);
+  if (pk_dict_len(u->m[M_CPU])) {
+    size_t nv = first_node_timestamps(u);
+    u->datapoints = (int64_t)nv;
+    if (nv > MAX_VALUES)
+      for (int i = 0; i < M_COUNT; i++)
+        pk_dict_clear(u->m[i]);
+  }
   *condition = false;
   return 0;
 }
 
 static void os_report(void *e, pr_report *out) {
   usage *u = e;
+  if (u->evaluated)
+    record_all(u);
   out->triggered = 0;
   out->violations = 0;
   out->datapoints = u->datapoints;

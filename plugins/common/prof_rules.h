@@ -63,7 +63,7 @@ void pr_fill_rule(smrules_rule *reg, const pr_engine_ops *ops);
   SMRULES_PLUGIN_INIT {                                                        \
     rk_api = api;                                                              \
     if (api->struct_size < offsetof(smrules_api, json_free) + sizeof(void *))  \
-      return NULL; /* a host without the profiler API */                      \
+      return NULL; /* a host without the profiler API */                       \
     pr_fill_rule(&pr_reg_, &(ops));                                            \
     return &pr_reg_;                                                           \
   }
@@ -71,13 +71,17 @@ void pr_fill_rule(smrules_rule *reg, const pr_engine_ops *ops);
 /* Parameter-table helpers for the validators of rules.md §3.3 (with the
  * Decision accepting 0). */
 #define PR_PERCENT(type_, name, def, field, desc)                              \
-  {type_, name, def, SMRULES_P_MIN | SMRULES_P_MAX, 0, 100, NULL, NULL,        \
-   field, desc}
+  {                                                                            \
+    type_, name, def, SMRULES_P_MIN | SMRULES_P_MAX, 0, 100, NULL, NULL,       \
+        field, desc                                                            \
+  }
 #define PR_NONNEG(type_, name, def, field, desc)                               \
-  {type_, name, def, SMRULES_P_MIN, 0, 0, NULL, NULL, field, desc}
+  { type_, name, def, SMRULES_P_MIN, 0, 0, NULL, NULL, field, desc }
 #define PR_SCAN_INTERVAL(field)                                                \
-  {SMRULES_PARAM_INT, "scan_interval_us", "60000000",                         \
-   SMRULES_P_MIN | SMRULES_P_MIN_OPEN, 0, 0, NULL, NULL, field,               \
-   "window length in microseconds"}
+  {                                                                            \
+    SMRULES_PARAM_INT, "scan_interval_us", "60000000",                         \
+        SMRULES_P_MIN | SMRULES_P_MIN_OPEN, 0, 0, NULL, NULL, field,           \
+        "window length in microseconds"                                        \
+  }
 
 #endif

@@ -84,8 +84,12 @@ void pk_dict_free(pk_dict *d) {
   free(d);
 }
 
-size_t pk_dict_len(const pk_dict *d) { return d ? d->n : 0; }
-pk_entry *pk_dict_at(pk_dict *d, size_t i) { return &d->e[i]; }
+size_t pk_dict_len(const pk_dict *d) {
+  return d ? d->n : 0;
+}
+pk_entry *pk_dict_at(pk_dict *d, size_t i) {
+  return &d->e[i];
+}
 
 static uint64_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ull;
@@ -168,10 +172,7 @@ static pk_entry *insert(pk_dict *d, const char *key, double nkey,
   e = &d->e[d->n];
   memset(e, 0, sizeof *e);
   if (d->numeric) {
-    char buf[40];
-    pk_py_str(nkey, key_is_int, buf, sizeof buf);
-    e->key = xstrdup(buf);
-    e->nkey = nkey;
+    e->nkey = nkey; /* its text is made when first asked for */
     e->key_is_int = key_is_int;
   } else {
     e->key = xstrdup(key);
@@ -184,15 +185,25 @@ pk_entry *pk_dict_put(pk_dict *d, const char *key, bool *created) {
   return insert(d, key, 0, false, created);
 }
 
-pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int,
-                       bool *created) {
+pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int, bool *created) {
   return insert(d, NULL, key, key_is_int, created);
 }
 
-static void free_dict(void *p) { pk_dict_free(p); }
+static void free_dict(void *p) {
+  pk_dict_free(p);
+}
 static void free_vec(void *p) {
   pk_vec_free(p);
   free(p);
+}
+
+const char *pk_entry_key(pk_entry *e) {
+  if (!e->key) {
+    char buf[40];
+    pk_py_str(e->nkey, e->key_is_int, buf, sizeof buf);
+    e->key = xstrdup(buf);
+  }
+  return e->key;
 }
 
 pk_dict *pk_dict_sub(pk_dict *d, const char *key, bool numeric) {
@@ -217,6 +228,41 @@ pk_vec *pk_dict_vec(pk_dict *d, const char *key) {
   return e->ptr;
 }
 
+/* -------------------------------------------------------------- series */
+
+static void series_free(void *p) {
+  pk_series *s = p;
+  pk_vec_free(&s->v);
+  free(s->hist);
+  free(s);
+}
+
+pk_dict *pk_series_dict(void) {
+  return pk_dict_new(false, series_free);
+}
+pk_dict *pk_series_dict2(void) {
+  return pk_dict_new(false, free_dict);
+}
+
+pk_series *pk_series_of(pk_dict *d, const char *key) {
+  bool created;
+  pk_entry *e = pk_dict_put(d, key, &created);
+  if (created) {
+    e->ptr = calloc(1, sizeof(pk_series));
+    if (!e->ptr)
+      abort();
+  }
+  return e->ptr;
+}
+
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key) {
+  bool created;
+  pk_entry *e = pk_dict_put(d2, node, &created);
+  if (created)
+    e->ptr = pk_series_dict();
+  return pk_series_of(e->ptr, key);
+}
+
 /* ------------------------------------------------------ report objects */
 
 enum { V_NUM, V_INT, V_BOOL, V_NULL, V_STR, V_RAW, V_OBJ, V_LIST };
@@ -239,8 +285,12 @@ static void val_free(void *p) {
   free(v);
 }
 
-pk_obj *pk_obj_new(void) { return pk_dict_new(false, val_free); }
-void pk_obj_free(pk_obj *o) { pk_dict_free(o); }
+pk_obj *pk_obj_new(void) {
+  return pk_dict_new(false, val_free);
+}
+void pk_obj_free(pk_obj *o) {
+  pk_dict_free(o);
+}
 
 /* o[key] = a fresh value of `type` (position kept when the key exists). */
 static pk_val *set_val(pk_obj *o, const char *key, int type) {
@@ -262,6 +312,12 @@ pk_obj *pk_obj_obj(pk_obj *o, const char *key) {
   return pk_obj_new_obj(o, key);
 }
 
+pk_obj *pk_obj_get(pk_obj *o, const char *key) {
+  pk_entry *e = pk_dict_get(o, key);
+  pk_val *v = e ? e->ptr : NULL;
+  return v && v->type == V_OBJ ? v->obj : NULL;
+}
+
 pk_obj *pk_obj_new_obj(pk_obj *o, const char *key) {
   pk_val *v = set_val(o, key, V_OBJ);
   v->obj = pk_obj_new();
@@ -280,7 +336,9 @@ void pk_obj_bool(pk_obj *o, const char *key, bool v) {
   set_val(o, key, V_BOOL)->num = v;
 }
 
-void pk_obj_null(pk_obj *o, const char *key) { set_val(o, key, V_NULL); }
+void pk_obj_null(pk_obj *o, const char *key) {
+  set_val(o, key, V_NULL);
+}
 
 void pk_obj_str(pk_obj *o, const char *key, const char *v) {
   set_val(o, key, V_STR)->text = xstrdup(v ? v : "");
@@ -359,12 +417,24 @@ static void render_obj(pk_obj *o, rk_text *t);
 
 static void render_val(pk_val *v, rk_text *t) {
   switch (v->type) {
-  case V_NUM: pk_text_num(t, v->num, false); break;
-  case V_INT: pk_text_num(t, v->num, true); break;
-  case V_BOOL: rk_text_printf(t, v->num ? "true" : "false"); break;
-  case V_STR: pk_text_str(t, v->text); break;
-  case V_RAW: rk_text_printf(t, "%s", v->text ? v->text : "null"); break;
-  case V_OBJ: render_obj(v->obj, t); break;
+  case V_NUM:
+    pk_text_num(t, v->num, false);
+    break;
+  case V_INT:
+    pk_text_num(t, v->num, true);
+    break;
+  case V_BOOL:
+    rk_text_printf(t, v->num ? "true" : "false");
+    break;
+  case V_STR:
+    pk_text_str(t, v->text);
+    break;
+  case V_RAW:
+    rk_text_printf(t, "%s", v->text ? v->text : "null");
+    break;
+  case V_OBJ:
+    render_obj(v->obj, t);
+    break;
   case V_LIST:
     rk_text_printf(t, "[");
     for (size_t i = 0; i < v->nlist; i++) {
@@ -374,7 +444,8 @@ static void render_val(pk_val *v, rk_text *t) {
     }
     rk_text_printf(t, "]");
     break;
-  default: rk_text_printf(t, "null");
+  default:
+    rk_text_printf(t, "null");
   }
 }
 
@@ -472,7 +543,8 @@ static double pairwise(const double *a, size_t n) {
     for (i = 8; i < n - (n % 8); i += 8)
       for (int k = 0; k < 8; k++)
         r[k] += a[i + (size_t)k];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    double res =
+        ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
     for (; i < n; i++)
       res += a[i];
     return res;
@@ -482,7 +554,9 @@ static double pairwise(const double *a, size_t n) {
   return pairwise(a, n2) + pairwise(a + n2, n - n2);
 }
 
-double pk_np_sum(const double *x, size_t n) { return 0.0 + pairwise(x, n); }
+double pk_np_sum(const double *x, size_t n) {
+  return 0.0 + pairwise(x, n);
+}
 
 double pk_np_mean(const double *x, size_t n) {
   return n ? pk_np_sum(x, n) / (double)n : NAN;
@@ -561,8 +635,8 @@ void pk_histogram_edges(const double *x, size_t n, const double *edges,
   }
 }
 
-void pk_histogram_bins(const double *x, size_t n, size_t bins,
-                       int64_t *counts, double *edges) {
+void pk_histogram_bins(const double *x, size_t n, size_t bins, int64_t *counts,
+                       double *edges) {
   double lo = 0, hi = 1;
   if (n) {
     lo = pk_np_min(x, n);

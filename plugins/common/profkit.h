@@ -28,11 +28,11 @@ void pk_vec_free(pk_vec *v);
  * keys (1 and 1.0 are one key).  Insertion order is kept; setting an
  * existing key keeps its position; the key's first spelling is kept. */
 typedef struct pk_entry {
-  char *key;    /* string key, or the Python str() of a number key */
-  double nkey;  /* number key */
+  char *key;       /* string key (number keys: use pk_entry_key) */
+  double nkey;     /* number key */
   bool key_is_int; /* the number key was an int (its str() has no ".0") */
-  double num;   /* a number value */
-  void *ptr;    /* or a pointer value, freed with the dict's free_ptr */
+  double num;      /* a number value */
+  void *ptr;       /* or a pointer value, freed with the dict's free_ptr */
 } pk_entry;
 
 typedef struct pk_dict pk_dict;
@@ -47,12 +47,34 @@ pk_entry *pk_dict_get(pk_dict *d, const char *key);
 pk_entry *pk_dict_nget(pk_dict *d, double key);
 /* Get or insert (num = 0, ptr = NULL); *created tells which (may be NULL). */
 pk_entry *pk_dict_put(pk_dict *d, const char *key, bool *created);
-pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int,
-                       bool *created);
+pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int, bool *created);
+
+/* The key as text: the string key, or Python's str() of a number key. */
+const char *pk_entry_key(pk_entry *e);
 
 /* Convenience for dict-of-dicts and dict-of-vectors values. */
 pk_dict *pk_dict_sub(pk_dict *d, const char *key, bool numeric);
 pk_vec *pk_dict_vec(pk_dict *d, const char *key);
+
+/* ------------------------------------------------------------- series
+ * A per-GPU (or per-node) history, and what a report entry computed from
+ * it needs: the reference recomputes an entry from the whole history at
+ * every violation and only the last one shows, so engines note the
+ * history length at the last violation and compute the entry when the
+ * report is read (pending).  Dicts of series: pk_series_dict(); two
+ * levels (node -> name -> series): pk_series_dict2(). */
+typedef struct pk_series {
+  pk_vec v;
+  bool pending;
+  size_t n_at, n_at2; /* history lengths at the last violation */
+  double a, b;        /* numbers known at the violation */
+  int64_t *hist;      /* optional running histogram (engine's use) */
+} pk_series;
+
+pk_dict *pk_series_dict(void);
+pk_dict *pk_series_dict2(void);
+pk_series *pk_series_of(pk_dict *d, const char *key);
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key);
 
 /* ----------------------------------------------- report objects (Details)
  * A JSON object built like the reference builds its report dict, rendered
@@ -65,6 +87,8 @@ pk_obj *pk_obj_new(void);
 void pk_obj_free(pk_obj *o);
 /* o[key] if it is an object, else o[key] = {} (position kept). */
 pk_obj *pk_obj_obj(pk_obj *o, const char *key);
+/* o[key] if it is an object, else NULL. */
+pk_obj *pk_obj_get(pk_obj *o, const char *key);
 /* o[key] = {} always. */
 pk_obj *pk_obj_new_obj(pk_obj *o, const char *key);
 void pk_obj_num(pk_obj *o, const char *key, double v);
@@ -115,8 +139,8 @@ double pk_np_round(double v, int decimals);
 void pk_histogram_edges(const double *x, size_t n, const double *edges,
                         size_t nedges, int64_t *counts);
 /* np.histogram(x, bins=B): counts[B] and edges[B + 1]. */
-void pk_histogram_bins(const double *x, size_t n, size_t bins,
-                       int64_t *counts, double *edges);
+void pk_histogram_bins(const double *x, size_t n, size_t bins, int64_t *counts,
+                       double *edges);
 /* Python's x[-w:] start index for a list of n (w == 0 gives 0). */
 size_t pk_tail_start(size_t n, int64_t w);
 
@@ -147,7 +171,7 @@ int pk_fw_events(pk_fw_source *src, const smrules_fw_event **ev, size_t *n);
 
 /* ------------------------------ aggregate_framework_metrics (rules.md §3.4) */
 typedef struct pk_fwbuf {
-  pk_dict *cpu_events, *gpu_events; /* phase -> (name -> µs) */
+  pk_dict *cpu_events, *gpu_events;       /* phase -> (name -> µs) */
   pk_dict *step_phases, *phase_durations; /* phase -> µs */
   pk_dict *forward_events, *backward_events, *horovod; /* name -> µs */
 } pk_fwbuf;
@@ -169,14 +193,17 @@ void pk_aggregate_framework_metrics(const smrules_fw_event *ev, size_t n,
  * (first-seen order), shares > threshold re-normalised to 100.  Returns
  * the number kept; names (borrowed from `events`), shares and times are
  * malloc'ed arrays (free them).  Returns 0 on a zero total. */
-size_t pk_filter_events(pk_dict *events, double threshold,
-                        const char ***names, double **shares,
-                        double **times);
+size_t pk_filter_events(pk_dict *events, double threshold, const char ***names,
+                        double **shares, double **times);
 
 /* Python's min(a, b) and max(a, b): the first argument unless the second
  * compares smaller (larger). */
-static inline double pk_py_min(double a, double b) { return b < a ? b : a; }
-static inline double pk_py_max(double a, double b) { return b > a ? b : a; }
+static inline double pk_py_min(double a, double b) {
+  return b < a ? b : a;
+}
+static inline double pk_py_max(double a, double b) {
+  return b > a ? b : a;
+}
 
 /* Python's sum() of doubles, in order. */
 double pk_py_sum(const double *x, size_t n);

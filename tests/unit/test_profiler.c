@@ -75,9 +75,9 @@ static void test_sys_line(void) {
                   "\"Timestamp\": 1591160899.7570894}";
   char scratch[512], why[160];
   smr_sys_line s;
-  CHECK_EQ_INT(smr_profiler_parse_sys_line(l, strlen(l), scratch, &s, why,
-                                           sizeof why),
-               0);
+  CHECK_EQ_INT(
+      smr_profiler_parse_sys_line(l, strlen(l), scratch, &s, why, sizeof why),
+      0);
   CHECK_STR(s.type, "gpu");
   CHECK_STR(s.name, "gpu0");
   CHECK(s.has_name);
@@ -91,9 +91,9 @@ static void test_sys_line(void) {
   const char *l2 = "{\"Type\":\"m\\u00e9m\",\"Name\":null,\"Dimension\":\"\","
                    "\"Value\":3,\"NodeId\":\"algo-2\",\"Extra\":[1,{\"a\":2}],"
                    "\"Timestamp\":1600000000}";
-  CHECK_EQ_INT(smr_profiler_parse_sys_line(l2, strlen(l2), scratch, &s, why,
-                                           sizeof why),
-               0);
+  CHECK_EQ_INT(
+      smr_profiler_parse_sys_line(l2, strlen(l2), scratch, &s, why, sizeof why),
+      0);
   CHECK_STR(s.type, "m\xc3\xa9m");
   CHECK(!s.has_name);
   CHECK(s.timestamp_is_int);
@@ -101,9 +101,9 @@ static void test_sys_line(void) {
   /* duplicate keys: the last wins, as in a Python dict */
   const char *l3 = "{\"Type\":\"a\",\"Type\":\"b\",\"Dimension\":\"d\","
                    "\"Value\":1,\"NodeId\":\"n\",\"Timestamp\":1}";
-  CHECK_EQ_INT(smr_profiler_parse_sys_line(l3, strlen(l3), scratch, &s, why,
-                                           sizeof why),
-               0);
+  CHECK_EQ_INT(
+      smr_profiler_parse_sys_line(l3, strlen(l3), scratch, &s, why, sizeof why),
+      0);
   CHECK_STR(s.type, "b");
 }
 
@@ -152,8 +152,7 @@ static char *system_minutes(int64_t at_us) {
         "\"Value\":%d,\"NodeId\":\"algo-1\",\"Timestamp\":%lld.0}\n"
         "{\"Type\":\"gpu\",\"Name\":\"gpu0\",\"Dimension\":\"GPUUtilization\","
         "\"Value\":%d,\"NodeId\":\"algo-1\",\"Timestamp\":%lld.000001}\n",
-        i, (long long)(at_us / 1000000), 100 + i,
-        (long long)(at_us / 1000000));
+        i, (long long)(at_us / 1000000), 100 + i, (long long)(at_us / 1000000));
     write_file(path, text);
     free(text);
     free(path);
@@ -195,8 +194,8 @@ static void test_system_selection(void) {
   /* a range before every file: lo clamps to 0 */
   smr_sys_events ev;
   smr_error err;
-  CHECK(smr_profiler_system_events(p, B_US - 3600000000LL,
-                                   B_US - 3500000000LL, &ev, &err) == SMR_OK);
+  CHECK(smr_profiler_system_events(p, B_US - 3600000000LL, B_US - 3500000000LL,
+                                   &ev, &err) == SMR_OK);
   CHECK_EQ_INT(ev.n, 0);
   CHECK_EQ_INT(ev.npins, 1); /* file 0 was read */
   smr_profiler_release_sys(p, &ev);
@@ -251,8 +250,7 @@ static void test_framework_selection(void) {
     free(path);
   }
   /* not trace files: never selected, no timestamp */
-  write_at("{}", "%s/framework/pytorch/cprofile/x/python_stats.json",
-                           root);
+  write_at("{}", "%s/framework/pytorch/cprofile/x/python_stats.json", root);
   smr_profiler *p = open_quiet(root);
   smr_fw_events ev;
   smr_error err;
@@ -357,7 +355,8 @@ static void test_node_rewrite(void) {
 }
 
 static void test_incomplete_trace(void) {
-  const char *t = "[{\"name\":\"d\",\"ph\":\"X\",\"pid\":3,\"ts\":5,\"dur\":2},";
+  const char *t =
+      "[{\"name\":\"d\",\"ph\":\"X\",\"pid\":3,\"ts\":5,\"dur\":2},";
   char why[160];
   CHECK_EQ_INT(smr_profiler_parse_trace(t, strlen(t), "n", 0, NULL, NULL, why,
                                         sizeof why),
@@ -365,9 +364,10 @@ static void test_incomplete_trace(void) {
   CHECK(strstr(why, "expected") != NULL);
   /* in a directory: the file contributes nothing */
   char *root = new_dir();
-  write_at(t, "%s/framework/pevents/2020091312/"
-                           "%lld_0-algo-1_pythontimeline.json",
-                           root, (long long)(B_US + 60000000));
+  write_at(t,
+           "%s/framework/pevents/2020091312/"
+           "%lld_0-algo-1_pythontimeline.json",
+           root, (long long)(B_US + 60000000));
   smr_profiler *p = open_quiet(root);
   smr_fw_events ev;
   smr_error err;
@@ -388,10 +388,9 @@ static void test_corrupt_lines(void) {
   long long s = B_S + 10;
   char *l1 = smr_xasprintf(good, 1, s), *l2 = smr_xasprintf(good, 2, s),
        *l3 = smr_xasprintf(good, 3, s);
-  char *text = smr_xasprintf("%s\n{broken\n%s\r\n\n%s\r{\"Type\":", l1, l2,
-                             l3);
-  write_at(text, "%s/system/incremental/2020091312/%lld.algo-1.json",
-                           root, (long long)B_S);
+  char *text = smr_xasprintf("%s\n{broken\n%s\r\n\n%s\r{\"Type\":", l1, l2, l3);
+  write_at(text, "%s/system/incremental/2020091312/%lld.algo-1.json", root,
+           (long long)B_S);
   smr_profiler *p = open_quiet(root);
   smr_sys_events ev;
   smr_error err;
@@ -417,8 +416,8 @@ static void test_tf_gz(void) {
                              "2020091312/000000001",
                              root);
   int64_t start = B_US + 5000000, end = B_US + 9000000;
-  write_at("", "%s/host-1_%lld_%lld.metadata", step,
-                           (long long)start, (long long)end);
+  write_at("", "%s/host-1_%lld_%lld.metadata", step, (long long)start,
+           (long long)end);
   char *dir = smr_xasprintf("%s/plugins/profile/2020_09_13_12_00_00", step);
   mkdirs(dir);
   char *gz = smr_xasprintf("%s/host-1.trace.json.gz", dir);
@@ -500,8 +499,7 @@ static void test_fw_arg(void) {
   CHECK(!a.b);
   CHECK_EQ_INT(smr_profiler_fw_arg(&e, "o", &a, &scratch), SMRULES_ARG_OTHER);
   CHECK_STR(a.json, "{\"a\": [1]}");
-  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "s", &a, &scratch),
-               SMRULES_ARG_STRING);
+  CHECK_EQ_INT(smr_profiler_fw_arg(&e, "s", &a, &scratch), SMRULES_ARG_STRING);
   CHECK_STR(a.str, "x\"y");
   CHECK_EQ_INT(smr_profiler_fw_arg(&e, "missing", &a, &scratch),
                SMRULES_ARG_MISSING);
