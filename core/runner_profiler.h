@@ -34,9 +34,9 @@ typedef struct smr_prof_loop {
  * parser state carries over as in the reference, and the first timestamp. */
 typedef struct smr_prof_run smr_prof_run;
 
-/* Evaluate the windows not evaluated yet.  Returns SMR_OK, or SMR_ERR when
- * the rule failed (or there is no profiler data): *message is then set
- * (malloc'ed). */
+/* Evaluate the windows not evaluated yet.  Returns SMR_OK, or an error
+ * status when the rule failed or there is no profiler data: *message is
+ * then set (malloc'ed). */
 int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
                       char **message);
 void smr_prof_run_free(smr_prof_run *run);
