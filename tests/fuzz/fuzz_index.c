@@ -13,6 +13,12 @@ static void fuzz_index_file(const char *data, size_t size) {
   smr_error err;
   if (smr_index_parse(data, size, "fuzz.json", &ix, &err) != SMR_OK)
     return;
+  if (ix.event_file_problem) {
+    /* an unsafe event_file_name is kept out of the index (its values cannot
+     * be read), so there is nothing to round-trip */
+    smr_index_free(&ix);
+    return;
+  }
   char *json = smr_index_to_json(&ix);
   smr_index back;
   if (smr_index_parse(json, strlen(json), "fuzz2.json", &back, &err) !=
