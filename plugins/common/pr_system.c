@@ -27,7 +27,7 @@ typedef struct balance {
 } balance;
 
 static const smrules_param lb_params[] = {
-    PR_NONNEG(SMRULES_PARAM_FLOAT, "threshold", "0.2",
+    PR_PERCENT(SMRULES_PARAM_FLOAT, "threshold", "0.2",
               SMRULES_OFFSET(lb_settings, threshold),
               "Jensen-Shannon distance above which two GPUs' workloads "
               "differ (only with compare_pairs)"),

@@ -164,7 +164,7 @@ PERCENT_PARAMS = {"threshold", "gpu_threshold", "cpu_threshold", "io_threshold",
 def refused(rule, params):
     """Parameters the validators of rules.md §3.3 refuse."""
     for k, v in params.items():
-        if k in PERCENT_PARAMS and rule != "LoadBalancing" and not 0 <= v <= 100:
+        if k in PERCENT_PARAMS and not 0 <= v <= 100:
             return k
         if v < 0:
             return k
