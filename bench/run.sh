@@ -119,6 +119,27 @@ else
   echo "  skipped 'smrules run' with ExplodingTensor: no $B/plugins/exploding_tensor.so"
 fi
 
+# All built-in debugging rules at once, with their default collections and
+# parameters, over the same >= 1 GB trial (issue 4).
+have_all=0
+if [ "$have_exploding" = 1 ]; then
+  have_all=1
+  {
+    echo "rules:"
+    for r in VanishingGradient ExplodingTensor WeightUpdateRatio AllZero \
+      UnchangedTensor LossNotDecreasing CheckInputImages DeadRelu Confusion \
+      TreeDepth ClassImbalance Overfit TensorVariance Overtraining \
+      PoorWeightInitialization SaturatedActivation NLPSequenceRatio \
+      StalledTrainingRule FeatureImportanceOverweight; do
+      echo "  - rule: $r"
+    done
+    echo "  - rule: SimilarAcrossRuns"
+    echo "    parameters: {other_trials: \"$BIG\"}"
+  } >"$TMP/all_rules.yaml"
+  timed cli_all_rules 1 "$SMRULES" run --trial "$BIG" \
+    --rules "$TMP/all_rules.yaml" --fresh --output "$TMP/rule-output-all"
+fi
+
 # ---------------------------------------------------------------- 2. re-open
 echo "  ($SECONDS s)"
 SMALL=$TMP/small
@@ -314,6 +335,17 @@ if [ $have_exploding = 1 ]; then
   row "run ExplodingTensor peak RSS MB" \
     "$(calc1 "$(get cli_exploding_rss) / 1024")" "-" "-" "< 64" \
     "$(verdict "$(calc "$(get cli_exploding_rss) / 1024")" "<" 64)"
+fi
+if [ "$have_all" = 1 ]; then
+  aw=$(get cli_all_rules_wall)
+  ac=$(get cli_all_rules_cpu)
+  ag=$(calc "$bytes / 1e9 / $aw")
+  row "all 20 debugging rules GB/s (wall)" "$ag" "raw read $raw" \
+    "$(calc "$ag / $raw")" "-" "info"
+  row "all 20 debugging rules, s (wall / cpu)" "$aw / $ac" "-" "-" "-" "info"
+  row "all 20 debugging rules peak RSS MB" \
+    "$(calc1 "$(get cli_all_rules_rss) / 1024")" "-" "-" "< 64" \
+    "$(verdict "$(calc "$(get cli_all_rules_rss) / 1024")" "<" 64)"
 fi
 first=$(get first_open_ms)
 reopen=$(get reopen_median_ms)
