@@ -498,6 +498,10 @@ static int fail(smr_s3 *c, const request *q, const response *r,
   const char *hint = "";
   if ((r->status == 403 || r->status == 401) && !c->auth.key_id)
     hint = " (requests were not signed: no AWS credentials were found)";
+  /* a missing object reads like a missing file of a local trial */
+  if (r->status == 404 && q->key && (!code[0] || !strcmp(code, "NoSuchKey")))
+    return smr_error_set(err, SMR_ERR_IO, where, -1,
+                         "cannot open: No such file or directory");
   if (r->status == 404 && !code[0])
     snprintf(code, sizeof code, "%s", q->key ? "NoSuchKey" : "NoSuchBucket");
   return smr_error_set(err, SMR_ERR_IO, where, -1, "HTTP %ld%s%s%s%s%s",
@@ -724,6 +728,8 @@ void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
     response *r = &rs[i];
     finish(r);
     v[i].ok = r->cc == CURLE_OK && r->status == 200 && !r->too_big;
+    if (!v[i].ok && retryable(r)) /* the caller fetches it again */
+      count(&c->st.retries, 1);
     if (v[i].ok) {
       if (!r->data)
         r->data = smr_xmalloc(1);

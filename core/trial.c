@@ -142,10 +142,19 @@ static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
   } else {
     char *buf = NULL;
     size_t len = 0;
-    if (smr_source_read_all(t->src, path, MAX_INDEX_BYTES, &buf, &len,
-                            &perr) == SMR_OK)
+    int rc = smr_source_read_all(t->src, path, MAX_INDEX_BYTES, &buf, &len,
+                                 &perr);
+    if (rc == SMR_OK)
       ok = smr_index_parse(buf, len, path, &ix, &perr) == SMR_OK;
     free(buf);
+    /* A request to S3 that failed (network, refused access) says nothing
+     * about the file: do not record it, fail this refresh. */
+    if (rc == SMR_ERR_IO && smr_source_is_s3(t->src)) {
+      if (err)
+        *err = perr;
+      free(worker);
+      return rc;
+    }
   }
   /* While training runs, an unreadable index file may still be being
    * written by a writer that does not rename into place: leave it out and
