@@ -86,15 +86,29 @@ $(LIB): $(CORE_OBJ)
 $(BIN): $(BUILD)/core/main.o $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
-# One shared object per plugins/<name>/ folder, with the shared helpers of
-# plugins/common/ compiled in (plugins link nothing of the host).
+# One shared object per plugins/<name>/ folder, linked with the shared
+# helpers of plugins/common/ (built once into an archive, so each plugin
+# takes only what it uses; plugins link nothing of the host).
+PLUGKIT_SRC = $(wildcard plugins/common/*.c)
+PLUGKIT_OBJ = $(patsubst plugins/common/%.c,$(BUILD)/plugins/common/%.o,$(PLUGKIT_SRC))
+PLUGKIT = $(BUILD)/plugins/libplugkit.a
+
+$(BUILD)/plugins/common/%.o: plugins/common/%.c $(wildcard plugins/common/*.h) \
+                             core/include/smrules/smrules.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -c $< -o $@
+
+$(PLUGKIT): $(PLUGKIT_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
-                       $(wildcard plugins/common/*.c plugins/common/*.h) \
+                       $(wildcard plugins/common/*.h) $(PLUGKIT) \
                        core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -shared -o $@ \
-	  $(filter plugins/$*/%.c plugins/common/%.c,$^) $(LDFLAGS_ALL) -lm
+	  $(filter plugins/$*/%.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
 
 # ProfilerReport compiles the four framework-metric rules in (its sub_*.c
 # include their sources): rebuild it when they change.
