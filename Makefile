@@ -139,13 +139,28 @@ check: all unit
 check-fast: all unit
 	SMRULES_BUILDS="$(BUILD)" tests/run.sh
 
+# Fuzz targets: the core compiled once with clang's coverage and sanitizer
+# instrumentation (fuzzer-no-link) into an archive, linked by each target.
 FUZZ_CC = clang
-FUZZ_FLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-             -Icore -Icore/include -I$(BUILD)/gen $(PKG_CFLAGS)
-FUZZ_CORE = $(filter-out core/main.c,$(wildcard core/*.c)) $(GEN_C) $(BUILD)/gen/embedded.c
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_CORE) $(GEN_H) $(BUILD)/gen/embedded.c
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined \
+              -Icore -Icore/include -I$(BUILD)/gen $(PKG_CFLAGS)
+FUZZ_OBJ = $(patsubst core/%.c,$(BUILD)/fuzzobj/%.o,$(CORE_SRC)) \
+           $(BUILD)/fuzzobj/smdebug_event.pb-c.o $(BUILD)/fuzzobj/embedded.o
+FUZZ_LIB = $(BUILD)/fuzzobj/libsmrules-fuzz.a
+
+$(BUILD)/fuzzobj/%.o: core/%.c $(GEN_H) $(wildcard core/*.h)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_CORE) $(LIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzzobj/%.o: $(BUILD)/gen/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+$(FUZZ_LIB): $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB) $(LIBS)
 
 fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 	@for f in $^; do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
