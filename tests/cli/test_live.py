@@ -225,6 +225,8 @@ def test_stop(c, tmp, poll, watch_first):
                                    int(interval * 1000), "--plateau-at", 20, "--pid-file", pid_file])
     else:
         t = trainer(tmp, "trainer", trial, 600, int(interval * 1000), 20)
+        # smrules joins a trial already being written (the folder must exist)
+        wait_until(lambda: index_files(trial) or t.done.is_set(), 20)
         w = watch(tmp, "watch", trial, rules, ["--training-pid", t.pid] + opts)
     sc = c.scope(label)
     trc = t.wait(40)
@@ -275,6 +277,7 @@ def test_restart(c, tmp):
                 "actions:\n  hooks:\n    mark:\n      type: exec\n"
                 "      argv: [%s]\n" % ", ".join(yaml_str(a) for a in argv))
     # 160 steps at 40 ms; loss flat from step 10: fires at 20, 30, 40, ...
+    os.makedirs(trial)  # smrules may start before the trainer creates it
     t = trainer(tmp, "trainer", trial, 160, 40, 10)
     w1 = watch(tmp, "watch1", trial, rules, ["--timeout", 60])
 
