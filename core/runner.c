@@ -595,6 +595,13 @@ static void tick_instance(smr_runner *r, smr_instance *in,
     r->opts.on_trigger(r->opts.on_trigger_arg, in, at);
 }
 
+bool smr_runner_has_clock_rules(const smr_runner *r) {
+  for (size_t i = 0; i < r->n; i++)
+    if (r->v[i]->plugin && r->v[i]->plugin->reg->invoke_at_time)
+      return true;
+  return false;
+}
+
 void smr_runner_tick(smr_runner *r, double last_activity) {
   r->last_activity = last_activity;
   smrules_live_info li = live_info(r);

@@ -54,6 +54,8 @@ int smr_runner_run(smr_runner *r, smr_error *err);
  * invoke_at_time are called with the current time; `last_activity` is
  * when a new step last appeared (epoch seconds). */
 void smr_runner_tick(smr_runner *r, double last_activity);
+/* Whether any rule defines invoke_at_time (needs periodic ticks). */
+bool smr_runner_has_clock_rules(const smr_runner *r);
 
 /* Let every rule that evaluated something add its summary (finish) and
  * store the final state.  Call once when evaluation is over. */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
+#define RESCAN_S 10.0
 
 typedef struct watcher {
   int fd; /* inotify descriptor, -1 when polling */
@@ -56,22 +57,24 @@ static void add_watches(watcher *w) {
   closedir(d);
 }
 
-/* Block until something changes or `wait_s` passes. */
-static void wait_for_change(watcher *w, double wait_s, int poll_ms) {
+/* Block until something changes or `wait_s` passes; true when the trial
+ * may have changed (always, when polling). */
+static bool wait_for_change(watcher *w, double wait_s, int poll_ms) {
   if (w->fd < 0) {
     double s = wait_s < poll_ms / 1000.0 ? wait_s : poll_ms / 1000.0;
     struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
-    return;
+    return true;
   }
   struct pollfd p = {w->fd, POLLIN, 0};
   int ms = wait_s > 0 ? (int)(wait_s * 1000) + 1 : 0;
-  if (poll(&p, 1, ms) > 0) {
-    char buf[16 * 1024];
-    while (read(w->fd, buf, sizeof buf) > 0) /* drain; we rescan anyway */
-      ;
-    add_watches(w);
-  }
+  if (poll(&p, 1, ms) <= 0)
+    return false;
+  char buf[16 * 1024];
+  while (read(w->fd, buf, sizeof buf) > 0) /* drain; we rescan anyway */
+    ;
+  add_watches(w);
+  return true;
 }
 
 /* ------------------------------------------------------------ progress */
@@ -175,18 +178,26 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   double last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
   size_t steps_seen = 0;
   int rc = SMR_OK;
+  /* Without a change event only rules driven by time have work; a full
+   * re-scan still runs every RESCAN_S as a safety net (an event lost while
+   * a new index folder was being added to the watch). */
+  bool changed = true;
+  double last_scan = 0;
   for (;;) {
-    if ((rc = step_once(t, r, err)) != SMR_OK)
-      break;
-    /* a new step is activity; rules driven by time run at every wake */
-    smr_i64v steps = {0};
-    smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
-    if (steps.n > steps_seen) {
-      clock_gettime(CLOCK_REALTIME, &wall);
-      last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
-      steps_seen = steps.n;
+    if (changed || now_s() - last_scan >= RESCAN_S) {
+      if ((rc = step_once(t, r, err)) != SMR_OK)
+        break;
+      last_scan = now_s();
+      /* a new step is activity */
+      smr_i64v steps = {0};
+      smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+      if (steps.n > steps_seen) {
+        clock_gettime(CLOCK_REALTIME, &wall);
+        last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+        steps_seen = steps.n;
+      }
+      smr_i64v_free(&steps);
     }
-    smr_i64v_free(&steps);
     smr_runner_tick(r, last_activity);
     if (smr_trial_end_marker(t)) {
       /* the end marker is written last; one more pass picks up anything
@@ -198,7 +209,10 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
     if (o->timeout_s > 0 && left <= 0)
       break;
-    wait_for_change(&w, left < tick ? left : tick, poll_ms);
+    double wait = left < tick ? left : tick;
+    if (!smr_runner_has_clock_rules(r) && w.fd >= 0 && o->timeout_s <= 0)
+      wait = RESCAN_S; /* nothing to do until a file appears */
+    changed = wait_for_change(&w, wait, poll_ms);
   }
   show(&p, r, t, true);
   progress_free(&p);
