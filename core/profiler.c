@@ -16,7 +16,7 @@
 #include "regex.h"
 
 #define DEFAULT_BUFFER_US 180000000LL
-#define DEFAULT_CACHE_BYTES (32u << 20)
+#define DEFAULT_CACHE_BYTES (12u << 20)
 #define MAX_FILE_BYTES (1u << 30) /* a bigger profiler file is refused */
 #define MAX_WALK_DEPTH 16
 
