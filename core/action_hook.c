@@ -101,6 +101,10 @@ static void pump(child_io *io, int wait_ms) {
 
 /* Waits for pid until `deadline`; true when it exited (status set). */
 static bool wait_until(pid_t pid, child_io *io, double deadline, int *status) {
+  /* A child usually exits right after closing its output: poll for it
+   * with a short, growing sleep (0.2 ms .. 10 ms) rather than a fixed
+   * 10 ms, which would add that much to every action's latency. */
+  long sleep_ns = 200 * 1000;
   for (;;) {
     pid_t w = waitpid(pid, status, WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR))
@@ -108,11 +112,13 @@ static bool wait_until(pid_t pid, child_io *io, double deadline, int *status) {
     double left = deadline - mono();
     if (left <= 0)
       return false;
-    if (io && (io->in >= 0 || io->out >= 0))
+    if (io && (io->in >= 0 || io->out >= 0)) {
       pump(io, left > 0.05 ? 50 : 1);
-    else {
-      struct timespec ts = {0, 10 * 1000 * 1000};
+    } else {
+      struct timespec ts = {0, sleep_ns};
       nanosleep(&ts, NULL);
+      if (sleep_ns < 10 * 1000 * 1000)
+        sleep_ns *= 2;
     }
   }
 }
