@@ -171,6 +171,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   add_watches(&w);
   progress p = {o->progress, o->tty, 0, NULL, 0};
   int poll_ms = o->poll_ms > 0 ? o->poll_ms : 200;
+  int poll_cur = poll_ms;
   double tick = o->tick_s > 0 ? o->tick_s : 1.0;
   double start = now_s();
   struct timespec wall;
@@ -195,6 +196,11 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
         clock_gettime(CLOCK_REALTIME, &wall);
         last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
         steps_seen = steps.n;
+        poll_cur = poll_ms;
+      } else if (poll_cur < 5 * poll_ms) {
+        /* polling: back off while nothing changes (up to 5x the interval)
+         * so an idle watch costs little; a new step resets it */
+        poll_cur *= 2;
       }
       smr_i64v_free(&steps);
     }
@@ -212,7 +218,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     double wait = left < tick ? left : tick;
     if (!smr_runner_has_clock_rules(r) && w.fd >= 0 && o->timeout_s <= 0)
       wait = RESCAN_S; /* nothing to do until a file appears */
-    changed = wait_for_change(&w, wait, poll_ms);
+    changed = wait_for_change(&w, wait, poll_cur);
   }
   show(&p, r, t, true);
   progress_free(&p);
