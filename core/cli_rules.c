@@ -287,6 +287,9 @@ static void resolve_s3_dirs(const run_args *a, char **debug,
   *debug = job ? smr_xasprintf("%s/debug-output", a->trial)
                : smr_xstrdup(a->trial);
   *profiler = a->profiler ? smr_xstrdup(a->profiler) : NULL;
+  if (a->profiler && smr_is_s3_location(a->profiler))
+    fprintf(stderr, "smrules: --profiler: profiler-output is read from "
+                    "local folders only; copy it first (docs/s3.md)\n");
 }
 
 static void resolve_dirs(const run_args *a, char **debug, char **profiler) {

@@ -656,7 +656,8 @@ int smr_s3_get_range(smr_s3 *c, const char *key, uint64_t off, uint64_t len,
     if (smr_s3_head(c, key, &s, NULL, err) == SMR_OK)
       *size = r.total = s;
   }
-  if ((r.range_bad || r.status == 416) && r.total >= 0)
+  if ((r.range_bad || r.status == 416) && r.total >= 0 &&
+      off + len > (uint64_t)r.total)
     rc = outside(key, off, len, r.total, err);
   else if (r.range_bad)
     rc = smr_error_set(err, SMR_ERR_IO, key, (int64_t)off,

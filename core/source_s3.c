@@ -51,8 +51,17 @@ typedef struct rec {
   uint8_t *data;
 } rec;
 
+/* A record some thread is fetching: others asking for it wait for it. */
+typedef struct inflight {
+  struct inflight *next;
+  const char *rel;
+  uint64_t off, len;
+} inflight;
+
 typedef struct rec_cache {
   pthread_mutex_t mu;
+  pthread_cond_t fetched; /* an inflight fetch ended */
+  inflight *fetching;
   rec **buckets;    /* NULL until the first record */
   rec *head, *tail; /* most recently used first */
   size_t bytes, budget;
@@ -139,6 +148,7 @@ int smr_source_s3_open(const char *url, smr_source **out, smr_error *err) {
   s->prefix = prefix;
   pthread_mutex_init(&s->ra_mu, NULL);
   pthread_mutex_init(&s->cache.mu, NULL);
+  pthread_cond_init(&s->cache.fetched, NULL);
   const char *mb = getenv("SMRULES_S3_CACHE_MB");
   s->cache.budget = (size_t)(mb && *mb ? atol(mb) : CACHE_MB) << 20;
   smr_s3_new(bucket, &auth, &s->c, err);
@@ -180,6 +190,7 @@ static void cache_free(rec_cache *c) {
     free(r);
   }
   free(c->buckets);
+  pthread_cond_destroy(&c->fetched);
   pthread_mutex_destroy(&c->mu);
 }
 
@@ -443,25 +454,63 @@ static void evict(rec_cache *c, rec *r) {
   free(r);
 }
 
-/* A copy of a cached record, or NULL. */
-static uint8_t *cache_get(rec_cache *c, const char *rel, uint64_t off,
-                          uint64_t len) {
-  uint8_t *out = NULL;
+/* A copy of a cached record (mu held), or NULL. */
+static uint8_t *lookup(rec_cache *c, const char *rel, uint64_t off,
+                       uint64_t len) {
   uint64_t h = rec_hash(rel, off, len);
-  pthread_mutex_lock(&c->mu);
   for (rec *r = c->buckets ? *chain_of(c, h) : NULL; r; r = r->chain) {
     if (r->hash == h && r->off == off && r->len == len &&
         strcmp(r->rel, rel) == 0) {
-      out = malloc(len);
+      uint8_t *out = malloc(len);
       if (out)
         memcpy(out, r->data, len);
       lru_unlink(c, r);
       lru_push(c, r);
-      break;
+      return out;
     }
+  }
+  return NULL;
+}
+
+static bool being_fetched(const rec_cache *c, const char *rel, uint64_t off,
+                          uint64_t len) {
+  for (const inflight *f = c->fetching; f; f = f->next)
+    if (f->off == off && f->len == len && strcmp(f->rel, rel) == 0)
+      return true;
+  return false;
+}
+
+/* A copy of the cached record; or NULL, and then the caller fetches it
+ * (*mine registered as in flight when others could wait for it).  While
+ * another thread fetches the same record, wait for it rather than fetch
+ * it twice. */
+static uint8_t *cache_get(rec_cache *c, const char *rel, uint64_t off,
+                          uint64_t len, inflight *mine, bool *claimed) {
+  uint8_t *out = NULL;
+  *claimed = false;
+  pthread_mutex_lock(&c->mu);
+  while ((out = lookup(c, rel, off, len)) == NULL && len <= c->budget / 16 &&
+         being_fetched(c, rel, off, len))
+    pthread_cond_wait(&c->fetched, &c->mu);
+  if (!out && len <= c->budget / 16) {
+    *mine = (inflight){c->fetching, rel, off, len};
+    c->fetching = mine;
+    *claimed = true;
   }
   pthread_mutex_unlock(&c->mu);
   return out;
+}
+
+/* The fetch of *mine ended (cached or failed): wake the waiters. */
+static void cache_release(rec_cache *c, inflight *mine) {
+  pthread_mutex_lock(&c->mu);
+  for (inflight **p = &c->fetching; *p; p = &(*p)->next)
+    if (*p == mine) {
+      *p = mine->next;
+      break;
+    }
+  pthread_cond_broadcast(&c->fetched);
+  pthread_mutex_unlock(&c->mu);
 }
 
 static void cache_put(rec_cache *c, const char *rel, uint64_t off, uint64_t len,
@@ -500,20 +549,23 @@ static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
     rc = smr_s3_head(s->c, key, &size, NULL, err);
     if (rc == 1)
       rc = smr_error_set(err, SMR_ERR_IO, rel, -1,
-                         "cannot open: no such "
-                         "object");
+                         "cannot open: No such file or directory");
     else if (rc == SMR_OK && off >= (uint64_t)size)
       rc = smr_error_set(err, SMR_ERR_FORMAT, rel, size,
                          "index entry [start_idx %llu, length 0] lies "
                          "outside the %lld-byte event file",
                          (unsigned long long)off, (long long)size);
   } else {
-    uint8_t *data = cache_get(&s->cache, rel, off, len);
+    inflight mine;
+    bool claimed;
+    uint8_t *data = cache_get(&s->cache, rel, off, len, &mine, &claimed);
     int64_t size = -1;
     rc = data ? SMR_OK
               : smr_s3_get_range(s->c, key, off, len, &data, &size, err);
     if (rc == SMR_OK && size >= 0)
       cache_put(&s->cache, rel, off, len, data);
+    if (claimed)
+      cache_release(&s->cache, &mine);
     out->heap_ = data;
     out->data = data;
     out->len = rc == SMR_OK ? (size_t)len : 0;
