@@ -45,8 +45,7 @@ static int sql_fail(smr_catalog *c, smr_error *err, const char *what) {
 static int exec(smr_catalog *c, const char *sql, smr_error *err) {
   char *msg = NULL;
   if (sqlite3_exec(c->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-    smr_error_set(err, SMR_ERR_SQL, "", -1, "catalog: %s",
-                  msg ? msg : "error");
+    smr_error_set(err, SMR_ERR_SQL, "", -1, "catalog: %s", msg ? msg : "error");
     sqlite3_free(msg);
     return SMR_ERR_SQL;
   }
@@ -102,8 +101,8 @@ static int prepare_all(smr_catalog *c, smr_error *err) {
 static int check_identity(smr_catalog *c, const char *root, smr_error *err) {
   char *ver = smr_catalog_meta_get(c, "schema");
   char *r = smr_catalog_meta_get(c, "root");
-  bool same = ver && r && strcmp(ver, SCHEMA_VERSION) == 0 &&
-              strcmp(r, root) == 0;
+  bool same =
+      ver && r && strcmp(ver, SCHEMA_VERSION) == 0 && strcmp(r, root) == 0;
   free(ver);
   free(r);
   if (same)
@@ -121,8 +120,8 @@ static int open_once(const char *path, const char *root, smr_catalog **out,
   *out = NULL;
   *busy = false;
   smr_catalog *c = smr_xcalloc(1, sizeof *c);
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-              SQLITE_OPEN_FULLMUTEX;
+  int flags =
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
   if (sqlite3_open_v2(path, &c->db, flags, NULL) != SQLITE_OK) {
     smr_error_set(err, SMR_ERR_SQL, path, -1, "cannot open catalog: %s",
                   c->db ? sqlite3_errmsg(c->db) : "out of memory");
@@ -173,8 +172,8 @@ int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
 void smr_catalog_close(smr_catalog *c) {
   if (!c)
     return;
-  sqlite3_stmt *all[] = {c->ins_index,    c->ins_tensor,     c->get_tensor,
-                         c->ins_entry,    c->ins_step,       c->q_entries_any,
+  sqlite3_stmt *all[] = {c->ins_index,    c->ins_tensor, c->get_tensor,
+                         c->ins_entry,    c->ins_step,   c->q_entries_any,
                          c->q_entries_key};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     sqlite3_finalize(all[i]);
@@ -182,7 +181,9 @@ void smr_catalog_close(smr_catalog *c) {
   free(c);
 }
 
-sqlite3 *smr_catalog_db(smr_catalog *c) { return c->db; }
+sqlite3 *smr_catalog_db(smr_catalog *c) {
+  return c->db;
+}
 
 int smr_catalog_begin(smr_catalog *c, smr_error *err) {
   return exec(c, "BEGIN IMMEDIATE", err);
@@ -240,8 +241,7 @@ int smr_catalog_index_paths(smr_catalog *c, smr_strv *out, smr_error *err) {
   return SMR_OK;
 }
 
-static int64_t tensor_id_for(smr_catalog *c, const char *name,
-                             smr_error *err) {
+static int64_t tensor_id_for(smr_catalog *c, const char *name, smr_error *err) {
   sqlite3_reset(c->ins_tensor);
   sqlite3_bind_text(c->ins_tensor, 1, name, -1, SQLITE_STATIC);
   if (sqlite3_step(c->ins_tensor) != SQLITE_DONE) {
@@ -306,8 +306,8 @@ static int add_payloads(smr_catalog *c, int64_t index_id, const smr_index *ix,
     if (tid < 0)
       return SMR_ERR_SQL;
     char *txt = shape_text(s->ndim, s->shape);
-    int rc = add_entry(c, tid, index_id, SMR_ENTRY_SHAPE, 0, false, 0, 0, txt,
-                       err);
+    int rc =
+        add_entry(c, tid, index_id, SMR_ENTRY_SHAPE, 0, false, 0, 0, txt, err);
     free(txt);
     if (rc)
       return rc;
@@ -530,8 +530,8 @@ int smr_catalog_meta_set(smr_catalog *c, const char *key, const char *value,
 
 char *smr_catalog_meta_get(smr_catalog *c, const char *key) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE key = ?", -1,
-                         &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(c->db, "SELECT value FROM meta WHERE key = ?", -1, &st,
+                         NULL) != SQLITE_OK)
     return NULL;
   sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
   char *v = NULL;

@@ -85,8 +85,7 @@ void smr_failed_indexes_free(smr_failed_index *f, size_t n);
 /* Sorted names of all tensors (reductions folded into their base). */
 int smr_catalog_tensor_names(smr_catalog *c, smr_strv *out, smr_error *err);
 /* Tensor id, or -1 when the name was never seen. */
-int64_t smr_catalog_tensor_id(smr_catalog *c, const char *name,
-                              smr_error *err);
+int64_t smr_catalog_tensor_id(smr_catalog *c, const char *name, smr_error *err);
 /* Entries of a tensor; mode 0 = any mode, mode_step < 0 = any step. */
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,
                         int64_t mode_step, smr_entries *out, smr_error *err);

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "action.h"
 #include "catalog.h"
@@ -201,11 +201,21 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
   optind = 1;
   while ((c = getopt_long(argc, argv, "t:r:j:vh", longopts, NULL)) != -1) {
     switch (c) {
-    case 't': a->trial = optarg; break;
-    case 'r': a->rules = optarg; break;
-    case OPT_JSON: a->json = true; break;
-    case OPT_OUTPUT: a->output = optarg; break;
-    case OPT_PROFILER: a->profiler = optarg; break;
+    case 't':
+      a->trial = optarg;
+      break;
+    case 'r':
+      a->rules = optarg;
+      break;
+    case OPT_JSON:
+      a->json = true;
+      break;
+    case OPT_OUTPUT:
+      a->output = optarg;
+      break;
+    case OPT_PROFILER:
+      a->profiler = optarg;
+      break;
     case OPT_START:
       if ((rc = parse_step(optarg, &a->ropts.start_step)))
         return rc;
@@ -214,12 +224,16 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       if ((rc = parse_step(optarg, &a->ropts.end_step)))
         return rc;
       break;
-    case 'j': a->ropts.jobs = atoi(optarg); break;
+    case 'j':
+      a->ropts.jobs = atoi(optarg);
+      break;
     case OPT_LIVE:
       a->topts.live = true;
       a->ropts.live = true;
       break;
-    case OPT_STATE: a->topts.state_path = optarg; break;
+    case OPT_STATE:
+      a->topts.state_path = optarg;
+      break;
     case OPT_FRESH:
       a->topts.fresh = true;
       a->ropts.fresh = true;
@@ -243,20 +257,27 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       char *end;
       a->timeout_s = strtod(optarg, &end);
       if (*end || end == optarg || a->timeout_s <= 0) {
-        fprintf(stderr, "smrules: --timeout needs seconds, got '%s'\n",
-                optarg);
+        fprintf(stderr, "smrules: --timeout needs seconds, got '%s'\n", optarg);
         return SMR_EXIT_USAGE;
       }
       break;
     }
-    case OPT_POLL: a->poll = true; break;
-    case OPT_S3_ENDPOINT: smr_s3_set_endpoint(optarg); break;
+    case OPT_POLL:
+      a->poll = true;
+      break;
+    case OPT_S3_ENDPOINT:
+      smr_s3_set_endpoint(optarg);
+      break;
     case 'v':
       smr_log_set_level(0);
       a->verbose = true;
       break;
-    case 'h': fputs(RUN_HELP, stdout); return -1;
-    default: fputs(RUN_HELP, stderr); return SMR_EXIT_USAGE;
+    case 'h':
+      fputs(RUN_HELP, stdout);
+      return -1;
+    default:
+      fputs(RUN_HELP, stderr);
+      return SMR_EXIT_USAGE;
     }
   }
   if (optind < argc) {
@@ -281,11 +302,10 @@ static bool is_dir(const char *path) {
 
 /* s3://.../job: debug-output/ when it is there; profiler-output is read
  * from local folders only (docs/s3.md). */
-static void resolve_s3_dirs(const run_args *a, char **debug,
-                            char **profiler) {
+static void resolve_s3_dirs(const run_args *a, char **debug, char **profiler) {
   bool job = smr_s3_location_has(a->trial, "debug-output");
-  *debug = job ? smr_xasprintf("%s/debug-output", a->trial)
-               : smr_xstrdup(a->trial);
+  *debug =
+      job ? smr_xasprintf("%s/debug-output", a->trial) : smr_xstrdup(a->trial);
   *profiler = a->profiler ? smr_xstrdup(a->profiler) : NULL;
   if (a->profiler && smr_is_s3_location(a->profiler))
     fprintf(stderr, "smrules: --profiler: profiler-output is read from "
@@ -505,9 +525,8 @@ static void bound_text(const smrules_param *p, char *buf, size_t n) {
   buf[0] = '\0';
   size_t used = 0;
   if (p->flags & SMRULES_P_MIN)
-    used += (size_t)snprintf(buf, n, "%s %g",
-                             p->flags & SMRULES_P_MIN_OPEN ? ">" : ">=",
-                             p->min);
+    used += (size_t)snprintf(
+        buf, n, "%s %g", p->flags & SMRULES_P_MIN_OPEN ? ">" : ">=", p->min);
   if (p->flags & SMRULES_P_MAX)
     snprintf(buf + used, n - used, "%s%s %g", used ? ", " : "",
              p->flags & SMRULES_P_MAX_OPEN ? "<" : "<=", p->max);
@@ -515,7 +534,8 @@ static void bound_text(const smrules_param *p, char *buf, size_t n) {
     used = strlen(buf);
     for (size_t i = 0; p->allowed[i] && used + 2 < n; i++)
       used += (size_t)snprintf(buf + used, n - used, "%s%s",
-                               used ? (i ? "|" : ", one of ") : (i ? "|" : "one of "),
+                               used ? (i ? "|" : ", one of ")
+                                    : (i ? "|" : "one of "),
                                p->allowed[i]);
   }
   if (!buf[0])
@@ -548,9 +568,9 @@ int smr_cmd_describe(int argc, char **argv) {
     bound_text(q, bounds, sizeof bounds);
     printf("  %-28s %-16s %-24s %-20s %s%s\n", q->name,
            smr_param_type_name(q->type),
-           q->default_value ? q->default_value
-                            : (q->flags & SMRULES_P_REQUIRED ? "(required)"
-                                                             : "(unset)"),
+           q->default_value
+               ? q->default_value
+               : (q->flags & SMRULES_P_REQUIRED ? "(required)" : "(unset)"),
            bounds, q->description ? q->description : "",
            q->aliases ? " (also accepted as: " : "");
     if (q->aliases)

@@ -22,15 +22,19 @@ void smr_cli_print_error(const smr_error *e) {
 
 int smr_cli_exit_for(int status) {
   switch (status) {
-  case SMR_OK: return SMR_EXIT_OK;
-  case SMR_ERR_USAGE: return SMR_EXIT_USAGE;
+  case SMR_OK:
+    return SMR_EXIT_OK;
+  case SMR_ERR_USAGE:
+    return SMR_EXIT_USAGE;
   case SMR_STEP_UNAVAILABLE:
   case SMR_STEP_NOT_YET:
   case SMR_TENSOR_UNAVAILABLE_FOR_STEP:
   case SMR_TENSOR_UNAVAILABLE:
   case SMR_NO_MORE_DATA:
-  case SMR_INVALID_WORKER: return SMR_EXIT_UNAVAILABLE;
-  default: return SMR_EXIT_UNREADABLE;
+  case SMR_INVALID_WORKER:
+    return SMR_EXIT_UNAVAILABLE;
+  default:
+    return SMR_EXIT_UNREADABLE;
   }
 }
 
@@ -41,18 +45,37 @@ typedef struct trial_args {
   int json;
 } trial_args;
 
-enum { OPT_STATE = 1000, OPT_FRESH, OPT_LIVE, OPT_JSON, OPT_ABS,
-       OPT_S3_ENDPOINT };
+enum {
+  OPT_STATE = 1000,
+  OPT_FRESH,
+  OPT_LIVE,
+  OPT_JSON,
+  OPT_ABS,
+  OPT_S3_ENDPOINT
+};
 
 static bool common_opt(trial_args *a, int c) {
   switch (c) {
-  case 't': a->trial = optarg; return true;
-  case OPT_STATE: a->opts.state_path = optarg; return true;
-  case OPT_FRESH: a->opts.fresh = true; return true;
-  case OPT_LIVE: a->opts.live = true; return true;
-  case OPT_JSON: a->json = 1; return true;
-  case OPT_S3_ENDPOINT: smr_s3_set_endpoint(optarg); return true;
-  default: return false;
+  case 't':
+    a->trial = optarg;
+    return true;
+  case OPT_STATE:
+    a->opts.state_path = optarg;
+    return true;
+  case OPT_FRESH:
+    a->opts.fresh = true;
+    return true;
+  case OPT_LIVE:
+    a->opts.live = true;
+    return true;
+  case OPT_JSON:
+    a->json = 1;
+    return true;
+  case OPT_S3_ENDPOINT:
+    smr_s3_set_endpoint(optarg);
+    return true;
+  default:
+    return false;
   }
 }
 
@@ -62,8 +85,9 @@ static bool common_opt(trial_args *a, int c) {
       {"fresh", no_argument, NULL, OPT_FRESH},                                 \
       {"live", no_argument, NULL, OPT_LIVE},                                   \
       {"json", no_argument, NULL, OPT_JSON},                                   \
-      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},               \
-      {"help", no_argument, NULL, 'h'}
+      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT}, {             \
+    "help", no_argument, NULL, 'h'                                             \
+  }
 
 static const char *COMMON_HELP =
     "  --trial DIR      the trial (smdebug out_dir) to read, a directory or\n"
@@ -71,7 +95,8 @@ static const char *COMMON_HELP =
     "  --json           print JSON instead of a table\n"
     "  --live           smdebug's view of a run still writing: only\n"
     "                   training_job_end.ts ends training\n"
-    "  --state PATH     where the catalog lives (default DIR/.smrules/state.db;\n"
+    "  --state PATH     where the catalog lives (default "
+    "DIR/.smrules/state.db;\n"
     "                   for s3:// trials a file under ~/.cache/smrules/s3/)\n"
     "  --fresh          use a private in-memory catalog\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials\n"
@@ -426,7 +451,9 @@ static void jw_element(smr_jw *w, const smr_tensor *t, int64_t i) {
   case SMR_DT_STRING:
     smr_jw_strn(w, (const char *)t->strings[i], t->string_lens[i]);
     return;
-  case SMR_DT_BOOL: smr_jw_bool(w, p[0] != 0); return;
+  case SMR_DT_BOOL:
+    smr_jw_bool(w, p[0] != 0);
+    return;
   case SMR_DT_INT64: {
     int64_t v = (int64_t)smr_le64(p);
     if (fits_double_exactly(v)) {
@@ -469,8 +496,12 @@ static void jw_element(smr_jw *w, const smr_tensor *t, int64_t i) {
   case SMR_DT_FLOAT:
   case SMR_DT_DOUBLE:
   case SMR_DT_HALF:
-  case SMR_DT_BFLOAT16: jw_float_elem(w, smr_tensor_get(t, i)); return;
-  default: smr_jw_int(w, (int64_t)smr_tensor_get(t, i)); return;
+  case SMR_DT_BFLOAT16:
+    jw_float_elem(w, smr_tensor_get(t, i));
+    return;
+  default:
+    smr_jw_int(w, (int64_t)smr_tensor_get(t, i));
+    return;
   }
 }
 
@@ -503,15 +534,15 @@ static void jw_stats(smr_jw *w, const smr_stats *s) {
   smr_jw_obj_end(w);
 }
 
-static void jw_error_shape(const smr_error *e, int ndim,
-                           const int64_t *shape);
+static void jw_error_shape(const smr_error *e, int ndim, const int64_t *shape);
 
-static void jw_error(const smr_error *e) { jw_error_shape(e, -1, NULL); }
+static void jw_error(const smr_error *e) {
+  jw_error_shape(e, -1, NULL);
+}
 
 /* The error object; with ndim >= 0 also the saved shape (a tensor whose
  * shape alone was saved at the step). */
-static void jw_error_shape(const smr_error *e, int ndim,
-                           const int64_t *shape) {
+static void jw_error_shape(const smr_error *e, int ndim, const int64_t *shape) {
   smr_jw w = {0};
   smr_jw_obj(&w);
   if (ndim >= 0) {
@@ -686,7 +717,9 @@ static int parse_tensor_args(int argc, char **argv, tensor_args *a) {
       continue;
     char *end;
     switch (c) {
-    case 'n': a->name = optarg; break;
+    case 'n':
+      a->name = optarg;
+      break;
     case 's':
       a->step = strtoll(optarg, &end, 10);
       if (*end || end == optarg || a->step < 0) {
@@ -699,16 +732,25 @@ static int parse_tensor_args(int argc, char **argv, tensor_args *a) {
     case 'm':
       a->mode = smr_mode_from_name(optarg);
       if (!a->mode) {
-        fprintf(stderr, "smrules: --mode is one of TRAIN, EVAL, PREDICT, "
-                        "GLOBAL; got '%s'\n",
+        fprintf(stderr,
+                "smrules: --mode is one of TRAIN, EVAL, PREDICT, "
+                "GLOBAL; got '%s'\n",
                 optarg);
         return SMR_EXIT_USAGE;
       }
       break;
-    case 'w': a->worker = optarg; break;
-    case 'v': a->values = true; break;
-    case 'r': a->reduction = optarg; break;
-    case OPT_ABS: a->abs = true; break;
+    case 'w':
+      a->worker = optarg;
+      break;
+    case 'v':
+      a->values = true;
+      break;
+    case 'r':
+      a->reduction = optarg;
+      break;
+    case OPT_ABS:
+      a->abs = true;
+      break;
     case 'h':
       printf("usage: smrules tensor --trial DIR --name NAME --step N "
              "[--mode MODE] [--worker W]\n"
@@ -726,7 +768,8 @@ static int parse_tensor_args(int argc, char **argv, tensor_args *a) {
              "  --abs            the reduction of the absolute values\n",
              COMMON_HELP);
       return -1;
-    default: return SMR_EXIT_USAGE;
+    default:
+      return SMR_EXIT_USAGE;
     }
   }
   if (!a->name || !a->have_step) {
@@ -757,14 +800,13 @@ int smr_cmd_tensor(int argc, char **argv) {
   int st = SMR_OK;
   if (a.reduction)
     st = smr_trial_reduction(t, a.name, a.step, a.mode, a.worker,
-                             smr_reduction_from_name(a.reduction), a.abs,
-                             &red, &red_saved, &loc, &err);
+                             smr_reduction_from_name(a.reduction), a.abs, &red,
+                             &red_saved, &loc, &err);
   if (st == SMR_OK) {
     smr_value_loc vloc;
     smr_error verr;
     smr_error_clear(&verr);
-    st = smr_trial_value(t, a.name, a.step, a.mode, a.worker, &v, &vloc,
-                         &verr);
+    st = smr_trial_value(t, a.name, a.step, a.mode, a.worker, &v, &vloc, &verr);
     if (st == SMR_OK || !a.reduction) {
       loc = vloc;
       err = verr;

@@ -13,20 +13,34 @@
 
 const char *smr_status_name(int status) {
   switch (status) {
-  case SMR_OK: return "OK";
-  case SMR_ERR_IO: return "IOError";
-  case SMR_ERR_FORMAT: return "FormatError";
-  case SMR_ERR_NOMEM: return "OutOfMemory";
-  case SMR_ERR_USAGE: return "UsageError";
-  case SMR_ERR_INCOMPLETE: return "Incomplete";
-  case SMR_ERR_SQL: return "CatalogError";
-  case SMR_STEP_UNAVAILABLE: return "StepUnavailable";
-  case SMR_STEP_NOT_YET: return "StepNotYetAvailable";
-  case SMR_TENSOR_UNAVAILABLE_FOR_STEP: return "TensorUnavailableForStep";
-  case SMR_TENSOR_UNAVAILABLE: return "TensorUnavailable";
-  case SMR_NO_MORE_DATA: return "NoMoreData";
-  case SMR_INVALID_WORKER: return "InvalidWorker";
-  default: return "Error";
+  case SMR_OK:
+    return "OK";
+  case SMR_ERR_IO:
+    return "IOError";
+  case SMR_ERR_FORMAT:
+    return "FormatError";
+  case SMR_ERR_NOMEM:
+    return "OutOfMemory";
+  case SMR_ERR_USAGE:
+    return "UsageError";
+  case SMR_ERR_INCOMPLETE:
+    return "Incomplete";
+  case SMR_ERR_SQL:
+    return "CatalogError";
+  case SMR_STEP_UNAVAILABLE:
+    return "StepUnavailable";
+  case SMR_STEP_NOT_YET:
+    return "StepNotYetAvailable";
+  case SMR_TENSOR_UNAVAILABLE_FOR_STEP:
+    return "TensorUnavailableForStep";
+  case SMR_TENSOR_UNAVAILABLE:
+    return "TensorUnavailable";
+  case SMR_NO_MORE_DATA:
+    return "NoMoreData";
+  case SMR_INVALID_WORKER:
+    return "InvalidWorker";
+  default:
+    return "Error";
   }
 }
 
@@ -89,7 +103,9 @@ void *smr_xrealloc(void *p, size_t n) {
   return q;
 }
 
-char *smr_xstrdup(const char *s) { return smr_xstrndup(s, strlen(s)); }
+char *smr_xstrdup(const char *s) {
+  return smr_xstrndup(s, strlen(s));
+}
 
 char *smr_xstrndup(const char *s, size_t n) {
   char *p = smr_xmalloc(n + 1);
@@ -123,7 +139,9 @@ void smr_buf_append(smr_buf *b, const void *p, size_t n) {
   b->data[b->len] = '\0';
 }
 
-void smr_buf_puts(smr_buf *b, const char *s) { smr_buf_append(b, s, strlen(s)); }
+void smr_buf_puts(smr_buf *b, const char *s) {
+  smr_buf_append(b, s, strlen(s));
+}
 
 void smr_buf_printf(smr_buf *b, const char *fmt, ...) {
   char small[256];

@@ -13,18 +13,18 @@
  * the rule runtime can reproduce the reference invocation loop. */
 typedef enum smr_status {
   SMR_OK = 0,
-  SMR_ERR_IO = -1,             /* a file could not be opened or read */
-  SMR_ERR_FORMAT = -2,         /* bytes on disk are not what the format says */
-  SMR_ERR_NOMEM = -3,          /* an allocation failed */
-  SMR_ERR_USAGE = -4,          /* bad argument from the caller or user */
-  SMR_ERR_INCOMPLETE = -5,     /* data ends early: a file still being written */
-  SMR_ERR_SQL = -6,            /* the catalog database failed */
-  SMR_STEP_UNAVAILABLE = -10,  /* step never saved; skip it */
-  SMR_STEP_NOT_YET = -11,      /* step may still arrive; wait */
+  SMR_ERR_IO = -1,            /* a file could not be opened or read */
+  SMR_ERR_FORMAT = -2,        /* bytes on disk are not what the format says */
+  SMR_ERR_NOMEM = -3,         /* an allocation failed */
+  SMR_ERR_USAGE = -4,         /* bad argument from the caller or user */
+  SMR_ERR_INCOMPLETE = -5,    /* data ends early: a file still being written */
+  SMR_ERR_SQL = -6,           /* the catalog database failed */
+  SMR_STEP_UNAVAILABLE = -10, /* step never saved; skip it */
+  SMR_STEP_NOT_YET = -11,     /* step may still arrive; wait */
   SMR_TENSOR_UNAVAILABLE_FOR_STEP = -12, /* step exists, tensor not there */
   SMR_TENSOR_UNAVAILABLE = -13,          /* tensor name never seen */
-  SMR_NO_MORE_DATA = -14,      /* training ended before this step */
-  SMR_INVALID_WORKER = -15,    /* no such worker for this tensor/step */
+  SMR_NO_MORE_DATA = -14,                /* training ended before this step */
+  SMR_INVALID_WORKER = -15, /* no such worker for this tensor/step */
 } smr_status;
 
 const char *smr_status_name(int status);
@@ -75,8 +75,8 @@ typedef struct smr_strv {
   char **v;
   size_t n, cap;
 } smr_strv;
-void smr_strv_push(smr_strv *s, const char *str);  /* copies str */
-void smr_strv_take(smr_strv *s, char *str);        /* takes ownership */
+void smr_strv_push(smr_strv *s, const char *str); /* copies str */
+void smr_strv_take(smr_strv *s, char *str);       /* takes ownership */
 void smr_strv_sort_unique(smr_strv *s);
 bool smr_strv_contains(const smr_strv *s, const char *str);
 void smr_strv_free(smr_strv *s);

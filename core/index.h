@@ -12,8 +12,12 @@
 #include "tensor.h"
 
 /* Modes (F§8.1). */
-enum { SMR_MODE_TRAIN = 1, SMR_MODE_EVAL = 2, SMR_MODE_PREDICT = 3,
-       SMR_MODE_GLOBAL = 4 };
+enum {
+  SMR_MODE_TRAIN = 1,
+  SMR_MODE_EVAL = 2,
+  SMR_MODE_PREDICT = 3,
+  SMR_MODE_GLOBAL = 4
+};
 /* "TRAIN" etc., surrounding whitespace ignored; also accepts "ModeKeys.TRAIN"
  * and numeric strings "1".."4".  Returns 0 when unknown. */
 int smr_mode_from_name(const char *name);
@@ -82,8 +86,7 @@ char *smr_collections_to_json(const smr_collections *c);
  * (a worker part starting with '_', i.e. "__" right after the digits) are
  * deserialized ('_' -> '/', then '-' -> ':').  Returns SMR_OK and a
  * malloc'ed worker, or SMR_ERR_FORMAT. */
-int smr_parse_step_worker(const char *basename, int64_t *step,
-                          char **worker);
+int smr_parse_step_worker(const char *basename, int64_t *step, char **worker);
 /* Worker name from "<worker>_collections.json"; NULL if not that form. */
 char *smr_parse_collections_worker(const char *basename);
 /* Serialize a worker name for file names (device names -> '_'/'-' form). */

@@ -30,21 +30,39 @@ static void close_(smr_jw *w, const char *c) {
     w->depth--;
 }
 
-void smr_jw_obj(smr_jw *w) { open_(w, "{"); }
-void smr_jw_obj_end(smr_jw *w) { close_(w, "}"); }
-void smr_jw_arr(smr_jw *w) { open_(w, "["); }
-void smr_jw_arr_end(smr_jw *w) { close_(w, "]"); }
+void smr_jw_obj(smr_jw *w) {
+  open_(w, "{");
+}
+void smr_jw_obj_end(smr_jw *w) {
+  close_(w, "}");
+}
+void smr_jw_arr(smr_jw *w) {
+  open_(w, "[");
+}
+void smr_jw_arr_end(smr_jw *w) {
+  close_(w, "]");
+}
 
 static void put_string(smr_buf *b, const char *s, size_t n) {
   smr_buf_puts(b, "\"");
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)s[i];
     switch (c) {
-    case '"': smr_buf_puts(b, "\\\""); break;
-    case '\\': smr_buf_puts(b, "\\\\"); break;
-    case '\n': smr_buf_puts(b, "\\n"); break;
-    case '\r': smr_buf_puts(b, "\\r"); break;
-    case '\t': smr_buf_puts(b, "\\t"); break;
+    case '"':
+      smr_buf_puts(b, "\\\"");
+      break;
+    case '\\':
+      smr_buf_puts(b, "\\\\");
+      break;
+    case '\n':
+      smr_buf_puts(b, "\\n");
+      break;
+    case '\r':
+      smr_buf_puts(b, "\\r");
+      break;
+    case '\t':
+      smr_buf_puts(b, "\\t");
+      break;
     default:
       if (c < 0x20)
         smr_buf_printf(b, "\\u%04x", c);

@@ -10,8 +10,9 @@ static const struct {
   int (*fn)(int, char **);
   const char *help;
 } COMMANDS[] = {
-    {"inspect", smr_cmd_inspect, "summarize a trial: steps, modes, workers, "
-                                 "collections, tensors"},
+    {"inspect", smr_cmd_inspect,
+     "summarize a trial: steps, modes, workers, "
+     "collections, tensors"},
     {"tensor", smr_cmd_tensor, "show one tensor value at a step, with stats"},
     {"run", smr_cmd_run, "evaluate rules against a trial (rules.yaml)"},
     {"validate", smr_cmd_validate, "check a rules.yaml without running it"},

@@ -23,7 +23,7 @@ typedef struct smr_node {
   bool b;
   int64_t i;
   double f;
-  char *s; /* scalars: the text as written (also for numbers and bools) */
+  char *s;     /* scalars: the text as written (also for numbers and bools) */
   bool quoted; /* scalar was quoted in YAML: always a string */
   /* lists and maps: n children; maps also have keys (and key positions) */
   size_t n;

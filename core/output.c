@@ -98,8 +98,7 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
     char steps[256];
     steps_text(smr_instance_triggered(in), steps, sizeof steps);
     printf("%-28s %-26s %-14s %9" PRId64 " %8zu  %s\n", smr_instance_name(in),
-           smr_instance_rule(in),
-           smr_rule_status_name(smr_instance_status(in)),
+           smr_instance_rule(in), smr_rule_status_name(smr_instance_status(in)),
            smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
     if (smr_instance_waiting_at(in) >= 0)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));

@@ -12,13 +12,20 @@
 
 const char *smr_param_type_name(smrules_param_type t) {
   switch (t) {
-  case SMRULES_PARAM_FLOAT: return "float";
-  case SMRULES_PARAM_INT: return "int";
-  case SMRULES_PARAM_BOOL: return "bool";
-  case SMRULES_PARAM_STRING: return "string";
-  case SMRULES_PARAM_STRLIST: return "list";
-  case SMRULES_PARAM_NUMLIST: return "list of numbers";
-  default: return "?";
+  case SMRULES_PARAM_FLOAT:
+    return "float";
+  case SMRULES_PARAM_INT:
+    return "int";
+  case SMRULES_PARAM_BOOL:
+    return "bool";
+  case SMRULES_PARAM_STRING:
+    return "string";
+  case SMRULES_PARAM_STRLIST:
+    return "list";
+  case SMRULES_PARAM_NUMLIST:
+    return "list of numbers";
+  default:
+    return "?";
   }
 }
 
@@ -253,19 +260,23 @@ static int store(const pctx *c, const pval *v, void *settings) {
     if ((rc = parse_number(c, v, true, &d)) == SMR_OK)
       *(int64_t *)field = (int64_t)d;
     return rc;
-  case SMRULES_PARAM_BOOL: return parse_bool(c, v, (bool *)field);
+  case SMRULES_PARAM_BOOL:
+    return parse_bool(c, v, (bool *)field);
   case SMRULES_PARAM_STRING:
-    if (v->node && (v->node->type == SMR_NODE_LIST ||
-                    v->node->type == SMR_NODE_MAP))
+    if (v->node &&
+        (v->node->type == SMR_NODE_LIST || v->node->type == SMR_NODE_MAP))
       return bad(c, v, "expected a string, got %s",
                  smr_node_type_name(v->node->type));
-    if ((rc = check_allowed(c, v, v->text)) || (rc = check_regex(c, v, v->text)))
+    if ((rc = check_allowed(c, v, v->text)) ||
+        (rc = check_regex(c, v, v->text)))
       return rc;
     *(const char **)field = keep(c->out, smr_xstrdup(v->text));
     return SMR_OK;
   case SMRULES_PARAM_STRLIST:
-  case SMRULES_PARAM_NUMLIST: return store_list(c, v, field);
-  default: return bad(c, v, "unsupported parameter type");
+  case SMRULES_PARAM_NUMLIST:
+    return store_list(c, v, field);
+  default:
+    return bad(c, v, "unsupported parameter type");
   }
 }
 
@@ -318,8 +329,8 @@ static void node_text(const smr_node *n, smr_buf *b) {
     return;
   }
   for (size_t i = 0; i < n->n; i++)
-    smr_buf_printf(b, "%s%s", i ? "," : "", n->items[i]->s ? n->items[i]->s
-                                                           : "");
+    smr_buf_printf(b, "%s%s", i ? "," : "",
+                   n->items[i]->s ? n->items[i]->s : "");
 }
 
 int smr_params_apply(const char *rule, const smrules_param *table,

@@ -16,8 +16,8 @@
 typedef struct smr_params {
   void **allocs;
   size_t nallocs;
-  smr_strv set;   /* names of parameters that have a value */
-  smr_buf lines;  /* "name:value" lines in declaration order */
+  smr_strv set;  /* names of parameters that have a value */
+  smr_buf lines; /* "name:value" lines in declaration order */
 } smr_params;
 
 /* Fill `settings` from `given` (a map node, or NULL) and the defaults.

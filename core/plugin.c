@@ -13,13 +13,20 @@
 
 static size_t field_size(smrules_param_type t) {
   switch (t) {
-  case SMRULES_PARAM_FLOAT: return sizeof(double);
-  case SMRULES_PARAM_INT: return sizeof(int64_t);
-  case SMRULES_PARAM_BOOL: return sizeof(bool);
-  case SMRULES_PARAM_STRING: return sizeof(const char *);
-  case SMRULES_PARAM_STRLIST: return sizeof(smrules_strlist);
-  case SMRULES_PARAM_NUMLIST: return sizeof(smrules_numlist);
-  default: return 0;
+  case SMRULES_PARAM_FLOAT:
+    return sizeof(double);
+  case SMRULES_PARAM_INT:
+    return sizeof(int64_t);
+  case SMRULES_PARAM_BOOL:
+    return sizeof(bool);
+  case SMRULES_PARAM_STRING:
+    return sizeof(const char *);
+  case SMRULES_PARAM_STRLIST:
+    return sizeof(smrules_strlist);
+  case SMRULES_PARAM_NUMLIST:
+    return sizeof(smrules_numlist);
+  default:
+    return 0;
   }
 }
 
@@ -27,8 +34,7 @@ static int check_params(const smrules_rule *r, const char *path,
                         smr_error *err) {
   if (!r->params)
     return SMR_OK;
-  for (const smrules_param *p = r->params; p->type != SMRULES_PARAM_END;
-       p++) {
+  for (const smrules_param *p = r->params; p->type != SMRULES_PARAM_END; p++) {
     size_t sz = field_size(p->type);
     if (!p->name || !sz)
       return smr_error_set(err, SMR_ERR_USAGE, path, -1,

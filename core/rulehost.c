@@ -190,14 +190,16 @@ struct smrules_ctx {
   int64_t win_index, win_start, win_end;
   smr_sys_events sys;
   smr_fw_events fw;
-  smr_strv arg_scratch;  /* fw_arg strings of the current fw events */
-  smr_strv param_texts;  /* param_text results */
+  smr_strv arg_scratch; /* fw_arg strings of the current fw events */
+  smr_strv param_texts; /* param_text results */
   int64_t p_triggered, p_violations, p_datapoints;
-  char *rule_params;     /* RuleParameters set by the rule */
+  char *rule_params; /* RuleParameters set by the rule */
 };
 
 static int log_level = 2;
-void smr_log_set_level(int level) { log_level = level; }
+void smr_log_set_level(int level) {
+  log_level = level;
+}
 
 smrules_ctx *smr_ctx_new(smr_trial *t, const char *name, const char *rule,
                          const smr_params *params) {
@@ -251,8 +253,12 @@ void smr_ctx_free(smrules_ctx *c) {
   free(c);
 }
 
-smr_trial *smr_ctx_trial(smrules_ctx *ctx) { return ctx->trial; }
-const char *smr_ctx_rule_name(const smrules_ctx *ctx) { return ctx->name; }
+smr_trial *smr_ctx_trial(smrules_ctx *ctx) {
+  return ctx->trial;
+}
+const char *smr_ctx_rule_name(const smrules_ctx *ctx) {
+  return ctx->name;
+}
 smrules_trial *smr_ctx_api_trial(smrules_ctx *ctx) {
   return (smrules_trial *)ctx->trial;
 }
@@ -279,7 +285,9 @@ void smr_ctx_step_end(smrules_ctx *c, int64_t step, bool triggered) {
   drop_current(c);
 }
 
-const char *smr_ctx_failure(const smrules_ctx *c) { return c->failure; }
+const char *smr_ctx_failure(const smrules_ctx *c) {
+  return c->failure;
+}
 void smr_ctx_set_failure(smrules_ctx *c, const char *msg) {
   free(c->failure);
   c->failure = msg ? smr_xstrdup(msg) : NULL;
@@ -301,7 +309,9 @@ void smr_ctx_set_profiler(smrules_ctx *c, smr_profiler *p) {
   c->prof = p;
 }
 
-smr_profiler *smr_ctx_profiler(const smrules_ctx *c) { return c->prof; }
+smr_profiler *smr_ctx_profiler(const smrules_ctx *c) {
+  return c->prof;
+}
 
 void smr_ctx_window_begin(smrules_ctx *c, int64_t index, int64_t start_us,
                           int64_t end_us) {
@@ -326,7 +336,7 @@ static char *profiler_report_json(smrules_ctx *c) {
   json_render(c->details, &b);
   smr_buf_printf(&b, ",\"Datapoints\":%lld,", (long long)c->p_datapoints);
   smr_jw w = {0};
-  smr_jw_str(&w, c->rule_params ? c->rule_params
+  smr_jw_str(&w, c->rule_params                       ? c->rule_params
                  : c->params && c->params->lines.data ? c->params->lines.data
                                                       : "");
   char *p = smr_jw_finish(&w);
@@ -383,12 +393,12 @@ char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
   }
   smr_buf_free(&inner);
   smr_buf_puts(&b, "},");
-  smr_buf_printf(&b, "\"Datapoints\":%lld,",
-                 (long long)(c->datapoints_reported ? c->datapoints
-                                                    : evaluated));
+  smr_buf_printf(
+      &b, "\"Datapoints\":%lld,",
+      (long long)(c->datapoints_reported ? c->datapoints : evaluated));
   smr_jw w = {0};
-  smr_jw_str(&w, c->params && c->params->lines.data ? c->params->lines.data
-                                                    : "");
+  smr_jw_str(&w,
+             c->params && c->params->lines.data ? c->params->lines.data : "");
   char *p = smr_jw_finish(&w);
   smr_buf_printf(&b, "\"RuleParameters\":%s", p);
   free(p);
@@ -423,7 +433,10 @@ static void api_log(smrules_ctx *c, int level, const char *fmt, ...) {
   if (level >= log_level) {
     static const char *names[] = {"debug", "info", "warning", "error"};
     fprintf(stderr, "smrules: %s: %s: %s\n", c ? c->name : "-",
-            names[level < 0 ? 0 : level > 3 ? 3 : level], msg);
+            names[level < 0   ? 0
+                  : level > 3 ? 3
+                              : level],
+            msg);
   }
 }
 
@@ -446,14 +459,18 @@ static smrules_json *api_violation(smrules_ctx *c) {
   return c->cur[c->ncur++];
 }
 
-static smrules_json *api_details(smrules_ctx *c) { return c->details; }
+static smrules_json *api_details(smrules_ctx *c) {
+  return c->details;
+}
 
 static void api_datapoints(smrules_ctx *c, int64_t n) {
   c->datapoints += n;
   c->datapoints_reported = true;
 }
 
-static smr_trial *T(smrules_trial *t) { return (smr_trial *)t; }
+static smr_trial *T(smrules_trial *t) {
+  return (smr_trial *)t;
+}
 
 static smrules_trial *api_trial(smrules_ctx *c) {
   return (smrules_trial *)c->trial;
@@ -552,7 +569,9 @@ static int api_tensor_steps(smrules_trial *t, const char *name, int mode,
   return status_out(rc);
 }
 
-static void api_steps_free(int64_t *steps) { free(steps); }
+static void api_steps_free(int64_t *steps) {
+  free(steps);
+}
 
 static int api_step_mode(smrules_trial *t, int64_t step, int *mode,
                          int64_t *mode_step) {
@@ -591,8 +610,8 @@ static int read_failure(const smr_error *e) {
   return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
 }
 
-static int api_value(smrules_trial *t, const char *name, int64_t step,
-                     int mode, smrules_tensor *out) {
+static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
+                     smrules_tensor *out) {
   memset(out, 0, sizeof *out);
   host_tensor *h = smr_xcalloc(1, sizeof *h);
   smr_error e;
@@ -703,8 +722,8 @@ static void make_dirs(const char *path) {
 
 static const char *api_output_dir(smrules_ctx *c) {
   if (!c->output_dir)
-    c->output_dir = smr_xasprintf("%s/rule-output/%s",
-                                  smr_trial_root(c->trial), c->name);
+    c->output_dir =
+        smr_xasprintf("%s/rule-output/%s", smr_trial_root(c->trial), c->name);
   if (!c->output_dir_made) {
     make_dirs(c->output_dir);
     c->output_dir_made = true;
@@ -715,10 +734,10 @@ static const char *api_output_dir(smrules_ctx *c) {
 /* ------------------------------------------------- profiler rules (api) */
 
 static int no_profiler(smrules_ctx *c) {
-  api_fail(c, "%s", c->profiler_rule
-                        ? "no profiler data: pass --profiler DIR, or a "
-                          "--trial holding profiler-output/"
-                        : "only profiler rules read profiler data");
+  api_fail(c, "%s",
+           c->profiler_rule ? "no profiler data: pass --profiler DIR, or a "
+                              "--trial holding profiler-output/"
+                            : "only profiler rules read profiler data");
   return SMRULES_ERR;
 }
 
@@ -732,9 +751,8 @@ static int api_window(smrules_ctx *c, int64_t *index, int64_t *start_us,
   return SMRULES_NO_TRIGGER;
 }
 
-static int api_system_events(smrules_ctx *c, int64_t start_us,
-                             int64_t end_us, const smrules_sys_event **out,
-                             size_t *n) {
+static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
+                             const smrules_sys_event **out, size_t *n) {
   *out = NULL;
   *n = 0;
   if (!c->prof)
@@ -880,8 +898,8 @@ static void api_py_str(double v, bool is_int, char *buf, size_t n) {
   } else {
     for (int i = 0; i <= exp10; i++)
       smr_buf_printf(&b, "%c", (size_t)i < nd ? digits[i] : '0');
-    smr_buf_printf(&b, ".%s", (size_t)exp10 + 1 < nd ? digits + exp10 + 1
-                                                     : "0");
+    smr_buf_printf(&b, ".%s",
+                   (size_t)exp10 + 1 < nd ? digits + exp10 + 1 : "0");
   }
   snprintf(buf, n, "%s", b.data);
   smr_buf_free(&b);
@@ -948,4 +966,6 @@ static const smrules_api API = {
     .live_info = api_live_info,
 };
 
-const smrules_api *smr_host_api(void) { return &API; }
+const smrules_api *smr_host_api(void) {
+  return &API;
+}

@@ -33,10 +33,10 @@ struct smr_instance {
   smr_i64v triggered, skipped;
   int64_t evaluated, last_step, waiting_at;
   char *message;
-  char *stored_report; /* reused when nothing new was evaluated */
-  bool needs_finish;   /* evaluated something since the last finish */
-  bool resumed;        /* stored state was looked at (once per run) */
-  bool restored;       /* the rule's own state came back too */
+  char *stored_report;    /* reused when nothing new was evaluated */
+  bool needs_finish;      /* evaluated something since the last finish */
+  bool resumed;           /* stored state was looked at (once per run) */
+  bool restored;          /* the rule's own state came back too */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
 };
 
@@ -45,17 +45,21 @@ struct smr_runner {
   smr_run_opts opts;
   smr_instance **v;
   size_t n;
-  size_t next; /* next instance to evaluate (guarded by mu) */
+  size_t next;          /* next instance to evaluate (guarded by mu) */
   double last_activity; /* when a new step last appeared (watch) */
   pthread_mutex_t mu;
 };
 
 const char *smr_rule_status_name(smr_rule_status s) {
   switch (s) {
-  case SMR_RULE_IN_PROGRESS: return "InProgress";
-  case SMR_RULE_NO_ISSUES: return "NoIssuesFound";
-  case SMR_RULE_ISSUES: return "IssuesFound";
-  default: return "Error";
+  case SMR_RULE_IN_PROGRESS:
+    return "InProgress";
+  case SMR_RULE_NO_ISSUES:
+    return "NoIssuesFound";
+  case SMR_RULE_ISSUES:
+    return "IssuesFound";
+  default:
+    return "Error";
   }
 }
 
@@ -83,8 +87,8 @@ static void plugin_destroy(void *impl) {
   free(p);
 }
 
-static const smr_rule_ops PLUGIN_OPS = {"plugin", plugin_invoke,
-                                        plugin_finish, plugin_destroy};
+static const smr_rule_ops PLUGIN_OPS = {"plugin", plugin_invoke, plugin_finish,
+                                        plugin_destroy};
 
 /* ------------------------------------------------------------- setup */
 
@@ -102,16 +106,15 @@ static char *file_stem(const char *path) {
 static char *config_hash(const smr_instance *in, const char *code_path) {
   smr_sha256 h;
   smr_sha256_init(&h);
-  char *head = smr_xasprintf("%s\n%s\n", in->rule,
-                             in->params.lines.data ? in->params.lines.data
-                                                   : "");
+  char *head = smr_xasprintf(
+      "%s\n%s\n", in->rule, in->params.lines.data ? in->params.lines.data : "");
   smr_sha256_update(&h, head, strlen(head));
   free(head);
   char *code = NULL;
   size_t len = 0;
   smr_error e;
-  if (code_path && smr_read_file(code_path, 64u << 20, &code, &len, &e) ==
-                       SMR_OK)
+  if (code_path &&
+      smr_read_file(code_path, 64u << 20, &code, &len, &e) == SMR_OK)
     smr_sha256_update(&h, code, len);
   free(code);
   uint8_t d[32];
@@ -131,8 +134,8 @@ static int setup_plugin(smr_instance *in, const smr_config *cfg,
     if (err->msg[0] && !strstr(err->msg, "line ")) {
       char why[SMR_ERR_MSG_MAX]; /* err->msg cannot format into itself */
       snprintf(why, sizeof why, "%s", err->msg);
-      smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
-                    "line %d, column %d: %s", rc->line, rc->col, why);
+      smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1, "line %d, column %d: %s",
+                    rc->line, rc->col, why);
     }
     return SMR_ERR_USAGE;
   }
@@ -232,8 +235,7 @@ static void instance_free(smr_instance *in) {
 }
 
 int smr_runner_new(const smr_config *cfg, smr_trial *trial,
-                   const smr_run_opts *opts, smr_runner **out,
-                   smr_error *err) {
+                   const smr_run_opts *opts, smr_runner **out, smr_error *err) {
   *out = NULL;
   smr_runner *r = smr_xcalloc(1, sizeof *r);
   r->trial = trial;
@@ -284,11 +286,10 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     return;
   }
   bool restored = in->stateless;
-  if (!restored && s.impl_state && in->plugin &&
-      in->plugin->reg->load_state) {
+  if (!restored && s.impl_state && in->plugin && in->plugin->reg->load_state) {
     plugin_impl *p = in->impl;
-    restored = in->plugin->reg->load_state(in->ctx, p->state,
-                                           s.impl_state) == 0;
+    restored =
+        in->plugin->reg->load_state(in->ctx, p->state, s.impl_state) == 0;
   }
   bool nothing_new = newest_step <= s.last_step;
   in->restored = restored;
@@ -362,8 +363,8 @@ static void set_error(smr_instance *in, const char *fallback) {
 /* One step; returns false when the loop must stop. */
 static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   if (r->opts.live) {
-    smr_availability a = smr_trial_has_passed_step(r->trial, g,
-                                                   SMR_MODE_GLOBAL);
+    smr_availability a =
+        smr_trial_has_passed_step(r->trial, g, SMR_MODE_GLOBAL);
     if (a == SMR_NOT_YET_AVAILABLE) {
       in->waiting_at = g;
       return false;
@@ -388,8 +389,11 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   case SMRULES_TENSOR_UNAVAILABLE:
     smr_i64v_push(&in->skipped, g);
     break;
-  case SMRULES_NO_MORE_DATA: return false;
-  case SMRULES_STEP_NOT_YET: in->waiting_at = g; return false;
+  case SMRULES_NO_MORE_DATA:
+    return false;
+  case SMRULES_STEP_NOT_YET:
+    in->waiting_at = g;
+    return false;
   default:
     set_error(in, "the rule failed without a message");
     return false;
@@ -422,14 +426,21 @@ static void prof_trigger(void *arg, int64_t window) {
 static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   prof_trigger_arg ta = {r, in};
   const smrules_rule *reg = in->plugin->reg;
-  smr_prof_loop l = {
-      .dir = r->opts.profiler_dir, .live = r->opts.live,
-      .scan_interval_us = smr_prof_scan_interval(reg->params, in->settings),
-      .start = in->start, .end = in->end, .ctx = in->ctx, .ops = in->ops,
-      .impl = in->impl, .triggered = &in->triggered,
-      .evaluated = &in->evaluated, .last_step = &in->last_step,
-      .waiting_at = &in->waiting_at, .on_trigger = prof_trigger,
-      .on_trigger_arg = &ta};
+  smr_prof_loop l = {.dir = r->opts.profiler_dir,
+                     .live = r->opts.live,
+                     .scan_interval_us =
+                         smr_prof_scan_interval(reg->params, in->settings),
+                     .start = in->start,
+                     .end = in->end,
+                     .ctx = in->ctx,
+                     .ops = in->ops,
+                     .impl = in->impl,
+                     .triggered = &in->triggered,
+                     .evaluated = &in->evaluated,
+                     .last_step = &in->last_step,
+                     .waiting_at = &in->waiting_at,
+                     .on_trigger = prof_trigger,
+                     .on_trigger_arg = &ta};
   int64_t before = in->evaluated;
   char *msg = NULL;
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
@@ -527,7 +538,8 @@ static void *worker(void *arg) {
 
 int smr_runner_run(smr_runner *r, smr_error *err) {
   r->next = 0;
-  int jobs = r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int jobs =
+      r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (jobs < 1)
     jobs = 1;
   if ((size_t)jobs > r->n)
@@ -626,24 +638,36 @@ void smr_runner_finish(smr_runner *r) {
 
 /* ------------------------------------------------------------ results */
 
-size_t smr_runner_count(const smr_runner *r) { return r->n; }
-smr_instance *smr_runner_instance(smr_runner *r, size_t i) { return r->v[i]; }
-const char *smr_instance_name(const smr_instance *i) { return i->name; }
-const char *smr_instance_rule(const smr_instance *i) { return i->rule; }
+size_t smr_runner_count(const smr_runner *r) {
+  return r->n;
+}
+smr_instance *smr_runner_instance(smr_runner *r, size_t i) {
+  return r->v[i];
+}
+const char *smr_instance_name(const smr_instance *i) {
+  return i->name;
+}
+const char *smr_instance_rule(const smr_instance *i) {
+  return i->rule;
+}
 smr_rule_status smr_instance_status(const smr_instance *i) {
   return i->status;
 }
 const smr_i64v *smr_instance_triggered(const smr_instance *i) {
   return &i->triggered;
 }
-int64_t smr_instance_evaluated(const smr_instance *i) { return i->evaluated; }
+int64_t smr_instance_evaluated(const smr_instance *i) {
+  return i->evaluated;
+}
 const smr_i64v *smr_instance_skipped(const smr_instance *i) {
   return &i->skipped;
 }
 int64_t smr_instance_waiting_at(const smr_instance *i) {
   return i->waiting_at;
 }
-const char *smr_instance_message(const smr_instance *i) { return i->message; }
+const char *smr_instance_message(const smr_instance *i) {
+  return i->message;
+}
 const smr_rule_config *smr_instance_config(const smr_instance *i) {
   return i->cfg;
 }

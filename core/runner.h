@@ -29,10 +29,11 @@ typedef void (*smr_trigger_fn)(void *arg, smr_instance *inst, int64_t step);
 typedef struct smr_run_opts {
   int64_t start_step, end_step; /* -1: unset (per-rule values win) */
   int jobs;                     /* threads; <= 0: number of cores */
-  bool live;   /* stop at a step that is not yet available (InProgress) */
-  bool fresh;  /* do not read or write stored rule state */
+  bool live;  /* stop at a step that is not yet available (InProgress) */
+  bool fresh; /* do not read or write stored rule state */
   smr_lua_limits lua;
-  const char *output_dir; /* rule-output directory (NULL: <trial>/rule-output) */
+  const char
+      *output_dir; /* rule-output directory (NULL: <trial>/rule-output) */
   /* profiler-output folder read by profiler rules (NULL: none) */
   const char *profiler_dir;
   smr_trigger_fn on_trigger;
@@ -45,8 +46,7 @@ typedef struct smr_runner smr_runner;
  * scripts.  A configuration problem is an error here, before anything is
  * evaluated (SMR_ERR_USAGE with file and line:column). */
 int smr_runner_new(const smr_config *cfg, smr_trial *trial,
-                   const smr_run_opts *opts, smr_runner **out,
-                   smr_error *err);
+                   const smr_run_opts *opts, smr_runner **out, smr_error *err);
 /* Evaluate; resumes from stored state unless opts->fresh.  Safe to call
  * again after a refresh of the trial (watch mode). */
 int smr_runner_run(smr_runner *r, smr_error *err);

@@ -26,7 +26,9 @@ void smr_source_close(smr_source *s) {
     s->ops->close(s);
 }
 
-const char *smr_source_root(const smr_source *s) { return s->root; }
+const char *smr_source_root(const smr_source *s) {
+  return s->root;
+}
 
 int smr_source_list(smr_source *s, const char *dir, const char *suffix,
                     smr_source_listing *out, smr_error *err) {
@@ -58,8 +60,8 @@ bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
   return s->ops->exists(s, rel, size, mtime_ns);
 }
 
-int smr_source_read_all(smr_source *s, const char *rel, size_t max,
-                        char **buf, size_t *len, smr_error *err) {
+int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
+                        size_t *len, smr_error *err) {
   return s->ops->read_all(s, rel, max, buf, len, err);
 }
 

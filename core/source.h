@@ -46,8 +46,8 @@ typedef struct smr_source_ops {
                  int64_t *mtime_ns);
   int (*read_all)(smr_source *s, const char *rel, size_t max, char **buf,
                   size_t *len, smr_error *err);
-  int (*read_range)(smr_source *s, const char *rel, uint64_t off,
-                    uint64_t len, smr_range *out, smr_error *err);
+  int (*read_range)(smr_source *s, const char *rel, uint64_t off, uint64_t len,
+                    smr_range *out, smr_error *err);
 } smr_source_ops;
 
 struct smr_source {
@@ -76,8 +76,8 @@ void smr_source_listing_free(smr_source_listing *l);
 bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
                        int64_t *mtime_ns);
 /* Read a whole file of at most `max` bytes (NUL-terminated). */
-int smr_source_read_all(smr_source *s, const char *rel, size_t max,
-                        char **buf, size_t *len, smr_error *err);
+int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
+                        size_t *len, smr_error *err);
 /* Map [off, off+len) of a file.  SMR_ERR_FORMAT when the range does not
  * lie inside the file (message gives the numbers). */
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,

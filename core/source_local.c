@@ -28,7 +28,9 @@ typedef struct local_source {
 
 static const smr_source_ops LOCAL_OPS;
 
-static local_source *L(smr_source *s) { return (local_source *)s; }
+static local_source *L(smr_source *s) {
+  return (local_source *)s;
+}
 
 int smr_source_local_open(const char *root, smr_source **out, smr_error *err) {
   char *canon = realpath(root, NULL);
@@ -105,9 +107,9 @@ static bool has_suffix(const char *name, const char *suffix) {
 
 static void listing_add(smr_source_listing *l, char *path,
                         const struct stat *st) {
-  smr_source_listing_add(
-      l, path, st->st_size,
-      (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
+  smr_source_listing_add(l, path, st->st_size,
+                         (int64_t)st->st_mtim.tv_sec * 1000000000 +
+                             st->st_mtim.tv_nsec);
 }
 
 /* Depth-bounded recursive walk; symlinks are not followed. */
@@ -160,7 +162,7 @@ static int local_list(smr_source *s, const char *dir, const char *suffix,
 }
 
 static bool local_exists(smr_source *s, const char *rel, int64_t *size,
-                       int64_t *mtime_ns) {
+                         int64_t *mtime_ns) {
   int fd = open_beneath(s, rel, O_RDONLY);
   if (fd < 0)
     return false;
@@ -262,6 +264,6 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
 }
 
 static const smr_source_ops LOCAL_OPS = {
-    "local", local_close, local_list, local_exists, local_read_all,
-    local_read_range,
+    "local",      local_close,    local_list,
+    local_exists, local_read_all, local_read_range,
 };

@@ -27,8 +27,8 @@ int smr_state_init(sqlite3 *db, smr_error *err);
 /* 1 found, 0 none, negative on error. */
 int smr_state_load(sqlite3 *db, const char *instance, smr_rule_state *out,
                    smr_error *err);
-int smr_state_save(sqlite3 *db, const char *instance,
-                   const smr_rule_state *s, smr_error *err);
+int smr_state_save(sqlite3 *db, const char *instance, const smr_rule_state *s,
+                   smr_error *err);
 void smr_rule_state_free(smr_rule_state *s);
 
 #endif

@@ -57,7 +57,7 @@ typedef struct smr_tensor {
   int stored_dtype; /* TensorProto.dtype as stored */
   int ndim;
   int64_t shape[SMR_MAX_DIMS];
-  int64_t count; /* number of elements (product of shape; 1 for 0-d) */
+  int64_t count;       /* number of elements (product of shape; 1 for 0-d) */
   const uint8_t *data; /* count * smr_dtype_size(dtype) bytes, LE */
   size_t nbytes;
   /* string tensors: `count` strings (not NUL-terminated inside) */
@@ -66,7 +66,7 @@ typedef struct smr_tensor {
   /* where it came from (filled by the event decoder) */
   int64_t step; /* Event.step: the global step */
   double wall_time;
-  int mode;         /* from the record's metadata; 4 = GLOBAL if absent */
+  int mode;          /* from the record's metadata; 4 = GLOBAL if absent */
   int64_t mode_step; /* from the record's metadata; Event.step if absent */
   /* producer-owned memory, freed by smr_tensor_release */
   void *owner_;

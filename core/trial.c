@@ -55,9 +55,12 @@ struct smr_trial {
 
 const char *smr_availability_name(smr_availability a) {
   switch (a) {
-  case SMR_AVAILABLE: return "AVAILABLE";
-  case SMR_NOT_YET_AVAILABLE: return "NOT_YET_AVAILABLE";
-  default: return "UNAVAILABLE";
+  case SMR_AVAILABLE:
+    return "AVAILABLE";
+  case SMR_NOT_YET_AVAILABLE:
+    return "NOT_YET_AVAILABLE";
+  default:
+    return "UNAVAILABLE";
   }
 }
 
@@ -69,8 +72,7 @@ static bool make_dir(const char *path) {
 
 /* Open the catalog at the configured place, falling back to memory when
  * the trial directory is read-only. */
-static int open_catalog(smr_trial *t, const smr_trial_opts *o,
-                        smr_error *err) {
+static int open_catalog(smr_trial *t, const smr_trial_opts *o, smr_error *err) {
   const char *root = smr_source_root(t->src);
   char *path;
   if (o->fresh)
@@ -102,8 +104,8 @@ static int open_catalog(smr_trial *t, const smr_trial_opts *o,
 
 static void add_problem(smr_trial *t, const char *file, int64_t offset,
                         const char *msg) {
-  t->problems = smr_xrealloc(t->problems,
-                             (t->nproblems + 1) * sizeof *t->problems);
+  t->problems =
+      smr_xrealloc(t->problems, (t->nproblems + 1) * sizeof *t->problems);
   smr_trial_problem *p = &t->problems[t->nproblems++];
   p->file = smr_xstrdup(file);
   p->offset = offset;
@@ -142,8 +144,8 @@ static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
   } else {
     char *buf = NULL;
     size_t len = 0;
-    int rc = smr_source_read_all(t->src, path, MAX_INDEX_BYTES, &buf, &len,
-                                 &perr);
+    int rc =
+        smr_source_read_all(t->src, path, MAX_INDEX_BYTES, &buf, &len, &perr);
     if (rc == SMR_OK)
       ok = smr_index_parse(buf, len, path, &ix, &perr) == SMR_OK;
     free(buf);
@@ -233,9 +235,8 @@ static char *index_start_after(const smr_strv *known) {
   size_t nw = 0, n = known_steps(known, &v, &nw);
   char *after = NULL;
   if (n) {
-    size_t from = n > INCOMPLETE_STEP_WAIT_WINDOW
-                      ? n - INCOMPLETE_STEP_WAIT_WINDOW
-                      : 0;
+    size_t from =
+        n > INCOMPLETE_STEP_WAIT_WINDOW ? n - INCOMPLETE_STEP_WAIT_WINDOW : 0;
     size_t pick = n - 1;
     for (size_t i = from; i < n; i++)
       if (v[i].nworkers < nw) {
@@ -502,8 +503,8 @@ int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
   return rc;
 }
 
-int smr_trial_open(const char *dir, const smr_trial_opts *opts,
-                   smr_trial **out, smr_error *err) {
+int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
+                   smr_error *err) {
   static const smr_trial_opts defaults = {0};
   const smr_trial_opts *o = opts ? opts : &defaults;
   *out = NULL;
@@ -544,20 +545,29 @@ void smr_trial_close(smr_trial *t) {
 const char *smr_trial_root(const smr_trial *t) {
   return smr_source_root(t->src);
 }
-const char *smr_trial_state_path(const smr_trial *t) { return t->state_path; }
-struct smr_catalog *smr_trial_catalog(smr_trial *t) { return t->cat; }
-bool smr_trial_end_marker(const smr_trial *t) { return t->marker; }
+const char *smr_trial_state_path(const smr_trial *t) {
+  return t->state_path;
+}
+struct smr_catalog *smr_trial_catalog(smr_trial *t) {
+  return t->cat;
+}
+bool smr_trial_end_marker(const smr_trial *t) {
+  return t->marker;
+}
 bool smr_trial_loaded_all_steps(const smr_trial *t) {
   return t->loaded_all_steps;
 }
 int64_t smr_trial_last_complete_step(const smr_trial *t) {
   return t->last_complete_step;
 }
-int smr_trial_num_workers(const smr_trial *t) { return t->num_workers; }
-const smr_strv *smr_trial_workers(const smr_trial *t) { return &t->workers; }
+int smr_trial_num_workers(const smr_trial *t) {
+  return t->num_workers;
+}
+const smr_strv *smr_trial_workers(const smr_trial *t) {
+  return &t->workers;
+}
 
-size_t smr_trial_problems(const smr_trial *t,
-                          const smr_trial_problem **out) {
+size_t smr_trial_problems(const smr_trial *t, const smr_trial_problem **out) {
   *out = t->problems;
   return t->nproblems;
 }
@@ -663,8 +673,7 @@ smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
     return t->loaded_all_steps ? SMR_UNAVAILABLE : SMR_NOT_YET_AVAILABLE;
   int64_t g = best->step;
   if (step_key(best, mode) > step)
-    return t->last_complete_step >= g ? SMR_UNAVAILABLE
-                                      : SMR_NOT_YET_AVAILABLE;
+    return t->last_complete_step >= g ? SMR_UNAVAILABLE : SMR_NOT_YET_AVAILABLE;
   if (best->nworkers >= t->num_workers || t->loaded_all_steps ||
       g <= t->last_complete_step)
     return SMR_AVAILABLE;
@@ -703,8 +712,7 @@ int smr_trial_tensor_names(smr_trial *t, smr_strv *out, smr_error *err) {
 
 bool smr_trial_has_tensor(smr_trial *t, const char *name) {
   pthread_mutex_lock(&t->mu);
-  bool ok = cached_names(t, NULL) == SMR_OK &&
-            sorted_contains(&t->names, name);
+  bool ok = cached_names(t, NULL) == SMR_OK && sorted_contains(&t->names, name);
   pthread_mutex_unlock(&t->mu);
   return ok;
 }
@@ -738,9 +746,9 @@ int smr_trial_collection_members(smr_trial *t, const char *collection,
   if (!c)
     return SMR_OK;
   smr_strv members = {0};
-  int rc = smr_trial_tensor_names_regex(
-      t, (const char *const *)c->include_regex, c->n_include_regex, &members,
-      err);
+  int rc =
+      smr_trial_tensor_names_regex(t, (const char *const *)c->include_regex,
+                                   c->n_include_regex, &members, err);
   for (size_t i = 0; rc == SMR_OK && i < c->n_tensor_names; i++)
     if (smr_trial_has_tensor(t, c->tensor_names[i]))
       smr_strv_push(&members, c->tensor_names[i]);
@@ -754,8 +762,7 @@ int smr_trial_collection_members(smr_trial *t, const char *collection,
 /* -------------------------------------------------------- tensor steps */
 
 static int tensor_entries(smr_trial *t, const char *name, int mode,
-                          int64_t mode_step, smr_entries *out,
-                          smr_error *err) {
+                          int64_t mode_step, smr_entries *out, smr_error *err) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&t->mu);
   int64_t id = smr_catalog_tensor_id(t->cat, name, err);
@@ -854,8 +861,8 @@ static int explain_missing(smr_trial *t, const char *name, int64_t step,
   const char *mn = smr_mode_name(mode);
   if (a == SMR_AVAILABLE)
     return smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
-                         "tensor '%s' was not saved at %s step %lld", name,
-                         mn, (long long)step);
+                         "tensor '%s' was not saved at %s step %lld", name, mn,
+                         (long long)step);
   if (a == SMR_UNAVAILABLE)
     return smr_error_set(err, SMR_STEP_UNAVAILABLE, "", -1,
                          "%s step %lld was not saved", mn, (long long)step);
@@ -994,9 +1001,8 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
   if (!e)
     rc = smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
                        "only the %s of '%s' was saved at %s step %lld",
-                       find_kind(&es, SMR_ENTRY_SHAPE, 0, false)
-                           ? "shape"
-                           : "reductions",
+                       find_kind(&es, SMR_ENTRY_SHAPE, 0, false) ? "shape"
+                                                                 : "reductions",
                        name, smr_mode_name(mode), (long long)step);
   else
     rc = read_entry(t, e, name, out, err);
@@ -1004,8 +1010,8 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
-int smr_trial_reduction(smr_trial *t, const char *name, int64_t step,
-                        int mode, const char *worker, int reduction, bool abs,
+int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
+                        const char *worker, int reduction, bool abs,
                         double *out, bool *saved, smr_value_loc *loc,
                         smr_error *err) {
   smr_entries es;
@@ -1045,8 +1051,8 @@ int smr_trial_reduction(smr_trial *t, const char *name, int64_t step,
 }
 
 int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
-                    const char *worker, int *ndim,
-                    int64_t shape[SMR_MAX_DIMS], smr_error *err) {
+                    const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
+                    smr_error *err) {
   smr_entries es;
   int rc = lookup(t, name, step, mode, worker, &es, err);
   if (rc)

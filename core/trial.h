@@ -24,8 +24,8 @@ typedef struct smr_trial_opts {
   bool live;              /* only the end marker ends training */
 } smr_trial_opts;
 
-int smr_trial_open(const char *dir, const smr_trial_opts *opts,
-                   smr_trial **out, smr_error *err);
+int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
+                   smr_error *err);
 /* Read index files that are new since the last refresh; re-check the end
  * marker and collections.  *added (optional) receives the count. */
 int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err);
@@ -47,8 +47,7 @@ typedef struct smr_trial_problem {
   int64_t offset;
   char *message;
 } smr_trial_problem;
-size_t smr_trial_problems(const smr_trial *t,
-                          const smr_trial_problem **out);
+size_t smr_trial_problems(const smr_trial *t, const smr_trial_problem **out);
 
 /* ---- steps ---- */
 /* Steps of `mode`: global steps for SMR_MODE_GLOBAL, else mode steps.
@@ -132,13 +131,13 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
                     smr_error *err);
 /* A reduction: the saved one when present (*saved = true), else computed
  * from the value. */
-int smr_trial_reduction(smr_trial *t, const char *name, int64_t step,
-                        int mode, const char *worker, int reduction, bool abs,
+int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
+                        const char *worker, int reduction, bool abs,
                         double *out, bool *saved, smr_value_loc *loc,
                         smr_error *err);
 /* The shape: the saved shape when present, else the value's shape. */
 int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
-                    const char *worker, int *ndim,
-                    int64_t shape[SMR_MAX_DIMS], smr_error *err);
+                    const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
+                    smr_error *err);
 
 #endif

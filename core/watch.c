@@ -27,8 +27,8 @@ static double now_s(void) {
 }
 
 static void add_watch(watcher *w, const char *rel) {
-  char *path = rel[0] ? smr_xasprintf("%s/%s", w->root, rel)
-                      : smr_xstrdup(w->root);
+  char *path =
+      rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
   inotify_add_watch(w->fd, path, WATCH_MASK | IN_ONLYDIR);
   free(path);
 }
@@ -94,8 +94,8 @@ static void status_line(smr_instance *in, char *buf, size_t n) {
                      smr_rule_status_name(smr_instance_status(in)),
                      smr_instance_evaluated(in));
   if (trig->n && len > 0 && (size_t)len < n)
-    snprintf(buf + len, n - (size_t)len, " last trigger at step %" PRId64
-                                         " (%zu in all)",
+    snprintf(buf + len, n - (size_t)len,
+             " last trigger at step %" PRId64 " (%zu in all)",
              trig->v[trig->n - 1], trig->n);
 }
 
@@ -110,8 +110,8 @@ static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
   smr_i64v steps = {0};
   smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
   char head[128];
-  snprintf(head, sizeof head, "steps seen: %zu (latest %" PRId64 ")%s",
-           steps.n, steps.n ? steps.v[steps.n - 1] : (int64_t)-1,
+  snprintf(head, sizeof head, "steps seen: %zu (latest %" PRId64 ")%s", steps.n,
+           steps.n ? steps.v[steps.n - 1] : (int64_t)-1,
            smr_trial_end_marker(t) ? ", training ended" : "");
   smr_i64v_free(&steps);
   if (p->tty) {

@@ -13,12 +13,12 @@
 #include "trial.h"
 
 typedef struct smr_watch_opts {
-  double timeout_s;    /* stop after this many seconds (<= 0: never) */
-  int poll_ms;         /* polling interval without inotify (default 200) */
-  bool force_polling;  /* do not use inotify (tests, odd filesystems) */
-  double tick_s;       /* wake at least this often (wall-clock rules) */
-  FILE *progress;      /* where progress goes (NULL: none) */
-  bool tty;            /* redraw a status block instead of log lines */
+  double timeout_s;   /* stop after this many seconds (<= 0: never) */
+  int poll_ms;        /* polling interval without inotify (default 200) */
+  bool force_polling; /* do not use inotify (tests, odd filesystems) */
+  double tick_s;      /* wake at least this often (wall-clock rules) */
+  FILE *progress;     /* where progress goes (NULL: none) */
+  bool tty;           /* redraw a status block instead of log lines */
 } smr_watch_opts;
 
 /* Returns SMR_OK when training ended or the timeout passed. */

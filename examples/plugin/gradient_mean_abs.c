@@ -17,8 +17,7 @@ typedef struct settings {
 
 static const smrules_param params[] = {
     {SMRULES_PARAM_FLOAT, "threshold", "1.0", 0, 0, 0, NULL, NULL,
-     offsetof(settings, threshold),
-     "fire when mean |gradient| is above this"},
+     offsetof(settings, threshold), "fire when mean |gradient| is above this"},
     {.type = SMRULES_PARAM_END}};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
@@ -36,7 +35,7 @@ static int invoke_at_step(smrules_ctx *ctx, void *state, int64_t step) {
   for (size_t i = 0; i < grads.n; i++) {
     double m;
     if (host->reduction(trial, grads.v[i], step, SMRULES_MODE_GLOBAL,
-                       SMRULES_RED_MEAN, true, &m) != 0)
+                        SMRULES_RED_MEAN, true, &m) != 0)
       continue; /* not saved at this step */
     evaluated++;
     if (m > s->threshold) {

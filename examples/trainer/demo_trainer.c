@@ -69,8 +69,8 @@ static int save_step(smr_writer *w, const opts *o, long s, smr_error *err) {
     rc = smr_writer_tensor(w, "gradient/Net_fc1.weight", SMR_DT_FLOAT, 2,
                            gshape, grad, sizeof grad, wt, err);
   if (!rc)
-    rc = smr_writer_tensor(w, "Net_fc1.weight", SMR_DT_FLOAT, 2, gshape,
-                           weight, sizeof weight, wt, err);
+    rc = smr_writer_tensor(w, "Net_fc1.weight", SMR_DT_FLOAT, 2, gshape, weight,
+                           sizeof weight, wt, err);
   if (!rc)
     rc = smr_writer_step_end(w, err);
   return rc;

@@ -28,9 +28,9 @@ typedef struct balance {
 
 static const smrules_param lb_params[] = {
     PR_PERCENT(SMRULES_PARAM_FLOAT, "threshold", "0.2",
-              SMRULES_OFFSET(lb_settings, threshold),
-              "Jensen-Shannon distance above which two GPUs' workloads "
-              "differ (only with compare_pairs)"),
+               SMRULES_OFFSET(lb_settings, threshold),
+               "Jensen-Shannon distance above which two GPUs' workloads "
+               "differ (only with compare_pairs)"),
     PR_NONNEG(SMRULES_PARAM_INT, "patience", "1000",
               SMRULES_OFFSET(lb_settings, patience),
               "readings per GPU before GPUs are compared"),

@@ -13,8 +13,8 @@ const smrules_api *rk_api;
 int rk_select(smrules_trial *t, const smrules_strlist *collections,
               const smrules_strlist *regexes, bool all_if_empty,
               smrules_strlist *out) {
-  bool none = (!collections || collections->n == 0) &&
-              (!regexes || regexes->n == 0);
+  bool none =
+      (!collections || collections->n == 0) && (!regexes || regexes->n == 0);
   if (none && all_if_empty)
     return rk_api->tensor_names(t, out);
   return rk_api->select(t, collections, regexes, out);
@@ -31,7 +31,9 @@ int rk_value(smrules_trial *t, const char *name, int64_t g,
   return rk_api->value(t, name, g, SMRULES_MODE_GLOBAL, out);
 }
 
-bool rk_is_scalar(const smrules_tensor *v) { return v->count == 1; }
+bool rk_is_scalar(const smrules_tensor *v) {
+  return v->count == 1;
+}
 
 bool rk_is_numeric(const smrules_tensor *v) {
   return v->dtype != SMRULES_DT_STRING && v->count > 0;
@@ -40,12 +42,11 @@ bool rk_is_numeric(const smrules_tensor *v) {
 bool rk_unavailable(int status) {
   return status == SMRULES_TENSOR_UNAVAILABLE_FOR_STEP ||
          status == SMRULES_STEP_UNAVAILABLE ||
-         status == SMRULES_TENSOR_UNAVAILABLE ||
-         status == SMRULES_STEP_NOT_YET;
+         status == SMRULES_TENSOR_UNAVAILABLE || status == SMRULES_STEP_NOT_YET;
 }
 
-size_t rk_steps_upto(smrules_trial *t, const char *name, int mode,
-                     int64_t upto, int64_t *out, size_t max) {
+size_t rk_steps_upto(smrules_trial *t, const char *name, int mode, int64_t upto,
+                     int64_t *out, size_t max) {
   int64_t *steps;
   size_t n;
   if (rk_api->tensor_steps(t, name, mode, &steps, &n) != 0)
@@ -424,7 +425,9 @@ void rk_table_init(rk_table *t, size_t record_size) {
   t->size = record_size;
 }
 
-void *rk_table_at(const rk_table *t, size_t i) { return t->recs + i * t->size; }
+void *rk_table_at(const rk_table *t, size_t i) {
+  return t->recs + i * t->size;
+}
 
 /* FNV-1a */
 static size_t hash_key(const char *key) {

@@ -44,8 +44,8 @@ bool rk_unavailable(int status);
 
 /* Complete steps of a tensor in `mode` (global steps for GLOBAL) that are
  * <= upto; the last `max` of them in ascending order.  Returns count. */
-size_t rk_steps_upto(smrules_trial *t, const char *name, int mode,
-                     int64_t upto, int64_t *out, size_t max);
+size_t rk_steps_upto(smrules_trial *t, const char *name, int mode, int64_t upto,
+                     int64_t *out, size_t max);
 
 /* Report a violation with a tensor name; returns the JSON object for more
  * fields. */

@@ -42,7 +42,7 @@ static int unit_passed, unit_failed;
 #define CHECK_NEAR(a, b, rel)                                                  \
   do {                                                                         \
     double da_ = (a), db_ = (b);                                               \
-    if (!(fabs(da_ - db_) <= (rel) * fmax(fabs(db_), 1e-300) ||               \
+    if (!(fabs(da_ - db_) <= (rel)*fmax(fabs(db_), 1e-300) ||                  \
           (isnan(da_) && isnan(db_)) || da_ == db_)) {                         \
       fprintf(stderr, "%s:%d: %s == %.17g, expected %.17g\n", __FILE__,        \
               __LINE__, #a, da_, db_);                                         \

@@ -38,12 +38,12 @@ extern "C" {
 /* Negative values are errors or availability statuses.  Host functions
  * return these too; returning one from invoke_at_step has the meaning
  * smdebug's invoker gives the matching exception: */
-#define SMRULES_ERR -1                      /* the rule failed (Error) */
-#define SMRULES_STEP_UNAVAILABLE -10        /* skip this step */
-#define SMRULES_STEP_NOT_YET -11            /* wait for the step */
+#define SMRULES_ERR -1                          /* the rule failed (Error) */
+#define SMRULES_STEP_UNAVAILABLE -10            /* skip this step */
+#define SMRULES_STEP_NOT_YET -11                /* wait for the step */
 #define SMRULES_TENSOR_UNAVAILABLE_FOR_STEP -12 /* skip this step */
-#define SMRULES_TENSOR_UNAVAILABLE -13      /* skip this step */
-#define SMRULES_NO_MORE_DATA -14            /* the rule is done */
+#define SMRULES_TENSOR_UNAVAILABLE -13          /* skip this step */
+#define SMRULES_NO_MORE_DATA -14                /* the rule is done */
 
 /* Modes (smdebug's ModeKeys). */
 #define SMRULES_MODE_TRAIN 1
@@ -89,8 +89,8 @@ typedef enum smrules_param_type {
 
 /* Flags of a parameter. */
 #define SMRULES_P_REQUIRED 0x01
-#define SMRULES_P_MIN 0x02      /* value >= min (or > min with MIN_OPEN) */
-#define SMRULES_P_MAX 0x04      /* value <= max (or < max with MAX_OPEN) */
+#define SMRULES_P_MIN 0x02 /* value >= min (or > min with MIN_OPEN) */
+#define SMRULES_P_MAX 0x04 /* value <= max (or < max with MAX_OPEN) */
 #define SMRULES_P_MIN_OPEN 0x08
 #define SMRULES_P_MAX_OPEN 0x10
 #define SMRULES_P_REGEX 0x20 /* strings/list items must compile as regexes */
@@ -110,10 +110,10 @@ typedef struct smrules_param {
   const char *name;          /* SageMaker's parameter name */
   const char *default_value; /* as a string; NULL = unset unless given */
   unsigned flags;
-  double min, max;           /* with SMRULES_P_MIN / SMRULES_P_MAX */
+  double min, max;            /* with SMRULES_P_MIN / SMRULES_P_MAX */
   const char *const *allowed; /* NULL-terminated allowed strings, or NULL */
-  const char *aliases;       /* comma-separated older names, or NULL */
-  size_t offset;             /* offsetof(settings struct, field) */
+  const char *aliases;        /* comma-separated older names, or NULL */
+  size_t offset;              /* offsetof(settings struct, field) */
   const char *description;
 } smrules_param;
 
@@ -136,7 +136,7 @@ typedef struct smrules_tensor {
   int64_t step; /* global step it was saved at */
   int mode;
   int64_t mode_step;
-  double wall_time;   /* seconds since the epoch when it was written */
+  double wall_time; /* seconds since the epoch when it was written */
   const char *worker;
   void *host_; /* owned by the host; release with api->release() */
 } smrules_tensor;
@@ -183,12 +183,12 @@ typedef struct smrules_fw_event {
                             "DetailedframeworkMetrics", "TFProfilerMetrics",
                             "SMDataParallelMetrics", or "" for Horovod */
   double start_us, end_us, duration_us; /* end = start + duration */
-  bool times_are_int;    /* start and end are exact integers (Python ints
-                            in the reference: ts, dur and base were ints) */
-  int64_t pid;           /* args.pid if present, else the phase pid */
-  int64_t tid;           /* args.thread_id if present, else the tid */
-  const char *args;      /* the args object as JSON text, NULL if none;
-                            read single values with api->fw_arg */
+  bool times_are_int; /* start and end are exact integers (Python ints
+                         in the reference: ts, dur and base were ints) */
+  int64_t pid;        /* args.pid if present, else the phase pid */
+  int64_t tid;        /* args.thread_id if present, else the tid */
+  const char *args;   /* the args object as JSON text, NULL if none;
+                         read single values with api->fw_arg */
 } smrules_fw_event;
 
 /* A value of a framework event's args (api->fw_arg). */
@@ -215,7 +215,7 @@ typedef struct smrules_profiler_info {
                         or after this once the job has finished */
   int64_t system_first_us, system_latest_us;       /* 0: no system files */
   int64_t framework_first_us, framework_latest_us; /* 0: no trace files */
-  bool job_finished;     /* end marker found, or an offline run (F11) */
+  bool job_finished; /* end marker found, or an offline run (F11) */
   size_t system_files, framework_files;
 } smrules_profiler_info;
 
@@ -273,8 +273,7 @@ typedef struct smrules_api {
 
   /* names: results are host-owned and valid until strlist_free */
   int (*tensor_names)(smrules_trial *t, smrules_strlist *out);
-  int (*collection)(smrules_trial *t, const char *name,
-                    smrules_strlist *out);
+  int (*collection)(smrules_trial *t, const char *name, smrules_strlist *out);
   /* union of collection members and regex matches (rules.md §0.2) */
   int (*select)(smrules_trial *t, const smrules_strlist *collections,
                 const smrules_strlist *regexes, smrules_strlist *out);
@@ -300,12 +299,11 @@ typedef struct smrules_api {
   int (*value)(smrules_trial *t, const char *name, int64_t step, int mode,
                smrules_tensor *out);
   /* the saved reduction if present, else computed from the value */
-  int (*reduction)(smrules_trial *t, const char *name, int64_t step,
-                   int mode, int reduction, bool abs, double *out);
+  int (*reduction)(smrules_trial *t, const char *name, int64_t step, int mode,
+                   int reduction, bool abs, double *out);
   void (*release)(smrules_tensor *t);
   double (*get)(const smrules_tensor *t, int64_t i);
-  int (*reduce)(const smrules_tensor *t, int reduction, bool abs,
-                double *out);
+  int (*reduce)(const smrules_tensor *t, int reduction, bool abs, double *out);
   int (*stats)(const smrules_tensor *t, smrules_stats *out);
 
   /* the directory where this rule instance may write files (reports),
@@ -380,14 +378,15 @@ typedef struct smrules_api {
 #define SMRULES_KIND_PROFILER 2 /* invoked per profiler time window */
 
 /* Flags of a rule. */
-#define SMRULES_RULE_STATELESS 0x01 /* keeps nothing between steps: a
-                                       re-run may resume after the last
-                                       evaluated step without save_state */
+#define SMRULES_RULE_STATELESS                                                 \
+  0x01 /* keeps nothing between steps: a                                       \
+          re-run may resume after the last                                     \
+          evaluated step without save_state */
 
 typedef struct smrules_rule {
-  uint32_t api_version; /* SMRULES_API_VERSION the plugin was built with */
-  uint32_t struct_size; /* sizeof(smrules_rule) */
-  const char *name;     /* SageMaker's rule name, e.g. "LossNotDecreasing" */
+  uint32_t api_version;    /* SMRULES_API_VERSION the plugin was built with */
+  uint32_t struct_size;    /* sizeof(smrules_rule) */
+  const char *name;        /* SageMaker's rule name, e.g. "LossNotDecreasing" */
   const char *description; /* one line */
   int kind;
   const smrules_param *params; /* ends with type SMRULES_PARAM_END */
@@ -422,8 +421,8 @@ typedef struct smrules_rule {
 typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
 
 #define SMRULES_PLUGIN_INIT                                                    \
-  __attribute__((visibility("default"))) const smrules_rule                   \
-      *smrules_plugin_init(const smrules_api *api)
+  __attribute__((visibility("default"))) const smrules_rule *                  \
+  smrules_plugin_init(const smrules_api *api)
 
 /* Helpers for parameter tables. */
 #define SMRULES_OFFSET(type, field) offsetof(type, field)
