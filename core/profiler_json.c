@@ -22,24 +22,6 @@ bool pj_fail(pj *j, const char *what) {
   return false;
 }
 
-void pj_ws(pj *j) {
-  while (j->p < j->end &&
-         (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-    j->p++;
-}
-
-char pj_peek(pj *j) {
-  pj_ws(j);
-  return j->p < j->end ? *j->p : 0;
-}
-
-bool pj_lit(pj *j, char c) {
-  if (pj_peek(j) != c)
-    return false;
-  j->p++;
-  return true;
-}
-
 static bool word(pj *j, const char *w) {
   size_t n = strlen(w);
   if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0)
