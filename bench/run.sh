@@ -418,4 +418,12 @@ if [ $have_prof = 1 ]; then
   row "11 profiler rules peak RSS MB" \
     "$(calc1 "$(get prof_rules_rss) / 1024")" "-" "-" "-" "info"
 fi
+# ------------------------------------------------- 7. scale (issue 8)
+# A 5 GB local trial and a 1 GB trial in S3 (moto on loopback) through the
+# built-in rules, 1..N threads: bench/s3_bench.sh prints its own table
+# (see docs/s3.md).  S3B_SKIP=1 leaves it out.
+if [ "${S3B_SKIP:-0}" != 1 ]; then
+  echo
+  "$ROOT/bench/s3_bench.sh" "$BUILD" || die "bench/s3_bench.sh failed"
+fi
 exit 0
