@@ -751,6 +751,46 @@ def check_incremental(c, env, proxy, s3, tmp, rules):
               lib.first_difference(strip_paths(b.obj), strip_paths(a.obj)))
 
 
+def check_watch(c, env, proxy, s3, tmp):
+    """run --watch follows a trial in S3 as it grows (polling), and ends
+    when training_job_end.ts appears."""
+    src = os.path.join(lib.FIXTURES, "trials/healthy_mlp_digits")
+    prefix = "watch/healthy_mlp_digits"
+    names = sorted(os.listdir(os.path.join(src, "index/000000000")))
+    early, late = names[:6], names[6:]
+    upload_tree(s3, src, prefix, skip=lambda rel: rel == "training_job_end.ts" or (
+        rel.startswith("index/") and rel.split("/")[-1] in late))
+    proxy.reset()
+    args = ["run", "--trial", s3_url(prefix), "--s3-endpoint", env.endpoint, "--watch", "--timeout", "60",
+            "--json", "--state", os.path.join(tmp, "watch.db"), "--output", os.path.join(tmp, "out-watch")]
+    p = subprocess.Popen([lib.SMRULES] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=lib.ROOT, env=env.base)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(
+            "/training_job_end.ts" in e["path"] for e in proxy.entries()):
+        time.sleep(0.2)
+    time.sleep(1)
+    for f in late:
+        s3.upload_file(os.path.join(src, "index/000000000", f), BUCKET, "%s/index/000000000/%s" % (prefix, f))
+    s3.upload_file(os.path.join(src, "training_job_end.ts"), BUCKET, prefix + "/training_job_end.ts")
+    try:
+        out, err = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        rc = lib.TIMEOUT_RC
+    r = lib.Result(args, rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+    sc = c.scope("watch: a trial in S3 growing, then ending", r)
+    if sc.process(r) and sc.exit_code(r, [0, 1]):
+        fresh = run(run_args(src, [], os.path.join(tmp, "out-watch-fresh"), ["--fresh"]), env.base)
+        sc.ok(strip_paths(r.obj) == strip_paths(fresh.obj), "results equal a run over the finished trial",
+              lib.first_difference(strip_paths(r.obj), strip_paths(fresh.obj)))
+        lists = [e["path"] for e in proxy.entries() if "list-type=2" in e["path"] and "index%2F" in e["path"]]
+        sc.ok(len(lists) >= 2 and all("start-after=" in x for x in lists[1:]),
+              "polled with listings after the known keys", lib.short(lists[:4]))
+
+
 def check_default_locations(c, env, proxy, rules):
     prefix = "trials/stalled_lr_zero"
     url = s3_url(prefix)
@@ -975,6 +1015,8 @@ def main():
         check_incremental(c, env, proxy, s3, tmp, rules)
         check_default_locations(c, env, proxy, rules)
         timer.lap("incremental listing, default locations")
+        check_watch(c, env, proxy, s3, tmp)
+        timer.lap("watch")
         check_pagination(c, env, proxy, local)
         check_odd_keys(c, env, proxy, s3)
         check_confinement(c, env, proxy, s3)
