@@ -266,6 +266,11 @@ static void ra_set(s3_source *s, const smr_source_listing *l) {
   pthread_mutex_unlock(&s->ra_mu);
 }
 
+void smr_source_s3_read_ahead(smr_source *s, const smr_source_listing *files) {
+  if (smr_source_is_s3(s))
+    ra_set(S(s), files);
+}
+
 static void add_object(s3_source *s, const smr_s3_object *o, const char *suffix,
                        smr_source_listing *out) {
   size_t skip = s->prefix[0] ? strlen(s->prefix) + 1 : 0;

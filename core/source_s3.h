@@ -37,4 +37,9 @@ int smr_source_s3_list_after(smr_source *s, const char *dir, const char *suffix,
                              const char *start_after, smr_source_listing *out,
                              smr_error *err);
 
+/* The files (of the last listing) the caller is about to read with
+ * smr_source_read_all, in this order: they are fetched ahead, in parallel.
+ * Without it, a listing itself is taken as that list. */
+void smr_source_s3_read_ahead(smr_source *s, const smr_source_listing *files);
+
 #endif

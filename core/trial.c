@@ -274,6 +274,21 @@ static char *incremental_start(smr_trial *t) {
   return after;
 }
 
+/* Tell a remote source which listed files will be read (the new ones),
+ * so that it fetches those ahead and not the known ones. */
+static void read_ahead_new(smr_trial *t, const smr_source_listing *l,
+                           const smr_strv *known) {
+  if (!smr_source_is_s3(t->src))
+    return;
+  smr_source_listing todo = {0};
+  for (size_t i = 0; i < l->n; i++)
+    if (!known || !sorted_contains(known, l->files[i].path))
+      smr_source_listing_add(&todo, smr_xstrdup(l->files[i].path),
+                             l->files[i].size, l->files[i].mtime_ns);
+  smr_source_s3_read_ahead(t->src, &todo);
+  smr_source_listing_free(&todo);
+}
+
 /* Bring the catalog up to date with the index files on disk. */
 static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
   smr_source_listing l;
@@ -306,6 +321,8 @@ static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
     rc = list_index_files(t, NULL, &l, err);
   }
   free(after);
+  if (rc == SMR_OK)
+    read_ahead_new(t, &l, reset ? NULL : &known);
   for (size_t i = 0; rc == SMR_OK && i < l.n; i++) {
     if (!reset && sorted_contains(&known, l.files[i].path))
       continue;

@@ -791,6 +791,40 @@ def check_watch(c, env, proxy, s3, tmp):
               "polled with listings after the known keys", lib.short(lists[:4]))
 
 
+def check_lagging_worker(c, env, proxy, s3, tmp, rules):
+    """Two workers, one behind: the next listing starts at the first step
+    the slow worker has not written, so its late files are found."""
+    src = os.path.join(lib.FIXTURES, "trials/two_workers_ddp")
+    prefix = "lag/two_workers_ddp"
+    names = sorted(os.listdir(os.path.join(src, "index/000000000")))
+    late = [n for n in names if n.endswith("worker_1.json")][2:]  # worker_1 wrote 2 steps
+    upload_tree(s3, src, prefix, skip=lambda rel: rel.startswith("index/") and rel.split("/")[-1] in late)
+    state = os.path.join(tmp, "lag-state.db")
+    args = run_args(s3_url(prefix), rules["many"], os.path.join(tmp, "out-lag"),
+                    ["--state", state, "--s3-endpoint", env.endpoint, "--live"])
+    r1 = run(args, env.base)
+    sc = c.scope("lagging worker: first run (worker_1 behind)", r1)
+    sc.process(r1) and sc.exit_code(r1, [0, 1])
+    for f in late:
+        s3.upload_file(os.path.join(src, "index/000000000", f), BUCKET, "%s/index/000000000/%s" % (prefix, f))
+    proxy.reset()
+    r2 = run(args, env.base)
+    sc = c.scope("lagging worker: second run (worker_1 caught up)", r2)
+    if sc.process(r2) and sc.exit_code(r2, [0, 1]):
+        lists = [e for e in proxy.entries() if e["keys"] is not None and "index%2F" in e["path"]]
+        first_late = "index/000000000/" + late[0].split("_")[0]
+        sc.ok(lists and all(("start-after=" + quote("%s/%s" % (prefix, first_late), safe="")) in e["path"]
+                            for e in lists),
+              "listing starts at the first step worker_1 had not written", lib.short([e["path"] for e in lists]))
+        got = sorted(e["path"].rsplit("/", 1)[-1] for e in proxy.entries()
+                     if "/index/" in e["path"] and e["method"] == "GET")
+        sc.eq("index files fetched: worker_1's late ones", got, sorted(late))
+        fresh = run(run_args(src, rules["many"], os.path.join(tmp, "out-lag-fresh"), ["--fresh", "--live"]),
+                    env.base)
+        sc.ok(strip_paths(r2.obj) == strip_paths(fresh.obj), "results equal a fresh run",
+              lib.first_difference(strip_paths(r2.obj), strip_paths(fresh.obj)))
+
+
 def check_default_locations(c, env, proxy, rules):
     prefix = "trials/stalled_lr_zero"
     url = s3_url(prefix)
@@ -1013,6 +1047,7 @@ def main():
         check_retries(c, env, proxy, tmp, local)
         timer.lap("retries")
         check_incremental(c, env, proxy, s3, tmp, rules)
+        check_lagging_worker(c, env, proxy, s3, tmp, rules)
         check_default_locations(c, env, proxy, rules)
         timer.lap("incremental listing, default locations")
         check_watch(c, env, proxy, s3, tmp)
