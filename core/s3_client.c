@@ -454,6 +454,10 @@ static uint64_t *kind_counter(smr_s3 *c, const request *q) {
  * code).  The handle goes back to the pool. */
 static void perform(smr_s3 *c, const request *q, response *r) {
   CURL *h = take_handle(c);
+  if (!h) {
+    r->cc = CURLE_OUT_OF_MEMORY;
+    return;
+  }
   unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
   int redirects = 0;
   for (int attempt = 0;; attempt++) {
@@ -718,15 +722,21 @@ void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
   response *rs = smr_xcalloc(n, sizeof *rs);
   for (size_t i = 0; i < n; i++) {
     qs[i] = (request){.key = v[i].key, .max = v[i].max};
-    setup(c, curl_easy_init(), &qs[i], &rs[i]);
+    CURL *h = curl_easy_init();
+    if (!h)
+      continue; /* not fetched: read again alone */
+    setup(c, h, &qs[i], &rs[i]);
     rs[i].cc = CURLE_FAILED_INIT; /* until the multi handle says done */
-    curl_multi_add_handle(m, rs[i].h);
+    curl_multi_add_handle(m, h);
     count(&c->st.requests, 1);
     count(&c->st.gets, 1);
   }
   run_multi(m, rs, n);
   for (size_t i = 0; i < n; i++) {
     response *r = &rs[i];
+    v[i].ok = false;
+    if (!r->h)
+      continue;
     finish(r);
     v[i].ok = r->cc == CURLE_OK && r->status == 200 && !r->too_big;
     if (!v[i].ok && retryable(r)) /* the caller fetches it again */
