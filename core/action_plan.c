@@ -870,23 +870,35 @@ static int item_email(pctx *c, const item_src *s, smr_act_item *it) {
   return SMR_OK;
 }
 
+/* The one string setting of an action item (KEYS[0]): given as the item's
+ * scalar value (`SMS: "+1555..."`) or under its key in a map, else
+ * `fallback` from the top-level settings.  *at is where to point errors. */
+static int item_string(pctx *c, const item_src *s, const char *const *keys,
+                       smr_act_item *it, const char *fallback, char **out,
+                       const smr_node **at) {
+  const smr_node *v = s->value;
+  int rc = SMR_OK;
+  *at = s->at;
+  if (v && v->type == SMR_NODE_STRING) {
+    *out = smr_xstrdup(v->s);
+    *at = v;
+  } else if (v) {
+    rc = item_map(c, s, keys, it);
+    if (!rc)
+      rc = get_str(c, v, keys[0], out);
+    *at = child(v, keys[0]) ? child(v, keys[0]) : v;
+  }
+  if (!rc && !*out && fallback)
+    *out = smr_xstrdup(fallback);
+  return rc;
+}
+
 static int item_sms(pctx *c, const item_src *s, smr_act_item *it) {
   static const char *const KEYS[] = {"phone_number", NULL};
-  const smr_node *v = s->value, *at = s->at;
-  int rc = SMR_OK;
-  if (v && v->type == SMR_NODE_STRING) {
-    it->phone = smr_xstrdup(v->s);
-    at = v;
-  } else if (v) {
-    rc = item_map(c, s, KEYS, it);
-    if (!rc)
-      rc = get_str(c, v, "phone_number", &it->phone);
-    at = child(v, "phone_number") ? child(v, "phone_number") : v;
-  }
+  const smr_node *at;
+  int rc = item_string(c, s, KEYS, it, c->p->sns.phone_number, &it->phone, &at);
   if (rc)
     return rc;
-  if (!it->phone && c->p->sns.phone_number)
-    it->phone = smr_xstrdup(c->p->sns.phone_number);
   if (!it->phone)
     return perr(c, at,
                 "SMS needs a phone number: 'SMS: \"+15555550100\"' or "
@@ -903,21 +915,10 @@ static int item_sms(pctx *c, const item_src *s, smr_act_item *it) {
 
 static int item_sns(pctx *c, const item_src *s, smr_act_item *it) {
   static const char *const KEYS[] = {"topic_arn", NULL};
-  const smr_node *v = s->value, *at = s->at;
-  int rc = SMR_OK;
-  if (v && v->type == SMR_NODE_STRING) {
-    it->topic = smr_xstrdup(v->s);
-    at = v;
-  } else if (v) {
-    rc = item_map(c, s, KEYS, it);
-    if (!rc)
-      rc = get_str(c, v, "topic_arn", &it->topic);
-    at = child(v, "topic_arn") ? child(v, "topic_arn") : v;
-  }
+  const smr_node *at;
+  int rc = item_string(c, s, KEYS, it, c->p->sns.topic_arn, &it->topic, &at);
   if (rc)
     return rc;
-  if (!it->topic && c->p->sns.topic_arn)
-    it->topic = smr_xstrdup(c->p->sns.topic_arn);
   if (!it->topic)
     return perr(c, at,
                 "SNS needs a topic: 'SNS: arn:aws:sns:...' or "
