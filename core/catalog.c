@@ -452,6 +452,24 @@ void smr_step_rows_free(smr_step_row *rows, size_t n) {
   free(rows);
 }
 
+int smr_catalog_value_bytes(smr_catalog *c, int64_t *bytes, int64_t *steps,
+                            smr_error *err) {
+  sqlite3_stmt *st;
+  *bytes = *steps = 0;
+  if (prepare(c,
+              "SELECT COALESCE(SUM(e.length), 0), COUNT(DISTINCT i.step)"
+              " FROM entries e JOIN index_files i ON i.id = e.index_id"
+              " WHERE e.kind = 0 AND i.status = 0",
+              &st, err))
+    return SMR_ERR_SQL;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    *bytes = sqlite3_column_int64(st, 0);
+    *steps = sqlite3_column_int64(st, 1);
+  }
+  sqlite3_finalize(st);
+  return SMR_OK;
+}
+
 int smr_catalog_failed_indexes(smr_catalog *c, smr_failed_index **out,
                                size_t *n, smr_error *err) {
   sqlite3_stmt *st;

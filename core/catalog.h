@@ -90,6 +90,11 @@ int64_t smr_catalog_tensor_id(smr_catalog *c, const char *name, smr_error *err);
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,
                         int64_t mode_step, smr_entries *out, smr_error *err);
 
+/* Bytes of all tensor-value records (kind 0) and the number of distinct
+ * steps that hold them. */
+int smr_catalog_value_bytes(smr_catalog *c, int64_t *bytes, int64_t *steps,
+                            smr_error *err);
+
 /* Key/value metadata (e.g. trial facts, schema). */
 int smr_catalog_meta_set(smr_catalog *c, const char *key, const char *value,
                          smr_error *err);

@@ -126,7 +126,8 @@ enum {
   OPT_POLL,
   OPT_OUTPUT,
   OPT_PROFILER,
-  OPT_S3_ENDPOINT
+  OPT_S3_ENDPOINT,
+  OPT_SCHEDULE
 };
 
 static const char *RUN_HELP =
@@ -143,6 +144,9 @@ static const char *RUN_HELP =
     "  --start-step N     first global step to evaluate\n"
     "  --end-step N       stop before this global step\n"
     "  --jobs N           rules evaluated in parallel (default: cores)\n"
+    "  --schedule ORDER   rules: each rule over all steps, side by side;\n"
+    "                     steps: all rules step by step (each record read\n"
+    "                     once); auto (default): steps for s3:// trials\n"
     "  --live             smdebug's view of a run still writing: stop at\n"
     "                     a step not yet complete (status InProgress)\n"
     "  --state PATH       catalog and rule state (default "
@@ -173,6 +177,20 @@ static int parse_step(const char *s, int64_t *out) {
   return SMR_EXIT_OK;
 }
 
+static int parse_schedule(const char *s, smr_schedule *out) {
+  static const char *const names[] = {"auto", "rules", "steps"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = (smr_schedule)i;
+      return SMR_EXIT_OK;
+    }
+  fprintf(stderr,
+          "smrules: --schedule: expected auto, rules or steps, got "
+          "'%s'\n",
+          s);
+  return SMR_EXIT_USAGE;
+}
+
 static int parse_run_args(int argc, char **argv, run_args *a) {
   static const struct option longopts[] = {
       {"trial", required_argument, NULL, 't'},
@@ -183,6 +201,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"start-step", required_argument, NULL, OPT_START},
       {"end-step", required_argument, NULL, OPT_END},
       {"jobs", required_argument, NULL, 'j'},
+      {"schedule", required_argument, NULL, OPT_SCHEDULE},
       {"live", no_argument, NULL, OPT_LIVE},
       {"state", required_argument, NULL, OPT_STATE},
       {"fresh", no_argument, NULL, OPT_FRESH},
@@ -226,6 +245,10 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       break;
     case 'j':
       a->ropts.jobs = atoi(optarg);
+      break;
+    case OPT_SCHEDULE:
+      if ((rc = parse_schedule(optarg, &a->ropts.schedule)))
+        return rc;
       break;
     case OPT_LIVE:
       a->topts.live = true;

@@ -1,7 +1,6 @@
 /* runner.c - rule instances and the invocation loop. */
 #include "runner.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "plugin.h"
 #include "rulehost.h"
 #include "runner_profiler.h"
+#include "schedule.h"
 #include "sha256.h"
 #include "state.h"
 
@@ -38,6 +38,9 @@ struct smr_instance {
   bool resumed;           /* stored state was looked at (once per run) */
   bool restored;          /* the rule's own state came back too */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
+  /* the walk in progress (walk_begin .. walk_end) */
+  bool walk_begun, walk_stopped, walk_evaluated;
+  int64_t walk_prev;
 };
 
 struct smr_runner {
@@ -45,9 +48,8 @@ struct smr_runner {
   smr_run_opts opts;
   smr_instance **v;
   size_t n;
-  size_t next;          /* next instance to evaluate (guarded by mu) */
+  smr_i64v steps;       /* global steps of the current run */
   double last_activity; /* when a new step last appeared (watch) */
-  pthread_mutex_t mu;
 };
 
 const char *smr_rule_status_name(smr_rule_status s) {
@@ -240,7 +242,6 @@ int smr_runner_new(const smr_config *cfg, smr_trial *trial,
   smr_runner *r = smr_xcalloc(1, sizeof *r);
   r->trial = trial;
   r->opts = *opts;
-  pthread_mutex_init(&r->mu, NULL);
   r->v = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *r->v);
   int st = smr_state_init(smr_catalog_db(smr_trial_catalog(trial)), err);
   for (size_t i = 0; st == SMR_OK && i < cfg->n_rules; i++) {
@@ -261,7 +262,7 @@ void smr_runner_free(smr_runner *r) {
   for (size_t i = 0; i < r->n; i++)
     instance_free(r->v[i]);
   free(r->v);
-  pthread_mutex_destroy(&r->mu);
+  smr_i64v_free(&r->steps);
   free(r);
 }
 
@@ -467,16 +468,10 @@ static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
              SMR_NOT_YET_AVAILABLE;
 }
 
-static void evaluate(smr_runner *r, smr_instance *in) {
-  if (in->status == SMR_RULE_ERROR)
-    return;
-  if (is_profiler_rule(in)) {
-    evaluate_profiler(r, in);
-    return;
-  }
-  smr_i64v steps = {0};
-  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
-  int64_t newest = steps.n ? steps.v[steps.n - 1] : -1;
+/* A step instance's walk over the run's step list, in turns (schedule.h):
+ * walk_begin once, walk_steps for each turn, walk_end when it is over. */
+static void walk_begin(smr_runner *r, smr_instance *in) {
+  int64_t newest = r->steps.n ? r->steps.v[r->steps.n - 1] : -1;
   if (!in->resumed) {
     in->resumed = true;
     resume(r, in, newest);
@@ -486,78 +481,119 @@ static void evaluate(smr_runner *r, smr_instance *in) {
   smrules_live_info li = live_info(r);
   smr_ctx_set_live(in->ctx, &li);
   in->waiting_at = -1;
-  bool evaluated_any = false, stopped = false;
+  in->walk_stopped = in->walk_evaluated = false;
   int64_t first = in->start > 0 ? in->start : 0;
-  int64_t prev = in->last_step >= first ? in->last_step : first - 1;
-  for (size_t i = 0; i < steps.n && !in->stored_report && !stopped; i++) {
-    int64_t g = steps.v[i];
-    if (g <= in->last_step || g < in->start)
+  in->walk_prev = in->last_step >= first ? in->last_step : first - 1;
+}
+
+/* Steps from position *pos until `limit`; true when the walk is over.
+ * Steps already evaluated (resumed state) are passed over freely: only
+ * evaluated steps count against the turn. */
+static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
+                       size_t limit) {
+  const smr_i64v *steps = &r->steps;
+  if (in->stored_report)
+    return true;
+  while (*pos < steps->n) {
+    int64_t g = steps->v[*pos];
+    if (g <= in->last_step || g < in->start) {
+      (*pos)++;
       continue;
-    if (in->end >= 0 && g >= in->end)
-      break;
-    if (r->opts.live && waits_in_gap(r, prev, g)) {
-      in->waiting_at = prev + 1;
-      stopped = true;
-      break;
     }
-    evaluated_any = true;
-    stopped = !invoke_step(r, in, g);
-    prev = g;
+    if (*pos >= limit)
+      return false;
+    if (in->end >= 0 && g >= in->end)
+      return true;
+    if (r->opts.live && waits_in_gap(r, in->walk_prev, g)) {
+      in->waiting_at = in->walk_prev + 1;
+      in->walk_stopped = true;
+      return true;
+    }
+    in->walk_evaluated = true;
+    in->walk_stopped = !invoke_step(r, in, g);
+    in->walk_prev = g;
+    (*pos)++;
+    if (in->walk_stopped)
+      return true;
   }
+  return true;
+}
+
+static void walk_end(smr_runner *r, smr_instance *in) {
   /* Live, smdebug's invoker goes on to the next integer step and waits
    * there until training writes it or ends. */
-  int64_t next = prev + 1;
-  if (r->opts.live && !stopped && !in->stored_report &&
+  int64_t next = in->walk_prev + 1;
+  if (r->opts.live && !in->walk_stopped && !in->stored_report &&
       !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
     in->waiting_at = next;
-  smr_i64v_free(&steps);
   if (in->status != SMR_RULE_ERROR) {
     if (in->waiting_at >= 0)
       in->status = SMR_RULE_IN_PROGRESS;
     else
       in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
   }
-  in->needs_finish |= evaluated_any;
+  in->needs_finish |= in->walk_evaluated;
   save(r, in);
 }
 
-static smr_instance *next_instance(smr_runner *r) {
-  pthread_mutex_lock(&r->mu);
-  smr_instance *in = r->next < r->n ? r->v[r->next++] : NULL;
-  pthread_mutex_unlock(&r->mu);
-  return in;
+/* One turn of one instance (smr_sched_fn). */
+static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
+  smr_runner *r = arg;
+  smr_instance *in = r->v[u];
+  if (in->status == SMR_RULE_ERROR)
+    return true;
+  if (is_profiler_rule(in)) {
+    evaluate_profiler(r, in);
+    return true;
+  }
+  if (*pos == 0 && !in->walk_begun) {
+    in->walk_begun = true;
+    walk_begin(r, in);
+  }
+  if (!walk_steps(r, in, pos, limit))
+    return false;
+  walk_end(r, in);
+  in->walk_begun = false;
+  return true;
 }
 
-static void *worker(void *arg) {
-  smr_runner *r = arg;
-  smr_instance *in;
-  while ((in = next_instance(r)) != NULL)
-    evaluate(r, in);
-  return NULL;
+/* Lock step when rules share a remote trial's record cache (schedule.h):
+ * each record is then fetched once for all rules.  The lag keeps the
+ * records of the steps between the slowest and the fastest rule within
+ * half of that cache. */
+static void choose_order(smr_runner *r, smr_sched *s) {
+  size_t positional = 0;
+  for (size_t i = 0; i < r->n; i++)
+    positional += !is_profiler_rule(r->v[i]);
+  size_t cached = smr_trial_cached_steps(r->trial);
+  bool lock =
+      r->opts.schedule == SMR_SCHEDULE_STEPS ||
+      (r->opts.schedule == SMR_SCHEDULE_AUTO && cached > 0 && positional > 1);
+  s->block = lock ? 1 : SMR_SCHED_ALL;
+  s->lag = cached / 2 ? cached / 2 : 1;
+  if (s->lag > 64)
+    s->lag = 64;
 }
 
 int smr_runner_run(smr_runner *r, smr_error *err) {
-  r->next = 0;
+  (void)err;
   int jobs =
       r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  if (jobs < 1)
-    jobs = 1;
-  if ((size_t)jobs > r->n)
-    jobs = r->n ? (int)r->n : 1;
-  if (jobs == 1) {
-    worker(r);
-    return SMR_OK;
+  bool *positional = smr_xcalloc(r->n ? r->n : 1, sizeof *positional);
+  for (size_t i = 0; i < r->n; i++) {
+    positional[i] = !is_profiler_rule(r->v[i]);
+    r->v[i]->walk_begun = false;
   }
-  pthread_t *th = smr_xcalloc((size_t)jobs, sizeof *th);
-  int started = 0;
-  for (int i = 0; i < jobs; i++)
-    if (pthread_create(&th[i], NULL, worker, r) == 0)
-      started++;
-  if (started == 0)
-    worker(r);
-  for (int i = 0; i < started; i++)
-    pthread_join(th[i], NULL);
-  free(th);
+  r->steps.n = 0;
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);
+  smr_sched s = {.units = r->n,
+                 .positional = positional,
+                 .jobs = jobs < 1 ? 1 : jobs,
+                 .run = run_turn,
+                 .arg = r};
+  choose_order(r, &s);
+  smr_sched_run(&s);
+  free(positional);
   return SMR_OK;
 }
 

@@ -26,9 +26,18 @@ typedef struct smr_instance smr_instance;
 /* Called (from the evaluating thread) at each trigger of an instance. */
 typedef void (*smr_trigger_fn)(void *arg, smr_instance *inst, int64_t step);
 
+/* The order rules are evaluated in (schedule.h).  Auto: lock step when
+ * the trial has a shared record cache (S3), else whole rules. */
+typedef enum smr_schedule {
+  SMR_SCHEDULE_AUTO,
+  SMR_SCHEDULE_RULES, /* each rule over all steps, rules side by side */
+  SMR_SCHEDULE_STEPS  /* all rules step by step, in lock step */
+} smr_schedule;
+
 typedef struct smr_run_opts {
   int64_t start_step, end_step; /* -1: unset (per-rule values win) */
   int jobs;                     /* threads; <= 0: number of cores */
+  smr_schedule schedule;
   bool live;  /* stop at a step that is not yet available (InProgress) */
   bool fresh; /* do not read or write stored rule state */
   smr_lua_limits lua;

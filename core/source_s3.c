@@ -579,6 +579,10 @@ static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
   return relabel(rc, rel, err);
 }
 
+size_t smr_source_s3_cache_budget(const smr_source *src) {
+  return src->ops == &S3_OPS ? ((const s3_source *)src)->cache.budget : 0;
+}
+
 static const smr_source_ops S3_OPS = {
     "s3", s3_close, s3_list, s3_exists, s3_read_all, s3_read_range,
 };

@@ -42,4 +42,8 @@ int smr_source_s3_list_after(smr_source *s, const char *dir, const char *suffix,
  * Without it, a listing itself is taken as that list. */
 void smr_source_s3_read_ahead(smr_source *s, const smr_source_listing *files);
 
+/* Byte budget of the record cache the rule threads share (0 when `s` is
+ * not an S3 source). */
+size_t smr_source_s3_cache_budget(const smr_source *s);
+
 #endif

@@ -577,6 +577,22 @@ bool smr_trial_loaded_all_steps(const smr_trial *t) {
 int64_t smr_trial_last_complete_step(const smr_trial *t) {
   return t->last_complete_step;
 }
+size_t smr_trial_cached_steps(smr_trial *t) {
+  size_t budget = smr_source_s3_cache_budget(t->src);
+  if (!budget)
+    return 0;
+  int64_t bytes = 0, steps = 0;
+  smr_error e;
+  pthread_mutex_lock(&t->mu);
+  smr_catalog_value_bytes(t->cat, &bytes, &steps, &e);
+  pthread_mutex_unlock(&t->mu);
+  if (bytes <= 0 || steps <= 0)
+    return 1;
+  int64_t per_step = bytes / steps + 1;
+  int64_t n = (int64_t)budget / per_step;
+  return n < 1 ? 1 : (size_t)n;
+}
+
 int smr_trial_num_workers(const smr_trial *t) {
   return t->num_workers;
 }

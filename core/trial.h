@@ -39,6 +39,10 @@ bool smr_trial_end_marker(const smr_trial *t);
 bool smr_trial_loaded_all_steps(const smr_trial *t);
 int64_t smr_trial_last_complete_step(const smr_trial *t);
 int smr_trial_num_workers(const smr_trial *t);
+/* How many steps' tensor records fit in the record cache that rule
+ * threads share (an S3 trial's), at the trial's mean bytes per step; 0
+ * when the trial has no shared cache (local: the page cache serves). */
+size_t smr_trial_cached_steps(smr_trial *t);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 
 /* Problems met while reading index and collections files. */

@@ -1,0 +1,47 @@
+/* schedule.h - which rule instance a worker thread evaluates next.
+ *
+ * Each unit (a rule instance) walks the same list of steps from position 0
+ * to its end; a unit is evaluated by one thread at a time.  Two orders:
+ *
+ *  - whole units (block = SMR_SCHED_ALL): a worker takes the next unit and
+ *    evaluates all its steps; the units run side by side, one per thread.
+ *    Best for local trials: nothing is shared between rules but the page
+ *    cache, and no thread ever waits for another.
+ *  - lock step (block = k steps): a worker takes the unit that is furthest
+ *    behind and evaluates its next k steps, and no unit may run more than
+ *    `lag` steps ahead of the slowest unfinished one.  All rules then read
+ *    the records of the same few steps at about the same time, so a remote
+ *    trial's record cache serves every rule after the first and each
+ *    record is fetched once; memory stays bounded by those few steps.
+ *
+ * Units that are not positional (profiler rules, which walk time windows,
+ * not steps) take no part in the lag and run whole when a thread is free. */
+#ifndef SMR_SCHEDULE_H
+#define SMR_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SMR_SCHED_ALL SIZE_MAX
+
+/* Evaluate unit `u` from step position *pos up to (not including) `limit`;
+ * advance *pos past what was evaluated.  Return true when the unit is
+ * finished (its steps are done, it stopped, failed or waits for data). */
+typedef bool (*smr_sched_fn)(void *arg, size_t u, size_t *pos, size_t limit);
+
+typedef struct smr_sched {
+  size_t units;
+  const bool *positional; /* per unit; NULL: all positional */
+  int jobs;               /* threads (>= 1) */
+  size_t block;           /* steps per turn; SMR_SCHED_ALL: whole units */
+  size_t lag;             /* lock step: furthest a unit may run ahead */
+  smr_sched_fn run;
+  void *arg;
+} smr_sched;
+
+/* Run every unit to its end with `jobs` threads (the caller's thread
+ * included).  Returns when all units are finished. */
+void smr_sched_run(const smr_sched *s);
+
+#endif

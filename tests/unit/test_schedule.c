@@ -1,0 +1,194 @@
+/* test_schedule.c - the turn-taking of core/schedule.c: every unit runs
+ * to its end, never on two threads at once, whole units in configuration
+ * order, lock step within the lag, non-positional units whole. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "schedule.h"
+#include "unit.h"
+
+#define MAX_UNITS 8
+#define MAX_TURNS 4096
+
+typedef struct turn {
+  size_t unit, from, limit;
+} turn;
+
+typedef struct probe {
+  size_t steps[MAX_UNITS];   /* steps of each unit */
+  size_t stop_at[MAX_UNITS]; /* a unit that stops early (0: never) */
+  long delay_ns[MAX_UNITS];  /* time per step */
+  bool positional[MAX_UNITS];
+  pthread_mutex_t mu;
+  turn turns[MAX_TURNS];
+  size_t nturns;
+  size_t pos_now[MAX_UNITS]; /* published positions, for the lag check */
+  bool done[MAX_UNITS];
+  int running[MAX_UNITS];
+  int overlap;     /* a unit ran on two threads at once */
+  size_t max_lead; /* largest (start of a turn - slowest position) */
+} probe;
+
+static void sleep_ns(long ns) {
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
+}
+
+/* The slowest unfinished positional unit's position (mu held). */
+static size_t slowest(const probe *p, size_t n) {
+  size_t lo = SIZE_MAX;
+  for (size_t i = 0; i < n; i++)
+    if (p->positional[i] && !p->done[i] && p->pos_now[i] < lo)
+      lo = p->pos_now[i];
+  return lo;
+}
+
+static size_t g_units;
+
+static bool run_unit(void *arg, size_t u, size_t *pos, size_t limit) {
+  probe *p = arg;
+  pthread_mutex_lock(&p->mu);
+  if (p->running[u]++)
+    p->overlap = 1;
+  if (p->nturns < MAX_TURNS)
+    p->turns[p->nturns++] = (turn){u, *pos, limit};
+  size_t lo = slowest(p, g_units);
+  if (p->positional[u] && lo != SIZE_MAX && *pos - lo > p->max_lead)
+    p->max_lead = *pos - lo;
+  pthread_mutex_unlock(&p->mu);
+  bool finished = false;
+  while (*pos < p->steps[u] && *pos < limit) {
+    sleep_ns(p->delay_ns[u]);
+    (*pos)++;
+    if (p->stop_at[u] && *pos == p->stop_at[u]) {
+      finished = true;
+      break;
+    }
+  }
+  finished |= *pos >= p->steps[u];
+  pthread_mutex_lock(&p->mu);
+  p->running[u]--;
+  p->pos_now[u] = *pos;
+  p->done[u] = finished;
+  pthread_mutex_unlock(&p->mu);
+  return finished;
+}
+
+static void setup(probe *p, size_t n, size_t steps) {
+  memset(p, 0, sizeof *p);
+  pthread_mutex_init(&p->mu, NULL);
+  g_units = n;
+  for (size_t i = 0; i < n; i++) {
+    p->steps[i] = steps;
+    p->positional[i] = true;
+  }
+}
+
+static void run(probe *p, size_t n, int jobs, size_t block, size_t lag) {
+  smr_sched s = {.units = n,
+                 .positional = p->positional,
+                 .jobs = jobs,
+                 .block = block,
+                 .lag = lag,
+                 .run = run_unit,
+                 .arg = p};
+  smr_sched_run(&s);
+}
+
+static void test_whole_units_in_order(void) {
+  probe p;
+  setup(&p, 3, 5);
+  run(&p, 3, 1, SMR_SCHED_ALL, 0);
+  CHECK_EQ_INT(p.nturns, 3);
+  for (size_t i = 0; i < 3 && i < p.nturns; i++) {
+    CHECK_EQ_INT(p.turns[i].unit, i);
+    CHECK_EQ_INT(p.turns[i].from, 0);
+    CHECK(p.turns[i].limit == SMR_SCHED_ALL);
+  }
+  for (size_t i = 0; i < 3; i++)
+    CHECK(p.done[i]);
+}
+
+/* One thread, block 1: A0 B0 C0 A1 B1 C1 ... */
+static void test_lock_step_round_robin(void) {
+  probe p;
+  setup(&p, 3, 4);
+  run(&p, 3, 1, 1, 1);
+  CHECK_EQ_INT(p.nturns, 12);
+  for (size_t t = 0; t < p.nturns; t++) {
+    CHECK_EQ_INT(p.turns[t].unit, t % 3);
+    CHECK_EQ_INT(p.turns[t].from, t / 3);
+    CHECK_EQ_INT(p.turns[t].limit, t / 3 + 1);
+  }
+}
+
+/* A unit that stops early leaves the others free to go on. */
+static void test_early_stop(void) {
+  probe p;
+  setup(&p, 2, 6);
+  p.stop_at[0] = 2;
+  run(&p, 2, 1, 1, 1);
+  CHECK(p.done[0] && p.done[1]);
+  CHECK_EQ_INT(p.pos_now[0], 2);
+  CHECK_EQ_INT(p.pos_now[1], 6);
+}
+
+/* Two threads, one slow unit: the fast ones never lead by lag or more,
+ * and no unit ever runs on two threads at once. */
+static void test_lag_bound_two_threads(void) {
+  for (size_t lag = 1; lag <= 4; lag *= 2) {
+    probe p;
+    setup(&p, 4, 24);
+    p.delay_ns[0] = 2000000; /* 2 ms per step */
+    run(&p, 4, 2, 1, lag);
+    CHECK(!p.overlap);
+    CHECK(p.max_lead < lag);
+    for (size_t i = 0; i < 4; i++)
+      CHECK_EQ_INT(p.pos_now[i], 24);
+  }
+}
+
+/* A non-positional unit runs whole and does not hold the others back. */
+static void test_non_positional_whole(void) {
+  probe p;
+  setup(&p, 3, 8);
+  p.positional[1] = false;
+  run(&p, 3, 2, 1, 1);
+  CHECK(!p.overlap);
+  size_t turns_of_1 = 0;
+  for (size_t t = 0; t < p.nturns; t++)
+    if (p.turns[t].unit == 1) {
+      turns_of_1++;
+      CHECK(p.turns[t].limit == SMR_SCHED_ALL);
+    }
+  CHECK_EQ_INT(turns_of_1, 1);
+  for (size_t i = 0; i < 3; i++)
+    CHECK(p.done[i]);
+}
+
+/* Many threads, whole units: each unit exactly once. */
+static void test_whole_units_many_threads(void) {
+  probe p;
+  setup(&p, 8, 3);
+  for (size_t i = 0; i < 8; i++)
+    p.delay_ns[i] = 100000;
+  run(&p, 8, 4, SMR_SCHED_ALL, 0);
+  CHECK(!p.overlap);
+  CHECK_EQ_INT(p.nturns, 8);
+  bool seen[8] = {0};
+  for (size_t t = 0; t < p.nturns; t++)
+    seen[p.turns[t].unit] = true;
+  for (size_t i = 0; i < 8; i++)
+    CHECK(seen[i]);
+}
+
+int main(void) {
+  TEST_RUN(test_whole_units_in_order);
+  TEST_RUN(test_lock_step_round_robin);
+  TEST_RUN(test_early_stop);
+  TEST_RUN(test_lag_bound_two_threads);
+  TEST_RUN(test_non_positional_whole);
+  TEST_RUN(test_whole_units_many_threads);
+  return TEST_REPORT("test_schedule");
+}
