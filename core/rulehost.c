@@ -366,7 +366,8 @@ void smr_ctx_set_output_dir(smrules_ctx *c, const char *dir) {
 void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
                      bool datapoints_reported, const char *last_trigger) {
   c->violations = violations;
-  c->datapoints = datapoints;
+  /* stored -1 means "never reported": counting starts again from 0 */
+  c->datapoints = datapoints_reported ? datapoints : 0;
   c->datapoints_reported = datapoints_reported;
   free(c->last_trigger);
   c->last_trigger = last_trigger ? smr_xstrdup(last_trigger) : NULL;
