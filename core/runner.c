@@ -573,6 +573,11 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   s->lag = cached / 2 ? cached / 2 : 1;
   if (s->lag > 64)
     s->lag = 64;
+  /* Values are fetched ahead within the other half of the cache: in lock
+   * step one window for all rules, else one per rule running at a time. */
+  size_t ahead = lock ? s->lag : s->lag / (size_t)s->jobs;
+  smr_trial_set_prefetch(r->trial, cached ? (ahead ? ahead : 1) : 0,
+                         r->opts.end_step);
 }
 
 int smr_runner_run(smr_runner *r, smr_error *err) {

@@ -88,12 +88,16 @@ int smr_s3_get(smr_s3 *c, const char *key, size_t max, char **buf, size_t *len,
 int smr_s3_get_range(smr_s3 *c, const char *key, uint64_t off, uint64_t len,
                      uint8_t **buf, int64_t *size, smr_error *err);
 
-/* Many small whole objects at once (parallel connections, no retries:
- * a failed one has ok[i] == false and the caller reads it again alone). */
+/* Many small objects, or byte ranges of objects, at once (parallel
+ * connections, no retries: a failed one has ok == false and the caller
+ * reads it again alone).  A ranged fetch is ok only when exactly
+ * [off, off+len) came back. */
 typedef struct smr_s3_fetch {
   const char *key;
-  size_t max;
-  char *buf; /* NUL-terminated, owned by the caller after the call */
+  size_t max;         /* whole objects: largest accepted size */
+  bool ranged;        /* fetch [off, off+want) only (want > 0) */
+  uint64_t off, want; /* ranged */
+  char *buf;          /* NUL-terminated, owned by the caller after the call */
   size_t len;
   bool ok;
 } smr_s3_fetch;

@@ -713,6 +713,13 @@ static void run_multi(CURLM *m, response *rs, size_t n) {
   }
 }
 
+/* A ranged answer holding exactly the asked-for bytes. */
+static bool fetched_range(const response *r, const smr_s3_fetch *f) {
+  if (r->range_bad || r->len != f->want)
+    return false;
+  return r->status == 206 || (r->status == 200 && f->off == 0);
+}
+
 void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
   if (n == 0)
     return;
@@ -721,7 +728,11 @@ void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
   request *qs = smr_xcalloc(n, sizeof *qs);
   response *rs = smr_xcalloc(n, sizeof *rs);
   for (size_t i = 0; i < n; i++) {
-    qs[i] = (request){.key = v[i].key, .max = v[i].max};
+    qs[i] = (request){.key = v[i].key,
+                      .max = v[i].ranged ? (size_t)v[i].want : v[i].max,
+                      .ranged = v[i].ranged,
+                      .off = v[i].off,
+                      .len = v[i].want};
     CURL *h = curl_easy_init();
     if (!h)
       continue; /* not fetched: read again alone */
@@ -729,7 +740,7 @@ void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
     rs[i].cc = CURLE_FAILED_INIT; /* until the multi handle says done */
     curl_multi_add_handle(m, h);
     count(&c->st.requests, 1);
-    count(&c->st.gets, 1);
+    count(v[i].ranged ? &c->st.range_gets : &c->st.gets, 1);
   }
   run_multi(m, rs, n);
   for (size_t i = 0; i < n; i++) {
@@ -738,7 +749,8 @@ void smr_s3_get_many(smr_s3 *c, smr_s3_fetch *v, size_t n) {
     if (!r->h)
       continue;
     finish(r);
-    v[i].ok = r->cc == CURLE_OK && r->status == 200 && !r->too_big;
+    v[i].ok = r->cc == CURLE_OK && !r->too_big &&
+              (v[i].ranged ? fetched_range(r, &v[i]) : r->status == 200);
     if (!v[i].ok && retryable(r)) /* the caller fetches it again */
       count(&c->st.retries, 1);
     if (v[i].ok) {

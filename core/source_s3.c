@@ -19,14 +19,14 @@
 
 #include "index.h"
 #include "s3.h"
+#include "s3_cache.h"
 #include "sha256.h"
 
 /* Read-ahead: files fetched together, bytes held at most. */
 #define RA_BATCH 64
 #define RA_BYTES (16u << 20)
-/* Record cache: default budget (SMRULES_S3_CACHE_MB), hash buckets. */
+/* Record cache: default budget in MB (SMRULES_S3_CACHE_MB). */
 #define CACHE_MB 64
-#define CACHE_BUCKETS 65536
 
 static char *g_endpoint; /* --s3-endpoint */
 
@@ -43,30 +43,6 @@ typedef struct ra_item {
   bool tried;
 } ra_item;
 
-/* A record read recently (LRU list, hash chain). */
-typedef struct rec {
-  struct rec *chain, *prev, *next;
-  char *rel;
-  uint64_t off, len, hash;
-  uint8_t *data;
-} rec;
-
-/* A record some thread is fetching: others asking for it wait for it. */
-typedef struct inflight {
-  struct inflight *next;
-  const char *rel;
-  uint64_t off, len;
-} inflight;
-
-typedef struct rec_cache {
-  pthread_mutex_t mu;
-  pthread_cond_t fetched; /* an inflight fetch ended */
-  inflight *fetching;
-  rec **buckets;    /* NULL until the first record */
-  rec *head, *tail; /* most recently used first */
-  size_t bytes, budget;
-} rec_cache;
-
 typedef struct s3_source {
   smr_source base; /* base.root: "s3://bucket[/prefix]" */
   smr_s3 *c;
@@ -74,7 +50,8 @@ typedef struct s3_source {
   pthread_mutex_t ra_mu;
   ra_item *ra;
   size_t nra;
-  rec_cache cache;
+  smr_s3_cache *cache; /* records shared by the reading threads */
+  bool prefetch;       /* SMRULES_S3_PREFETCH (default on) */
 } s3_source;
 
 static const smr_source_ops S3_OPS;
@@ -147,11 +124,12 @@ int smr_source_s3_open(const char *url, smr_source **out, smr_error *err) {
   s->bucket = bucket;
   s->prefix = prefix;
   pthread_mutex_init(&s->ra_mu, NULL);
-  pthread_mutex_init(&s->cache.mu, NULL);
-  pthread_cond_init(&s->cache.fetched, NULL);
-  const char *mb = getenv("SMRULES_S3_CACHE_MB");
-  s->cache.budget = (size_t)(mb && *mb ? atol(mb) : CACHE_MB) << 20;
   smr_s3_new(bucket, &auth, &s->c, err);
+  const char *pf = getenv("SMRULES_S3_PREFETCH");
+  s->prefetch = !pf || strcmp(pf, "0") != 0;
+  const char *mb = getenv("SMRULES_S3_CACHE_MB");
+  s->cache =
+      smr_s3_cache_new((size_t)(mb && *mb ? atol(mb) : CACHE_MB) << 20, s->c);
   *out = &s->base;
   return SMR_OK;
 }
@@ -182,23 +160,11 @@ static void print_stats(s3_source *s) {
           (unsigned long long)st.bytes);
 }
 
-static void cache_free(rec_cache *c) {
-  for (rec *r = c->head, *next; r; r = next) {
-    next = r->next;
-    free(r->rel);
-    free(r->data);
-    free(r);
-  }
-  free(c->buckets);
-  pthread_cond_destroy(&c->fetched);
-  pthread_mutex_destroy(&c->mu);
-}
-
 static void s3_close(smr_source *src) {
   s3_source *s = S(src);
   print_stats(s);
   ra_clear(s);
-  cache_free(&s->cache);
+  smr_s3_cache_free(s->cache); /* stops the prefetcher first */
   smr_s3_free(s->c);
   pthread_mutex_destroy(&s->ra_mu);
   free(s->bucket);
@@ -410,135 +376,18 @@ static int s3_read_all(smr_source *src, const char *rel, size_t max, char **buf,
 
 /* Rules evaluated side by side read the same records (every rule that
  * looks at all tensors reads each of them at each step): the records
- * fetched last are kept, within a byte budget, so each costs one GET. */
+ * fetched last are kept in the shared cache of s3_cache.c, so each costs
+ * one GET, and records asked for ahead (smr_source_s3_prefetch) arrive
+ * there in parallel batches. */
 
-static uint64_t rec_hash(const char *rel, uint64_t off, uint64_t len) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = rel; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  h = (h ^ off) * 1099511628211ULL;
-  return (h ^ len) * 1099511628211ULL;
-}
-
-static void lru_unlink(rec_cache *c, rec *r) {
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    c->head = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  else
-    c->tail = r->prev;
-  r->prev = r->next = NULL;
-}
-
-static void lru_push(rec_cache *c, rec *r) {
-  r->next = c->head;
-  r->prev = NULL;
-  if (c->head)
-    c->head->prev = r;
-  c->head = r;
-  if (!c->tail)
-    c->tail = r;
-}
-
-static rec **chain_of(rec_cache *c, uint64_t h) {
-  return &c->buckets[h % CACHE_BUCKETS];
-}
-
-static void evict(rec_cache *c, rec *r) {
-  lru_unlink(c, r);
-  for (rec **p = chain_of(c, r->hash); *p; p = &(*p)->chain)
-    if (*p == r) {
-      *p = r->chain;
-      break;
-    }
-  c->bytes -= r->len;
-  free(r->rel);
-  free(r->data);
-  free(r);
-}
-
-/* A copy of a cached record (mu held), or NULL. */
-static uint8_t *lookup(rec_cache *c, const char *rel, uint64_t off,
-                       uint64_t len) {
-  uint64_t h = rec_hash(rel, off, len);
-  for (rec *r = c->buckets ? *chain_of(c, h) : NULL; r; r = r->chain) {
-    if (r->hash == h && r->off == off && r->len == len &&
-        strcmp(r->rel, rel) == 0) {
-      uint8_t *out = malloc(len);
-      if (out)
-        memcpy(out, r->data, len);
-      lru_unlink(c, r);
-      lru_push(c, r);
-      return out;
-    }
-  }
-  return NULL;
-}
-
-static bool being_fetched(const rec_cache *c, const char *rel, uint64_t off,
-                          uint64_t len) {
-  for (const inflight *f = c->fetching; f; f = f->next)
-    if (f->off == off && f->len == len && strcmp(f->rel, rel) == 0)
-      return true;
-  return false;
-}
-
-/* A copy of the cached record; or NULL, and then the caller fetches it
- * (*mine registered as in flight when others could wait for it).  While
- * another thread fetches the same record, wait for it rather than fetch
- * it twice. */
-static uint8_t *cache_get(rec_cache *c, const char *rel, uint64_t off,
-                          uint64_t len, inflight *mine, bool *claimed) {
-  uint8_t *out = NULL;
-  *claimed = false;
-  pthread_mutex_lock(&c->mu);
-  while ((out = lookup(c, rel, off, len)) == NULL && len <= c->budget / 16 &&
-         being_fetched(c, rel, off, len))
-    pthread_cond_wait(&c->fetched, &c->mu);
-  if (!out && len <= c->budget / 16) {
-    *mine = (inflight){c->fetching, rel, off, len};
-    c->fetching = mine;
-    *claimed = true;
-  }
-  pthread_mutex_unlock(&c->mu);
-  return out;
-}
-
-/* The fetch of *mine ended (cached or failed): wake the waiters. */
-static void cache_release(rec_cache *c, inflight *mine) {
-  pthread_mutex_lock(&c->mu);
-  for (inflight **p = &c->fetching; *p; p = &(*p)->next)
-    if (*p == mine) {
-      *p = mine->next;
-      break;
-    }
-  pthread_cond_broadcast(&c->fetched);
-  pthread_mutex_unlock(&c->mu);
-}
-
-static void cache_put(rec_cache *c, const char *rel, uint64_t off, uint64_t len,
-                      const uint8_t *data) {
-  if (len > c->budget / 16)
-    return; /* large tensors are read once and not kept */
-  rec *r = smr_xcalloc(1, sizeof *r);
-  r->rel = smr_xstrdup(rel);
-  r->off = off;
-  r->len = len;
-  r->hash = rec_hash(rel, off, len);
-  r->data = smr_xmalloc(len);
-  memcpy(r->data, data, len);
-  pthread_mutex_lock(&c->mu);
-  if (!c->buckets)
-    c->buckets = smr_xcalloc(CACHE_BUCKETS, sizeof *c->buckets);
-  r->chain = *chain_of(c, r->hash);
-  *chain_of(c, r->hash) = r;
-  lru_push(c, r);
-  c->bytes += len;
-  while (c->bytes > c->budget && c->tail)
-    evict(c, c->tail);
-  pthread_mutex_unlock(&c->mu);
+void smr_source_s3_prefetch(smr_source *src, const char *rel, uint64_t off,
+                            uint64_t len) {
+  s3_source *s = S(src);
+  if (src->ops != &S3_OPS || !s->prefetch || !rel_ok(rel))
+    return;
+  char *key = key_of(s, rel);
+  smr_s3_cache_prefetch(s->cache, rel, key, off, len);
+  free(key);
 }
 
 static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
@@ -561,16 +410,14 @@ static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
                          "outside the %lld-byte event file",
                          (unsigned long long)off, (long long)size);
   } else {
-    inflight mine;
-    bool claimed;
-    uint8_t *data = cache_get(&s->cache, rel, off, len, &mine, &claimed);
+    smr_s3_claim claim;
+    uint8_t *data = smr_s3_cache_get(s->cache, rel, off, len, &claim);
     int64_t size = -1;
     rc = data ? SMR_OK
               : smr_s3_get_range(s->c, key, off, len, &data, &size, err);
     if (rc == SMR_OK && size >= 0)
-      cache_put(&s->cache, rel, off, len, data);
-    if (claimed)
-      cache_release(&s->cache, &mine);
+      smr_s3_cache_put(s->cache, rel, off, len, data);
+    smr_s3_cache_done(s->cache, &claim);
     out->heap_ = data;
     out->data = data;
     out->len = rc == SMR_OK ? (size_t)len : 0;
@@ -580,7 +427,9 @@ static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
 }
 
 size_t smr_source_s3_cache_budget(const smr_source *src) {
-  return src->ops == &S3_OPS ? ((const s3_source *)src)->cache.budget : 0;
+  return src->ops == &S3_OPS
+             ? smr_s3_cache_budget(((const s3_source *)src)->cache)
+             : 0;
 }
 
 static const smr_source_ops S3_OPS = {

@@ -46,4 +46,10 @@ void smr_source_s3_read_ahead(smr_source *s, const smr_source_listing *files);
  * not an S3 source). */
 size_t smr_source_s3_cache_budget(const smr_source *s);
 
+/* Ask for a record [off, off+len) of `rel` ahead of use: fetched in the
+ * background into the shared record cache (s3_cache.h).  No effect on
+ * other sources. */
+void smr_source_s3_prefetch(smr_source *s, const char *rel, uint64_t off,
+                            uint64_t len);
+
 #endif

@@ -51,6 +51,11 @@ struct smr_trial {
    * query at a time.  Rules evaluated in parallel serialize here only for
    * the (short) catalog lookups, not for reading or decoding values. */
   pthread_mutex_t mu;
+  /* read-ahead of tensor values (smr_trial_set_prefetch), under mu */
+  size_t pf_steps;
+  int64_t pf_end;
+  int64_t *pf_upto; /* per tensor id: last global step asked for */
+  size_t pf_n;
 };
 
 const char *smr_availability_name(smr_availability a) {
@@ -553,6 +558,7 @@ void smr_trial_close(smr_trial *t) {
   free(t->collections_error);
   clear_problems(t);
   free(t->steps);
+  free(t->pf_upto);
   pthread_mutex_destroy(&t->mu);
   free(t);
 }
@@ -1021,6 +1027,74 @@ static const smr_entry *find_kind(const smr_entries *es, int kind, int red,
   return NULL;
 }
 
+/* ------------------------------------------------------ read-ahead */
+
+void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step) {
+  pthread_mutex_lock(&t->mu);
+  t->pf_steps = smr_source_is_s3(t->src) ? steps : 0;
+  t->pf_end = end_step;
+  pthread_mutex_unlock(&t->mu);
+}
+
+static size_t step_index(const smr_trial *t, int64_t g) {
+  const step_info *s = find_step(t, g);
+  return s ? (size_t)(s - t->steps) : t->nsteps;
+}
+
+/* The steps after global step g whose records of `name` to ask for now:
+ * positions (*from, *to] of t->steps, each step asked for once. */
+static bool prefetch_window(smr_trial *t, const char *name, int64_t g,
+                            size_t *from, size_t *to) {
+  size_t i = step_index(t, g);
+  if (i >= t->nsteps)
+    return false;
+  smr_error e;
+  pthread_mutex_lock(&t->mu);
+  int64_t id = smr_catalog_tensor_id(t->cat, name, &e);
+  bool any = id >= 0 && t->pf_steps;
+  if (any && (size_t)id >= t->pf_n) {
+    size_t n = (size_t)id + 64;
+    t->pf_upto = smr_xrealloc(t->pf_upto, n * sizeof *t->pf_upto);
+    for (size_t k = t->pf_n; k < n; k++)
+      t->pf_upto[k] = -1;
+    t->pf_n = n;
+  }
+  if (any) {
+    size_t hi = i + t->pf_steps < t->nsteps ? i + t->pf_steps : t->nsteps - 1;
+    while (hi > i && t->pf_end >= 0 && t->steps[hi].step >= t->pf_end)
+      hi--;
+    int64_t done = t->pf_upto[id];
+    *from = done > g ? step_index(t, done) : i;
+    *to = hi;
+    any = *from < *to && *from < t->nsteps;
+    if (any)
+      t->pf_upto[id] = t->steps[hi].step;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return any;
+}
+
+/* After a value of `name` was read at global step g: ask the source for
+ * its records at the next steps (remote trials, see smr_trial_set_prefetch)
+ * so that they arrive in parallel while the rules work. */
+static void prefetch_after(smr_trial *t, const char *name, int64_t g,
+                           const char *worker) {
+  size_t from, to;
+  if (!t->pf_steps || !prefetch_window(t, name, g, &from, &to))
+    return;
+  smr_error e;
+  for (size_t j = from + 1; j <= to; j++) {
+    smr_entries es;
+    if (lookup(t, name, t->steps[j].step, SMR_MODE_GLOBAL, worker, &es, &e))
+      continue;
+    const smr_entry *r = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+    if (r && !r->problem && r->event_file && r->length > 0)
+      smr_source_s3_prefetch(t->src, r->event_file, (uint64_t)r->start,
+                             (uint64_t)r->length);
+    smr_entries_free(&es);
+  }
+}
+
 int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
                     const char *worker, smr_tensor *out, smr_value_loc *loc,
                     smr_error *err) {
@@ -1039,6 +1113,8 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
                        name, smr_mode_name(mode), (long long)step);
   else
     rc = read_entry(t, e, name, out, err);
+  if (rc == SMR_OK && t->pf_steps)
+    prefetch_after(t, name, e->step, e->worker);
   smr_entries_free(&es);
   return rc;
 }

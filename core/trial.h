@@ -43,6 +43,10 @@ int smr_trial_num_workers(const smr_trial *t);
  * threads share (an S3 trial's), at the trial's mean bytes per step; 0
  * when the trial has no shared cache (local: the page cache serves). */
 size_t smr_trial_cached_steps(smr_trial *t);
+/* Read ahead (remote trials only; 0 turns it off): after a value of a
+ * tensor is read at a step, its records at the next `steps` steps (before
+ * `end_step` when >= 0) are fetched in the background, once each. */
+void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 
 /* Problems met while reading index and collections files. */

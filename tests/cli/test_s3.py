@@ -572,6 +572,40 @@ def check_ranges(c, env, proxy, prefix, path, what, args):
     return evs
 
 
+def fetched_records(proxy, prefix):
+    """[(event file, range)] of the event-file GETs since the last reset."""
+    return [(rel, e["range"]) for e, rel in event_requests(proxy.entries(), prefix) if e["method"] == "GET"]
+
+
+def check_fetched_once(c, env, proxy, prefix, path, rules, tmp):
+    """The run just made (many rules, lock step and read-ahead: the default
+    for S3) fetched each record once; it fetched exactly the records that
+    the same run fetches without read-ahead (SMRULES_S3_PREFETCH=0), so the
+    read-ahead asks for nothing the rules do not read; and evaluating rule
+    after rule (--schedule rules, no read-ahead) reads the same records,
+    some of them more than once."""
+    lock = fetched_records(proxy, prefix)
+    sc = c.scope("%s: run (many rules, lock step)" % prefix)
+    dups = sorted({x for x in lock if lock.count(x) > 1})
+    sc.ok(lock and not dups, "each record fetched once", lib.short(dups[:5]))
+    base = dict(env.base, SMRULES_S3_PREFETCH="0")
+    out = {}
+    for label, extra in (("no read-ahead", []), ("rule after rule", ["--schedule", "rules", "--jobs", "2"])):
+        proxy.reset()
+        r = run(run_args(s3_url(prefix), rules["many"], os.path.join(tmp, "out-ranges-2"),
+                         ["--fresh", "--s3-endpoint", env.endpoint] + extra), base)
+        sub = c.scope("%s: run (many rules, %s)" % (prefix, label), r)
+        if sub.process(r) and sub.exit_code(r, [0, 1]):
+            out[label] = fetched_records(proxy, prefix)
+    if "no read-ahead" in out:
+        sc.ok(set(lock) == set(out["no read-ahead"]),
+              "read-ahead fetches exactly the records the rules read",
+              lib.short(sorted(set(lock) ^ set(out["no read-ahead"]))[:5]))
+    if "rule after rule" in out:
+        sc.ok(set(out["rule after rule"]) == set(lock), "rule after rule reads the same records",
+              lib.short(sorted(set(lock) ^ set(out["rule after rule"]))[:5]))
+
+
 def check_byte_ranges(c, env, proxy, tmp, rules):
     prefix = "trials/healthy_mlp_digits"
     path = os.path.join(lib.FIXTURES, prefix)
@@ -605,6 +639,7 @@ def check_byte_ranges(c, env, proxy, tmp, rules):
         sc.eq("bytes received (smrules' count) == bytes served (proxy's count)", st.get("bytes"), served)
         idx_gets = [e for e in proxy.entries() if "/index/" in e["path"] and e["method"] == "GET"]
         sc.eq("each index file fetched once", len(idx_gets), len({e["path"] for e in idx_gets}))
+        check_fetched_once(c, env, proxy, prefix, path, rules, tmp)
     # an index entry past the end of its event file: refused, nothing fetched
     prefix = "corrupt/index_past_eof"
     path = os.path.join(lib.FIXTURES, prefix)
