@@ -50,6 +50,7 @@ struct smr_runner {
   size_t n;
   smr_i64v steps;       /* global steps of the current run */
   double last_activity; /* when a new step last appeared (watch) */
+  bool warned_cache;    /* the record cache is small for the trial */
 };
 
 const char *smr_rule_status_name(smr_rule_status s) {
@@ -558,9 +559,12 @@ static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
 }
 
 /* Lock step when rules share a remote trial's record cache (schedule.h):
- * each record is then fetched once for all rules.  The lag keeps the
- * records of the steps between the slowest and the fastest rule within
- * half of that cache. */
+ * each record is then fetched once for all rules.  The records between
+ * the slowest rule and the furthest read-ahead must stay cached until the
+ * slowest rule has read them: the lag between rules takes a quarter of
+ * the cache's steps and the read-ahead another quarter (in lock step one
+ * window for all rules, else one per rule running at a time); the other
+ * half absorbs steps larger than the mean. */
 static void choose_order(smr_runner *r, smr_sched *s) {
   size_t positional = 0;
   for (size_t i = 0; i < r->n; i++)
@@ -569,13 +573,18 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   bool lock =
       r->opts.schedule == SMR_SCHEDULE_STEPS ||
       (r->opts.schedule == SMR_SCHEDULE_AUTO && cached > 0 && positional > 1);
+  if (cached && cached < 4 && !r->warned_cache) {
+    r->warned_cache = true;
+    fprintf(stderr,
+            "smrules: warning: the S3 record cache holds %zu step(s) of this "
+            "trial; rules will fetch records more than once (raise "
+            "SMRULES_S3_CACHE_MB, docs/s3.md)\n",
+            cached);
+  }
+  size_t quarter = cached / 4 > 64 ? 64 : cached / 4 ? cached / 4 : 1;
   s->block = lock ? 1 : SMR_SCHED_ALL;
-  s->lag = cached / 2 ? cached / 2 : 1;
-  if (s->lag > 64)
-    s->lag = 64;
-  /* Values are fetched ahead within the other half of the cache: in lock
-   * step one window for all rules, else one per rule running at a time. */
-  size_t ahead = lock ? s->lag : s->lag / (size_t)s->jobs;
+  s->lag = quarter;
+  size_t ahead = lock ? quarter : quarter / (size_t)s->jobs;
   smr_trial_set_prefetch(r->trial, cached ? (ahead ? ahead : 1) : 0,
                          r->opts.end_step);
 }
