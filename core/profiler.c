@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "profiler_int.h"
 #include "regex.h"
@@ -592,40 +591,15 @@ static int read_plain(const char *path, char **text, size_t *len,
   return smr_read_file(path, MAX_FILE_BYTES, text, len, err);
 }
 
+/* The whole compressed file, then inflated in memory (profiler_gz.c). */
 static int read_gz(const char *path, char **text, size_t *len, smr_error *err) {
-  gzFile g = gzopen(path, "rb");
-  if (!g)
-    return smr_error_set(err, SMR_ERR_IO, path, -1, "cannot open: %s",
-                         strerror(errno));
-  smr_buf b = {0};
-  char chunk[65536];
-  int n;
-  while ((n = gzread(g, chunk, sizeof chunk)) > 0) {
-    if (b.len + (size_t)n > MAX_FILE_BYTES) {
-      n = -2;
-      break;
-    }
-    smr_buf_append(&b, chunk, (size_t)n);
-  }
-  int gerr = 0;
-  const char *msg = n < 0 ? gzerror(g, &gerr) : NULL;
-  int rc = SMR_OK;
-  if (n == -2)
-    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1,
-                       "expected at most %u bytes of decompressed data",
-                       MAX_FILE_BYTES);
-  else if (n < 0)
-    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1, "expected gzip data: %s",
-                       msg ? msg : "read error");
-  gzclose(g);
-  if (rc != SMR_OK) {
-    smr_buf_free(&b);
-    return rc;
-  }
-  smr_buf_append(&b, "", 1);
-  *text = b.data;
-  *len = b.len - 1;
-  return SMR_OK;
+  char *raw = NULL;
+  size_t n = 0;
+  int rc = smr_read_file(path, MAX_FILE_BYTES, &raw, &n, err);
+  if (rc == SMR_OK)
+    rc = smr_profiler_gunzip(raw, n, MAX_FILE_BYTES, path, text, len, err);
+  free(raw);
+  return rc;
 }
 
 /* ------------------------------------------------------- system files */

@@ -135,6 +135,17 @@ int smr_profiler_parse_trace(const char *text, size_t len, const char *node_id,
                              int file_kind, smr_fw_event_fn fn, void *arg,
                              char *why, size_t nwhy);
 
+/* A TF profiler trace.json.gz held in memory, inflated as gzread would
+ * read the file: concatenated gzip members are joined, bytes after a
+ * member that do not start another one are ignored, data without the
+ * gzip magic is taken as it is, and a stream cut short gives what it
+ * holds.  At most `max` decompressed bytes.  On success *out is malloc'ed
+ * and NUL-terminated; errors name `file` and what was expected
+ * (SMR_ERR_FORMAT for corrupt or too large data). */
+int smr_profiler_gunzip(const char *data, size_t len, size_t max,
+                        const char *file, char **out, size_t *out_len,
+                        smr_error *err);
+
 /* File kinds, in the order the reference returns their events. */
 enum {
   SMR_FW_PYTHONTIMELINE = 0,

@@ -454,6 +454,140 @@ static void test_tf_gz(void) {
   free(root);
 }
 
+/* ---- trace.json.gz inflated in memory, compared with gzread ---- */
+
+/* `text` as one gzip member. */
+static void gz_member(smr_buf *out, const char *text, size_t len) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                     Z_DEFAULT_STRATEGY) == Z_OK);
+  size_t cap = deflateBound(&z, (uLong)len);
+  unsigned char *buf = smr_xmalloc(cap);
+  z.next_in = (Bytef *)text;
+  z.avail_in = (uInt)len;
+  z.next_out = buf;
+  z.avail_out = (uInt)cap;
+  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  smr_buf_append(out, buf, cap - z.avail_out);
+  deflateEnd(&z);
+  free(buf);
+}
+
+/* What gzread makes of the same bytes on disk: 0 and the text, or -1. */
+static int gzread_bytes(const smr_buf *b, smr_buf *text) {
+  char *path = smr_xasprintf("%s/gz%d", tmp_root, ++dir_counter);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(b->data ? b->data : "", 1, b->len, f);
+    fclose(f);
+  }
+  gzFile g = gzopen(path, "rb");
+  int rc = g ? 0 : -1;
+  char chunk[4096];
+  int n;
+  while (g && (n = gzread(g, chunk, sizeof chunk)) > 0)
+    smr_buf_append(text, chunk, (size_t)n);
+  if (g && n < 0)
+    rc = -1;
+  if (g)
+    gzclose(g);
+  free(path);
+  return rc;
+}
+
+/* smr_profiler_gunzip agrees with gzread; returns its status. */
+static int gunzip_like_gzread(const smr_buf *b, size_t max, smr_error *e,
+                              char **out, size_t *len) {
+  smr_error_clear(e);
+  int rc = smr_profiler_gunzip(b->data ? b->data : "", b->len, max,
+                               "host.trace.json.gz", out, len, e);
+  smr_buf want = {0};
+  int grc = gzread_bytes(b, &want);
+  if (rc == SMR_OK && grc == 0) {
+    CHECK_EQ_INT(*len, want.len);
+    CHECK(*len == 0 || memcmp(*out, want.data, *len) == 0);
+    CHECK((*out)[*len] == '\0');
+  } else if (max >= want.len) {
+    CHECK_EQ_INT(rc != SMR_OK, grc != 0); /* both fail or neither */
+  }
+  smr_buf_free(&want);
+  return rc;
+}
+
+static void test_gunzip(void) {
+  const char *a = "{\"traceEvents\": [", *b = "{\"name\": \"op\"}]}";
+  smr_buf one = {0}, two = {0}, junk = {0}, plain = {0}, cut = {0}, bad = {0};
+  gz_member(&one, a, strlen(a));
+  gz_member(&two, a, strlen(a));
+  gz_member(&two, b, strlen(b));
+  smr_buf_append(&junk, one.data, one.len);
+  smr_buf_append(&junk, "\0\0garbage", 9);
+  smr_buf_append(&plain, b, strlen(b));
+  smr_buf_append(&cut, one.data, one.len - 5);
+  smr_buf_append(&bad, one.data, one.len);
+  bad.data[12] ^= 0x5a; /* inside the deflate data */
+  char *out = NULL;
+  size_t len = 0;
+  smr_error e;
+  /* one member; two concatenated; a member then bytes that are no member */
+  CHECK_EQ_INT(gunzip_like_gzread(&one, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, a);
+  free(out);
+  CHECK_EQ_INT(gunzip_like_gzread(&two, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, strlen(a) + strlen(b));
+  free(out);
+  CHECK_EQ_INT(gunzip_like_gzread(&junk, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, a);
+  free(out);
+  /* no gzip magic: taken as it is (also empty data) */
+  CHECK_EQ_INT(gunzip_like_gzread(&plain, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, b);
+  free(out);
+  smr_buf empty = {0};
+  CHECK_EQ_INT(gunzip_like_gzread(&empty, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, 0);
+  free(out);
+  /* cut short (still being written): what it holds, as gzread gives */
+  CHECK_EQ_INT(gunzip_like_gzread(&cut, 1 << 20, &e, &out, &len), SMR_OK);
+  free(out);
+  /* corrupt: an error naming the file and what was expected */
+  out = NULL;
+  CHECK_EQ_INT(gunzip_like_gzread(&bad, 1 << 20, &e, &out, &len),
+               SMR_ERR_FORMAT);
+  CHECK(out == NULL);
+  CHECK_STR(e.file, "host.trace.json.gz");
+  CHECK(strstr(e.msg, "expected gzip data: incorrect data check") != NULL);
+  /* the decompressed size is capped */
+  CHECK_EQ_INT(gunzip_like_gzread(&two, strlen(a), &e, &out, &len),
+               SMR_ERR_FORMAT);
+  CHECK_STR(e.file, "host.trace.json.gz");
+  char want[80];
+  snprintf(want, sizeof want, "expected at most %zu bytes of decompressed data",
+           strlen(a));
+  CHECK_STR(e.msg, want);
+  CHECK_EQ_INT(gunzip_like_gzread(&plain, 3, &e, &out, &len), SMR_ERR_FORMAT);
+  CHECK_EQ_INT(gunzip_like_gzread(&two, strlen(a) + strlen(b), &e, &out, &len),
+               SMR_OK);
+  free(out);
+  /* larger than the first guess of the output size: the buffer grows */
+  smr_buf big = {0}, many = {0};
+  for (int i = 0; i < 20000; i++)
+    smr_buf_printf(&big, "{\"name\": \"op%d\", \"ts\": %d},", i, i);
+  gz_member(&many, big.data, big.len);
+  CHECK_EQ_INT(gunzip_like_gzread(&many, 1 << 24, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, big.len);
+  free(out);
+  smr_buf_free(&big);
+  smr_buf_free(&many);
+  smr_buf_free(&one);
+  smr_buf_free(&two);
+  smr_buf_free(&junk);
+  smr_buf_free(&plain);
+  smr_buf_free(&cut);
+  smr_buf_free(&bad);
+}
+
 /* ---- trial info, windows, args ---- */
 
 static void test_window_status(void) {
@@ -538,6 +672,7 @@ int main(void) {
   TEST_RUN(test_incomplete_trace);
   TEST_RUN(test_corrupt_lines);
   TEST_RUN(test_tf_gz);
+  TEST_RUN(test_gunzip);
   TEST_RUN(test_window_status);
   TEST_RUN(test_fw_arg);
   TEST_RUN(test_cache_budget);
