@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "smrules/smrules.h"
+#include "source.h"
 
 typedef struct smr_profiler smr_profiler;
 
@@ -40,19 +41,32 @@ typedef struct smr_profiler_opts {
   bool quiet;
 } smr_profiler_opts;
 
-/* Open `dir` (the folder holding system/ and framework/).  Fails with
- * SMR_ERR_IO when it is not a readable directory. */
-int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
+/* Open `location`, the folder holding system/ and framework/: a local
+ * directory or "s3://bucket/prefix" (read through the source interface,
+ * source.h).  Fails with SMR_ERR_IO when a local location is not a
+ * readable directory, or with the source's error when the first listing
+ * fails. */
+int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
                       smr_profiler **out, smr_error *err);
+/* The same over an open source, which the reader takes over (it is closed
+ * with the reader, or at once when opening fails).  A source other than
+ * the local one counts as remote: live, it is listed at most once a
+ * second. */
+int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
+                             smr_profiler **out, smr_error *err);
 void smr_profiler_close(smr_profiler *p);
+/* The source's root (an absolute path or "s3://bucket/prefix"); file
+ * paths in warnings and the name regexes are root + "/" + relative path. */
 const char *smr_profiler_root(const smr_profiler *p);
 
-/* Whether `dir` looks like a profiler-output folder (has system/ or
- * framework/). */
+/* Whether the local directory `dir` looks like a profiler-output folder
+ * (has system/ or framework/). */
 bool smr_profiler_dir_looks_like(const char *dir);
 
-/* Re-list the directory (new files are added; files never disappear from
- * the list, as in the reference). */
+/* List system/ and framework/ again (new files are added; files never
+ * disappear from the list, as in the reference; known files take the
+ * listed size and mtime, which live queries compare with the parsed
+ * version's).  A failure keeps what is known, with a warning. */
 void smr_profiler_refresh(smr_profiler *p);
 
 /* First/latest timestamps, file counts, job state (F§13.7, Decision F13:
