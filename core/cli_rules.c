@@ -135,7 +135,8 @@ static const char *RUN_HELP =
     "  --trial DIR        the trial (smdebug out_dir), a profiler-output\n"
     "                     folder, or a job folder holding debug-output/\n"
     "                     and/or profiler-output/\n"
-    "  --profiler DIR     the profiler-output folder (profiler rules)\n"
+    "  --profiler DIR     the profiler-output folder (profiler rules), or\n"
+    "                     s3://BUCKET/PREFIX\n"
     "  --rules FILE       rules.yaml (default: the built-in default set)\n"
     "  --json             print results as JSON\n"
     "  --output DIR       where rule-output/<rule>/ files go\n"
@@ -323,16 +324,29 @@ static bool is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* s3://.../job: debug-output/ when it is there; profiler-output is read
- * from local folders only (docs/s3.md). */
+/* s3://.../job: debug-output/ when it holds keys; the profiler output is
+ * --profiler, else profiler-output/ when it holds keys, else the trial
+ * itself when it holds system/ or framework/ keys (as for a local
+ * folder).  Each look is one short listing. */
+static char *s3_sub(const char *url, const char *sub) {
+  size_t n = strlen(url);
+  while (n > 5 && url[n - 1] == '/') /* s3://b/job/ names s3://b/job */
+    n--;
+  return smr_xasprintf("%.*s/%s", (int)n, url, sub);
+}
+
 static void resolve_s3_dirs(const run_args *a, char **debug, char **profiler) {
   bool job = smr_s3_location_has(a->trial, "debug-output");
-  *debug =
-      job ? smr_xasprintf("%s/debug-output", a->trial) : smr_xstrdup(a->trial);
-  *profiler = a->profiler ? smr_xstrdup(a->profiler) : NULL;
-  if (a->profiler && smr_is_s3_location(a->profiler))
-    fprintf(stderr, "smrules: --profiler: profiler-output is read from "
-                    "local folders only; copy it first (docs/s3.md)\n");
+  *debug = job ? s3_sub(a->trial, "debug-output") : smr_xstrdup(a->trial);
+  if (a->profiler)
+    *profiler = smr_xstrdup(a->profiler);
+  else if (smr_s3_location_has(a->trial, "profiler-output"))
+    *profiler = s3_sub(a->trial, "profiler-output");
+  else if (smr_s3_location_has(a->trial, "system") ||
+           smr_s3_location_has(a->trial, "framework"))
+    *profiler = smr_xstrdup(a->trial);
+  else
+    *profiler = NULL;
 }
 
 static void resolve_dirs(const run_args *a, char **debug, char **profiler) {

@@ -1,29 +1,36 @@
 /* profiler.c - the profiler-output reader: file lists, the reference's
  * file selection for a time range, the parsed-file cache, queries and the
- * profiler trial's first/latest timestamps (formats.md F§13.5-F§13.7). */
+ * profiler trial's first/latest timestamps (formats.md F§13.5-F§13.7).
+ *
+ * Files come through the source interface (source.h), so the folder may
+ * be local or in S3: listings of system/ and framework/ give the files
+ * with their size and mtime, and files are read whole. */
 #include "profiler.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <zlib.h>
 
 #include "profiler_int.h"
 #include "regex.h"
+#include "source.h"
+#include "source_s3.h"
 
 #define DEFAULT_BUFFER_US 180000000LL
 #define DEFAULT_CACHE_BYTES (12u << 20)
 #define MAX_FILE_BYTES (1u << 30) /* a bigger profiler file is refused */
-#define MAX_WALK_DEPTH 16
+/* Live, a remote source is listed at most this often (each listing is a
+ * request; windows follow each other far faster). */
+#define REMOTE_RELIST_NS 1000000000LL
 
 /* One file of system/ or framework/. */
 typedef struct pfile {
-  char *path; /* root + "/" + relative path, as the reference joins it */
-  int64_t ts; /* µs: name start (system), end of last event (framework) */
+  char *path;      /* root + "/" + relative path, as the reference joins it */
+  const char *rel; /* the relative path (inside `path`), for the source */
+  int64_t ts;      /* µs: name start (system), end of last event (framework) */
   bool framework;
   int kind;         /* SMR_FW_* for framework files, -1: not parsed by anyone */
   const char *node; /* framework: node id of its events */
@@ -32,9 +39,21 @@ typedef struct pfile {
   size_t bytes;
   int pins;
   uint64_t used;
-  int64_t size, mtime_ns; /* of the parsed version */
+  int64_t list_size, list_mtime_ns; /* as the last listing gave them */
+  int64_t size, mtime_ns;           /* as listed when it was parsed */
   bool warned;
 } pfile;
+
+/* A path the listings gave (relative to the root) and the file it became,
+ * NULL when no parser reads it.  Sorted by path; never removed: files
+ * never leave the file lists, as in the reference. */
+typedef struct listed {
+  char *rel;
+  pfile *f;
+} listed;
+
+/* How the rule stop signal file stood at the last look (F§13.7). */
+enum { STOP_NONE, STOP_AT, STOP_PASSED };
 
 typedef struct plist {
   pfile **v;
@@ -58,12 +77,20 @@ typedef struct node_names {
 } node_names;
 
 struct smr_profiler {
-  char *root;
+  smr_source *src;
+  const char *root; /* smr_source_root(src) */
+  bool remote;      /* not the local disk: listings are rationed */
   smr_profiler_opts o;
   int64_t buffer;
   plist sys, fw;
-  smr_intern paths; /* every path listed so far */
-  smr_intern names; /* event strings */
+  listed *known; /* every path listed so far, sorted */
+  size_t nknown;
+  int64_t listed_at; /* monotonic ns of the last listing */
+  bool list_warned;  /* a failed re-listing was reported */
+  bool end_marker;   /* training_job_end.ts in the last listing */
+  int stop;          /* STOP_*: the rule stop signal file */
+  long long stop_at; /* STOP_AT: the epoch second it holds */
+  smr_intern names;  /* event strings */
   smr_regex *re_sys_name, *re_sys_path, *re_fw_name;
   trace_state states[SMR_FW_KINDS];
   size_t cached_bytes;
@@ -125,21 +152,40 @@ static bool digits_value(const char *s, size_t n, int64_t *out) {
   return true;
 }
 
-static void add_system_file(smr_profiler *p, const char *path) {
-  const char *b = base_name(path);
-  if (!smr_regex_search(p->re_sys_name, b) ||
-      !smr_regex_search(p->re_sys_path, path))
-    return;
-  int64_t secs;
-  if (!digits_value(b, strcspn(b, "."), &secs) || secs > 9000000000LL) {
-    warn(p, NULL, "%s: cannot read a timestamp from the file name", path);
-    return;
-  }
+/* The listings of one refresh, for the TF .metadata lookup. */
+typedef struct listings {
+  const smr_source_listing *sys, *fw;
+} listings;
+
+static pfile *new_pfile(const smr_profiler *p, const smr_source_file *sf) {
   pfile *f = smr_xcalloc(1, sizeof *f);
-  f->path = smr_xstrdup(path);
+  f->path = smr_xasprintf("%s/%s", p->root, sf->path);
+  f->rel = f->path + strlen(p->root) + 1;
+  f->list_size = sf->size;
+  f->list_mtime_ns = sf->mtime_ns;
+  return f;
+}
+
+static pfile *add_system_file(smr_profiler *p, const smr_source_file *sf,
+                              const listings *ls) {
+  (void)ls;
+  char *path = smr_xasprintf("%s/%s", p->root, sf->path);
+  const char *b = base_name(path);
+  int64_t secs = 0;
+  bool ok = smr_regex_search(p->re_sys_name, b) &&
+            smr_regex_search(p->re_sys_path, path);
+  if (ok && (!digits_value(b, strcspn(b, "."), &secs) || secs > 9000000000LL)) {
+    warn(p, NULL, "%s: cannot read a timestamp from the file name", path);
+    ok = false;
+  }
+  free(path);
+  if (!ok)
+    return NULL;
+  pfile *f = new_pfile(p, sf);
   f->ts = secs * 1000000;
   f->kind = 0;
   plist_push(&p->sys, f);
+  return f;
 }
 
 static int fw_kind(const char *path) {
@@ -165,127 +211,206 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 /* The TF profiler's .metadata file 4 levels up: "<node>_<start>_<end>". */
-static bool tf_metadata(const char *path, int64_t *start, int64_t *end);
+static bool tf_metadata(const smr_profiler *p, const char *path,
+                        const listings *ls, int64_t *start, int64_t *end);
 
-static void add_framework_file(smr_profiler *p, const char *path) {
+/* Framework fields of a file, NULL when it is never selected. */
+static pfile *framework_fields(smr_profiler *p, const char *path,
+                               const listings *ls, pfile *f) {
   const char *b = base_name(path);
   if (!smr_regex_search(p->re_fw_name, b))
-    return;
-  pfile f = {.kind = fw_kind(path), .framework = true};
+    return NULL;
+  f->kind = fw_kind(path);
+  f->framework = true;
   if (ends_with(path, ".json") && strstr(path, "pevents") &&
       count_char(path, '_') >= 2) {
-    if (!digits_value(b, strcspn(b, "_"), &f.ts)) {
+    if (!digits_value(b, strcspn(b, "_"), &f->ts)) {
       warn(p, NULL, "%s: cannot read a timestamp from the file name", path);
-      return;
+      return NULL;
     }
     const char *node = strchr(b, '_');
     size_t n = node ? strcspn(node + 1, "_") : 0;
     char *raw = node ? smr_xstrndup(node + 1, n) : smr_xstrdup("");
     char *rw = smr_profiler_node_rewrite(raw);
-    f.node = smr_intern_get(&p->names, rw, strlen(rw));
+    f->node = smr_intern_get(&p->names, rw, strlen(rw));
     free(rw);
     free(raw);
   } else if (ends_with(path, "trace.json.gz") &&
              strstr(path, "tensorflow/detailed_profiling")) {
-    if (!tf_metadata(path, &f.tf_start, &f.ts))
-      return; /* timestamp 0: never selected (F§13.6) */
-    f.node = smr_intern_get(&p->names, b, strcspn(b, "."));
-    f.kind = SMR_FW_TFPROFILER;
+    if (!tf_metadata(p, path, ls, &f->tf_start, &f->ts))
+      return NULL; /* timestamp 0: never selected (F§13.6) */
+    f->node = smr_intern_get(&p->names, b, strcspn(b, "."));
+    f->kind = SMR_FW_TFPROFILER;
   } else {
-    return; /* timestamp 0 (python_stats.json, ...): never selected */
+    return NULL; /* timestamp 0 (python_stats.json, ...): never selected */
   }
-  if (f.ts <= 0)
-    return;
-  pfile *nf = smr_xmalloc(sizeof *nf);
-  *nf = f;
-  nf->path = smr_xstrdup(path);
-  plist_push(&p->fw, nf);
+  return f->ts > 0 ? f : NULL;
 }
 
-typedef void (*add_fn)(smr_profiler *p, const char *path);
-
-static void walk(smr_profiler *p, const char *dir, int depth, add_fn add) {
-  if (depth > MAX_WALK_DEPTH)
-    return;
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-      continue;
-    char *path = smr_xasprintf("%s/%s", dir, de->d_name);
-    struct stat st;
-    if (stat(path, &st) == 0) {
-      if (S_ISDIR(st.st_mode))
-        walk(p, path, depth + 1, add);
-      else if (S_ISREG(st.st_mode)) {
-        size_t before = p->paths.n;
-        smr_intern_get(&p->paths, path, strlen(path));
-        if (p->paths.n != before) /* not listed before */
-          add(p, path);
-      }
-    }
-    free(path);
+static pfile *add_framework_file(smr_profiler *p, const smr_source_file *sf,
+                                 const listings *ls) {
+  pfile *f = new_pfile(p, sf);
+  if (!framework_fields(p, f->path, ls, f)) {
+    free(f->path);
+    free(f);
+    return NULL;
   }
-  closedir(d);
+  plist_push(&p->fw, f);
+  return f;
+}
+
+typedef pfile *(*add_fn)(smr_profiler *p, const smr_source_file *sf,
+                         const listings *ls);
+
+static bool is_end_marker(const char *rel) {
+  return strcmp(rel, "system/training_job_end.ts") == 0 ||
+         strcmp(rel, "framework/training_job_end.ts") == 0;
+}
+
+/* Merge a listing (sorted) into the known paths (sorted): new paths
+ * become files of the reader, known files take the listed size and
+ * mtime (acquire() compares them with the parsed version's). */
+static void merge_listing(smr_profiler *p, const smr_source_listing *l,
+                          const listings *ls, add_fn add) {
+  listed *out = smr_xmalloc((p->nknown + l->n + 1) * sizeof *out);
+  size_t i = 0, j = 0, n = 0;
+  while (i < p->nknown || j < l->n) {
+    int c = i == p->nknown ? 1
+            : j == l->n    ? -1
+                           : strcmp(p->known[i].rel, l->files[j].path);
+    if (c < 0) {
+      out[n++] = p->known[i++];
+      continue;
+    }
+    const smr_source_file *sf = &l->files[j++];
+    p->end_marker |= is_end_marker(sf->path);
+    if (c == 0) {
+      pfile *f = p->known[i].f;
+      if (f) {
+        f->list_size = sf->size;
+        f->list_mtime_ns = sf->mtime_ns;
+      }
+      out[n++] = p->known[i++];
+    } else {
+      out[n++] = (listed){smr_xstrdup(sf->path), add(p, sf, ls)};
+    }
+  }
+  free(p->known);
+  p->known = out;
+  p->nknown = n;
+}
+
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void read_stop_signal(smr_profiler *p);
+
+/* List system/ and framework/ and take in what changed. */
+static int relist(smr_profiler *p, smr_error *err) {
+  smr_source_listing sys = {0}, fw = {0};
+  int rc = smr_source_list(p->src, "system", "", &sys, err);
+  if (rc == SMR_OK)
+    rc = smr_source_list(p->src, "framework", "", &fw, err);
+  /* An S3 source would fetch a listing's files ahead once the first is
+   * read; a query reads only the files it selects, and says which
+   * (prefetch). */
+  smr_source_listing none = {0};
+  smr_source_s3_read_ahead(p->src, &none);
+  p->listed_at = mono_ns();
+  if (rc == SMR_OK) {
+    size_t ns = p->sys.n, nf = p->fw.n;
+    listings ls = {&sys, &fw};
+    p->end_marker = false;
+    merge_listing(p, &sys, &ls, add_system_file);
+    merge_listing(p, &fw, &ls, add_framework_file);
+    if (p->sys.n != ns)
+      qsort(p->sys.v, p->sys.n, sizeof *p->sys.v, cmp_pfile);
+    if (p->fw.n != nf)
+      qsort(p->fw.v, p->fw.n, sizeof *p->fw.v, cmp_pfile);
+    if (p->o.live)
+      read_stop_signal(p);
+  }
+  smr_source_listing_free(&sys);
+  smr_source_listing_free(&fw);
+  return rc;
 }
 
 void smr_profiler_refresh(smr_profiler *p) {
-  size_t ns = p->sys.n, nf = p->fw.n;
-  char *d = smr_xasprintf("%s/system", p->root);
-  walk(p, d, 0, add_system_file);
-  free(d);
-  d = smr_xasprintf("%s/framework", p->root);
-  walk(p, d, 0, add_framework_file);
-  free(d);
-  if (p->sys.n != ns)
-    qsort(p->sys.v, p->sys.n, sizeof *p->sys.v, cmp_pfile);
-  if (p->fw.n != nf)
-    qsort(p->fw.v, p->fw.n, sizeof *p->fw.v, cmp_pfile);
+  smr_error e;
+  smr_error_clear(&e);
+  if (relist(p, &e) == SMR_OK) {
+    p->list_warned = false;
+  } else if (!p->list_warned) {
+    /* keep what is known; try again at the next refresh */
+    warn(p, NULL, "%s: cannot list the profiler output: %s", p->root, e.msg);
+    p->list_warned = true;
+  }
+}
+
+/* Live: bring the file lists up to date before answering.  The local
+ * disk is listed at every call (a file that appears is seen at once); a
+ * remote source at most once a second. */
+static void live_refresh(smr_profiler *p) {
+  if (!p->o.live)
+    return;
+  if (p->remote && mono_ns() - p->listed_at < REMOTE_RELIST_NS)
+    return;
+  smr_profiler_refresh(p);
 }
 
 /* ----------------------------------------------------- TF metadata file */
 
-static void find_metadata(const char *dir, int depth, char **best) {
-  if (depth > MAX_WALK_DEPTH)
-    return;
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
-    if (de->d_name[0] == '.' &&
-        (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
-      continue;
-    char *path = smr_xasprintf("%s/%s", dir, de->d_name);
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-      find_metadata(path, depth + 1, best);
-    else if (ends_with(de->d_name, ".metadata") &&
-             (!*best || strcmp(path, *best) < 0)) {
-      free(*best);
-      *best = path;
-      path = NULL;
-    }
-    free(path);
+/* The first path of a sorted listing that starts with `prefix` and ends
+ * in ".metadata" (the smallest such path), or NULL. */
+static const char *first_metadata(const smr_source_listing *l,
+                                  const char *prefix) {
+  size_t lo = 0, hi = l->n, k = strlen(prefix);
+  while (lo < hi) { /* the first path >= prefix */
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(l->files[mid].path, prefix) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  closedir(d);
+  for (size_t i = lo; i < l->n && strncmp(l->files[i].path, prefix, k) == 0;
+       i++)
+    if (ends_with(l->files[i].path, ".metadata"))
+      return l->files[i].path;
+  return NULL;
 }
 
-static bool tf_metadata(const char *path, int64_t *start, int64_t *end) {
+/* The smallest "*.metadata" path anywhere under the folder 4 levels above
+ * the trace file, from this refresh's listings (the paths under a folder
+ * are one run of a sorted listing).  A folder at or above the root holds
+ * every listed file; nothing outside the root is looked at. */
+static char *find_metadata(const smr_profiler *p, const char *path,
+                           const listings *ls) {
   char *dir = smr_xstrdup(path);
   for (int up = 0; up < 4; up++) {
     char *slash = strrchr(dir, '/');
     if (!slash) {
       free(dir);
-      return false;
+      return NULL;
     }
     *slash = '\0';
   }
-  char *best = NULL;
-  find_metadata(dir[0] ? dir : "/", 0, &best);
+  size_t nroot = strlen(p->root);
+  char *prefix = strlen(dir) > nroot ? smr_xasprintf("%s/", dir + nroot + 1)
+                                     : smr_xstrdup("");
   free(dir);
+  const char *a = first_metadata(ls->fw, prefix);
+  const char *b = first_metadata(ls->sys, prefix);
+  free(prefix);
+  const char *best = a && (!b || strcmp(a, b) < 0) ? a : b;
+  return best ? smr_xstrdup(best) : NULL;
+}
+
+static bool tf_metadata(const smr_profiler *p, const char *path,
+                        const listings *ls, int64_t *start, int64_t *end) {
+  char *best = find_metadata(p, path, ls);
   if (!best)
     return false;
   const char *b = base_name(best);
@@ -320,21 +445,15 @@ static int64_t buffer_from_env(void) {
   return *end == '\0' && v >= 0 ? v : DEFAULT_BUFFER_US;
 }
 
-int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
-                      smr_profiler **out, smr_error *err) {
+int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
+                             smr_profiler **out, smr_error *err) {
   *out = NULL;
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-    return smr_error_set(err, SMR_ERR_IO, dir, -1,
-                         "expected a profiler-output directory: %s",
-                         strerror(errno ? errno : ENOTDIR));
   smr_profiler *p = smr_xcalloc(1, sizeof *p);
+  p->src = src;
+  p->root = smr_source_root(src);
+  p->remote = strcmp(src->ops->kind, "local") != 0;
   if (opts)
     p->o = *opts;
-  p->root = smr_xstrdup(dir);
-  size_t n = strlen(p->root);
-  while (n > 1 && p->root[n - 1] == '/')
-    p->root[--n] = '\0';
   p->buffer = p->o.time_buffer_us > 0 ? p->o.time_buffer_us : buffer_from_env();
   if (!p->o.cache_bytes)
     p->o.cache_bytes = DEFAULT_CACHE_BYTES;
@@ -344,14 +463,35 @@ int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
                         &p->re_sys_path, &e) != SMR_OK ||
       smr_regex_compile("^(.+)\\.(json|csv|json.gz)$", &p->re_fw_name, &e) !=
           SMR_OK) {
+    int rc = smr_error_set(err, SMR_ERR_USAGE, p->root, -1, "%s", e.msg);
     smr_profiler_close(p);
-    return smr_error_set(err, SMR_ERR_USAGE, dir, -1, "%s", e.msg);
+    return rc;
   }
   p->dim_cpu = smr_intern_get(&p->names, "CPUUtilization", 14);
   p->dim_gpu = smr_intern_get(&p->names, "GPUUtilization", 14);
-  smr_profiler_refresh(p);
+  int rc = relist(p, err);
+  if (rc != SMR_OK) {
+    smr_profiler_close(p);
+    return rc;
+  }
   *out = p;
   return SMR_OK;
+}
+
+int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
+                      smr_profiler **out, smr_error *err) {
+  *out = NULL;
+  struct stat st;
+  if (!smr_is_s3_location(location) &&
+      (stat(location, &st) != 0 || !S_ISDIR(st.st_mode)))
+    return smr_error_set(err, SMR_ERR_IO, location, -1,
+                         "expected a profiler-output directory: %s",
+                         strerror(errno ? errno : ENOTDIR));
+  smr_source *src = NULL;
+  int rc = smr_source_open(location, &src, err);
+  if (rc != SMR_OK)
+    return rc;
+  return smr_profiler_open_source(src, opts, out, err);
 }
 
 static void drop_data(smr_profiler *p, pfile *f) {
@@ -394,9 +534,11 @@ void smr_profiler_close(smr_profiler *p) {
   smr_regex_free(p->re_sys_name);
   smr_regex_free(p->re_sys_path);
   smr_regex_free(p->re_fw_name);
-  smr_intern_free(&p->paths);
+  for (size_t i = 0; i < p->nknown; i++)
+    free(p->known[i].rel);
+  free(p->known);
   smr_intern_free(&p->names);
-  free(p->root);
+  smr_source_close(p->src);
   free(p);
 }
 
@@ -411,56 +553,62 @@ static void first_last(const plist *l, int64_t *first, int64_t *last) {
   *last = l->n ? l->v[l->n - 1]->ts : 0;
 }
 
-static bool file_exists(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0;
-}
-
 /* The rule stop signal (F§13.7): a file named by the environment in the
  * profiler directory holding an epoch second; finished once it plus the
- * grace time has passed (an unreadable file counts as passed). */
-static bool stop_signalled(const smr_profiler *p) {
+ * grace time has passed (an unreadable file counts as passed).  Looked at
+ * with each listing, so a remote source is asked at most once a second;
+ * a name the source refuses (leading outside the folder) counts as
+ * absent. */
+static void read_stop_signal(smr_profiler *p) {
+  p->stop = STOP_NONE;
   const char *name = getenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE");
   if (!name || !*name)
-    return false;
-  char *path = smr_xasprintf("%s/%s", p->root, name);
+    return;
   char *text = NULL;
   size_t len;
   smr_error e;
-  bool exists = file_exists(path), passed = false;
-  if (exists) {
-    passed = true;
-    if (smr_read_file(path, 4096, &text, &len, &e) == SMR_OK) {
-      char *end;
-      long long t = strtoll(text, &end, 10);
-      while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
-        end++;
-      const char *g = getenv("rule_stop_grace_time_secs");
-      long long grace = g && *g ? atoll(g) : 60;
-      if (end != text && *end == '\0')
-        passed = (long long)time(NULL) > t + grace;
-    }
+  if (smr_source_read_all(p->src, name, 4096, &text, &len, &e) != SMR_OK) {
+    /* absent, or there but unreadable (too large, not a file, ...) */
+    if (smr_source_exists(p->src, name, NULL, NULL))
+      p->stop = STOP_PASSED;
+    return;
+  }
+  char *end;
+  long long t = strtoll(text, &end, 10);
+  while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
+    end++;
+  if (end != text && *end == '\0') {
+    p->stop = STOP_AT;
+    p->stop_at = t;
+  } else {
+    p->stop = STOP_PASSED;
   }
   free(text);
-  free(path);
-  return passed;
+}
+
+static bool stop_signalled(const smr_profiler *p) {
+  if (p->stop != STOP_AT)
+    return p->stop == STOP_PASSED;
+  const char *g = getenv("rule_stop_grace_time_secs");
+  long long grace = g && *g ? atoll(g) : 60;
+  return (long long)time(NULL) > p->stop_at + grace;
+}
+
+/* From what the last listing showed: an end marker, or the stop signal. */
+static bool finished(const smr_profiler *p) {
+  return !p->o.live || p->end_marker || stop_signalled(p);
 }
 
 bool smr_profiler_job_finished(smr_profiler *p) {
   if (!p->o.live)
     return true; /* offline: training has ended (Decision F11) */
-  char *a = smr_xasprintf("%s/system/training_job_end.ts", p->root);
-  char *b = smr_xasprintf("%s/framework/training_job_end.ts", p->root);
-  bool done = file_exists(a) || file_exists(b) || stop_signalled(p);
-  free(a);
-  free(b);
-  return done;
+  live_refresh(p);
+  return finished(p);
 }
 
 void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
   memset(out, 0, sizeof *out);
-  if (p->o.live)
-    smr_profiler_refresh(p);
+  live_refresh(p);
   first_last(&p->sys, &out->system_first_us, &out->system_latest_us);
   first_last(&p->fw, &out->framework_first_us, &out->framework_latest_us);
   out->system_files = p->sys.n;
@@ -480,7 +628,7 @@ void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
     out->first_us = out->framework_first_us;
     out->latest_us = out->framework_latest_us;
   }
-  out->job_finished = smr_profiler_job_finished(p);
+  out->job_finished = finished(p);
 }
 
 int smr_profiler_window_status(smr_profiler *p, int64_t start_us,
@@ -577,55 +725,56 @@ static void evict_all_lists(smr_profiler *p) {
   evict(p, &p->fw);
 }
 
-static bool stat_changed(const pfile *f, struct stat *st) {
-  int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-  return st->st_size != f->size || mt != f->mtime_ns;
-}
-
-static void remember_stat(pfile *f, const struct stat *st) {
-  f->size = st->st_size;
-  f->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
-static int read_plain(const char *path, char **text, size_t *len,
-                      smr_error *err) {
-  return smr_read_file(path, MAX_FILE_BYTES, text, len, err);
-}
-
-static int read_gz(const char *path, char **text, size_t *len, smr_error *err) {
-  gzFile g = gzopen(path, "rb");
-  if (!g)
-    return smr_error_set(err, SMR_ERR_IO, path, -1, "cannot open: %s",
-                         strerror(errno));
-  smr_buf b = {0};
-  char chunk[65536];
-  int n;
-  while ((n = gzread(g, chunk, sizeof chunk)) > 0) {
-    if (b.len + (size_t)n > MAX_FILE_BYTES) {
-      n = -2;
-      break;
-    }
-    smr_buf_append(&b, chunk, (size_t)n);
-  }
-  int gerr = 0;
-  const char *msg = n < 0 ? gzerror(g, &gerr) : NULL;
-  int rc = SMR_OK;
-  if (n == -2)
-    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1,
-                       "expected at most %u bytes of decompressed data",
-                       MAX_FILE_BYTES);
-  else if (n < 0)
-    rc = smr_error_set(err, SMR_ERR_FORMAT, path, -1, "expected gzip data: %s",
-                       msg ? msg : "read error");
-  gzclose(g);
-  if (rc != SMR_OK) {
-    smr_buf_free(&b);
+/* The whole file through the source; a TF trace.json.gz is inflated in
+ * memory (profiler_gz.c).  The version read is the one listed last (a
+ * file that grows meanwhile is read again after the next listing). */
+static int read_file(smr_profiler *p, pfile *f, bool gz, char **text,
+                     size_t *len, smr_error *err) {
+  f->size = f->list_size;
+  f->mtime_ns = f->list_mtime_ns;
+  int rc = smr_source_read_all(p->src, f->rel, MAX_FILE_BYTES, text, len, err);
+  if (rc != SMR_OK || !gz)
     return rc;
+  char *raw = *text;
+  size_t n = *len;
+  rc = smr_profiler_gunzip(raw, n, MAX_FILE_BYTES, f->path, text, len, err);
+  free(raw);
+  return rc;
+}
+
+/* Live, a parsed file is read again when the listing shows another size
+ * or mtime than the parsed version had (unless a query holds it). */
+static bool changed(const smr_profiler *p, const pfile *f) {
+  return p->o.live && f->data && !f->pins &&
+         (f->list_size != f->size || f->list_mtime_ns != f->mtime_ns);
+}
+
+static bool to_read(const smr_profiler *p, const pfile *f) {
+  return !f->data || changed(p, f);
+}
+
+static int cmp_source_file(const void *a, const void *b) {
+  return strcmp(((const smr_source_file *)a)->path,
+                ((const smr_source_file *)b)->path);
+}
+
+/* A remote source fetches the files a query is about to read together, in
+ * parallel (smr_source_s3_read_ahead, which wants them in path order);
+ * files of no parser are never read. */
+static void prefetch(smr_profiler *p, const plist *l, size_t a, size_t b) {
+  if (!p->remote)
+    return;
+  smr_source_listing want = {0};
+  for (size_t i = a; i < b; i++) {
+    const pfile *f = l->v[i];
+    if (f->kind >= 0 && to_read(p, f))
+      smr_source_listing_add(&want, smr_xstrdup(f->rel), f->list_size,
+                             f->list_mtime_ns);
   }
-  smr_buf_append(&b, "", 1);
-  *text = b.data;
-  *len = b.len - 1;
-  return SMR_OK;
+  if (want.n > 1)
+    qsort(want.files, want.n, sizeof *want.files, cmp_source_file);
+  smr_source_s3_read_ahead(p->src, &want);
+  smr_source_listing_free(&want);
 }
 
 /* ------------------------------------------------------- system files */
@@ -729,10 +878,7 @@ static void load_system(smr_profiler *p, pfile *f) {
   size_t len = 0;
   smr_error e;
   smr_error_clear(&e);
-  struct stat st;
-  if (stat(f->path, &st) == 0)
-    remember_stat(f, &st);
-  if (read_plain(f->path, &text, &len, &e) != SMR_OK)
+  if (read_file(p, f, false, &text, &len, &e) != SMR_OK)
     warn(p, f, "%s: cannot read system metrics: %s", f->path, e.msg);
   else
     parse_system_text(p, f, text, len, s);
@@ -751,12 +897,8 @@ static void load_trace(smr_profiler *p, pfile *f) {
   size_t len = 0;
   smr_error e;
   smr_error_clear(&e);
-  struct stat st;
-  if (stat(f->path, &st) == 0)
-    remember_stat(f, &st);
   bool tf = f->kind == SMR_FW_TFPROFILER;
-  int rc = tf ? read_gz(f->path, &text, &len, &e)
-              : read_plain(f->path, &text, &len, &e);
+  int rc = read_file(p, f, tf, &text, &len, &e);
   char why[160];
   if (rc != SMR_OK)
     warn(p, f, "%s: cannot read trace file: %s", f->path, e.msg);
@@ -773,9 +915,7 @@ static void load_trace(smr_profiler *p, pfile *f) {
 
 /* The parsed data of a file, loaded if needed, pinned for the caller. */
 static void *acquire(smr_profiler *p, pfile *f, bool framework) {
-  struct stat st;
-  if (f->data && p->o.live && !f->pins && stat(f->path, &st) == 0 &&
-      stat_changed(f, &st)) {
+  if (changed(p, f)) {
     drop_data(p, f);
     f->warned = false;
   }
@@ -825,11 +965,10 @@ int smr_profiler_system_events(smr_profiler *p, int64_t start_us,
                                smr_error *err) {
   (void)err;
   memset(out, 0, sizeof *out);
-  if (p->o.live) {
-    smr_profiler_refresh(p);
-  }
+  live_refresh(p);
   size_t a, b;
   select_system(p, start_us, end_us, &a, &b);
+  prefetch(p, &p->sys, a, b);
   int64_t lo = ns_of_us(start_us), hi = ns_of_us(end_us);
   for (size_t i = a; i < b; i++) {
     pfile *f = p->sys.v[i];
@@ -864,10 +1003,10 @@ int smr_profiler_framework_events(smr_profiler *p, int64_t start_us,
                                   smr_error *err) {
   (void)err;
   memset(out, 0, sizeof *out);
-  if (p->o.live)
-    smr_profiler_refresh(p);
+  live_refresh(p);
   size_t a, b;
   select_framework(p, start_us, end_us, &a, &b);
+  prefetch(p, &p->fw, a, b);
   fw_collect c = {out, (double)start_us, (double)end_us};
   for (int k = 0; k < SMR_FW_KINDS; k++) {
     replay_ctx rc = {NULL, smr_fw_file_types[k], &p->names, fw_keep, &c};

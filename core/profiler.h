@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "smrules/smrules.h"
+#include "source.h"
 
 typedef struct smr_profiler smr_profiler;
 
@@ -40,19 +41,32 @@ typedef struct smr_profiler_opts {
   bool quiet;
 } smr_profiler_opts;
 
-/* Open `dir` (the folder holding system/ and framework/).  Fails with
- * SMR_ERR_IO when it is not a readable directory. */
-int smr_profiler_open(const char *dir, const smr_profiler_opts *opts,
+/* Open `location`, the folder holding system/ and framework/: a local
+ * directory or "s3://bucket/prefix" (read through the source interface,
+ * source.h).  Fails with SMR_ERR_IO when a local location is not a
+ * readable directory, or with the source's error when the first listing
+ * fails. */
+int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
                       smr_profiler **out, smr_error *err);
+/* The same over an open source, which the reader takes over (it is closed
+ * with the reader, or at once when opening fails).  A source other than
+ * the local one counts as remote: live, it is listed at most once a
+ * second. */
+int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
+                             smr_profiler **out, smr_error *err);
 void smr_profiler_close(smr_profiler *p);
+/* The source's root (an absolute path or "s3://bucket/prefix"); file
+ * paths in warnings and the name regexes are root + "/" + relative path. */
 const char *smr_profiler_root(const smr_profiler *p);
 
-/* Whether `dir` looks like a profiler-output folder (has system/ or
- * framework/). */
+/* Whether the local directory `dir` looks like a profiler-output folder
+ * (has system/ or framework/). */
 bool smr_profiler_dir_looks_like(const char *dir);
 
-/* Re-list the directory (new files are added; files never disappear from
- * the list, as in the reference). */
+/* List system/ and framework/ again (new files are added; files never
+ * disappear from the list, as in the reference; known files take the
+ * listed size and mtime, which live queries compare with the parsed
+ * version's).  A failure keeps what is known, with a warning. */
 void smr_profiler_refresh(smr_profiler *p);
 
 /* First/latest timestamps, file counts, job state (F§13.7, Decision F13:
@@ -134,6 +148,17 @@ typedef void (*smr_fw_event_fn)(void *arg, const smrules_fw_event *e);
 int smr_profiler_parse_trace(const char *text, size_t len, const char *node_id,
                              int file_kind, smr_fw_event_fn fn, void *arg,
                              char *why, size_t nwhy);
+
+/* A TF profiler trace.json.gz held in memory, inflated as gzread would
+ * read the file: concatenated gzip members are joined, bytes after a
+ * member that do not start another one are ignored, data without the
+ * gzip magic is taken as it is, and a stream cut short gives what it
+ * holds.  At most `max` decompressed bytes.  On success *out is malloc'ed
+ * and NUL-terminated; errors name `file` and what was expected
+ * (SMR_ERR_FORMAT for corrupt or too large data). */
+int smr_profiler_gunzip(const char *data, size_t len, size_t max,
+                        const char *file, char **out, size_t *out_len,
+                        smr_error *err);
 
 /* File kinds, in the order the reference returns their events. */
 enum {

@@ -25,6 +25,11 @@ are uploaded with boto3.  Then:
    anonymous requests, region, AWS_ENDPOINT_URL, job folders with
    debug-output/, the default local state and output locations, and that
    nothing outside the trial prefix is requested.
+6. Profiler output in S3: profiler rules and ProfilerReport over
+   s3://.../job (profiler-output/ under it), a profiler-output prefix,
+   --profiler s3://..., and a TF profiler trace.json.gz give the same
+   results and report files as over the folders on disk; --live lists at
+   most once a second and sees the end marker in the listing.
 
 Without the moto package the test prints one SKIP line and passes nothing.
 """
@@ -1039,6 +1044,167 @@ def check_job_folder(c, env, s3, tmp, rules):
 
 
 # --------------------------------------------------------------------------
+# 6. profiler output in S3
+
+PROFILER_RULES = """rules:
+  - rule: CPUBottleneck
+  - rule: LowGPUUtilization
+  - rule: StepOutlier
+  - rule: OverallFrameworkMetrics
+  - rule: ProfilerReport
+"""
+PROFILER_CASES = ("cpu_bottleneck", "step_outliers")
+
+
+def written_files(out):
+    """{path: bytes} of what a run wrote under --output; result.json
+    without the field naming the trial."""
+    files = {}
+    for dirpath, _, names in os.walk(out):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            rel = os.path.relpath(p, out)
+            with open(p, "rb") as f:
+                data = f.read()
+            if n == "result.json":
+                data = json.dumps(strip_paths(json.loads(data)), sort_keys=True).encode()
+            files[rel] = data
+    return files
+
+
+def tf_profiler_case(tmp, src):
+    """A copy of a profiler-output folder with a TF profiler trace: the
+    .metadata file and trace.json.gz (two gzip members) of one profiled
+    step, whose events fall inside the job's windows."""
+    import gzip
+    root = os.path.join(tmp, "tf_case", "profiler-output")
+    shutil.copytree(src, root)
+    first = min(int(n.split(".")[0]) for _, _, ns in os.walk(os.path.join(root, "system"))
+                for n in ns if n[:10].isdigit())
+    start, end = first * 1000000 + 120000000, first * 1000000 + 360000000
+    step = os.path.join(root, "framework/tensorflow/detailed_profiling/2022051714/000000001")
+    prof = os.path.join(step, "plugins/profile/2022_05_17_14_05_00")
+    os.makedirs(prof)
+    open(os.path.join(step, "algo-1_%d_%d.metadata" % (start, end)), "w").close()
+    events = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "/host:CPU"}},
+              {"name": "process_name", "ph": "M", "pid": 2, "args": {"name": "/device:GPU:0 Compute"}}]
+    for i in range(200):
+        events.append({"name": "MatMul" if i % 2 else "Conv2D", "ph": "X", "pid": 1 + i % 2, "tid": 7,
+                       "ts": i * 1000000, "dur": 400000, "args": {"thread_id": 7}})
+    text = json.dumps({"displayTimeUnit": "ns", "traceEvents": events}).encode()
+    with open(os.path.join(prof, "algo-1.trace.json.gz"), "wb") as f:
+        f.write(gzip.compress(text[:len(text) // 2], mtime=0) + gzip.compress(text[len(text) // 2:], mtime=0))
+    return os.path.dirname(root)
+
+
+def profiler_lists(entries, prefix):
+    """ListObjectsV2 requests of <prefix>/profiler-output/{system,framework}/."""
+    out = 0
+    for sub in ("system", "framework"):
+        want = "prefix=" + quote("%s/profiler-output/%s/" % (prefix, sub), safe="")
+        out += sum(1 for e in entries if "list-type=2" in e["path"] and want in e["path"])
+    return out
+
+
+def check_profiler(c, env, proxy, s3, tmp):
+    """Profiler rules over profiler output in S3 give what they give over
+    the same folder on disk: --trial s3://.../job (profiler-output/ found
+    under it), --trial naming the profiler-output prefix itself,
+    --profiler s3://... (with and without --trial), a TF profiler
+    trace.json.gz, and --live (re-listing at most once a second; the end
+    marker seen from the listing)."""
+    rules = os.path.join(tmp, "rules-profiler.yaml")
+    with open(rules, "w") as f:
+        f.write(PROFILER_RULES)
+    empty = os.path.join(tmp, "empty-trial")
+    os.makedirs(empty, exist_ok=True)
+    jobs = {}
+    for case in PROFILER_CASES:
+        upload_tree(s3, os.path.join(lib.FIXTURES, "profiler", case), "profjobs/" + case)
+    tf_local = tf_profiler_case(tmp, os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck", "profiler-output"))
+    upload_tree(s3, tf_local, "profjobs/tf_gz")
+    for case in PROFILER_CASES + ("tf_gz",):
+        local = tf_local if case == "tf_gz" else os.path.join(lib.FIXTURES, "profiler", case)
+        url = s3_url("profjobs/" + case)
+        jobs["%s: --trial s3://.../job" % case] = (["--trial", local], ["--trial", url])
+    local = os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck", "profiler-output")
+    url = s3_url("profjobs/cpu_bottleneck/profiler-output")
+    jobs["cpu_bottleneck: --trial s3://.../profiler-output"] = (["--trial", local], ["--trial", url])
+    jobs["cpu_bottleneck: --profiler s3://... with a local --trial"] = (
+        ["--trial", empty, "--profiler", local], ["--trial", empty, "--profiler", url])
+    jobs["cpu_bottleneck: --profiler s3://... alone"] = (["--profiler", local], ["--profiler", url])
+    arg_env, labels = [], sorted(jobs)
+    for i, label in enumerate(labels):
+        for k, args in enumerate(jobs[label]):
+            out = os.path.join(tmp, "out-prof", "%d-%s" % (i, "s3" if k else "disk"))
+            extra = ["--s3-endpoint", env.endpoint] if k else []
+            arg_env.append((["run"] + args + ["--rules", rules, "--json", "--fresh", "--output", out] + extra,
+                            env.base))
+    res = run_many(arg_env)
+    for i, label in enumerate(labels):
+        a, b = res[2 * i], res[2 * i + 1]
+        sc = c.scope("profiler output in S3, %s" % label, b)
+        if not (sc.process(b) and sc.eq("exit code (same as from disk)", b.rc, a.rc)):
+            continue
+        got = {r.get("name"): r for r in (b.obj or {}).get("rules", [])}
+        sc.ok(all(r.get("status") in ("IssuesFound", "NoIssuesFound") and r.get("evaluated_steps", 0) > 0
+                  for r in got.values()) and len(got) == 5,
+              "every rule evaluated its windows", lib.short({k: (r.get("status"), r.get("message"))
+                                                             for k, r in got.items()}))
+        sc.ok(strip_paths(b.obj) == strip_paths(a.obj), "same statuses, triggers, windows and reports as from disk",
+              lib.first_difference(strip_paths(b.obj), strip_paths(a.obj)))
+        fd = written_files(a.args[a.args.index("--output") + 1])
+        fs = written_files(b.args[b.args.index("--output") + 1])
+        sc.ok(fs == fd and len(fs) > 10, "same files written (report.json, ProfilerReport's reports)",
+              lib.short(sorted(set(fs) ^ set(fd)) or [k for k in fs if fs[k] != fd.get(k)]))
+        if label.startswith("tf_gz"):
+            tf = (got.get("OverallFrameworkMetrics") or {}).get("report", {}).get("Details", {})
+            sc.ok("/host:CPU" in (tf.get("ratio") or {}), "the TF profiler trace (gzip) was read",
+                  lib.short(tf))
+    check_profiler_live(c, env, proxy, s3, tmp)
+
+
+def check_profiler_live(c, env, proxy, s3, tmp):
+    """--live over a job still running (no end marker), then ended."""
+    case = "cpu_bottleneck"
+    prefix = "proflive/" + case
+    local = os.path.join(tmp, "proflive", case)
+    shutil.copytree(os.path.join(lib.FIXTURES, "profiler", case), local)
+    marker = "profiler-output/system/training_job_end.ts"
+    os.unlink(os.path.join(local, marker))
+    upload_tree(s3, local, prefix)
+    rules = os.path.join(tmp, "rules-profiler-live.yaml")
+    with open(rules, "w") as f:
+        f.write("rules:\n  - rule: CPUBottleneck\n")
+    for label in ("running", "ended"):
+        if label == "ended":
+            s3.put_object(Bucket=BUCKET, Key="%s/%s" % (prefix, marker), Body=b"")
+            open(os.path.join(local, marker), "w").close()
+        args = ["run", "--rules", rules, "--json", "--fresh", "--live"]
+        a = run(args + ["--trial", local, "--output", os.path.join(tmp, "out-prof-live-disk-" + label)], env.base)
+        proxy.reset()
+        t0 = time.monotonic()
+        b = run(args + ["--trial", s3_url(prefix), "--output", os.path.join(tmp, "out-prof-live-s3-" + label),
+                        "--s3-endpoint", env.endpoint], env.base)
+        elapsed = time.monotonic() - t0
+        sc = c.scope("profiler output in S3, --live, job %s" % label, b)
+        if not sc.process(b):
+            continue
+        res = ((b.obj or {}).get("rules") or [{}])[0]
+        sc.eq("exit code (same as from disk)", b.rc, a.rc)
+        sc.eq("status", res.get("status"), "IssuesFound" if label == "ended" else "InProgress")
+        sc.ok(strip_paths(b.obj) == strip_paths(a.obj), "same result as from disk",
+              lib.first_difference(strip_paths(b.obj), strip_paths(a.obj)))
+        windows = res.get("evaluated_steps") or 0
+        lists = profiler_lists(proxy.entries(), prefix)
+        sc.ok(windows >= 5 and lists <= 2 * (1 + int(elapsed)),
+              "listed at most once a second (not once per window)",
+              "%d listings of system/ and framework/ in %.1fs for %d windows" % (lists, elapsed, windows))
+        heads = [e["path"] for e in proxy.entries() if e["method"] == "HEAD" and "profiler-output" in e["path"]]
+        sc.eq("no HEAD requests for profiler files (the end marker comes from the listing)", heads, [])
+
+
+# --------------------------------------------------------------------------
 
 class Timer:
     def __init__(self):
@@ -1093,6 +1259,8 @@ def main():
         check_credentials(c, env, proxy, s3, tmp, local)
         check_job_folder(c, env, s3, tmp, rules)
         timer.lap("listing, keys, credentials, endpoints")
+        check_profiler(c, env, proxy, s3, tmp)
+        timer.lap("profiler output")
     except Exception as e:  # a broken harness is one failure, not a crash
         import traceback
         traceback.print_exc()

@@ -1,6 +1,7 @@
 /* fuzz_profiler.c - libFuzzer target for the profiler-output parsers: the
  * input is read as system-metric JSON lines (every line), as a Chrome
- * trace file (array of events) and as a TF profiler trace object.  Every
+ * trace file (array of events), as a TF profiler trace object and as the
+ * gzip bytes of a trace.json.gz (inflated in memory, then parsed).  Every
  * event produced must be consistent (end = start + duration, strings set)
  * and its args must answer fw_arg for any key. */
 #include <math.h>
@@ -64,6 +65,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (kind == SMR_FW_PYTHONTIMELINE || kind == SMR_FW_TFPROFILER)
       smr_profiler_parse_trace(d, size, "0-algo-1", kind, check_event, NULL,
                                why, sizeof why);
+  /* the input as trace.json.gz bytes: inflated, or refused saying what
+   * was expected; the output is bounded and NUL-terminated */
+  char *text = NULL;
+  size_t len = 0;
+  smr_error err;
+  if (smr_profiler_gunzip(d, size, 1u << 20, "fuzz.trace.json.gz", &text, &len,
+                          &err) == SMR_OK) {
+    if (len > (1u << 20) || text[len] != '\0')
+      abort();
+    smr_profiler_parse_trace(text, len, "host", SMR_FW_TFPROFILER, check_event,
+                             NULL, why, sizeof why);
+  } else if (text || (!strstr(err.msg, "expected") &&
+                      !strstr(err.msg, "out of memory"))) {
+    abort();
+  }
+  free(text);
   char *node = malloc(size + 1);
   if (node) {
     memcpy(node, d, size);

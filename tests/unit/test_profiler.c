@@ -5,10 +5,13 @@
  * lines and incomplete trace files, first/latest timestamps, args. */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "index.h"
 #include "profiler.h"
+#include "source.h"
 #include "unit.h"
 
 static char tmp_root[] = "/tmp/smr_test_profiler_XXXXXX";
@@ -454,6 +457,412 @@ static void test_tf_gz(void) {
   free(root);
 }
 
+/* ---- trace.json.gz inflated in memory, compared with gzread ---- */
+
+/* `text` as one gzip member. */
+static void gz_member(smr_buf *out, const char *text, size_t len) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  CHECK(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8,
+                     Z_DEFAULT_STRATEGY) == Z_OK);
+  size_t cap = deflateBound(&z, (uLong)len);
+  unsigned char *buf = smr_xmalloc(cap);
+  z.next_in = (Bytef *)text;
+  z.avail_in = (uInt)len;
+  z.next_out = buf;
+  z.avail_out = (uInt)cap;
+  CHECK(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  smr_buf_append(out, buf, cap - z.avail_out);
+  deflateEnd(&z);
+  free(buf);
+}
+
+/* What gzread makes of the same bytes on disk: 0 and the text, or -1. */
+static int gzread_bytes(const smr_buf *b, smr_buf *text) {
+  char *path = smr_xasprintf("%s/gz%d", tmp_root, ++dir_counter);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(b->data ? b->data : "", 1, b->len, f);
+    fclose(f);
+  }
+  gzFile g = gzopen(path, "rb");
+  int rc = g ? 0 : -1;
+  char chunk[4096];
+  int n;
+  while (g && (n = gzread(g, chunk, sizeof chunk)) > 0)
+    smr_buf_append(text, chunk, (size_t)n);
+  if (g && n < 0)
+    rc = -1;
+  if (g)
+    gzclose(g);
+  free(path);
+  return rc;
+}
+
+/* smr_profiler_gunzip agrees with gzread; returns its status. */
+static int gunzip_like_gzread(const smr_buf *b, size_t max, smr_error *e,
+                              char **out, size_t *len) {
+  smr_error_clear(e);
+  int rc = smr_profiler_gunzip(b->data ? b->data : "", b->len, max,
+                               "host.trace.json.gz", out, len, e);
+  smr_buf want = {0};
+  int grc = gzread_bytes(b, &want);
+  if (rc == SMR_OK && grc == 0) {
+    CHECK_EQ_INT(*len, want.len);
+    CHECK(*len == 0 || memcmp(*out, want.data, *len) == 0);
+    CHECK((*out)[*len] == '\0');
+  } else if (max >= want.len) {
+    CHECK_EQ_INT(rc != SMR_OK, grc != 0); /* both fail or neither */
+  }
+  smr_buf_free(&want);
+  return rc;
+}
+
+static void test_gunzip(void) {
+  const char *a = "{\"traceEvents\": [", *b = "{\"name\": \"op\"}]}";
+  smr_buf one = {0}, two = {0}, junk = {0}, plain = {0}, cut = {0}, bad = {0};
+  gz_member(&one, a, strlen(a));
+  gz_member(&two, a, strlen(a));
+  gz_member(&two, b, strlen(b));
+  smr_buf_append(&junk, one.data, one.len);
+  smr_buf_append(&junk, "\0\0garbage", 9);
+  smr_buf_append(&plain, b, strlen(b));
+  smr_buf_append(&cut, one.data, one.len - 5);
+  smr_buf_append(&bad, one.data, one.len);
+  bad.data[12] ^= 0x5a; /* inside the deflate data */
+  char *out = NULL;
+  size_t len = 0;
+  smr_error e;
+  /* one member; two concatenated; a member then bytes that are no member */
+  CHECK_EQ_INT(gunzip_like_gzread(&one, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, a);
+  free(out);
+  CHECK_EQ_INT(gunzip_like_gzread(&two, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, strlen(a) + strlen(b));
+  free(out);
+  CHECK_EQ_INT(gunzip_like_gzread(&junk, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, a);
+  free(out);
+  /* no gzip magic: taken as it is (also empty data) */
+  CHECK_EQ_INT(gunzip_like_gzread(&plain, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_STR(out, b);
+  free(out);
+  smr_buf empty = {0};
+  CHECK_EQ_INT(gunzip_like_gzread(&empty, 1 << 20, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, 0);
+  free(out);
+  /* cut short (still being written): what it holds, as gzread gives */
+  CHECK_EQ_INT(gunzip_like_gzread(&cut, 1 << 20, &e, &out, &len), SMR_OK);
+  free(out);
+  /* corrupt: an error naming the file and what was expected */
+  out = NULL;
+  CHECK_EQ_INT(gunzip_like_gzread(&bad, 1 << 20, &e, &out, &len),
+               SMR_ERR_FORMAT);
+  CHECK(out == NULL);
+  CHECK_STR(e.file, "host.trace.json.gz");
+  CHECK(strstr(e.msg, "expected gzip data: incorrect data check") != NULL);
+  /* the decompressed size is capped */
+  CHECK_EQ_INT(gunzip_like_gzread(&two, strlen(a), &e, &out, &len),
+               SMR_ERR_FORMAT);
+  CHECK_STR(e.file, "host.trace.json.gz");
+  char want[80];
+  snprintf(want, sizeof want, "expected at most %zu bytes of decompressed data",
+           strlen(a));
+  CHECK_STR(e.msg, want);
+  CHECK_EQ_INT(gunzip_like_gzread(&plain, 3, &e, &out, &len), SMR_ERR_FORMAT);
+  CHECK_EQ_INT(gunzip_like_gzread(&two, strlen(a) + strlen(b), &e, &out, &len),
+               SMR_OK);
+  free(out);
+  /* larger than the first guess of the output size: the buffer grows */
+  smr_buf big = {0}, many = {0};
+  for (int i = 0; i < 20000; i++)
+    smr_buf_printf(&big, "{\"name\": \"op%d\", \"ts\": %d},", i, i);
+  gz_member(&many, big.data, big.len);
+  CHECK_EQ_INT(gunzip_like_gzread(&many, 1 << 24, &e, &out, &len), SMR_OK);
+  CHECK_EQ_INT(len, big.len);
+  free(out);
+  smr_buf_free(&big);
+  smr_buf_free(&many);
+  smr_buf_free(&one);
+  smr_buf_free(&two);
+  smr_buf_free(&junk);
+  smr_buf_free(&plain);
+  smr_buf_free(&cut);
+  smr_buf_free(&bad);
+}
+
+/* ---- the reader over a source other than the local disk ---- */
+
+/* An in-memory source that lists flat like S3 and counts what is asked
+ * of it. */
+typedef struct mem_file {
+  char *path;
+  smr_buf data;
+  int64_t mtime_ns;
+} mem_file;
+
+typedef struct mem_source {
+  smr_source base;
+  mem_file *files;
+  size_t n;
+  int lists, reads, exists;
+} mem_source;
+
+static mem_source *M(smr_source *s) {
+  return (mem_source *)s;
+}
+
+static mem_file *mem_find(mem_source *m, const char *rel) {
+  for (size_t i = 0; i < m->n; i++)
+    if (strcmp(m->files[i].path, rel) == 0)
+      return &m->files[i];
+  return NULL;
+}
+
+static void mem_close(smr_source *s) {
+  mem_source *m = M(s);
+  for (size_t i = 0; i < m->n; i++) {
+    free(m->files[i].path);
+    smr_buf_free(&m->files[i].data);
+  }
+  free(m->files);
+  free(s->root);
+  free(m);
+}
+
+static int cmp_listed(const void *a, const void *b) {
+  return strcmp(((const smr_source_file *)a)->path,
+                ((const smr_source_file *)b)->path);
+}
+
+static int mem_list(smr_source *s, const char *dir, const char *suffix,
+                    smr_source_listing *out, smr_error *err) {
+  mem_source *m = M(s);
+  m->lists++;
+  size_t k = strlen(dir), ks = strlen(suffix);
+  for (size_t i = 0; i < m->n; i++) {
+    const char *p = m->files[i].path;
+    size_t n = strlen(p);
+    if (strncmp(p, dir, k) == 0 && p[k] == '/' && n >= ks &&
+        strcmp(p + n - ks, suffix) == 0)
+      smr_source_listing_add(out, smr_xstrdup(p), (int64_t)m->files[i].data.len,
+                             m->files[i].mtime_ns);
+  }
+  if (out->n > 1)
+    qsort(out->files, out->n, sizeof *out->files, cmp_listed);
+  return SMR_OK;
+}
+
+static bool mem_exists(smr_source *s, const char *rel, int64_t *size,
+                       int64_t *mtime_ns) {
+  mem_source *m = M(s);
+  m->exists++;
+  mem_file *f = smr_path_is_safe(rel) ? mem_find(m, rel) : NULL;
+  if (f && size)
+    *size = (int64_t)f->data.len;
+  if (f && mtime_ns)
+    *mtime_ns = f->mtime_ns;
+  return f != NULL;
+}
+
+static int mem_read_all(smr_source *s, const char *rel, size_t max, char **buf,
+                        size_t *len, smr_error *err) {
+  mem_source *m = M(s);
+  m->reads++;
+  if (!smr_path_is_safe(rel))
+    return smr_error_set(err, SMR_ERR_IO, rel, -1,
+                         "cannot open: path leads outside the trial prefix");
+  mem_file *f = mem_find(m, rel);
+  if (!f)
+    return smr_error_set(err, SMR_ERR_IO, rel, -1,
+                         "cannot open: No such file or directory");
+  if (f->data.len > max)
+    return smr_error_set(err, SMR_ERR_FORMAT, rel, -1, "too large");
+  *buf = smr_xmalloc(f->data.len + 1);
+  if (f->data.len)
+    memcpy(*buf, f->data.data, f->data.len);
+  (*buf)[f->data.len] = '\0';
+  *len = f->data.len;
+  return SMR_OK;
+}
+
+static int mem_read_range(smr_source *s, const char *rel, uint64_t off,
+                          uint64_t len, smr_range *out, smr_error *err) {
+  return smr_error_set(err, SMR_ERR_IO, rel, -1, "no ranges here");
+}
+
+static const smr_source_ops MEM_OPS = {
+    "memory", mem_close, mem_list, mem_exists, mem_read_all, mem_read_range,
+};
+
+static mem_source *mem_new(void) {
+  mem_source *m = smr_xcalloc(1, sizeof *m);
+  m->base.ops = &MEM_OPS;
+  m->base.root = smr_xstrdup("s3://bucket/job/profiler-output");
+  return m;
+}
+
+/* Put (or replace) a file; every write gets a new mtime. */
+static void mem_put(mem_source *m, const char *rel, const void *data,
+                    size_t len) {
+  static int64_t clock_ns = 1;
+  mem_file *f = mem_find(m, rel);
+  if (!f) {
+    m->files = smr_xrealloc(m->files, (m->n + 1) * sizeof *m->files);
+    f = &m->files[m->n++];
+    memset(f, 0, sizeof *f);
+    f->path = smr_xstrdup(rel);
+  }
+  f->data.len = 0;
+  smr_buf_append(&f->data, data, len);
+  f->mtime_ns = ++clock_ns;
+}
+
+static void mem_put_str(mem_source *m, const char *rel, const char *text) {
+  mem_put(m, rel, text, strlen(text));
+}
+
+static char *sys_lines(int value, int64_t ts_s) {
+  return smr_xasprintf(
+      "{\"Type\":\"gpu\",\"Name\":\"gpu0\",\"Dimension\":\"GPUUtilization\","
+      "\"Value\":%d,\"NodeId\":\"algo-1\",\"Timestamp\":%lld.5}\n",
+      value, (long long)ts_s);
+}
+
+static smr_profiler *open_mem(mem_source *m, bool live) {
+  smr_profiler_opts o = {.quiet = true, .live = live};
+  smr_profiler *p = NULL;
+  smr_error e;
+  CHECK(smr_profiler_open_source(&m->base, &o, &p, &e) == SMR_OK);
+  return p;
+}
+
+/* A TF profiler trace.json.gz (two gzip members) and its .metadata found
+ * from a flat listing, as from S3; paths in the root's URL form. */
+static void test_source_tf_gz(void) {
+  mem_source *m = mem_new();
+  int64_t start = B_US + 5000000, end = B_US + 9000000;
+  const char *step = "framework/tensorflow/detailed_profiling/2020091312/"
+                     "000000001";
+  char *meta = smr_xasprintf("%s/host-1_%lld_%lld.metadata", step,
+                             (long long)start, (long long)end);
+  mem_put_str(m, meta, "");
+  /* a larger name elsewhere under the step folder is not the one taken */
+  char *other = smr_xasprintf("%s/plugins/zz_1_2.metadata", step);
+  mem_put_str(m, other, "");
+  const char *json =
+      "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["
+      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":5,\"args\":"
+      "{\"name\":\"/host:CPU\"}},"
+      "{\"name\":\"op\",\"ph\":\"X\",\"pid\":5,\"ts\":10,\"dur\":5,"
+      "\"args\":{\"thread_id\":7}}]}";
+  smr_buf gz = {0};
+  gz_member(&gz, json, 40);
+  gz_member(&gz, json + 40, strlen(json) - 40);
+  char *trace = smr_xasprintf("%s/plugins/profile/2020_09_13_12_00_00/"
+                              "host-1.trace.json.gz",
+                              step);
+  mem_put(m, trace, gz.data, gz.len);
+  /* a trace whose step folder has no .metadata: never selected */
+  mem_put(m,
+          "framework/tensorflow/detailed_profiling/2020091312/000000002/"
+          "plugins/profile/2020_09_13_12_00_01/host-1.trace.json.gz",
+          gz.data, gz.len);
+  smr_profiler *p = open_mem(m, false);
+  CHECK_STR(smr_profiler_root(p), "s3://bucket/job/profiler-output");
+  smrules_profiler_info in;
+  smr_profiler_info(p, &in);
+  CHECK_EQ_INT(in.framework_files, 1);
+  CHECK(in.framework_first_us == end);
+  smr_fw_events ev;
+  smr_error err;
+  CHECK(smr_profiler_framework_events(p, start, end, &ev, &err) == SMR_OK);
+  CHECK_EQ_INT(ev.n, 1);
+  if (ev.n == 1) {
+    CHECK_STR(ev.v[0].name, "op");
+    CHECK_STR(ev.v[0].node, "host-1");
+    CHECK(ev.v[0].start_us == (double)(start + 10));
+  }
+  smr_profiler_release_fw(p, &ev);
+  CHECK_EQ_INT(m->lists, 2); /* system/ and framework/, once */
+  CHECK_EQ_INT(m->exists, 0);
+  smr_profiler_close(p);
+  smr_buf_free(&gz);
+  free(trace);
+  free(other);
+  free(meta);
+}
+
+/* Live over a remote source: listed at most once a second; changed files
+ * seen from the listing; the end marker from the listing (no lookup of
+ * its own); the stop signal read through the source. */
+static void test_source_live(void) {
+  mem_source *m = mem_new();
+  char *t0 = sys_lines(1, B_S);
+  mem_put_str(m, "system/incremental/2020091312/1600000000.algo-1.json", t0);
+  smr_profiler *p = open_mem(m, true);
+  CHECK_EQ_INT(m->lists, 2);
+  /* a second file appears: not listed again within the second */
+  char *t1 = sys_lines(2, B_S + 60);
+  mem_put_str(m, "system/incremental/2020091312/1600000060.algo-1.json", t1);
+  smrules_profiler_info in;
+  for (int i = 0; i < 50; i++)
+    smr_profiler_info(p, &in);
+  CHECK_EQ_INT(m->lists, 2);
+  CHECK_EQ_INT(in.system_files, 1);
+  CHECK(!in.job_finished);
+  struct timespec pause = {1, 50000000};
+  nanosleep(&pause, NULL);
+  smr_profiler_info(p, &in);
+  CHECK_EQ_INT(m->lists, 4);
+  CHECK_EQ_INT(in.system_files, 2);
+  /* a file rewritten: read again after the listing shows it */
+  smr_sys_events ev;
+  smr_error err;
+  CHECK(smr_profiler_system_events(p, B_US, B_US + 60000000, &ev, &err) ==
+        SMR_OK);
+  CHECK_EQ_INT(ev.n, 1);
+  smr_profiler_release_sys(p, &ev);
+  int reads = m->reads;
+  char *t0b = sys_lines(7, B_S);
+  mem_put_str(m, "system/incremental/2020091312/1600000000.algo-1.json", t0b);
+  CHECK(smr_profiler_system_events(p, B_US, B_US + 60000000, &ev, &err) ==
+        SMR_OK);
+  CHECK_EQ_INT(m->reads, reads); /* not listed yet: the parsed version */
+  CHECK(ev.n == 1 && ev.v[0].value == 1);
+  smr_profiler_release_sys(p, &ev);
+  smr_profiler_refresh(p);
+  CHECK(smr_profiler_system_events(p, B_US, B_US + 60000000, &ev, &err) ==
+        SMR_OK);
+  CHECK_EQ_INT(m->reads, reads + 1);
+  CHECK(ev.n == 1 && ev.v[0].value == 7);
+  smr_profiler_release_sys(p, &ev);
+  /* the stop signal: a name leading outside counts as absent */
+  setenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE", "../stop", 1);
+  smr_profiler_refresh(p);
+  smr_profiler_info(p, &in);
+  CHECK(!in.job_finished);
+  setenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE", "stop", 1);
+  mem_put_str(m, "stop", "1000\n"); /* long ago: grace time passed */
+  smr_profiler_refresh(p);
+  smr_profiler_info(p, &in);
+  CHECK(in.job_finished);
+  unsetenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE");
+  smr_profiler_refresh(p);
+  CHECK(!smr_profiler_job_finished(p));
+  /* the end marker, noticed from the listing */
+  int exists = m->exists;
+  mem_put_str(m, "framework/training_job_end.ts", "");
+  smr_profiler_refresh(p);
+  smr_profiler_info(p, &in);
+  CHECK(in.job_finished);
+  CHECK_EQ_INT(m->exists, exists);
+  smr_profiler_close(p);
+  free(t0);
+  free(t0b);
+  free(t1);
+}
+
 /* ---- trial info, windows, args ---- */
 
 static void test_window_status(void) {
@@ -538,6 +947,9 @@ int main(void) {
   TEST_RUN(test_incomplete_trace);
   TEST_RUN(test_corrupt_lines);
   TEST_RUN(test_tf_gz);
+  TEST_RUN(test_gunzip);
+  TEST_RUN(test_source_tf_gz);
+  TEST_RUN(test_source_live);
   TEST_RUN(test_window_status);
   TEST_RUN(test_fw_arg);
   TEST_RUN(test_cache_budget);
