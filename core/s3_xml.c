@@ -169,6 +169,13 @@ int64_t smr_s3_parse_time(const char *s) {
   if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
              &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
     return -1;
+  /* Nanoseconds since 1970 fit in int64 until 2262; a field out of range
+   * is a malformed time, not one to normalise. */
+  if (tm.tm_year < 1970 || tm.tm_year > 2261 || tm.tm_mon < 1 ||
+      tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour < 0 ||
+      tm.tm_hour > 23 || tm.tm_min < 0 || tm.tm_min > 59 || tm.tm_sec < 0 ||
+      tm.tm_sec > 60)
+    return -1;
   const char *dot = strchr(s, '.');
   if (dot && sscanf(dot + 1, "%9u%n", &frac, &frac_len) == 1)
     for (int i = frac_len; i < 9; i++)

@@ -127,6 +127,12 @@ static void test_time(void) {
   CHECK_EQ_INT(smr_s3_parse_time("1970-01-01T00:00:01Z"), 1000000000LL);
   CHECK_EQ_INT(smr_s3_parse_time("1970-01-01T00:00:00.5Z"), 500000000LL);
   CHECK_EQ_INT(smr_s3_parse_time("yesterday"), -1);
+  /* out of range (regression: 9999-99-99 overflowed the ns product) */
+  CHECK_EQ_INT(smr_s3_parse_time("9999-99-99T99:99:99Z"), -1);
+  CHECK_EQ_INT(smr_s3_parse_time("9999-12-31T23:59:59Z"), -1);
+  CHECK_EQ_INT(smr_s3_parse_time("-999-01-01T00:00:00Z"), -1);
+  CHECK_EQ_INT(smr_s3_parse_time("2024-13-01T00:00:00Z"), -1);
+  CHECK(smr_s3_parse_time("2261-12-31T23:59:59Z") > 0);
 }
 
 static void test_locations(void) {
