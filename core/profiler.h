@@ -33,7 +33,7 @@ typedef struct smr_profiler_opts {
   /* Widening of every query range on each side; <= 0: the environment's
    * TIME_BUFFER_MICROSECONDS, else 180 000 000 (3 minutes). */
   int64_t time_buffer_us;
-  /* Budget of the parsed-file cache in bytes; 0: 32 MiB.  Files used by a
+  /* Budget of the parsed-file cache in bytes; 0: 12 MiB.  Files used by a
    * query in progress are never evicted, so a query may exceed it. */
   size_t cache_bytes;
   /* Print warnings (corrupt lines, unreadable files) to stderr, once per
