@@ -13,7 +13,9 @@
 # loss) into a temporary directory under $BENCH_DIR (default /tmp), which
 # is deleted at the end, as is the moto server.
 #
-# Knobs: BENCH_DIR, S3B_LOCAL_GB (default 5), S3B_S3_GB (default 1),
+# Knobs: BENCH_DIR, S3B_LOCAL_GB (default 5; 0 skips part 1), S3B_S3_GB
+# (default 1), S3B_LATENCY_MS (default 20: part 2 again behind a moto that
+# answers each request that much later; 0 skips it),
 # S3B_THREADS (default "1 2 ... nproc", at most 4 values).  Without the
 # moto package (python3 -m moto.server) part 2 is skipped with a note.
 # Exit status: 0 when everything ran, 1 when something failed to run.
@@ -26,6 +28,7 @@ SMRULES=$B/smrules
 GEN=$B/bench/scale_gen
 LOCAL_GB=${S3B_LOCAL_GB:-5}
 S3_GB=${S3B_S3_GB:-1}
+LATENCY_MS=${S3B_LATENCY_MS:-20}
 STEP_BYTES=$((8 * 1048576 + 4)) # 8 tensors of 1 MiB and the loss
 
 die() {
@@ -55,8 +58,10 @@ free_kb=$(df -Pk "$base" | awk 'NR == 2 { print $4 }')
   die "$base has ${free_kb} KB free, the benchmark needs ${need_kb} KB"
 TMP=$(mktemp -d "$base/smrules-s3bench.XXXXXX") || die "cannot create a temp dir"
 MOTO_PID=
+MOTO2_PID=
 cleanup() {
   [ -n "$MOTO_PID" ] && kill "$MOTO_PID" 2>/dev/null && wait "$MOTO_PID" 2>/dev/null
+  [ -n "$MOTO2_PID" ] && kill "$MOTO2_PID" 2>/dev/null && wait "$MOTO2_PID" 2>/dev/null
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -105,6 +110,33 @@ measure() {
   fi
   printf '\n'
   echo "$label|$wall|$cpu|$mb|$bytes|$requests" >>"$SUMMARY"
+}
+
+copy_bucket() { # FROM_ENDPOINT TO_ENDPOINT: bucket "bench" from one to the other
+  python3 - "$1" "$2" <<'PYEOF'
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+import boto3
+def client(ep):
+    return boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                        aws_access_key_id="bench", aws_secret_access_key="bench")
+a, b = client(sys.argv[1]), client(sys.argv[2])
+deadline = time.monotonic() + 30
+while True:
+    try:
+        b.create_bucket(Bucket="bench")
+        break
+    except Exception:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.2)
+keys = [o["Key"] for p in a.get_paginator("list_objects_v2").paginate(Bucket="bench")
+        for o in p.get("Contents", [])]
+def copy(k):
+    b.put_object(Bucket="bench", Key=k, Body=a.get_object(Bucket="bench", Key=k)["Body"].read())
+with ThreadPoolExecutor(8) as ex:
+    list(ex.map(copy, keys))
+PYEOF
 }
 
 gen_trial() { # DIR GB
@@ -190,6 +222,28 @@ EOF
         --schedule "$sched"
     done
   done
+  # 2b. the same trial behind a per-request delay, as a stand-in for the
+  # round trip to a real region: what parallel read-ahead saves.
+  if [ "$LATENCY_MS" != 0 ]; then
+    PORT2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    python3 "$ROOT/bench/moto_latency.py" "$PORT2" "$LATENCY_MS" >"$TMP/moto2.log" 2>&1 &
+    MOTO2_PID=$!
+    EP2=http://127.0.0.1:$PORT2
+    copy_bucket "$EP" "$EP2" || die "copy to the delayed moto failed"
+    echo "  -- with ${LATENCY_MS} ms per request (bench/moto_latency.py)"
+    SMRULES_S3_PREFETCH=0 measure "s3+${LATENCY_MS}ms default, --jobs 1, rules, no read-ahead" \
+      "$SMRULES" run --trial "$URL" --s3-endpoint "$EP2" --fresh --json \
+      --output "$TMP/out-s" --jobs 1 --schedule rules
+    measure "s3+${LATENCY_MS}ms default, --jobs 1, steps" \
+      "$SMRULES" run --trial "$URL" --s3-endpoint "$EP2" --fresh --json \
+      --output "$TMP/out-s" --jobs 1
+    measure "s3+${LATENCY_MS}ms 12 rules, --jobs $NMAX, steps" \
+      "$SMRULES" run --trial "$URL" --s3-endpoint "$EP2" --fresh --json \
+      --output "$TMP/out-s" --rules "$TMP/many.yaml" --jobs "$NMAX"
+    kill "$MOTO2_PID" 2>/dev/null
+    wait "$MOTO2_PID" 2>/dev/null
+    MOTO2_PID=
+  fi
   measure "s3 default rules, stored state: first run" \
     "$SMRULES" run --trial "$URL" --s3-endpoint "$EP" --state "$TMP/state.db" \
     --json --output "$TMP/out-s"
