@@ -77,6 +77,7 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&r->mu);
     bool finished = r->s->run(r->s->arg, (size_t)i, &pos, limit);
     pthread_mutex_lock(&r->mu);
+    size_t before = slowest(r);
     /* a turn that neither advances nor finishes would repeat forever */
     if (!finished && pos <= u->pos)
       finished = true;
@@ -86,6 +87,9 @@ static void *worker(void *arg) {
       u->done = true;
       r->left--;
     }
+    size_t now = slowest(r);
+    if (r->s->slowest_moved && now != before && now != SIZE_MAX)
+      r->s->slowest_moved(r->s->arg, now);
     pthread_cond_broadcast(&r->changed);
   }
   pthread_mutex_unlock(&r->mu);

@@ -38,6 +38,9 @@ typedef struct smr_sched {
   size_t lag;             /* lock step: furthest a unit may run ahead */
   smr_sched_fn run;
   void *arg;
+  /* Optional: told (under the scheduler's lock) each time the slowest
+   * unfinished positional unit moves on, with its position. */
+  void (*slowest_moved)(void *arg, size_t pos);
 } smr_sched;
 
 /* Run every unit to its end with `jobs` threads (the caller's thread

@@ -53,7 +53,7 @@ struct smr_trial {
   pthread_mutex_t mu;
   /* read-ahead of tensor values (smr_trial_set_prefetch), under mu */
   size_t pf_steps;
-  int64_t pf_end;
+  int64_t pf_end, pf_horizon;
   int64_t *pf_upto; /* per tensor id: last global step asked for */
   size_t pf_n;
 };
@@ -1033,6 +1033,13 @@ void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step) {
   pthread_mutex_lock(&t->mu);
   t->pf_steps = smr_source_is_s3(t->src) ? steps : 0;
   t->pf_end = end_step;
+  t->pf_horizon = INT64_MAX;
+  pthread_mutex_unlock(&t->mu);
+}
+
+void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last) {
+  pthread_mutex_lock(&t->mu);
+  t->pf_horizon = last;
   pthread_mutex_unlock(&t->mu);
 }
 
@@ -1061,7 +1068,8 @@ static bool prefetch_window(smr_trial *t, const char *name, int64_t g,
   }
   if (any) {
     size_t hi = i + t->pf_steps < t->nsteps ? i + t->pf_steps : t->nsteps - 1;
-    while (hi > i && t->pf_end >= 0 && t->steps[hi].step >= t->pf_end)
+    while (hi > i && ((t->pf_end >= 0 && t->steps[hi].step >= t->pf_end) ||
+                      t->steps[hi].step > t->pf_horizon))
       hi--;
     int64_t done = t->pf_upto[id];
     *from = done > g ? step_index(t, done) : i;

@@ -47,6 +47,10 @@ size_t smr_trial_cached_steps(smr_trial *t);
  * tensor is read at a step, its records at the next `steps` steps (before
  * `end_step` when >= 0) are fetched in the background, once each. */
 void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step);
+/* ... and never past global step `last` (INT64_MAX: no limit), so that
+ * rules reading ahead of the others do not drag the read-ahead with them
+ * beyond what the record cache holds. */
+void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 
 /* Problems met while reading index and collections files. */

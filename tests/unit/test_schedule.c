@@ -183,7 +183,37 @@ static void test_whole_units_many_threads(void) {
     CHECK(seen[i]);
 }
 
+/* slowest_moved reports the slowest position each time it moves on. */
+static size_t g_moves[64], g_nmoves;
+
+static void on_slowest(void *arg, size_t pos) {
+  (void)arg;
+  if (g_nmoves < 64)
+    g_moves[g_nmoves++] = pos;
+}
+
+static void test_slowest_moved(void) {
+  probe p;
+  setup(&p, 3, 5);
+  g_nmoves = 0;
+  smr_sched s = {.units = 3,
+                 .positional = p.positional,
+                 .jobs = 1,
+                 .block = 1,
+                 .lag = 1,
+                 .run = run_unit,
+                 .arg = &p,
+                 .slowest_moved = on_slowest};
+  smr_sched_run(&s);
+  /* one thread, round robin: the slowest moves to 1, 2, 3, 4 (at 5 all
+   * are finished, which is not reported) */
+  CHECK_EQ_INT(g_nmoves, 4);
+  for (size_t i = 0; i < g_nmoves; i++)
+    CHECK_EQ_INT(g_moves[i], i + 1);
+}
+
 int main(void) {
+  TEST_RUN(test_slowest_moved);
   TEST_RUN(test_whole_units_in_order);
   TEST_RUN(test_lock_step_round_robin);
   TEST_RUN(test_early_stop);
