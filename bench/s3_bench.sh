@@ -69,21 +69,7 @@ trap 'exit 130' INT TERM
 SUMMARY=$TMP/summary
 : >"$SUMMARY"
 
-cat >"$TMP/many.yaml" <<'EOF'
-rules:
-  - rule: AllZero
-  - rule: ClassImbalance
-  - rule: DeadRelu
-  - rule: LossNotDecreasing
-  - rule: Overfit
-  - rule: Overtraining
-  - rule: UnchangedTensor
-  - rule: WeightUpdateRatio
-  - rule: PoorWeightInitialization
-  - rule: SaturatedActivation
-  - rule: ExplodingTensor
-  - rule: VanishingGradient
-EOF
+cp "$ROOT/examples/many-rules.yaml" "$TMP/many.yaml"
 
 # measure LABEL CMD...: run once under /usr/bin/time; prints and records
 # wall s, cpu s, max RSS MB, and (S3) bytes and requests fetched.

@@ -463,20 +463,7 @@ def check_tensors(c, env, cases, local):
 
 RULE_SETS = {
     "default": None,
-    "many": """rules:
-  - rule: AllZero
-  - rule: ClassImbalance
-  - rule: DeadRelu
-  - rule: LossNotDecreasing
-  - rule: Overfit
-  - rule: Overtraining
-  - rule: UnchangedTensor
-  - rule: WeightUpdateRatio
-  - rule: PoorWeightInitialization
-  - rule: SaturatedActivation
-  - rule: ExplodingTensor
-  - rule: VanishingGradient
-""",
+    "many": open(os.path.join(lib.ROOT, "examples", "many-rules.yaml")).read(),
     "lua": """rules:
   - lua: %s/rules/loss_plateau.lua
   - lua: %s/rules/gradient_mean_abs.lua

@@ -33,22 +33,10 @@ TRIALS = os.path.join(lib.FIXTURES, "trials")
 SYN = os.path.join(lib.FIXTURES, "synthetic")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-MANY = """rules:
-  - rule: AllZero
-  - rule: ClassImbalance
-  - rule: DeadRelu
-  - rule: LossNotDecreasing
-  - rule: Overfit
-  - rule: Overtraining
-  - rule: UnchangedTensor
-  - rule: WeightUpdateRatio
-  - rule: PoorWeightInitialization
-  - rule: SaturatedActivation
-  - rule: ExplodingTensor
-  - rule: VanishingGradient
-  - name: GradientMeanAbs
-    lua: %s
-""" % os.path.join(REPO, "rules", "gradient_mean_abs.lua")
+with open(os.path.join(REPO, "examples", "many-rules.yaml")) as _f:
+    MANY = _f.read() + "  - name: GradientMeanAbs\n    lua: %s\n" % os.path.join(
+        REPO, "rules", "gradient_mean_abs.lua")
+
 
 PROBE = """function invoke_at_step(step)
   log("visit", step)
