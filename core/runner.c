@@ -573,9 +573,8 @@ static void read_ahead_horizon(void *arg, size_t pos) {
  * each record is then fetched once for all rules.  The records between
  * the slowest rule and the furthest read-ahead must stay cached until the
  * slowest rule has read them, so lag and read-ahead together span half of
- * the steps the cache holds (the lag a quarter, the read-ahead the rest;
- * in lock step one window for all rules, else one per rule running at a
- * time); the other half is left for rules that look back or ahead and
+ * the steps the cache holds (the lag a quarter, the read-ahead the rest);
+ * the other half is left for rules that look back or ahead and
  * for steps larger than the mean.  Measured on the 1 GB bench trial
  * (64 MB cache, 7 steps): spans of 6-8 steps evicted records before the
  * slowest rule read them and 17-70 % were fetched twice. */
@@ -600,12 +599,11 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   half = half > quarter ? half - quarter : 1; /* lag + read-ahead <= half */
   s->block = lock ? 1 : SMR_SCHED_ALL;
   s->lag = quarter;
-  size_t ahead = lock ? half : half / (size_t)s->jobs;
-  if (!ahead)
-    ahead = 1;
-  smr_trial_set_prefetch(r->trial, cached ? ahead : 0, r->opts.end_step);
+  /* Rule after rule, each rule would need its own read-ahead window and
+   * the cache would not bound them: read-ahead belongs to lock step. */
+  smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
   if (lock && cached) {
-    r->window = s->lag + ahead;
+    r->window = s->lag + half;
     s->slowest_moved = read_ahead_horizon;
     read_ahead_horizon(r, 0);
   }
