@@ -476,15 +476,20 @@ int smr_cmd_run(int argc, char **argv) {
 
 /* ------------------------------------------------------------ validate */
 
-/* Check a rules.yaml completely, including every rule's parameters,
- * without reading a trial. */
+/* Check a rules.yaml completely, including every rule's parameters and
+ * the syntax of every Lua script, without reading a trial. */
 static int check_rule_params(const smr_config *cfg) {
   for (size_t i = 0; i < cfg->n_rules; i++) {
     const smr_rule_config *rc = &cfg->rules[i];
-    if (rc->lua)
-      continue;
     smr_error err;
     smr_error_clear(&err);
+    if (rc->lua) { /* compiled, not run: running needs the trial */
+      if (smr_lua_rule_check(rc->lua, &err) == SMR_OK)
+        continue;
+      fprintf(stderr, "smrules: %s: line %d, column %d: %s\n", cfg->path,
+              rc->line, rc->col, err.msg);
+      return SMR_EXIT_USAGE;
+    }
     smr_plugin *p;
     int st = rc->plugin ? smr_plugin_load(rc->plugin, &p, &err)
                         : smr_plugin_find(rc->rule, &p, &err);

@@ -248,6 +248,32 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   return SMR_OK;
 }
 
+int smr_lua_rule_check(const char *script_path, smr_error *err) {
+  char *src = NULL;
+  size_t len = 0;
+  int rc = smr_read_file(script_path, SCRIPT_MAX_BYTES, &src, &len, err);
+  if (rc)
+    return rc;
+  smr_lua_limits limits;
+  smr_lua_limits_default(&limits);
+  smr_lua_sandbox sb;
+  lua_State *L = smr_lua_sandbox_new(&sb, &limits);
+  char *chunkname = smr_xasprintf("@%s", script_path);
+  rc = SMR_OK;
+  if (!L)
+    rc = smr_error_set(err, SMR_ERR_USAGE, script_path, -1,
+                       "cannot create a Lua state");
+  else if (smr_lua_sandbox_load(L, src, len, chunkname) != LUA_OK)
+    rc = smr_error_set(err, SMR_ERR_USAGE, script_path, -1, "%s",
+                       lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                           : "the script does not compile");
+  if (L)
+    lua_close(L);
+  free(chunkname);
+  free(src);
+  return rc;
+}
+
 static int lua_rule_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
   lua_rule *r = impl;
   set_ctx(r, ctx);

@@ -27,4 +27,9 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
                       void **impl, smr_error *err);
 extern const smr_rule_ops smr_lua_rule_ops;
 
+/* Compile `script_path` without running it (`smrules validate`): a syntax
+ * error, a binary chunk or an unreadable file is SMR_ERR_USAGE with the
+ * message ("path:line: ...") in err->msg. */
+int smr_lua_rule_check(const char *script_path, smr_error *err);
+
 #endif

@@ -182,6 +182,34 @@ def check_config_errors(c, tmp):
             sc.ok(where in res.err, "names %s" % where, res.err.strip()[:300])
 
 
+def check_validate_lua(c, tmp):
+    """`validate` compiles every Lua script (without running it): a syntax
+    error is a configuration error naming the rule's line and the script's
+    file:line; a script that compiles passes."""
+    bad = os.path.join(tmp, "unclosed.lua")
+    with open(bad, "w") as f:
+        f.write("function invoke_at_step(step)\n  if step > 3 then\n    return true\n  end\n"
+                "  return false\n")
+    good = os.path.join(lib.ROOT, "rules", "gradient_mean_abs.lua")
+    for what, script, rc in (("syntax error", bad, 2), ("compiles", good, 0)):
+        path = os.path.join(tmp, "validate-lua.yaml")
+        with open(path, "w") as f:
+            f.write("rules:\n  - rule: AllZero\n  - name: mine\n    lua: %s\n" % script)
+        args = ["validate", path]
+        res = lib.Result(args, *lib.run(args))
+        sc = c.scope("validate, Lua script: %s" % what, res)
+        sc.process(want_json=False)
+        sc.eq("exit status", res.rc, rc)
+        if rc:
+            errs = [ln for ln in res.err.splitlines() if ln.strip()]
+            sc.eq("one error line", len(errs), 1)
+            sc.ok("line 3, column 5" in res.err, "names the rule's line", res.err.strip())
+            sc.ok("unclosed.lua:6:" in res.err and "'end' expected" in res.err,
+                  "names the script's line and what Lua expected", res.err.strip())
+        else:
+            sc.ok("OK (2 rules)" in res.out, "OK", res.out.strip())
+
+
 def main():
     c = lib.Checker("test_custom_rules")
     tmp = tempfile.mkdtemp(prefix="smrules-custom-")
@@ -191,6 +219,7 @@ def main():
             check_parity(c, tmp, so)
         check_sandbox(c, tmp)
         check_config_errors(c, tmp)
+        check_validate_lua(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
