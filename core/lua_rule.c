@@ -17,6 +17,7 @@
 #include "embedded.h"
 #include "lua_bind.h"
 #include "lua_sandbox.h"
+#include "lua_state.h"
 
 #define SCRIPT_MAX_BYTES (16u << 20)
 #define HELPERS_PATH "lua/smrules.lua"
@@ -25,6 +26,7 @@ typedef struct lua_rule {
   smr_lua_sandbox sb; /* the allocator's accounting: lives with the state */
   smr_lua_host host;
   lua_State *L;
+  char *saved; /* save_state's text, taken by lua_rule_save */
 } lua_rule;
 
 void smr_lua_limits_default(smr_lua_limits *l) {
@@ -120,6 +122,19 @@ static int call_finish(lua_State *L) {
   return 0;
 }
 
+/* save_state() as text, copied out to the rule (arg 1) before the
+ * protected call returns. */
+static int call_save(lua_State *L) {
+  lua_rule *r = lua_touserdata(L, 1);
+  lua_pushcfunction(L, smr_lua_state_save);
+  lua_call(L, 0, 1);
+  size_t n;
+  const char *text = lua_tolstring(L, -1, &n);
+  if (text)
+    r->saved = smr_xstrndup(text, n);
+  return 0;
+}
+
 /* invoke_at_step(step) -> SMRULES_TRIGGERED / NO_TRIGGER / SKIPPED. */
 static int call_invoke(lua_State *L) {
   lua_Integer step = lua_tointeger(L, 2);
@@ -197,6 +212,7 @@ static void lua_rule_destroy(void *impl) {
     return;
   if (r->L)
     lua_close(r->L);
+  free(r->saved);
   free(r);
 }
 
@@ -301,9 +317,41 @@ static int lua_rule_finish(void *impl, smrules_ctx *ctx) {
   return SMRULES_ERR;
 }
 
+/* A state that cannot be kept is a warning, not an error: the next run
+ * evaluates the rule from the first step again. */
+static char *lua_rule_save(void *impl, smrules_ctx *ctx) {
+  lua_rule *r = impl;
+  set_ctx(r, ctx);
+  outcome o;
+  run_protected(r, call_save, r, 0, &o);
+  if (o.code != 0) {
+    r->host.api->log(ctx, 2 /* warning */,
+                     "state not kept (the next run starts over): %s", o.msg);
+    free(o.msg);
+  }
+  char *text = r->saved;
+  r->saved = NULL;
+  return text;
+}
+
+static int lua_rule_load(void *impl, smrules_ctx *ctx, const char *text) {
+  lua_rule *r = impl;
+  set_ctx(r, ctx);
+  outcome o;
+  run_protected(r, smr_lua_state_load, (void *)text, 0, &o);
+  if (o.code == 0)
+    return 0;
+  r->host.api->log(ctx, 2 /* warning */,
+                   "stored state not restored (starting over): %s", o.msg);
+  free(o.msg);
+  return -1;
+}
+
 const smr_rule_ops smr_lua_rule_ops = {
     .kind = "lua",
     .invoke_at_step = lua_rule_invoke,
     .finish = lua_rule_finish,
     .destroy = lua_rule_destroy,
+    .save_state = lua_rule_save,
+    .load_state = lua_rule_load,
 };

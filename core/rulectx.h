@@ -27,6 +27,10 @@ typedef struct smr_rule_ops {
   int (*invoke_at_step)(void *impl, smrules_ctx *ctx, int64_t step);
   int (*finish)(void *impl, smrules_ctx *ctx); /* may be NULL */
   void (*destroy)(void *impl);
+  /* The rule's own state as text (malloc'ed), NULL when it keeps none or
+   * cannot say; and back: 0 when restored.  Both may be NULL. */
+  char *(*save_state)(void *impl, smrules_ctx *ctx);
+  int (*load_state)(void *impl, smrules_ctx *ctx, const char *text);
 } smr_rule_ops;
 
 #endif

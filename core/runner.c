@@ -91,8 +91,24 @@ static void plugin_destroy(void *impl) {
   free(p);
 }
 
-static const smr_rule_ops PLUGIN_OPS = {"plugin", plugin_invoke, plugin_finish,
-                                        plugin_destroy};
+static char *plugin_save(void *impl, smrules_ctx *ctx) {
+  plugin_impl *p = impl;
+  return p->reg->save_state ? p->reg->save_state(ctx, p->state) : NULL;
+}
+
+static int plugin_load(void *impl, smrules_ctx *ctx, const char *text) {
+  plugin_impl *p = impl;
+  return p->reg->load_state ? p->reg->load_state(ctx, p->state, text) : -1;
+}
+
+static const smr_rule_ops PLUGIN_OPS = {
+    .kind = "plugin",
+    .invoke_at_step = plugin_invoke,
+    .finish = plugin_finish,
+    .destroy = plugin_destroy,
+    .save_state = plugin_save,
+    .load_state = plugin_load,
+};
 
 /* ------------------------------------------------------------- setup */
 
@@ -289,11 +305,8 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     return;
   }
   bool restored = in->stateless;
-  if (!restored && s.impl_state && in->plugin && in->plugin->reg->load_state) {
-    plugin_impl *p = in->impl;
-    restored =
-        in->plugin->reg->load_state(in->ctx, p->state, s.impl_state) == 0;
-  }
+  if (!restored && s.impl_state && in->ops->load_state)
+    restored = in->ops->load_state(in->impl, in->ctx, s.impl_state) == 0;
   bool nothing_new = newest_step <= s.last_step;
   in->restored = restored;
   if (restored || nothing_new) {
@@ -339,11 +352,8 @@ static void save(smr_runner *r, smr_instance *in) {
   s.datapoints = smr_ctx_datapoints(in->ctx);
   s.last_trigger = (char *)smr_ctx_last_violations(in->ctx);
   s.message = in->message;
-  char *impl_state = NULL;
-  if (in->plugin && in->plugin->reg->save_state) {
-    plugin_impl *p = in->impl;
-    impl_state = in->plugin->reg->save_state(in->ctx, p->state);
-  }
+  char *impl_state =
+      in->ops->save_state ? in->ops->save_state(in->impl, in->ctx) : NULL;
   s.impl_state = impl_state;
   s.report = smr_instance_report(in);
   smr_error e;

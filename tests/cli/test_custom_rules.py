@@ -210,6 +210,80 @@ def check_validate_lua(c, tmp):
             sc.ok("OK (2 rules)" in res.out, "OK", res.out.strip())
 
 
+STATEFUL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua_stateful_rule.lua")
+
+
+def visits(err):
+    """[(step, visits so far)] from the -v log of lua_stateful_rule.lua."""
+    out = []
+    for ln in err.splitlines():
+        parts = ln.split(": ", 3)
+        if len(parts) == 4 and parts[3].startswith("visit\t"):
+            _, step, n = parts[3].split("\t")
+            out.append((int(step), int(n)))
+    return out
+
+
+def run_stateful(tmp, script, extra):
+    rules = os.path.join(tmp, "stateful.yaml")
+    with open(rules, "w") as f:
+        f.write("rules:\n  - name: S\n    lua: %s\n" % script)
+    trial = lib.rel(os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits"))
+    args = ["run", "--trial", trial, "--rules", rules, "--json", "-v", "--output",
+            os.path.join(tmp, "out-state")] + extra
+    return lib.run_json(args)
+
+
+def check_lua_state(c, tmp):
+    """A Lua rule's save_state()/load_state(): a run stopped at --end-step
+    and continued from its stored state goes on where it stopped (no step
+    visited twice, its counter continues) with the results of one run, and
+    the stored value comes back exactly (nan, infinities, integer vs float,
+    minimum integer, any bytes in strings, nested tables, boolean and
+    float keys).  Without save_state, or when the state cannot be stored
+    or restored, the next run starts over with a warning, results intact."""
+    one = run_stateful(tmp, STATEFUL, ["--fresh"])
+    want = (one.obj or {"rules": [{}]})["rules"][0]
+    sc = c.scope("lua state: one run", one)
+    sc.process(one)
+    sc.ok(want.get("triggered_steps"), "the rule triggers", lib.short(want))
+    with open(STATEFUL) as f:
+        text = f.read()
+    variants = [
+        ("save_state and load_state", text, "continues"),
+        ("no save_state", text.replace("function save_state()", "function unused_save()"), "over"),
+        ("save_state returns a function",
+         text.replace("return {visits = visits,", "return {fn = print, visits = visits,"), "over"),
+        ("load_state fails", text.replace("  visits = st.visits\n", "  error('cannot')\n"), "over"),
+    ]
+    for label, src, expect in variants:
+        script = os.path.join(tmp, "stateful-%d.lua" % len(label))
+        with open(script, "w") as f:
+            f.write(src)
+        state = os.path.join(tmp, "state-%d.db" % len(label))
+        first = run_stateful(tmp, script, ["--state", state, "--end-step", "30"])
+        second = run_stateful(tmp, script, ["--state", state])
+        sc = c.scope("lua state: %s" % label, second)
+        if not (sc.process(first) and sc.process(second)):
+            continue
+        got = second.obj["rules"][0]
+        for k in ("status", "triggered_steps", "evaluated_steps"):
+            sc.eq("%s as one run" % k, got.get(k), want.get(k))
+        v1, v2 = visits(first.err), visits(second.err)
+        sc.ok(v1 and max(s for s, _ in v1) < 30, "the first run stopped before step 30", lib.short(v1))
+        if expect == "continues":
+            sc.ok(v2 and v2[0][0] > max(s for s, _ in v1) and v2[0][1] == len(v1) + 1,
+                  "the second run starts after the last evaluated step, counter continued",
+                  lib.short(v2[:3]))
+            sc.ok("tricky\ttrue" in second.err, "the stored value came back exactly",
+                  second.err[-300:])
+        else:
+            sc.ok(v2 and v2[0] == (0, 1), "the second run starts over from step 0", lib.short(v2[:3]))
+            if label != "no save_state":
+                sc.ok("warning" in second.err + first.err, "a warning says why",
+                      (first.err + second.err)[-300:])
+
+
 def main():
     c = lib.Checker("test_custom_rules")
     tmp = tempfile.mkdtemp(prefix="smrules-custom-")
@@ -220,6 +294,7 @@ def main():
         check_sandbox(c, tmp)
         check_config_errors(c, tmp)
         check_validate_lua(c, tmp)
+        check_lua_state(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
