@@ -1,6 +1,7 @@
 -- loss_plateau.lua - fires when the TRAIN loss has not improved on its best
 -- value by at least `min_delta` for `patience` evaluated TRAIN steps.
--- Shows state kept across steps and a summary written by finish().
+-- Shows state kept across steps (and across runs: save_state/load_state)
+-- and a summary written by finish().
 --
 -- Parameters:
 --   patience   (integer, default 5)
@@ -56,4 +57,14 @@ function finish()
   if best_step then
     report.details{ best_loss = best, best_step = best_step, plateau_steps = fired_steps }
   end
+end
+
+-- Kept for the next run over the same trial (docs/lua-api.md, "Resuming"):
+-- it continues after the last evaluated step instead of starting over.
+function save_state()
+  return { best = best, best_step = best_step, wait = wait, fired_steps = fired_steps }
+end
+
+function load_state(s)
+  best, best_step, wait, fired_steps = s.best, s.best_step, s.wait, s.fired_steps
 end
