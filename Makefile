@@ -120,6 +120,11 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
+# The plugins' shared NumPy arithmetic is tested directly.
+$(BUILD)/tests/test_fwkit: tests/unit/test_fwkit.c tests/unit/unit.h $(LIB) $(PLUGKIT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
+
 # The stand-in training job of the demo and the live tests.
 $(BUILD)/demo-trainer: examples/trainer/demo_trainer.c $(LIB)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)

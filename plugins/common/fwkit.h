@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "npmath.h"
 #include "smrules/smrules.h"
 
 static inline void *fk_xrealloc(void *p, size_t n, size_t size) {
@@ -136,36 +137,9 @@ static inline void fk_map_clear(fk_map *m) {
 
 /* ------------------------------------------------ NumPy-exact statistics */
 
-/* NumPy's pairwise summation (add.reduce of a contiguous float64 array). */
-static inline double fk_pairwise_sum(const double *a, size_t n) {
-  if (n < 8) {
-    double r = 0.;
-    for (size_t i = 0; i < n; i++)
-      r += a[i];
-    return r;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; j++)
-      r[j] = a[j];
-    size_t i;
-    for (i = 8; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 8; j++)
-        r[j] += a[i + j];
-    double res =
-        ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; i++)
-      res += a[i];
-    return res;
-  }
-  size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return fk_pairwise_sum(a, n2) + fk_pairwise_sum(a + n2, n - n2);
-}
-
 /* np.mean (n > 0). */
 static inline double fk_mean(const double *a, size_t n) {
-  return fk_pairwise_sum(a, n) / (double)n;
+  return np_pairwise_sum(a, n) / (double)n;
 }
 
 /* np.std, population (n > 0). */
@@ -174,7 +148,7 @@ static inline double fk_std(const double *a, size_t n) {
   double *d = fk_xrealloc(NULL, n, sizeof *d);
   for (size_t i = 0; i < n; i++)
     d[i] = (a[i] - m) * (a[i] - m);
-  double v = fk_pairwise_sum(d, n) / (double)n;
+  double v = np_pairwise_sum(d, n) / (double)n;
   free(d);
   return sqrt(v);
 }
@@ -193,22 +167,9 @@ static inline double *fk_sorted(const double *a, size_t n) {
   return s;
 }
 
-/* np.quantile(x, q) (linear) of sorted x, n > 0, as NumPy 1.22+ computes
- * it: virtual index (n - 1) * q, then a lerp that switches to the upper
- * neighbour for fractions >= 0.5. */
-static inline double fk_quantile_sorted(const double *s, size_t n, double q) {
-  double h = (double)(n - 1) * q;
-  double lo = floor(h);
-  size_t i = (size_t)lo;
-  if (i >= n - 1)
-    return s[n - 1];
-  double t = h - lo, a = s[i], b = s[i + 1], d = b - a;
-  return t >= 0.5 ? b - d * (1 - t) : a + d * t;
-}
-
 /* np.percentile(x, p) of sorted x: q = p / 100. */
 static inline double fk_percentile_sorted(const double *s, size_t n, double p) {
-  return fk_quantile_sorted(s, n, p / 100.0);
+  return np_quantile_sorted(s, n, p / 100.0);
 }
 
 /* np.round(v, 2). */

@@ -74,17 +74,17 @@ static double tail_q95(const pk_vec *v, int64_t window) {
 static char *box(const double *v, size_t n, const double *p25_for_iqr,
                  double *p25_out) {
   double *s = pk_sorted_copy(v, n);
-  double p25 = pk_quantile_sorted(s, n, 0.25);
-  double p75 = pk_quantile_sorted(s, n, 0.75);
+  double p25 = np_quantile_sorted(s, n, 0.25);
+  double p75 = np_quantile_sorted(s, n, 0.75);
   pk_obj *o = pk_obj_new();
   pk_obj_num(o, "p25", p25);
-  pk_obj_num(o, "p50", pk_quantile_sorted(s, n, 0.50));
+  pk_obj_num(o, "p50", np_quantile_sorted(s, n, 0.50));
   pk_obj_num(o, "p75", p75);
-  pk_obj_num(o, "p95", pk_quantile_sorted(s, n, 0.95));
+  pk_obj_num(o, "p95", np_quantile_sorted(s, n, 0.95));
   double iqr = p75 - (p25_for_iqr ? *p25_for_iqr : p25);
   double upper = p75 + 1.5 * iqr, lower = p25 - 1.5 * iqr;
-  pk_obj_num(o, "upper", pk_py_min(upper, pk_quantile_sorted(s, n, 1)));
-  pk_obj_num(o, "lower", pk_py_max(lower, pk_quantile_sorted(s, n, 0.0)));
+  pk_obj_num(o, "upper", pk_py_min(upper, np_quantile_sorted(s, n, 1)));
+  pk_obj_num(o, "lower", pk_py_max(lower, np_quantile_sorted(s, n, 0.0)));
   if (p25_out)
     *p25_out = p25;
   free(s);

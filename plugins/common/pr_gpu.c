@@ -20,8 +20,8 @@ static void whiskers(pk_obj *o, const double *sorted, size_t n, double p25,
                      double p75) {
   double iqr = p75 - p25;
   double upper = p75 + 1.5 * iqr, lower = p25 - 1.5 * iqr;
-  double mx = pk_quantile_sorted(sorted, n, 1);
-  double mn = pk_quantile_sorted(sorted, n, 0.0);
+  double mx = np_quantile_sorted(sorted, n, 1);
+  double mn = np_quantile_sorted(sorted, n, 0.0);
   pk_obj_num(o, "upper", pk_py_min(upper, mx));
   pk_obj_num(o, "lower", pk_py_max(lower, mn));
 }
@@ -84,12 +84,12 @@ static void lg_entry(lowgpu *g, const char *node, const char *gpu,
   pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
   pk_obj_num(o, "gpu_95", h->a);
   pk_obj_num(o, "gpu_5", h->b);
-  double p25 = pk_quantile_sorted(s, n, 0.25);
-  double p75 = pk_quantile_sorted(s, n, 0.75);
+  double p25 = np_quantile_sorted(s, n, 0.25);
+  double p75 = np_quantile_sorted(s, n, 0.75);
   pk_obj_num(o, "p25", p25);
-  pk_obj_num(o, "p50", pk_quantile_sorted(s, n, 0.50));
+  pk_obj_num(o, "p50", np_quantile_sorted(s, n, 0.50));
   pk_obj_num(o, "p75", p75);
-  pk_obj_num(o, "p95", pk_quantile_sorted(s, n, 0.95));
+  pk_obj_num(o, "p95", np_quantile_sorted(s, n, 0.95));
   whiskers(o, s, n, p25, p75);
   free(s);
   pk_obj_raw_take(pk_obj_obj(g->details, node), gpu, pk_obj_render(o));
@@ -259,13 +259,13 @@ static void gm_entry(gpumem *g, const char *node, const char *gpu,
   pk_obj *o = pk_obj_new();
   pk_obj_num(o, "increase", h->a);
   pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
-  pk_obj_num(o, "p05", pk_quantile_sorted(s, n, 0.05));
-  double p25 = pk_quantile_sorted(s, n, 0.25);
-  double p75 = pk_quantile_sorted(s, n, 0.75);
+  pk_obj_num(o, "p05", np_quantile_sorted(s, n, 0.05));
+  double p25 = np_quantile_sorted(s, n, 0.25);
+  double p75 = np_quantile_sorted(s, n, 0.75);
   pk_obj_num(o, "p25", p25);
-  pk_obj_num(o, "p50", pk_quantile_sorted(s, n, 0.50));
+  pk_obj_num(o, "p50", np_quantile_sorted(s, n, 0.50));
   pk_obj_num(o, "p75", p75);
-  pk_obj_num(o, "p95", pk_quantile_sorted(s, n, 0.95));
+  pk_obj_num(o, "p95", np_quantile_sorted(s, n, 0.95));
   whiskers(o, s, n, p25, p75);
   free(s);
   pk_obj_raw_take(pk_obj_obj(g->details, node), gpu, pk_obj_render(o));

@@ -288,9 +288,9 @@ static void record(usage *u, pk_dict *values, const char *name, double n) {
     double *s = pk_sorted_copy(vals, k);
     pk_obj *o = pk_obj_new_obj(d, node->key);
     stat_value(o, "max", pk_np_max(vals, k) / n);
-    stat_value(o, "p99", pk_quantile_sorted(s, k, 0.99) / n);
-    stat_value(o, "p95", pk_quantile_sorted(s, k, 0.95) / n);
-    stat_value(o, "p50", pk_quantile_sorted(s, k, 0.50) / n);
+    stat_value(o, "p99", np_quantile_sorted(s, k, 0.99) / n);
+    stat_value(o, "p95", np_quantile_sorted(s, k, 0.95) / n);
+    stat_value(o, "p50", np_quantile_sorted(s, k, 0.50) / n);
     stat_value(o, "min", pk_np_min(vals, k) / n);
     free(s);
     free(vals);

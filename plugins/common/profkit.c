@@ -494,27 +494,6 @@ double *pk_sorted_copy(const double *x, size_t n) {
 
 /* NumPy >= 1.22 "linear": virtual index (n-1)*q, and _lerp computes
  * b - (b-a)*(1-t) when t >= 0.5 (a + (b-a)*t otherwise). */
-double pk_quantile_sorted(const double *s, size_t n, double q) {
-  if (n == 0)
-    return NAN;
-  double vi = (double)(n - 1) * q;
-  size_t lo, hi;
-  double prev;
-  if (vi >= (double)(n - 1)) {
-    lo = hi = n - 1;
-    prev = -1; /* NumPy marks the index -1 ("last") */
-  } else if (vi < 0) {
-    lo = hi = 0;
-    prev = 0;
-  } else {
-    prev = floor(vi);
-    lo = (size_t)prev;
-    hi = lo + 1;
-  }
-  double a = s[lo], b = s[hi], t = vi - prev, diff = b - a;
-  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
-}
-
 double pk_quantile(const double *x, size_t n, double q) {
   for (size_t i = 0; i < n; i++)
     if (isnan(x[i]))
@@ -522,40 +501,13 @@ double pk_quantile(const double *x, size_t n, double q) {
   if (n == 0)
     return NAN;
   double *s = pk_sorted_copy(x, n);
-  double r = pk_quantile_sorted(s, n, q);
+  double r = np_quantile_sorted(s, n, q);
   free(s);
   return r;
 }
 
-/* NumPy's pairwise_sum for float64 (unrolled by 8, blocks of 128). */
-static double pairwise(const double *a, size_t n) {
-  if (n < 8) {
-    double res = 0.;
-    for (size_t i = 0; i < n; i++)
-      res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int k = 0; k < 8; k++)
-      r[k] = a[k];
-    size_t i;
-    for (i = 8; i < n - (n % 8); i += 8)
-      for (int k = 0; k < 8; k++)
-        r[k] += a[i + (size_t)k];
-    double res =
-        ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; i++)
-      res += a[i];
-    return res;
-  }
-  size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise(a, n2) + pairwise(a + n2, n - n2);
-}
-
 double pk_np_sum(const double *x, size_t n) {
-  return 0.0 + pairwise(x, n);
+  return 0.0 + np_pairwise_sum(x, n);
 }
 
 double pk_np_mean(const double *x, size_t n) {

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "npmath.h"
 #include "rulekit.h"
 
 /* ------------------------------------------------------------- vectors */
@@ -121,8 +122,7 @@ void pk_py_str(double v, bool is_int, char *buf, size_t n);
 /* np.quantile(x, q), method "linear" of NumPy >= 1.22 (sorts a copy);
  * NaN for empty input or when x holds a NaN. */
 double pk_quantile(const double *x, size_t n, double q);
-/* The same on an ascending array without NaN. */
-double pk_quantile_sorted(const double *s, size_t n, double q);
+/* On an ascending array without NaN: np_quantile_sorted (npmath.h). */
 double *pk_sorted_copy(const double *x, size_t n); /* free() it */
 /* np.sum (pairwise summation, as NumPy's float64 add.reduce) and np.mean
  * (NaN for n == 0); np.max/np.min (NaN when any is NaN). */

@@ -1,6 +1,8 @@
 /* rulekit.c - shared helpers of the built-in rule plugins. */
 #include "rulekit.h"
 
+#include "npmath.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -107,11 +109,7 @@ double rk_quantile(double *x, size_t n, double q) {
     if (isnan(x[i]))
       return NAN;
   qsort(x, n, sizeof *x, cmp_double);
-  double h = (double)(n - 1) * q;
-  size_t lo = (size_t)floor(h);
-  if (lo >= n - 1)
-    return x[n - 1];
-  return x[lo] + (h - (double)lo) * (x[lo + 1] - x[lo]);
+  return np_quantile_sorted(x, n, q);
 }
 
 double rk_round_half_away(double v) {

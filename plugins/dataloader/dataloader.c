@@ -160,7 +160,7 @@ static void evaluate(state *st, const seconds *w) {
   for (size_t i = 0; i < w->secs.n; i++)
     fk_dv_push(&st->parallel, (double)w->pids[i].n);
   double *s = fk_sorted(st->parallel.v, st->parallel.n);
-  st->dataloaders = (int64_t)fk_quantile_sorted(s, st->parallel.n, 0.5);
+  st->dataloaders = (int64_t)np_quantile_sorted(s, st->parallel.n, 0.5);
   free(s);
   double cores = (double)st->cpus.n, med = (double)st->dataloaders;
   bool ready = (int64_t)st->parallel.n > st->s.patience;
