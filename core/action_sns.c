@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "action_int.h"
+#include "aws_metadata.h"
 
 #define RESPONSE_MAX 16384
 #define PROFILE_FILE_MAX (1u << 20)
@@ -29,6 +30,7 @@ void smr_aws_creds_free(smr_aws_creds *c) {
   free(c->key_id);
   free(c->secret);
   free(c->token);
+  free(c->from);
   memset(c, 0, sizeof *c);
 }
 
@@ -81,6 +83,7 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
     out->secret = smr_xstrdup(secret);
     const char *tok = getenv("AWS_SESSION_TOKEN");
     out->token = tok && *tok ? smr_xstrdup(tok) : NULL;
+    out->from = smr_xstrdup("the environment");
     return SMR_OK;
   }
   const char *name = profile ? profile : getenv("AWS_PROFILE");
@@ -101,13 +104,24 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
   }
   free(text);
   int rc = SMR_OK;
-  if (!out->key_id || !out->secret) {
+  if (out->key_id && out->secret)
+    out->from = smr_xasprintf("the shared credentials file (profile %s)", name);
+  else {
+    smr_aws_creds_free(out);
+    /* no profile asked for by name: the machine's role, as the SDKs do */
+    char *from = NULL;
+    smr_error why2;
+    bool named = profile || getenv("AWS_PROFILE");
+    if (!named && smr_aws_creds_from_metadata(out, &from, &why2) == SMR_OK) {
+      out->from = from;
+      free(path);
+      return SMR_OK;
+    }
     rc = smr_error_set(err, SMR_ERR_USAGE, path ? path : "", -1,
                        "no AWS credentials: set AWS_ACCESS_KEY_ID and "
                        "AWS_SECRET_ACCESS_KEY, or profile '%s' in the shared "
-                       "credentials file",
-                       name);
-    smr_aws_creds_free(out);
+                       "credentials file%s%s",
+                       name, named ? "" : "; ", named ? "" : why2.msg);
   }
   free(path);
   return rc;

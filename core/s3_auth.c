@@ -2,8 +2,9 @@
  * (--s3-endpoint, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL), the region
  * (AWS_REGION, AWS_DEFAULT_REGION, else us-east-1; a bucket elsewhere is
  * found from S3's redirect answer) and the credentials (the standard
- * environment variables or a profile of the shared credentials file, read
- * by the same code as the SNS action). */
+ * environment variables, a profile of the shared credentials file, or the
+ * container / instance metadata service; read by the same code as the SNS
+ * action). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,9 +53,7 @@ int smr_s3_auth_load(const char *endpoint, smr_s3_auth *out, smr_error *err) {
     out->key_id = cr.key_id;
     out->secret = cr.secret;
     out->token = cr.token;
-    out->cred_from = smr_xstrdup(env_nonempty("AWS_ACCESS_KEY_ID")
-                                     ? "the environment"
-                                     : "the shared credentials file");
+    out->cred_from = cr.from;
   } else {
     /* No credentials: anonymous requests (public buckets); a refusal
      * names the places looked at. */

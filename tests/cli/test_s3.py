@@ -335,7 +335,8 @@ class Env:
         self.cache = os.path.join(tmp, "cache")
         base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         base.update(HOME=self.home, XDG_CACHE_HOME=self.cache, AWS_ACCESS_KEY_ID=KEY_ID,
-                    AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1", SMRULES_S3_STATS="1")
+                    AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION="us-east-1", SMRULES_S3_STATS="1",
+                    AWS_EC2_METADATA_DISABLED="true")  # never the real 169.254.169.254
         self.base = base
 
     def make(self, **changes):
@@ -940,6 +941,89 @@ def check_confinement(c, env, proxy, s3):
         c.ok(not outside, "%s: nothing outside the trial prefix requested" % prefix, lib.short(outside))
 
 
+IMDS_SESSION, IMDS_TOKEN, CONTAINER_AUTH, CONTAINER_TOKEN = (
+    "imds-session-t0ken", "imds/Role=Token", "container-auth-t0ken", "container/Task=Token")
+
+
+class Metadata(ThreadingHTTPServer):
+    """A stand-in for the EC2 instance metadata service (IMDSv2: a session
+    token from PUT /latest/api/token, then the role's credentials) and for a
+    container credentials endpoint (GET /container-creds with an
+    Authorization header).  Records every request."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), MetadataHandler)
+        self.log = []
+        self.url = "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class MetadataHandler(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def answer(self, status, body):
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def creds(self, token):
+        return json.dumps({"Code": "Success", "AccessKeyId": KEY_ID, "SecretAccessKey": SECRET,
+                           "Token": token, "Expiration": "2099-01-01T00:00:00Z"})
+
+    def do_PUT(self):
+        self.server.log.append(("PUT", self.path, self.headers.get("X-aws-ec2-metadata-token-ttl-seconds")))
+        if self.path == "/latest/api/token" and self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
+            self.answer(200, IMDS_SESSION)
+        else:
+            self.answer(400, "bad token request")
+
+    def do_GET(self):
+        self.server.log.append(("GET", self.path, self.headers.get("X-aws-ec2-metadata-token")
+                                or self.headers.get("Authorization")))
+        base = "/latest/meta-data/iam/security-credentials/"
+        if self.path == "/container-creds":
+            if self.headers.get("Authorization") == CONTAINER_AUTH:
+                self.answer(200, self.creds(CONTAINER_TOKEN))
+            else:
+                self.answer(403, "no")
+        elif self.headers.get("X-aws-ec2-metadata-token") != IMDS_SESSION:
+            self.answer(401, "IMDSv2 token required")
+        elif self.path == base:
+            self.answer(200, "smrules-test-role\n")
+        elif self.path == base + "smrules-test-role":
+            self.answer(200, self.creds(IMDS_TOKEN))
+        else:
+            self.answer(404, "not found")
+
+
+def metadata_cases(env, md):
+    no_keys = dict(AWS_ACCESS_KEY_ID=None, AWS_SECRET_ACCESS_KEY=None, AWS_SHARED_CREDENTIALS_FILE=None,
+                   AWS_EC2_METADATA_DISABLED=None)
+    return [
+        ("instance metadata service (IMDSv2 role)", env.make(AWS_EC2_METADATA_SERVICE_ENDPOINT=md.url, **no_keys),
+         KEY_ID, IMDS_TOKEN, "us-east-1"),
+        ("container credentials endpoint", env.make(AWS_CONTAINER_CREDENTIALS_FULL_URI=md.url + "/container-creds",
+                                                    AWS_CONTAINER_AUTHORIZATION_TOKEN=CONTAINER_AUTH,
+                                                    AWS_EC2_METADATA_SERVICE_ENDPOINT=md.url, **no_keys),
+         KEY_ID, CONTAINER_TOKEN, "us-east-1"),
+    ]
+
+
+def check_metadata_log(c, md):
+    """IMDSv2: a PUT for the session token, then GETs carrying it."""
+    log = md.log
+    sc = c.scope("credentials: metadata requests")
+    sc.ok(log and log[0][0] == "PUT" and log[0][1] == "/latest/api/token" and log[0][2],
+          "IMDSv2: the session token is asked for first (PUT with a TTL)", lib.short(log[:3]))
+    imds_gets = [x for x in log if x[0] == "GET" and x[1].startswith("/latest/")]
+    sc.ok(imds_gets and all(x[2] == IMDS_SESSION for x in imds_gets),
+          "every metadata GET carries the session token", lib.short(imds_gets))
+    sc.ok(any(x[1] == "/container-creds" and x[2] == CONTAINER_AUTH for x in log),
+          "the container endpoint got the Authorization token", lib.short(log))
+
+
 def check_credentials(c, env, proxy, s3, tmp, local):
     prefix = "trials/class_imbalance_digits"
     want = strip_paths(local[prefix])
@@ -956,6 +1040,9 @@ def check_credentials(c, env, proxy, s3, tmp, local):
         ("region from AWS_DEFAULT_REGION", env.make(AWS_REGION=None, AWS_DEFAULT_REGION="eu-west-3"),
          KEY_ID, None, "eu-west-3"),
     ]
+    md = Metadata()
+    threading.Thread(target=md.serve_forever, daemon=True).start()
+    cases += metadata_cases(env, md)
     for label, e, key_id, token, region in cases:
         proxy.reset()
         r = run(lib.inspect_args(s3_url(prefix)) + ["--s3-endpoint", env.endpoint], e)
@@ -972,6 +1059,9 @@ def check_credentials(c, env, proxy, s3, tmp, local):
             sc.ok(all(x["region"] == region for x in entries), "region %s in the scope" % region,
                   lib.short(sorted({str(x["region"]) for x in entries})))
             sc.ok(SECRET not in r.err and PROFILE_SECRET not in r.err, "no secret in the output")
+    check_metadata_log(c, md)
+    md.shutdown()
+    md.server_close()
     # a bucket in another region: S3's redirect names it, smrules follows
     proxy.reset()
     proxy.inject("", ("moved", "ap-south-2"))

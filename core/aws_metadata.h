@@ -1,0 +1,14 @@
+/* aws_metadata.h - AWS credentials from a container's credentials
+ * endpoint or the EC2 instance metadata service (see aws_metadata.c). */
+#ifndef SMR_AWS_METADATA_H
+#define SMR_AWS_METADATA_H
+
+#include "action_int.h" /* smr_aws_creds */
+#include "common.h"
+
+/* SMR_OK with the credentials and *from (malloc'ed, for messages: which
+ * service gave them); else an error whose message says what was tried. */
+int smr_aws_creds_from_metadata(smr_aws_creds *out, char **from,
+                                smr_error *err);
+
+#endif
