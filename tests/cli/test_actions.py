@@ -185,6 +185,9 @@ class Trainer:
 
 def smrules(args, cwd, env=None, timeout=lib.TIMEOUT):
     full_env = dict(os.environ)
+    # never the credentials of the machine the tests run on (an EC2 CI host
+    # would answer on 169.254.169.254)
+    full_env["AWS_EC2_METADATA_DISABLED"] = "true"
     full_env.update(env or {})
     try:
         p = subprocess.run([lib.SMRULES] + args, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL,
