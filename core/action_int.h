@@ -263,7 +263,8 @@ void smr_email_send(const smr_email_cfg *c, const smr_strv *to,
 /* action_sns.c */
 typedef struct smr_aws_creds {
   char *key_id, *secret, *token;
-  char *from; /* where they came from, for messages */
+  char *from;     /* where they came from, for messages */
+  bool renewable; /* from a metadata service: ask again when expired */
 } smr_aws_creds;
 /* From AWS_ACCESS_KEY_ID/..., the shared credentials file, or (when no
  * profile is named) the container or instance metadata service. */

@@ -114,6 +114,7 @@ int smr_aws_creds_load(const char *profile, smr_aws_creds *out,
     bool named = profile || getenv("AWS_PROFILE");
     if (!named && smr_aws_creds_from_metadata(out, &from, &why2) == SMR_OK) {
       out->from = from;
+      out->renewable = true;
       free(path);
       return SMR_OK;
     }

@@ -294,3 +294,13 @@ int smr_aws_creds_from_metadata(smr_aws_creds *out, char **from,
   pthread_mutex_unlock(&g_mu);
   return rc;
 }
+
+void smr_aws_metadata_forget(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_done)
+    smr_aws_creds_free(&g_creds);
+  free(g_from);
+  g_from = NULL;
+  g_done = false;
+  pthread_mutex_unlock(&g_mu);
+}

@@ -11,4 +11,8 @@
 int smr_aws_creds_from_metadata(smr_aws_creds *out, char **from,
                                 smr_error *err);
 
+/* Forget the answer kept for this process, so that the next call asks
+ * again (after S3 said the credentials expired). */
+void smr_aws_metadata_forget(void);
+
 #endif

@@ -23,6 +23,7 @@ typedef struct smr_s3_auth {
   char *secret;
   char *token;     /* session token or NULL */
   char *cred_from; /* where the credentials came from (for messages) */
+  bool renewable;  /* from a metadata service: renewed when they expire */
 } smr_s3_auth;
 
 /* Endpoint, region and credentials from the environment (see s3_auth.c);

@@ -54,6 +54,7 @@ int smr_s3_auth_load(const char *endpoint, smr_s3_auth *out, smr_error *err) {
     out->secret = cr.secret;
     out->token = cr.token;
     out->cred_from = cr.from;
+    out->renewable = cr.renewable;
   } else {
     /* No credentials: anonymous requests (public buckets); a refusal
      * names the places looked at. */

@@ -20,6 +20,8 @@
 
 #include "s3.h"
 
+#include "aws_metadata.h"
+
 #define EMPTY_SHA256                                                           \
   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define ERROR_BODY_MAX (64u << 10)
@@ -326,14 +328,44 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
   return len;
 }
 
+/* The credentials of this moment (renew_creds may replace them while
+ * other threads send requests). */
+typedef struct creds {
+  char *key_id, *secret, *token;
+} creds;
+
+static char *dup_secret(const char *s) {
+  return s ? smr_xstrdup(s) : NULL;
+}
+
+static void creds_copy(smr_s3 *c, creds *k) {
+  pthread_mutex_lock(&c->mu);
+  k->key_id = dup_secret(c->auth.key_id);
+  k->secret = dup_secret(c->auth.secret);
+  k->token = dup_secret(c->auth.token);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void creds_free(creds *k) {
+  if (k->secret)
+    explicit_bzero(k->secret, strlen(k->secret));
+  if (k->token)
+    explicit_bzero(k->token, strlen(k->token));
+  free(k->key_id);
+  free(k->secret);
+  free(k->token);
+}
+
 static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
   char *region = region_copy(c);
   free(r->url);
   r->url = build_url(c, region, q->key, q->query);
   curl_slist_free_all(r->hdrs);
   r->hdrs = curl_slist_append(NULL, "x-amz-content-sha256: " EMPTY_SHA256);
-  if (c->auth.token) {
-    char *t = smr_xasprintf("x-amz-security-token: %s", c->auth.token);
+  creds k;
+  creds_copy(c, &k);
+  if (k.token) {
+    char *t = smr_xasprintf("x-amz-security-token: %s", k.token);
     r->hdrs = curl_slist_append(r->hdrs, t);
     explicit_bzero(t, strlen(t));
     free(t);
@@ -354,13 +386,14 @@ static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->hdrs);
-  if (c->auth.key_id) {
+  if (k.key_id) { /* libcurl copies the strings */
     char sigv4[128];
     snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", region);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sigv4);
-    curl_easy_setopt(h, CURLOPT_USERNAME, c->auth.key_id);
-    curl_easy_setopt(h, CURLOPT_PASSWORD, c->auth.secret);
+    curl_easy_setopt(h, CURLOPT_USERNAME, k.key_id);
+    curl_easy_setopt(h, CURLOPT_PASSWORD, k.secret);
   }
+  creds_free(&k);
   if (q->head) {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
@@ -452,6 +485,40 @@ static uint64_t *kind_counter(smr_s3 *c, const request *q) {
 
 /* Perform `q` with retries; the final answer is in *r (status or curl
  * code).  The handle goes back to the pool. */
+/* Credentials of a role expire after some hours: S3 then answers 400
+ * ExpiredToken (403 for some requests). */
+static bool expired(const smr_s3 *c, const request *q, const response *r) {
+  if (!c->auth.renewable || (r->status != 400 && r->status != 403))
+    return false;
+  if (q->head) /* no body to say why: a 400 is taken as the expiry */
+    return r->status == 400;
+  char code[128], msg[64];
+  smr_s3_parse_error((const char *)r->data, r->len, code, sizeof code, msg,
+                     sizeof msg);
+  return strcmp(code, "ExpiredToken") == 0 ||
+         strcmp(code, "TokenRefreshRequired") == 0;
+}
+
+/* Ask the metadata service again and use what it gives from now on. */
+static bool renew_creds(smr_s3 *c) {
+  smr_aws_metadata_forget();
+  smr_aws_creds cr;
+  char *from = NULL;
+  smr_error e;
+  if (smr_aws_creds_from_metadata(&cr, &from, &e) != SMR_OK)
+    return false;
+  pthread_mutex_lock(&c->mu);
+  smr_aws_creds old = {c->auth.key_id, c->auth.secret, c->auth.token, NULL,
+                       false};
+  c->auth.key_id = cr.key_id;
+  c->auth.secret = cr.secret;
+  c->auth.token = cr.token;
+  pthread_mutex_unlock(&c->mu);
+  smr_aws_creds_free(&old);
+  free(from);
+  return true;
+}
+
 static void perform(smr_s3 *c, const request *q, response *r) {
   CURL *h = take_handle(c);
   if (!h) {
@@ -460,6 +527,7 @@ static void perform(smr_s3 *c, const request *q, response *r) {
   }
   unsigned seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
   int redirects = 0;
+  bool renewed = false;
   for (int attempt = 0;; attempt++) {
     setup(c, h, q, r);
     count(&c->st.requests, 1);
@@ -467,6 +535,11 @@ static void perform(smr_s3 *c, const request *q, response *r) {
     r->cc = curl_easy_perform(h);
     finish(r);
     if (follow_region(c, r) && redirects++ < 2) {
+      attempt--;
+      continue;
+    }
+    if (!renewed && expired(c, q, r) && renew_creds(c)) {
+      renewed = true;
       attempt--;
       continue;
     }

@@ -1024,6 +1024,30 @@ def check_metadata_log(c, md):
           "the container endpoint got the Authorization token", lib.short(log))
 
 
+def check_expired_role(c, env, proxy, md, prefix, want):
+    """Role credentials that S3 calls expired (400 ExpiredToken) are asked
+    for again from the metadata service and the request is repeated; keys
+    from the environment are not (the error stands)."""
+    imds = metadata_cases(env, md)[0][1]
+    md.log.clear()
+    proxy.reset()
+    proxy.inject("list-type=2", (400, "ExpiredToken"))
+    r = run(lib.inspect_args(s3_url(prefix)) + ["--s3-endpoint", env.endpoint], imds)
+    sc = c.scope("credentials: role credentials expired (400 ExpiredToken)", r)
+    if sc.process(r) and sc.exit_code(r, [0]):
+        sc.ok(strip_paths(r.obj) == want, "same answer", lib.first_difference(strip_paths(r.obj), want))
+        role_gets = [x for x in md.log if x[1].endswith("/smrules-test-role")]
+        sc.eq("role credentials asked for twice (start, after the expiry)", len(role_gets), 2)
+        sc.ok(any(x.get("injected") == "ExpiredToken" for x in proxy.entries()), "the expiry was seen")
+    proxy.reset()
+    proxy.inject("list-type=2", (400, "ExpiredToken"))
+    r = run(["inspect", "--trial", s3_url(prefix), "--s3-endpoint", env.endpoint, "--fresh"], env.base)
+    sc = c.scope("credentials: keys from the environment expired", r)
+    if sc.process(r, want_json=False):
+        sc.eq("exit code", r.rc, 3)
+        sc.ok("ExpiredToken" in r.err, "names the S3 error", r.err.strip()[-300:])
+
+
 def check_credentials(c, env, proxy, s3, tmp, local):
     prefix = "trials/class_imbalance_digits"
     want = strip_paths(local[prefix])
@@ -1060,6 +1084,7 @@ def check_credentials(c, env, proxy, s3, tmp, local):
                   lib.short(sorted({str(x["region"]) for x in entries})))
             sc.ok(SECRET not in r.err and PROFILE_SECRET not in r.err, "no secret in the output")
     check_metadata_log(c, md)
+    check_expired_role(c, env, proxy, md, prefix, want)
     md.shutdown()
     md.server_close()
     # a bucket in another region: S3's redirect names it, smrules follows
