@@ -573,7 +573,10 @@ static int fail(smr_s3 *c, const request *q, const response *r,
   smr_s3_parse_error((const char *)r->data, r->len, code, sizeof code, msg,
                      sizeof msg);
   const char *hint = "";
-  if ((r->status == 403 || r->status == 401) && !c->auth.key_id)
+  pthread_mutex_lock(&c->mu);
+  bool signed_requests = c->auth.key_id != NULL;
+  pthread_mutex_unlock(&c->mu);
+  if ((r->status == 403 || r->status == 401) && !signed_requests)
     hint = " (requests were not signed: no AWS credentials were found)";
   /* a missing object reads like a missing file of a local trial */
   if (r->status == 404 && q->key && (!code[0] || !strcmp(code, "NoSuchKey")))
