@@ -86,18 +86,25 @@ static char *json_str(const cJSON *o, const char *key) {
                                                 : NULL;
 }
 
-/* {AccessKeyId, SecretAccessKey, Token} of an answer. */
-static bool parse_creds(const char *text, smr_aws_creds *out) {
-  cJSON *o = cJSON_Parse(text);
-  if (!o)
+/* {AccessKeyId, SecretAccessKey, Token} of an answer from `who`; the
+ * answer (NULL: the request failed, *why says so) is wiped and freed. */
+static bool take_creds(char *body, const char *who, smr_aws_creds *out,
+                       char *why, size_t n) {
+  if (!body)
     return false;
-  out->key_id = json_str(o, "AccessKeyId");
-  out->secret = json_str(o, "SecretAccessKey");
-  out->token = json_str(o, "Token");
-  cJSON_Delete(o);
+  cJSON *o = cJSON_Parse(body);
+  if (o) {
+    out->key_id = json_str(o, "AccessKeyId");
+    out->secret = json_str(o, "SecretAccessKey");
+    out->token = json_str(o, "Token");
+    cJSON_Delete(o);
+  }
+  explicit_bzero(body, strlen(body));
+  free(body);
   if (out->key_id && out->secret)
     return true;
   smr_aws_creds_free(out);
+  snprintf(why, n, "%s answered without AccessKeyId and SecretAccessKey", who);
   return false;
 }
 
@@ -163,14 +170,7 @@ static int from_container(smr_aws_creds *out, char *why, size_t n) {
   char *body = request(url, "GET", hdrs, why, n);
   curl_slist_free_all(hdrs);
   free(url);
-  bool ok = body && parse_creds(body, out);
-  if (body && !ok)
-    snprintf(why, n,
-             "the container credentials endpoint answered without "
-             "AccessKeyId and SecretAccessKey");
-  if (body)
-    explicit_bzero(body, strlen(body));
-  free(body);
+  bool ok = take_creds(body, "the container credentials endpoint", out, why, n);
   return ok ? 0 : -1;
 }
 
@@ -222,17 +222,10 @@ static int from_imds(smr_aws_creds *out, char **role, char *why, size_t n) {
     curl_slist_free_all(hdrs);
     free(token);
   }
-  if (body && parse_creds(body, out)) {
+  if (take_creds(body, "the instance metadata service", out, why, n)) {
     *role = smr_xstrdup(names);
     rc = 0;
-  } else if (body) {
-    snprintf(why, n,
-             "the instance metadata service answered without "
-             "AccessKeyId and SecretAccessKey");
   }
-  if (body)
-    explicit_bzero(body, strlen(body));
-  free(body);
   free(names);
   free(root);
   return rc;

@@ -330,30 +330,17 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
 
 /* The credentials of this moment (renew_creds may replace them while
  * other threads send requests). */
-typedef struct creds {
-  char *key_id, *secret, *token;
-} creds;
-
-static char *dup_secret(const char *s) {
+static char *dup_or_null(const char *s) {
   return s ? smr_xstrdup(s) : NULL;
 }
 
-static void creds_copy(smr_s3 *c, creds *k) {
+static void creds_copy(smr_s3 *c, smr_aws_creds *k) {
+  memset(k, 0, sizeof *k);
   pthread_mutex_lock(&c->mu);
-  k->key_id = dup_secret(c->auth.key_id);
-  k->secret = dup_secret(c->auth.secret);
-  k->token = dup_secret(c->auth.token);
+  k->key_id = dup_or_null(c->auth.key_id);
+  k->secret = dup_or_null(c->auth.secret);
+  k->token = dup_or_null(c->auth.token);
   pthread_mutex_unlock(&c->mu);
-}
-
-static void creds_free(creds *k) {
-  if (k->secret)
-    explicit_bzero(k->secret, strlen(k->secret));
-  if (k->token)
-    explicit_bzero(k->token, strlen(k->token));
-  free(k->key_id);
-  free(k->secret);
-  free(k->token);
 }
 
 static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
@@ -362,7 +349,7 @@ static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
   r->url = build_url(c, region, q->key, q->query);
   curl_slist_free_all(r->hdrs);
   r->hdrs = curl_slist_append(NULL, "x-amz-content-sha256: " EMPTY_SHA256);
-  creds k;
+  smr_aws_creds k;
   creds_copy(c, &k);
   if (k.token) {
     char *t = smr_xasprintf("x-amz-security-token: %s", k.token);
@@ -393,7 +380,7 @@ static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
     curl_easy_setopt(h, CURLOPT_USERNAME, k.key_id);
     curl_easy_setopt(h, CURLOPT_PASSWORD, k.secret);
   }
-  creds_free(&k);
+  smr_aws_creds_free(&k);
   if (q->head) {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(h, CURLOPT_FILETIME, 1L);
