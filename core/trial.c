@@ -56,6 +56,10 @@ struct smr_trial {
   int64_t pf_end, pf_horizon;
   int64_t *pf_upto; /* per tensor id: last global step asked for */
   size_t pf_n;
+  /* smr_trial_cached_steps: mean record bytes per step, measured when
+   * the trial had step_bytes_at steps (under mu) */
+  int64_t step_bytes;
+  size_t step_bytes_at;
 };
 
 const char *smr_availability_name(smr_availability a) {
@@ -583,18 +587,25 @@ bool smr_trial_loaded_all_steps(const smr_trial *t) {
 int64_t smr_trial_last_complete_step(const smr_trial *t) {
   return t->last_complete_step;
 }
+/* The mean record bytes per step scans every catalog entry, and --watch
+ * asks at every new step: it is measured again only once the trial has
+ * at least doubled its steps (a run's steps are alike in size). */
 size_t smr_trial_cached_steps(smr_trial *t) {
   size_t budget = smr_source_s3_cache_budget(t->src);
   if (!budget)
     return 0;
-  int64_t bytes = 0, steps = 0;
-  smr_error e;
   pthread_mutex_lock(&t->mu);
-  smr_catalog_value_bytes(t->cat, &bytes, &steps, &e);
+  if (!t->step_bytes || t->nsteps >= 2 * t->step_bytes_at) {
+    int64_t bytes = 0, steps = 0;
+    smr_error e;
+    smr_catalog_value_bytes(t->cat, &bytes, &steps, &e);
+    t->step_bytes = bytes > 0 && steps > 0 ? bytes / steps + 1 : 0;
+    t->step_bytes_at = t->nsteps;
+  }
+  int64_t per_step = t->step_bytes;
   pthread_mutex_unlock(&t->mu);
-  if (bytes <= 0 || steps <= 0)
+  if (per_step <= 0)
     return 1;
-  int64_t per_step = bytes / steps + 1;
   int64_t n = (int64_t)budget / per_step;
   return n < 1 ? 1 : (size_t)n;
 }
