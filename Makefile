@@ -32,11 +32,11 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC $(WARN) $(SANFLAGS) \
 LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)
 LIBS = $(PKG_LIBS) -ldl -lpthread -lm
 
-PROTO = core/proto/smdebug_event.proto
+PROTO = core/format/proto/smdebug_event.proto
 GEN_C = $(BUILD)/gen/smdebug_event.pb-c.c
 GEN_H = $(BUILD)/gen/smdebug_event.pb-c.h
 
-CORE_SRC = $(filter-out core/main.c,$(wildcard core/*.c))
+CORE_SRC = $(filter-out core/cli/main.c,$(wildcard core/*/*.c))
 EMBED_FILES = $(sort $(wildcard schemas/*.json lua/*.lua rules/*.yaml))
 CORE_OBJ = $(patsubst core/%.c,$(BUILD)/core/%.o,$(CORE_SRC)) $(BUILD)/gen/smdebug_event.pb-c.o \
            $(BUILD)/gen/embedded.o
@@ -60,7 +60,7 @@ all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
 $(GEN_C) $(GEN_H): $(PROTO)
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=core/proto --c_out=$(BUILD)/gen $(PROTO)
+	protoc-c --proto_path=core/format/proto --c_out=$(BUILD)/gen $(PROTO)
 
 $(BUILD)/gen/smdebug_event.pb-c.o: $(GEN_C)
 	$(CC) $(filter-out -Wshadow -Wstrict-prototypes,$(CFLAGS_ALL)) -Wno-missing-braces -c $< -o $@
@@ -72,9 +72,13 @@ $(BUILD)/gen/embedded.c: tools/embed.sh $(EMBED_FILES)
 $(BUILD)/gen/embedded.o: $(BUILD)/gen/embedded.c
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(BUILD)/core/%.o: core/%.c $(GEN_H) $(wildcard core/*.h core/include/smrules/*.h)
+# -MMD -MP: each object depends on exactly the headers it includes (the
+# .d files beside the objects), so touching one header rebuilds only the
+# files that use it.
+DEPFLAGS = -MMD -MP
+$(BUILD)/core/%.o: core/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJ)
 	rm -f $@
@@ -83,7 +87,7 @@ $(LIB): $(CORE_OBJ)
 # -rdynamic: plugins resolve nothing from the host by symbol (they get a
 # function table), but Lua's C API must be visible to nothing either; kept
 # off.  The binary links the static core library.
-$(BIN): $(BUILD)/core/main.o $(LIB)
+$(BIN): $(BUILD)/core/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
 # One shared object per plugins/<name>/ folder, linked with the shared
@@ -118,7 +122,7 @@ $(BUILD)/plugins/profiler_report.so: $(wildcard plugins/step_outlier/*.c \
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
 # The plugins' shared NumPy arithmetic is tested directly.
 $(BUILD)/tests/test_fwkit: tests/unit/test_fwkit.c tests/unit/unit.h $(LIB) $(PLUGKIT)
@@ -153,9 +157,9 @@ FUZZ_OBJ = $(patsubst core/%.c,$(BUILD)/fuzzobj/%.o,$(CORE_SRC)) \
            $(BUILD)/fuzzobj/smdebug_event.pb-c.o $(BUILD)/fuzzobj/embedded.o
 FUZZ_LIB = $(BUILD)/fuzzobj/libsmrules-fuzz.a
 
-$(BUILD)/fuzzobj/%.o: core/%.c $(GEN_H) $(wildcard core/*.h)
+$(BUILD)/fuzzobj/%.o: core/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 $(BUILD)/fuzzobj/%.o: $(BUILD)/gen/%.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
@@ -188,8 +192,10 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
 
 format:
-	clang-format -i core/*.c core/*.h core/include/smrules/*.h plugins/*/*.c \
+	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.c \
 	  plugins/*/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build build-san
+
+-include $(shell find $(BUILD)/core $(BUILD)/fuzzobj $(BUILD)/tests -name '*.d' 2>/dev/null)

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tensor.h"
-#include "trial.h"
-#include "writer.h"
+#include "format/tensor.h"
+#include "format/writer.h"
+#include "trial/trial.h"
 
 #define NUM_BIG 8
 #define MAX_REPEAT 50

@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tensor.h"
-#include "trial.h"
-#include "writer.h"
+#include "format/tensor.h"
+#include "format/writer.h"
+#include "trial/trial.h"
 
 #define MAX_REPEAT 100
 

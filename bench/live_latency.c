@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "writer.h"
+#include "format/writer.h"
 
 #define MAX_STEPS 100000
 #define KILL_PROGRAM "/bin/kill"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "writer.h"
+#include "format/writer.h"
 
 static void die(const char *what, const smr_error *e) {
   fprintf(stderr, "scale_gen: %s: %s\n", what, e ? e->msg : "");

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "index.h"
+#include "format/index.h"
 
 static void fuzz_index_file(const char *data, size_t size) {
   smr_index ix;

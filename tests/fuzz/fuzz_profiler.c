@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profiler.h"
+#include "profiler/profiler.h"
 
 static void fuzz_lines(const char *data, size_t size) {
   char *scratch = malloc(size + 8);

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "event.h"
-#include "record.h"
-#include "tensor.h"
+#include "format/event.h"
+#include "format/record.h"
+#include "format/tensor.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "action_int.h"
-#include "config.h"
+#include "action/action_int.h"
+#include "config/config.h"
 #include "unit.h"
 
 static char tmp_dir[64];

@@ -8,9 +8,9 @@
 
 #include <cJSON.h>
 
-#include "event.h"
-#include "record.h"
-#include "sha256.h"
+#include "base/sha256.h"
+#include "format/event.h"
+#include "format/record.h"
 #include "unit.h"
 
 /* ---- helpers ------------------------------------------------------------ */

@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "index.h"
+#include "format/index.h"
 #include "unit.h"
 
 /* ---- fixtures ---- */

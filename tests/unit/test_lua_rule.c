@@ -11,10 +11,10 @@
 
 #include <cJSON.h>
 
-#include "index.h"
-#include "lua_rule.h"
-#include "rulehost.h"
-#include "trial.h"
+#include "format/index.h"
+#include "host/rulehost.h"
+#include "lua/lua_rule.h"
+#include "trial/trial.h"
 #include "unit.h"
 
 #define TRIALS "tests/fixtures/trials/"

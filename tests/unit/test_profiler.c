@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "index.h"
-#include "profiler.h"
-#include "source.h"
+#include "format/index.h"
+#include "profiler/profiler.h"
+#include "source/source.h"
 #include "unit.h"
 
 static char tmp_root[] = "/tmp/smr_test_profiler_XXXXXX";

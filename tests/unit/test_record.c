@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "record.h"
+#include "format/record.h"
 #include "unit.h"
 
 /* The 74-byte payload of the worked example (formats.md F§2.4). */

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "regex.h"
+#include "base/regex.h"
 #include "unit.h"
 
 /* Compile `pattern` and search `subject` with it. */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "s3_cache.h"
+#include "source/s3_cache.h"
 #include "unit.h"
 
 static uint8_t *filled(size_t n, uint8_t v) {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "s3.h"
-#include "source_s3.h"
+#include "source/s3.h"
+#include "source/source_s3.h"
 #include "unit.h"
 
 static const char PAGE[] =

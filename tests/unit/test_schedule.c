@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "schedule.h"
+#include "run/schedule.h"
 #include "unit.h"
 
 #define MAX_UNITS 8

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sha256.h"
-#include "tensor.h"
+#include "base/sha256.h"
+#include "format/tensor.h"
 #include "unit.h"
 
 /* ---- helpers --------------------------------------------------------- */

@@ -6,11 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "event.h"
-#include "index.h"
-#include "record.h"
+#include "format/event.h"
+#include "format/index.h"
+#include "format/record.h"
+#include "format/writer.h"
 #include "unit.h"
-#include "writer.h"
 
 static char tmp_root[] = "/tmp/smr_test_writer_XXXXXX";
 

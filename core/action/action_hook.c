@@ -1,0 +1,391 @@
+/* action_hook.c - configured hooks: `exec` runs a program (posix_spawn,
+ * never a shell) whose argv is a template expanded per argument, with the
+ * event in SMRULES_* environment variables and as JSON on stdin, killed
+ * (with its process group) when it outlives its timeout; `webhook` POSTs
+ * the event JSON over HTTP(S) with libcurl. */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "action/action_int.h"
+
+#define OUTPUT_MAX 4096
+#define TERM_WAIT 1.0
+
+extern char **environ;
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ------------------------------------------------------------- exec */
+
+static char **build_env(const smr_exec_req *q) {
+  size_t n = 0, m = 0;
+  for (char **e = environ; q->inherit_env && e && *e; e++)
+    n++;
+  for (char **e = q->env; e && *e; e++)
+    m++;
+  char **out = smr_xcalloc(n + m + 2, sizeof *out);
+  size_t k = 0;
+  for (char **e = environ; q->inherit_env && e && *e; e++)
+    if (strncmp(*e, "SMRULES_", 8) != 0) /* ours are set below */
+      out[k++] = *e;
+  if (!q->inherit_env)
+    out[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+  for (char **e = q->env; e && *e; e++)
+    out[k++] = *e;
+  return out;
+}
+
+typedef struct child_io {
+  int in, out; /* our ends; -1 once closed */
+  const char *data;
+  size_t len, sent;
+  smr_buf output;
+} child_io;
+
+static void close_fd(int *fd) {
+  if (*fd >= 0)
+    close(*fd);
+  *fd = -1;
+}
+
+static void drop_pending_sigpipe(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  struct timespec zero = {0, 0};
+  while (sigtimedwait(&set, NULL, &zero) > 0) {
+  }
+}
+
+static void pump(child_io *io, int wait_ms) {
+  struct pollfd p[2] = {{.fd = io->in, .events = POLLOUT},
+                        {.fd = io->out, .events = POLLIN}};
+  if (poll(p, 2, wait_ms) <= 0)
+    return;
+  if (io->in >= 0 && (p[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
+    ssize_t k = write(io->in, io->data + io->sent, io->len - io->sent);
+    if (k > 0)
+      io->sent += (size_t)k;
+    if (k < 0 && errno != EAGAIN && errno != EINTR) {
+      drop_pending_sigpipe(); /* the hook does not read its stdin */
+      io->sent = io->len;
+    }
+    if (io->sent >= io->len)
+      close_fd(&io->in);
+  }
+  if (io->out >= 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+    char buf[1024];
+    ssize_t k = read(io->out, buf, sizeof buf);
+    if (k > 0 && io->output.len < OUTPUT_MAX)
+      smr_buf_append(&io->output, buf, (size_t)k);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+      close_fd(&io->out);
+  }
+}
+
+/* Waits for pid until `deadline`; true when it exited (status set). */
+static bool wait_until(pid_t pid, child_io *io, double deadline, int *status) {
+  /* A child usually exits right after closing its output: poll for it
+   * with a short, growing sleep (0.2 ms .. 10 ms) rather than a fixed
+   * 10 ms, which would add that much to every action's latency. */
+  long sleep_ns = 200 * 1000;
+  for (;;) {
+    pid_t w = waitpid(pid, status, WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR))
+      return true;
+    double left = deadline - mono();
+    if (left <= 0)
+      return false;
+    if (io && (io->in >= 0 || io->out >= 0)) {
+      pump(io, left > 0.05 ? 50 : 1);
+    } else {
+      struct timespec ts = {0, sleep_ns};
+      nanosleep(&ts, NULL);
+      if (sleep_ns < 10 * 1000 * 1000)
+        sleep_ns *= 2;
+    }
+  }
+}
+
+static int spawn(const smr_exec_req *q, int in_fd, int out_fd, pid_t *pid) {
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
+  posix_spawnattr_init(&at);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setsigdefault(&at, &all);
+  posix_spawnattr_setpgroup(&at, 0); /* its own group: killed as a whole */
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                    POSIX_SPAWN_SETPGROUP);
+  char **envp = build_env(q);
+  int rc = posix_spawnp(pid, q->argv[0], &fa, &at, q->argv, envp);
+  free(envp);
+  posix_spawnattr_destroy(&at);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc;
+}
+
+static char *last_line(const smr_buf *b) {
+  if (!b->len)
+    return smr_xstrdup("");
+  char *text = smr_xstrndup(b->data, b->len);
+  size_t n = strlen(text);
+  while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+    text[--n] = '\0';
+  char *nl = strrchr(text, '\n');
+  char *line = smr_act_oneline(nl ? nl + 1 : text, 200);
+  free(text);
+  return line;
+}
+
+/* A hook that does not read its stdin must not kill smrules: while we
+ * write to it, SIGPIPE is blocked for this thread (write() then fails with
+ * EPIPE) and a pending one is dropped before the mask is restored. */
+static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r);
+
+int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r) {
+  sigset_t pipe_set, old;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  int rc = exec_piped(q, output, r);
+  drop_pending_sigpipe();
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
+}
+
+static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r) {
+  int in[2], out[2];
+  *output = NULL;
+  if (pipe2(in, O_CLOEXEC) != 0)
+    return smr_act_set(r, SMR_ACT_RETRY, "pipe: %s", strerror(errno)), -1;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]);
+    close(in[1]);
+    return smr_act_set(r, SMR_ACT_RETRY, "pipe: %s", strerror(errno)), -1;
+  }
+  pid_t pid;
+  int rc = spawn(q, in[0], out[1], &pid);
+  close(in[0]);
+  close(out[1]);
+  child_io io = {.in = in[1],
+                 .out = out[0],
+                 .data = q->stdin_text,
+                 .len = q->stdin_text ? strlen(q->stdin_text) : 0};
+  if (rc != 0) {
+    close_fd(&io.in);
+    close_fd(&io.out);
+    smr_act_set(r,
+                rc == ENOENT || rc == EACCES ? SMR_ACT_FAILED : SMR_ACT_RETRY,
+                "cannot run %s: %s", q->argv[0], strerror(rc));
+    return -1;
+  }
+  fcntl(io.in, F_SETFL, O_NONBLOCK);
+  fcntl(io.out, F_SETFL, O_NONBLOCK);
+  if (!io.len)
+    close_fd(&io.in);
+  int status = 0;
+  double t0 = mono();
+  bool exited = wait_until(pid, &io, t0 + q->timeout, &status);
+  if (!exited) {
+    kill(-pid, SIGTERM);
+    if (!wait_until(pid, NULL, mono() + TERM_WAIT, &status)) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+  }
+  pump(&io, 0); /* what it wrote last */
+  close_fd(&io.in);
+  close_fd(&io.out);
+  *output = last_line(&io.output);
+  smr_buf_free(&io.output);
+  if (!exited) {
+    smr_act_set(r, SMR_ACT_RETRY, "%s timed out after %g s and was killed",
+                q->argv[0], q->timeout);
+    return -1;
+  }
+  if (WIFSIGNALED(status)) {
+    smr_act_set(r, SMR_ACT_RETRY, "%s was killed by signal %d", q->argv[0],
+                WTERMSIG(status));
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+/* ------------------------------------------------------------- hooks */
+
+static void push_env(smr_strv *env, const char *name, const char *value) {
+  smr_strv_take(env, smr_xasprintf("SMRULES_%s=%s", name, value ? value : ""));
+}
+
+static void event_env(const smr_act_event *e, const char *action,
+                      const smr_act_args *args, smr_strv *env) {
+  char num[32];
+  push_env(env, "EVENT", "rule_triggered");
+  push_env(env, "RULE", e->rule);
+  push_env(env, "RULE_TYPE", e->rule_type);
+  snprintf(num, sizeof num, "%lld", (long long)e->step);
+  push_env(env, "STEP", num);
+  snprintf(num, sizeof num, "%lld", (long long)e->trigger);
+  push_env(env, "TRIGGER", num);
+  push_env(env, "STATUS", e->status);
+  push_env(env, "TRIAL", e->trial);
+  push_env(env, "JOB", e->job);
+  push_env(env, "ACTION", action);
+  push_env(env, "MESSAGE", e->summary);
+  push_env(env, "TIME", e->time);
+  for (size_t i = 0; args && i < args->names.n; i++) {
+    char *name = smr_xasprintf("ARG_%s", args->names.v[i]);
+    for (char *p = name; *p; p++)
+      *p = (char)toupper((unsigned char)*p);
+    push_env(env, name, args->values.v[i]);
+    free(name);
+  }
+  smr_strv_take(env, NULL); /* NULL-terminated for posix_spawn */
+  env->n--;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+static void run_exec(const smr_hook_cfg *h, const char *action,
+                     const smr_act_args *args, const smr_act_event *e,
+                     const char *stdin_text, bool dry_run, smr_act_result *r) {
+  smr_strv argv = {0}, env = {0};
+  for (size_t i = 0; i < h->argv.n; i++) {
+    char *bad = NULL,
+         *arg = smr_act_expand(h->argv.v[i], e, action, args, &bad);
+    if (!arg) {
+      smr_act_set(r, SMR_ACT_FAILED, "unknown placeholder {%s}", bad);
+      free(bad);
+      smr_strv_free(&argv);
+      return;
+    }
+    smr_strv_take(&argv, arg);
+  }
+  smr_strv_take(&argv, NULL); /* argv[n] = NULL for posix_spawn */
+  argv.n--;
+  const char *prog = base_name(argv.v[0]);
+  if (dry_run) {
+    smr_act_set(r, SMR_ACT_DRY_RUN,
+                "would run hook '%s': %s with %zu "
+                "argument%s, the event on stdin",
+                h->name, prog, argv.n - 1, argv.n == 2 ? "" : "s");
+    smr_strv_free(&argv);
+    return;
+  }
+  event_env(e, action, args, &env);
+  char *json = stdin_text ? NULL : smr_act_event_json(e, action, args);
+  smr_exec_req q = {argv.v, env.v, h->inherit_env,
+                    stdin_text ? stdin_text : json, h->timeout};
+  char *out = NULL;
+  double t0 = mono();
+  int st = smr_exec(&q, &out, r);
+  if (st == 0)
+    smr_act_set(r, SMR_ACT_OK, "hook '%s' ran %s (exit 0, %.1f s)", h->name,
+                prog, mono() - t0);
+  else if (st > 0)
+    smr_act_set(r, SMR_ACT_RETRY, "hook '%s': %s exited with status %d%s%s",
+                h->name, prog, st, out && *out ? ": " : "", out ? out : "");
+  free(out);
+  free(json);
+  smr_strv_free(&env);
+  smr_strv_free(&argv);
+}
+
+/* ----------------------------------------------------------- webhook */
+
+static size_t discard(char *p, size_t size, size_t n, void *arg) {
+  (void)p;
+  (void)arg;
+  return size * n;
+}
+
+static void run_webhook(const smr_hook_cfg *h, const char *action,
+                        const smr_act_args *args, const smr_act_event *e,
+                        bool dry_run, smr_act_result *r) {
+  char *where = smr_act_redact_url(h->url);
+  if (dry_run) {
+    smr_act_set(r, SMR_ACT_DRY_RUN, "would POST the event to hook '%s' (%s)",
+                h->name, where);
+    free(where);
+    return;
+  }
+  CURL *c = curl_easy_init();
+  if (!c) {
+    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl");
+    free(where);
+    return;
+  }
+  char *json = smr_act_event_json(e, action, args);
+  struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: "
+                                                   "application/json");
+  hdr = curl_slist_append(hdr, "User-Agent: smrules");
+  for (size_t i = 0; i < h->headers.n; i++)
+    hdr = curl_slist_append(hdr, h->headers.v[i]);
+  char errbuf[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(c, CURLOPT_URL, h->url);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(json));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(h->timeout * 1000));
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+  CURLcode cc = curl_easy_perform(c);
+  long code = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+  if (cc != CURLE_OK)
+    smr_act_set(r, SMR_ACT_RETRY, "hook '%s' (%s): %s", h->name, where,
+                errbuf[0] ? errbuf : curl_easy_strerror(cc));
+  else if (code >= 200 && code < 300)
+    smr_act_set(r, SMR_ACT_OK, "hook '%s': POST to %s answered %ld", h->name,
+                where, code);
+  else
+    smr_act_set(
+        r,
+        code >= 400 && code < 500 && code != 408 && code != 429 ? SMR_ACT_FAILED
+                                                                : SMR_ACT_RETRY,
+        "hook '%s': POST to %s answered HTTP %ld", h->name, where, code);
+  curl_slist_free_all(hdr);
+  curl_easy_cleanup(c);
+  free(json);
+  free(where);
+}
+
+void smr_hook_run(const smr_hook_cfg *h, const char *action,
+                  const smr_act_args *args, const smr_act_event *e,
+                  const char *stdin_text, bool dry_run, smr_act_result *r) {
+  if (h->type == SMR_HOOK_EXEC)
+    run_exec(h, action, args, e, stdin_text, dry_run, r);
+  else
+    run_webhook(h, action, args, e, dry_run, r);
+}

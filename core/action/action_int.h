@@ -1,0 +1,295 @@
+/* action_int.h - what the action modules share (not part of the public
+ * API): the plan built from rules.yaml, the event a trigger produces,
+ * the outcome of one attempt, and the runners of each kind of action. */
+#ifndef SMR_ACTION_INT_H
+#define SMR_ACTION_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "action/action.h"
+#include "base/common.h"
+#include "config/node.h"
+
+/* ------------------------------------------------------------ outcomes */
+
+typedef enum smr_act_rc {
+  SMR_ACT_OK,      /* done */
+  SMR_ACT_RETRY,   /* failed; another attempt may succeed */
+  SMR_ACT_FAILED,  /* failed; another attempt would fail the same way */
+  SMR_ACT_REFUSED, /* deliberately not done (identity, prefix, ...) */
+  SMR_ACT_SKIPPED, /* nothing to do (e.g. the process already exited) */
+  SMR_ACT_DRY_RUN  /* --dry-run: described, not done */
+} smr_act_rc;
+const char *smr_act_rc_name(smr_act_rc rc); /* "ok", "failed", ... */
+
+/* Every attempt reports what happened in one line (never a secret). */
+typedef struct smr_act_result {
+  smr_act_rc rc;
+  char detail[512];
+} smr_act_result;
+smr_act_rc smr_act_set(smr_act_result *r, smr_act_rc rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------- event */
+
+/* One trigger of one rule instance; every string is owned, sanitized
+ * (no control characters except in `details`, which has newlines). */
+typedef struct smr_act_event {
+  char *rule;      /* instance name */
+  char *rule_type; /* built-in rule or script name */
+  char *status;    /* "IssuesFound" */
+  char *trial, *job, *time;
+  int64_t step, trigger; /* global step; 1-based trigger ordinal */
+  char *summary;         /* one line */
+  char *details;         /* "  - tensor=... ...\n" lines, may be empty */
+  char *violations;      /* JSON array text */
+} smr_act_event;
+/* `report` is the instance's report JSON (rules.md §0.4); the violations
+ * of Details.last_trigger are used when it is this step's. */
+smr_act_event *smr_act_event_new(const char *rule, const char *rule_type,
+                                 int64_t step, int64_t trigger,
+                                 const char *trial, const char *job,
+                                 const char *report);
+void smr_act_event_free(smr_act_event *e);
+
+/* Extra named values of one action (hook arguments, e-mail recipients
+ * for an e-mail hook ...): parallel lists of names and values. */
+typedef struct smr_act_args {
+  smr_strv names, values;
+} smr_act_args;
+const char *smr_act_arg(const smr_act_args *a, const char *name);
+
+/* Text made safe for a header or a one-line field: control characters
+ * become spaces, invalid UTF-8 becomes '?', at most `max` bytes. */
+char *smr_act_oneline(const char *s, size_t max);
+/* Text made safe for a message body: like smr_act_oneline but keeps
+ * '\n' (and '\t'); CR and other controls are written as \xNN. */
+char *smr_act_multiline(const char *s, size_t max);
+/* The event as a JSON object (what hooks receive). */
+char *smr_act_event_json(const smr_act_event *e, const char *action,
+                         const smr_act_args *args);
+/* Expand {rule} {rule_type} {step} {trigger} {status} {trial} {job}
+ * {action} {message} {time} {args.NAME}; "{{" and "}}" are literal
+ * braces.  Returns NULL and sets *bad to the offending name (owned)
+ * when a placeholder is unknown. */
+char *smr_act_expand(const char *tmpl, const smr_act_event *e,
+                     const char *action, const smr_act_args *args, char **bad);
+/* Checks a template without an event: NULL when fine, else the name of
+ * the first unknown placeholder (owned).  args.NAME are collected into
+ * `arg_names` (may be NULL). */
+char *smr_act_check_template(const char *tmpl, smr_strv *arg_names);
+/* Redacted form of a URL for messages: scheme://host[:port] only (paths
+ * and queries often carry tokens). */
+char *smr_act_redact_url(const char *url);
+
+/* ------------------------------------------------------------- plan */
+
+typedef enum smr_repeat_mode {
+  SMR_REPEAT_FIRST,
+  SMR_REPEAT_EVERY,
+  SMR_REPEAT_EVERY_NTH
+} smr_repeat_mode;
+
+typedef struct smr_repeat {
+  smr_repeat_mode mode;
+  int64_t n;
+} smr_repeat;
+/* Whether an action runs at the trigger with this 1-based ordinal. */
+bool smr_repeat_due(const smr_repeat *r, int64_t ordinal);
+
+typedef struct smr_act_retry {
+  int retries;  /* further attempts after a retryable failure */
+  double delay; /* seconds before the first retry, doubled each time */
+} smr_act_retry;
+
+typedef enum smr_stop_how {
+  SMR_STOP_NONE,
+  SMR_STOP_PID,
+  SMR_STOP_PID_FILE,
+  SMR_STOP_CMDLINE
+} smr_stop_how;
+
+/* Identity of a process: what proves the pid still names it. */
+typedef struct smr_proc_id {
+  int64_t pid;
+  uint64_t start_ticks; /* /proc/<pid>/stat field 22 */
+  char boot_id[40];     /* /proc/sys/kernel/random/boot_id */
+  double start_wall;    /* start time, seconds since the epoch (about) */
+  char state;           /* 'R', 'S', 'Z', ... */
+} smr_proc_id;
+
+typedef struct smr_stop_cfg {
+  smr_stop_how how;
+  bool from_cli; /* --training-pid */
+  int64_t pid;
+  char *pid_file;     /* resolved against the rules.yaml directory */
+  smr_strv cmdline;   /* list form: the exact argv */
+  char *cmdline_text; /* string form: argv joined by single spaces */
+  int sig;            /* first signal (default SIGTERM) */
+  double grace;       /* seconds before SIGKILL */
+  bool kill_after_grace;
+  char *prefix;   /* default training_job_prefix or NULL */
+  char *job_name; /* the local job name */
+  /* run time: the process as first seen in this run */
+  bool have_seen;
+  smr_proc_id seen;
+} smr_stop_cfg;
+
+typedef enum smr_tls { SMR_TLS_TRY, SMR_TLS_REQUIRED, SMR_TLS_NONE } smr_tls;
+
+typedef struct smr_hook_cfg smr_hook_cfg;
+
+typedef struct smr_email_cfg {
+  bool present;
+  char *smtp_url, *from;
+  smr_strv to;
+  char *username_env, *password_env, *credentials_file;
+  smr_strv sendmail; /* argv template; empty: SMTP or hook */
+  const smr_hook_cfg *hook;
+  smr_tls tls;
+  char *ca_file;
+  double timeout;
+  smr_act_retry retry;
+} smr_email_cfg;
+
+typedef struct smr_sns_cfg {
+  bool present;
+  char *topic_arn, *region, *endpoint, *phone_number, *profile;
+  const smr_hook_cfg *hook;
+  double timeout;
+  smr_act_retry retry;
+} smr_sns_cfg;
+
+typedef enum smr_hook_type { SMR_HOOK_EXEC, SMR_HOOK_WEBHOOK } smr_hook_type;
+
+struct smr_hook_cfg {
+  char *name;
+  smr_hook_type type;
+  smr_strv argv;    /* exec: argv template */
+  char *url;        /* webhook */
+  smr_strv headers; /* webhook: "Name: value" lines */
+  bool inherit_env;
+  double timeout;
+  smr_act_retry retry;
+  smr_strv arg_names; /* {args.NAME} used by the argv template */
+};
+
+typedef enum smr_act_kind {
+  SMR_ACT_STOP,
+  SMR_ACT_EMAIL,
+  SMR_ACT_SMS,
+  SMR_ACT_SNS,
+  SMR_ACT_HOOK
+} smr_act_kind;
+
+/* One action of one rule. */
+typedef struct smr_act_item {
+  smr_act_kind kind;
+  char *key;    /* identity in the action log: "Email:a@b.c" ... */
+  char *label;  /* "StopTraining", "Email", ..., or the hook name */
+  char *target; /* printable target */
+  smr_strv to;  /* Email */
+  char *phone;  /* SMS */
+  char *topic;  /* SNS */
+  char *prefix; /* StopTraining: training_job_prefix or NULL */
+  const smr_hook_cfg *hook;
+  smr_act_args args; /* hook arguments from the rule */
+  smr_repeat repeat;
+  int line, col;
+} smr_act_item;
+
+typedef struct smr_act_rule_plan {
+  smr_act_item *v;
+  size_t n;
+} smr_act_rule_plan;
+
+typedef struct smr_act_plan {
+  smr_stop_cfg stop;
+  smr_email_cfg email;
+  smr_sns_cfg sns;
+  smr_hook_cfg *hooks;
+  size_t n_hooks;
+  smr_repeat repeat;        /* default for every action */
+  smr_act_rule_plan *rules; /* parallel to smr_config.rules */
+  size_t n_rules;
+  size_t n_items;
+} smr_act_plan;
+
+/* action_plan.c: rules.yaml -> plan, every check with line and column. */
+int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
+                       smr_act_plan *p, smr_error *err);
+void smr_act_plan_free(smr_act_plan *p);
+/* Checks shared with tests. */
+bool smr_act_valid_email(const char *s);     /* permissive, header-safe */
+bool smr_act_sagemaker_email(const char *s); /* SageMaker's pattern */
+bool smr_act_valid_phone(const char *s);     /* E.164 ^\+\d{1,15}$ */
+bool smr_act_valid_prefix(const char *s);    /* ^[A-Za-z0-9-]+$ */
+int smr_act_signal_number(const char *name); /* "TERM"/"SIGTERM"/"15" */
+const char *smr_act_signal_name(int sig);
+/* Credentials file: regular, owned by the effective user, no group or
+ * other permission bits.  SMR_OK or SMR_ERR_USAGE with why. */
+int smr_act_check_secret_file(const char *path, smr_error *err);
+
+/* ------------------------------------------------------ target store */
+
+/* The identity of a StopTraining target as first seen, kept with the
+ * action log so a later run can tell a recycled pid. */
+typedef struct smr_act_store smr_act_store;
+bool smr_act_target_load(smr_act_store *s, const char *key, smr_proc_id *id,
+                         double *seen_at);
+void smr_act_target_save(smr_act_store *s, const char *key,
+                         const smr_proc_id *id);
+
+/* ------------------------------------------------------------ runners */
+
+/* action_stop.c */
+int smr_proc_identity(int64_t pid, smr_proc_id *out);
+/* Remember the target as it is now (smrules start), when it resolves. */
+void smr_stop_prime(smr_stop_cfg *c, smr_act_store *s, bool persist);
+void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
+                  smr_act_store *s, bool persist, smr_act_result *r);
+
+/* action_email.c */
+/* The whole message (headers and body, CRLF line ends). */
+char *smr_email_message(const smr_email_cfg *c, const smr_strv *to,
+                        const smr_act_event *e);
+char *smr_email_subject(const smr_act_event *e);
+void smr_email_send(const smr_email_cfg *c, const smr_strv *to,
+                    const smr_act_event *e, bool dry_run, smr_act_result *r);
+
+/* action_sns.c */
+typedef struct smr_aws_creds {
+  char *key_id, *secret, *token;
+  char *from;     /* where they came from, for messages */
+  bool renewable; /* from a metadata service: ask again when expired */
+} smr_aws_creds;
+/* From AWS_ACCESS_KEY_ID/..., the shared credentials file, or (when no
+ * profile is named) the container or instance metadata service. */
+int smr_aws_creds_load(const char *profile, smr_aws_creds *out, smr_error *err);
+void smr_aws_creds_free(smr_aws_creds *c);
+/* Form body of the Publish request (values URL-encoded). */
+char *smr_sns_publish_body(const char *topic, const char *phone,
+                           const char *subject, const char *message);
+void smr_sns_publish(const smr_sns_cfg *c, const char *topic, const char *phone,
+                     const smr_act_event *e, bool dry_run, smr_act_result *r);
+
+/* action_hook.c */
+void smr_hook_run(const smr_hook_cfg *h, const char *action,
+                  const smr_act_args *args, const smr_act_event *e,
+                  const char *stdin_text, bool dry_run, smr_act_result *r);
+/* Run argv (already expanded) with `env` added to the environment and
+ * `stdin_text` on its standard input; output (at most 4 KiB) goes to
+ * *output.  Returns the exit status, or -1 (r->detail says why). */
+typedef struct smr_exec_req {
+  char **argv;
+  char **env; /* NULL-terminated "NAME=value" */
+  bool inherit_env;
+  const char *stdin_text;
+  double timeout;
+} smr_exec_req;
+int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r);
+
+#endif

@@ -1,0 +1,490 @@
+/* action_stop.c - StopTraining: signal the training process, and only
+ * when smrules can prove it is the process that was configured.
+ *
+ * A target is named by a pid (rules.yaml or --training-pid), a pid file
+ * or an exact command line.  The first time smrules sees it, it records
+ * the process's start time (/proc/<pid>/stat field 22) and the boot id in
+ * the action_target table; before signalling, the process must still
+ * have them, so a pid that was reused by another process is never
+ * signalled.  A pid file must not be older than the process it names
+ * (a stale file points at a recycled pid).  A command line must match
+ * exactly one process.  The signal goes through a pidfd opened before
+ * the identity check, so the check and the signal concern the same
+ * process even if it exits in between. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "action/action_int.h"
+
+#define PID_FILE_SLACK 2.0 /* seconds: start times are known to ~1 s */
+#define KILL_WAIT 5.0
+
+/* ----------------------------------------------------------- /proc */
+
+static ssize_t read_small(const char *path, char *buf, size_t n) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t used = 0;
+  while (used + 1 < n) {
+    ssize_t k = read(fd, buf + used, n - 1 - used);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      break;
+    used += (size_t)k;
+  }
+  close(fd);
+  buf[used] = '\0';
+  return (ssize_t)used;
+}
+
+static void boot_id(char *out, size_t n) {
+  char buf[64];
+  if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
+    buf[0] = '\0';
+  size_t len = strcspn(buf, "\n");
+  if (len >= n)
+    len = n - 1;
+  memcpy(out, buf, len);
+  out[len] = '\0';
+}
+
+static double boot_time(void) {
+  static char buf[16384];
+  static double cached = -1;
+  if (cached >= 0)
+    return cached;
+  if (read_small("/proc/stat", buf, sizeof buf) <= 0)
+    return 0;
+  const char *b = strstr(buf, "\nbtime ");
+  cached = b ? strtod(b + 7, NULL) : 0;
+  return cached;
+}
+
+int smr_proc_identity(int64_t pid, smr_proc_id *out) {
+  char path[64], buf[2048];
+  memset(out, 0, sizeof *out);
+  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+  if (read_small(path, buf, sizeof buf) <= 0)
+    return -1;
+  /* comm may hold spaces and parentheses: fields start after the last ')' */
+  const char *p = strrchr(buf, ')');
+  if (!p || p[1] != ' ')
+    return -1;
+  p += 2;
+  out->state = *p;
+  for (int field = 3; field < 22 && *p; field++) {
+    p = strchr(p, ' ');
+    if (!p)
+      return -1;
+    p++;
+  }
+  char *end;
+  unsigned long long ticks = strtoull(p, &end, 10);
+  if (end == p)
+    return -1;
+  out->pid = pid;
+  out->start_ticks = ticks;
+  boot_id(out->boot_id, sizeof out->boot_id);
+  long hz = sysconf(_SC_CLK_TCK);
+  out->start_wall = boot_time() + (double)ticks / (double)(hz > 0 ? hz : 100);
+  return 0;
+}
+
+/* argv of a process; empty for kernel threads and zombies. */
+static void proc_cmdline(int64_t pid, smr_strv *out) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/cmdline", (long long)pid);
+  static __thread char buf[65536];
+  ssize_t n = read_small(path, buf, sizeof buf);
+  for (ssize_t i = 0; i < n;) {
+    smr_strv_push(out, buf + i);
+    i += (ssize_t)strlen(buf + i) + 1;
+  }
+}
+
+static char *cmdline_text(int64_t pid) {
+  smr_strv v = {0};
+  proc_cmdline(pid, &v);
+  smr_buf b = {0};
+  smr_buf_puts(&b, "");
+  for (size_t i = 0; i < v.n; i++)
+    smr_buf_printf(&b, "%s%s", i ? " " : "", v.v[i]);
+  smr_strv_free(&v);
+  char *t = smr_act_oneline(b.data, 100);
+  if (b.len > 100) {
+    char *more = smr_xasprintf("%s...", t);
+    free(t);
+    t = more;
+  }
+  smr_buf_free(&b);
+  return t;
+}
+
+static bool same_process(const smr_proc_id *a, const smr_proc_id *b) {
+  return a->pid == b->pid && a->start_ticks == b->start_ticks &&
+         strcmp(a->boot_id, b->boot_id) == 0;
+}
+
+/* -------------------------------------------------------- resolving */
+
+typedef struct target {
+  int64_t pid;
+  double file_mtime; /* pid files: when the file was written */
+  char *key;         /* action_target key */
+} target;
+
+static smr_act_rc from_pid_file(const smr_stop_cfg *c, target *t,
+                                smr_act_result *r) {
+  char buf[64];
+  struct stat st;
+  int fd = open(c->pid_file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return smr_act_set(r, errno == ENOENT ? SMR_ACT_RETRY : SMR_ACT_REFUSED,
+                       "pid file %s: %s", c->pid_file, strerror(errno));
+  ssize_t n = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  close(fd);
+  if (n < 0)
+    return smr_act_set(r, SMR_ACT_REFUSED, "pid file %s: cannot read",
+                       c->pid_file);
+  buf[n] = '\0';
+  char *end;
+  long long pid = strtoll(buf, &end, 10);
+  while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
+    end++;
+  if (end == buf || *end || pid < 2)
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s does not hold a "
+                       "process id",
+                       c->pid_file);
+  t->pid = pid;
+  t->file_mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
+  return SMR_ACT_OK;
+}
+
+static bool cmdline_matches(const smr_stop_cfg *c, const smr_strv *argv) {
+  if (!argv->n)
+    return false;
+  if (!c->cmdline_text) {
+    if (argv->n != c->cmdline.n)
+      return false;
+    for (size_t i = 0; i < argv->n; i++)
+      if (strcmp(argv->v[i], c->cmdline.v[i]) != 0)
+        return false;
+    return true;
+  }
+  smr_buf b = {0};
+  smr_buf_puts(&b, "");
+  for (size_t i = 0; i < argv->n; i++)
+    smr_buf_printf(&b, "%s%s", i ? " " : "", argv->v[i]);
+  bool same = strcmp(b.data, c->cmdline_text) == 0;
+  smr_buf_free(&b);
+  return same;
+}
+
+static smr_act_rc from_cmdline(const smr_stop_cfg *c, target *t,
+                               smr_act_result *r) {
+  DIR *d = opendir("/proc");
+  if (!d)
+    return smr_act_set(r, SMR_ACT_REFUSED, "cannot list processes (/proc)");
+  smr_i64v found = {0};
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char *end;
+    long long pid = strtoll(de->d_name, &end, 10);
+    if (*end || pid < 2 || pid == (long long)getpid())
+      continue;
+    smr_strv argv = {0};
+    proc_cmdline(pid, &argv);
+    if (cmdline_matches(c, &argv))
+      smr_i64v_push(&found, pid);
+    smr_strv_free(&argv);
+  }
+  closedir(d);
+  smr_act_rc rc = SMR_ACT_OK;
+  if (found.n == 0)
+    rc = smr_act_set(r, SMR_ACT_SKIPPED,
+                     "no running process has this "
+                     "command line");
+  else if (found.n > 1)
+    rc = smr_act_set(r, SMR_ACT_REFUSED,
+                     "ambiguous: %zu processes have this "
+                     "command line (pids %lld, %lld%s); nothing signalled",
+                     found.n, (long long)found.v[0], (long long)found.v[1],
+                     found.n > 2 ? ", ..." : "");
+  else
+    t->pid = found.v[0];
+  smr_i64v_free(&found);
+  return rc;
+}
+
+static char *target_key(const smr_stop_cfg *c) {
+  switch (c->how) {
+  case SMR_STOP_PID:
+    return smr_xasprintf("pid:%lld", (long long)c->pid);
+  case SMR_STOP_PID_FILE:
+    return smr_xasprintf("pid_file:%s", c->pid_file);
+  default: {
+    smr_buf b = {0};
+    smr_buf_puts(&b, "cmdline:");
+    if (c->cmdline_text)
+      smr_buf_puts(&b, c->cmdline_text);
+    for (size_t i = 0; i < c->cmdline.n; i++)
+      smr_buf_printf(&b, "%s%s", i ? "\x1f" : "", c->cmdline.v[i]);
+    return b.data;
+  }
+  }
+}
+
+static smr_act_rc resolve(const smr_stop_cfg *c, target *t, smr_act_result *r) {
+  memset(t, 0, sizeof *t);
+  smr_act_rc rc = SMR_ACT_OK;
+  switch (c->how) {
+  case SMR_STOP_PID:
+    t->pid = c->pid;
+    break;
+  case SMR_STOP_PID_FILE:
+    rc = from_pid_file(c, t, r);
+    break;
+  case SMR_STOP_CMDLINE:
+    rc = from_cmdline(c, t, r);
+    break;
+  default:
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "no target configured "
+                       "(--training-pid, or pid, pid_file or cmdline under "
+                       "actions.StopTraining)");
+  }
+  if (rc == SMR_ACT_OK)
+    t->key = target_key(c);
+  return rc;
+}
+
+/* ---------------------------------------------------------- identity */
+
+static void when_text(double t, char *buf, size_t n) {
+  time_t s = (time_t)t;
+  struct tm tm;
+  gmtime_r(&s, &tm);
+  strftime(buf, n, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+/* The process now at t->pid against what was recorded for this target;
+ * records it when it is new. */
+static smr_act_rc check_identity(smr_stop_cfg *c, const target *t,
+                                 const smr_proc_id *now, smr_act_store *s,
+                                 bool persist, smr_act_result *r) {
+  char a[40], b[40];
+  if (c->how == SMR_STOP_PID_FILE &&
+      now->start_wall > t->file_mtime + PID_FILE_SLACK) {
+    when_text(t->file_mtime, a, sizeof a);
+    when_text(now->start_wall, b, sizeof b);
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s (written %s) is older "
+                       "than process %lld (started %s): the pid was reused; "
+                       "nothing signalled",
+                       c->pid_file, a, (long long)t->pid, b);
+  }
+  smr_proc_id rec;
+  double seen_at = 0;
+  bool have = s && smr_act_target_load(s, t->key, &rec, &seen_at);
+  if (!have && c->have_seen) {
+    rec = c->seen;
+    have = true;
+  }
+  if (have && rec.pid == now->pid && !same_process(&rec, now)) {
+    when_text(rec.start_wall, a, sizeof a);
+    when_text(now->start_wall, b, sizeof b);
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid %lld now belongs to a process "
+                       "started %s, not the one first seen (started %s): the "
+                       "pid was reused; nothing signalled",
+                       (long long)now->pid, b, a);
+  }
+  if (have && rec.pid != now->pid && c->how == SMR_STOP_PID_FILE &&
+      t->file_mtime <= seen_at)
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s names pid %lld but "
+                       "pid %lld was recorded and the file was not rewritten "
+                       "since; nothing signalled",
+                       c->pid_file, (long long)now->pid, (long long)rec.pid);
+  if (!have || rec.pid != now->pid) {
+    if (s && persist)
+      smr_act_target_save(s, t->key, now);
+    c->seen = *now;
+    c->have_seen = true;
+  }
+  return SMR_ACT_OK;
+}
+
+void smr_stop_prime(smr_stop_cfg *c, smr_act_store *s, bool persist) {
+  target t;
+  smr_act_result r;
+  smr_proc_id now;
+  if (resolve(c, &t, &r) != SMR_ACT_OK)
+    return;
+  if (smr_proc_identity(t.pid, &now) == 0 && now.state != 'Z')
+    check_identity(c, &t, &now, s, persist, &r); /* records first sight */
+  free(t.key);
+}
+
+/* -------------------------------------------------------- signalling */
+
+static int pidfd_open_compat(int64_t pid) {
+#ifdef SYS_pidfd_open
+  return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+#else
+  (void)pid;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+static int send_signal(int pidfd, int64_t pid, int sig) {
+#ifdef SYS_pidfd_send_signal
+  if (pidfd >= 0)
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+#endif
+  return kill((pid_t)pid, sig);
+}
+
+static bool gone(int pidfd, const smr_proc_id *id) {
+  if (pidfd >= 0) {
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+  }
+  smr_proc_id now;
+  return smr_proc_identity(id->pid, &now) != 0 || now.state == 'Z' ||
+         !same_process(&now, id);
+}
+
+/* Seconds until the process exited, or -1 if it still runs after max. */
+static double wait_exit(int pidfd, const smr_proc_id *id, double max) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el =
+        (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (gone(pidfd, id))
+      return el;
+    if (el >= max)
+      return -1;
+    if (pidfd >= 0) {
+      struct pollfd p = {.fd = pidfd, .events = POLLIN};
+      double left = max - el;
+      poll(&p, 1, left > 0.05 ? 50 : (int)(left * 1000) + 1);
+    } else {
+      struct timespec ts = {0, 20 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+static void signal_text(int sig, char *buf, size_t n) {
+  const char *name = smr_act_signal_name(sig);
+  if (name)
+    snprintf(buf, n, "SIG%s", name);
+  else
+    snprintf(buf, n, "signal %d", sig);
+}
+
+static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
+                            const char *cmd, smr_act_result *r) {
+  char sname[24];
+  signal_text(c->sig, sname, sizeof sname);
+  if (send_signal(pidfd, id->pid, c->sig) != 0) {
+    smr_act_set(r, errno == ESRCH ? SMR_ACT_SKIPPED : SMR_ACT_FAILED,
+                "cannot send %s to pid %lld: %s", sname, (long long)id->pid,
+                strerror(errno));
+    return;
+  }
+  bool escalate = c->kill_after_grace && c->sig != SIGKILL;
+  double t = wait_exit(pidfd, id, escalate ? c->grace : 1.0);
+  if (t >= 0) {
+    smr_act_set(r, SMR_ACT_OK,
+                "sent %s to pid %lld (%s); it exited after "
+                "%.1f s",
+                sname, (long long)id->pid, cmd, t);
+    return;
+  }
+  if (!escalate) {
+    smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s)", sname,
+                (long long)id->pid, cmd);
+    return;
+  }
+  smr_proc_id again;
+  if (pidfd < 0 &&
+      (smr_proc_identity(id->pid, &again) != 0 || !same_process(&again, id))) {
+    smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s); it exited", sname,
+                (long long)id->pid, cmd);
+    return;
+  }
+  send_signal(pidfd, id->pid, SIGKILL);
+  double k = wait_exit(pidfd, id, KILL_WAIT);
+  smr_act_set(r, SMR_ACT_OK,
+              "sent %s to pid %lld (%s); still running after "
+              "%g s, sent SIGKILL%s",
+              sname, (long long)id->pid, cmd, c->grace,
+              k >= 0 ? "; it exited" : "");
+}
+
+static smr_act_rc check_prefix(const smr_stop_cfg *c, const char *prefix,
+                               smr_act_result *r) {
+  if (!prefix || strncmp(c->job_name, prefix, strlen(prefix)) == 0)
+    return SMR_ACT_OK;
+  return smr_act_set(r, SMR_ACT_REFUSED,
+                     "training_job_prefix '%s' does not "
+                     "match the start of the job name '%s'; nothing signalled",
+                     prefix, c->job_name);
+}
+
+void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
+                  smr_act_store *s, bool persist, smr_act_result *r) {
+  target t = {0};
+  if (check_prefix(c, prefix, r) != SMR_ACT_OK ||
+      resolve(c, &t, r) != SMR_ACT_OK)
+    return;
+  if (t.pid < 2 || t.pid == (int64_t)getpid()) {
+    smr_act_set(r, SMR_ACT_REFUSED, "pid %lld is not a training process",
+                (long long)t.pid);
+    free(t.key);
+    return;
+  }
+  int pidfd = pidfd_open_compat(t.pid);
+  smr_proc_id now;
+  if ((pidfd < 0 && errno == ESRCH) || smr_proc_identity(t.pid, &now) != 0 ||
+      now.state == 'Z') {
+    smr_act_set(r, SMR_ACT_SKIPPED, "process %lld is not running",
+                (long long)t.pid);
+  } else if (check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
+    char *cmd = cmdline_text(t.pid);
+    if (dry_run) {
+      char sname[24];
+      signal_text(c->sig, sname, sizeof sname);
+      smr_act_set(r, SMR_ACT_DRY_RUN, "would send %s to pid %lld (%s)%s", sname,
+                  (long long)t.pid, cmd,
+                  c->kill_after_grace && c->sig != SIGKILL
+                      ? ", then SIGKILL if it still runs after the grace "
+                        "period"
+                      : "");
+    } else {
+      signal_and_wait(c, pidfd, &now, cmd, r);
+    }
+    free(cmd);
+  }
+  if (pidfd >= 0)
+    close(pidfd);
+  free(t.key);
+}

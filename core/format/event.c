@@ -1,0 +1,951 @@
+/* event.c - decoding and encoding of smdebug's Event records (formats.md
+ * F§3, F§4).
+ *
+ * Decoding is two passes over the payload: a small wire-format walk that
+ * checks the wire type of every field we declare (so a damaged record gets a
+ * message naming the field, which protobuf-c's unpack cannot give), then
+ * protobuf_c_message_unpack.  The decoded tensor points into the unpacked
+ * message (tensor_content, string_val) or into a buffer built here from the
+ * typed *_val fields; the tensor owns both until smr_tensor_release. */
+#include "format/event.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "smdebug_event.pb-c.h"
+
+/* A single typed value may be repeated to fill the shape (TensorFlow's
+ * "version 0" rule).  That is the one place where the output size is not
+ * bounded by the input size, so it gets a fixed cap. */
+#define MAX_BROADCAST_BYTES ((size_t)16 << 20)
+
+enum { MODE_GLOBAL = 4 };
+
+/* ---- dtype table ------------------------------------------------------ */
+
+/* Which TensorProto typed field holds the values of a dtype when there is no
+ * tensor_content (TensorFlow's convention). */
+enum typed_src {
+  SRC_NONE,
+  SRC_FLOAT,
+  SRC_DOUBLE,
+  SRC_INT,
+  SRC_INT64,
+  SRC_BOOL,
+  SRC_SCOMPLEX,
+  SRC_DCOMPLEX,
+  SRC_HALF
+};
+
+typedef struct dtype_info {
+  unsigned char size; /* bytes per element, 0 = not decodable */
+  unsigned char src;  /* enum typed_src */
+  const char *name;
+} dtype_info;
+
+static const dtype_info dtype_table[] = {
+    [SMR_DT_INVALID] = {0, SRC_NONE, "DT_INVALID"},
+    [SMR_DT_FLOAT] = {4, SRC_FLOAT, "DT_FLOAT"},
+    [SMR_DT_DOUBLE] = {8, SRC_DOUBLE, "DT_DOUBLE"},
+    [SMR_DT_INT32] = {4, SRC_INT, "DT_INT32"},
+    [SMR_DT_UINT8] = {1, SRC_INT, "DT_UINT8"},
+    [SMR_DT_INT16] = {2, SRC_INT, "DT_INT16"},
+    [SMR_DT_INT8] = {1, SRC_INT, "DT_INT8"},
+    [SMR_DT_STRING] = {0, SRC_NONE, "DT_STRING"},
+    [SMR_DT_COMPLEX64] = {8, SRC_SCOMPLEX, "DT_COMPLEX64"},
+    [SMR_DT_INT64] = {8, SRC_INT64, "DT_INT64"},
+    [SMR_DT_BOOL] = {1, SRC_BOOL, "DT_BOOL"},
+    [SMR_DT_QINT8] = {1, SRC_INT, "DT_QINT8"},
+    [SMR_DT_QUINT8] = {1, SRC_INT, "DT_QUINT8"},
+    [SMR_DT_QINT32] = {4, SRC_INT, "DT_QINT32"},
+    [SMR_DT_BFLOAT16] = {2, SRC_HALF, "DT_BFLOAT16"},
+    [SMR_DT_QINT16] = {2, SRC_INT, "DT_QINT16"},
+    [SMR_DT_QUINT16] = {2, SRC_INT, "DT_QUINT16"},
+    [SMR_DT_UINT16] = {2, SRC_INT, "DT_UINT16"},
+    [SMR_DT_COMPLEX128] = {16, SRC_DCOMPLEX, "DT_COMPLEX128"},
+    [SMR_DT_HALF] = {2, SRC_HALF, "DT_HALF"},
+    [20] = {0, SRC_NONE, "DT_RESOURCE"},
+    [21] = {0, SRC_NONE, "DT_VARIANT"},
+    /* uint32_val/uint64_val (fields 16/17) are not declared: content only */
+    [SMR_DT_UINT32] = {4, SRC_NONE, "DT_UINT32"},
+    [SMR_DT_UINT64] = {8, SRC_NONE, "DT_UINT64"},
+};
+#define DTYPE_COUNT ((int)(sizeof dtype_table / sizeof dtype_table[0]))
+
+static const dtype_info *dtype_lookup(int dtype) {
+  if (dtype < 0 || dtype >= DTYPE_COUNT)
+    return NULL;
+  return &dtype_table[dtype];
+}
+
+/* ---- wire-format pre-validation ----------------------------------------- */
+
+enum wire_type { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+/* What a declared field accepts.  PACK_* are repeated scalars: the scalar
+ * wire type (unpacked) or length-delimited (packed). */
+enum field_kind {
+  K_VARINT,
+  K_I64,
+  K_I32,
+  K_LEN,
+  K_MSG,
+  K_PACK_VARINT,
+  K_PACK_I64,
+  K_PACK_I32
+};
+
+typedef struct msg_schema msg_schema;
+typedef struct field_rule {
+  uint32_t num;
+  unsigned char kind;
+  const char *name;
+  const msg_schema *sub; /* K_MSG only */
+} field_rule;
+struct msg_schema {
+  const char *name;
+  const field_rule *fields;
+  size_t n;
+};
+#define SCHEMA(var, label, rules)                                              \
+  static const msg_schema var = {label, rules, sizeof rules / sizeof rules[0]}
+
+/* Mirrors core/proto/smdebug_event.proto; keep the two in step. */
+static const field_rule dim_rules[] = {{1, K_VARINT, "size", NULL},
+                                       {2, K_LEN, "name", NULL}};
+SCHEMA(dim_schema, "TensorShapeProto.Dim", dim_rules);
+
+static const field_rule shape_rules[] = {{2, K_MSG, "dim", &dim_schema},
+                                         {3, K_VARINT, "unknown_rank", NULL}};
+SCHEMA(shape_schema, "TensorShapeProto", shape_rules);
+
+static const field_rule tensor_rules[] = {
+    {1, K_VARINT, "dtype", NULL},
+    {2, K_MSG, "tensor_shape", &shape_schema},
+    {3, K_VARINT, "version_number", NULL},
+    {4, K_LEN, "tensor_content", NULL},
+    {5, K_PACK_I32, "float_val", NULL},
+    {6, K_PACK_I64, "double_val", NULL},
+    {7, K_PACK_VARINT, "int_val", NULL},
+    {8, K_LEN, "string_val", NULL},
+    {9, K_PACK_I32, "scomplex_val", NULL},
+    {10, K_PACK_VARINT, "int64_val", NULL},
+    {11, K_PACK_VARINT, "bool_val", NULL},
+    {12, K_PACK_I64, "dcomplex_val", NULL},
+    {13, K_PACK_VARINT, "half_val", NULL},
+    {14, K_LEN, "resource_handle_val", NULL},
+};
+SCHEMA(tensor_schema, "TensorProto", tensor_rules);
+
+static const field_rule plugin_rules[] = {{1, K_LEN, "plugin_name", NULL},
+                                          {2, K_LEN, "content", NULL}};
+SCHEMA(plugin_schema, "SummaryMetadata.PluginData", plugin_rules);
+
+static const field_rule metadata_rules[] = {
+    {1, K_MSG, "plugin_data", &plugin_schema}};
+SCHEMA(metadata_schema, "SummaryMetadata", metadata_rules);
+
+static const field_rule value_rules[] = {
+    {1, K_LEN, "tag", NULL},
+    {2, K_I32, "simple_value", NULL},
+    {3, K_LEN, "obsolete_old_style_histogram", NULL},
+    {4, K_LEN, "image", NULL},
+    {5, K_LEN, "histo", NULL},
+    {6, K_LEN, "audio", NULL},
+    {7, K_LEN, "node_name", NULL},
+    {8, K_MSG, "tensor", &tensor_schema},
+    {9, K_MSG, "metadata", &metadata_schema},
+};
+SCHEMA(value_schema, "Summary.Value", value_rules);
+
+static const field_rule summary_rules[] = {{1, K_MSG, "value", &value_schema}};
+SCHEMA(summary_schema, "Summary", summary_rules);
+
+static const field_rule event_rules[] = {
+    {1, K_I64, "wall_time", NULL},
+    {2, K_VARINT, "step", NULL},
+    {3, K_LEN, "file_version", NULL},
+    {4, K_LEN, "graph_def", NULL},
+    {5, K_MSG, "summary", &summary_schema},
+    {6, K_LEN, "log_message", NULL},
+    {7, K_LEN, "session_log", NULL},
+    {8, K_LEN, "tagged_run_metadata", NULL},
+    {9, K_LEN, "meta_graph_def", NULL},
+};
+SCHEMA(event_schema, "Event", event_rules);
+
+/* Where the walk is: the payload start (to report byte positions) and the
+ * error destination. */
+typedef struct wire_ctx {
+  const uint8_t *start;
+  const char *file;
+  uint64_t offset;
+  smr_error *err;
+} wire_ctx;
+
+static const char *wire_name(unsigned wt) {
+  switch (wt) {
+  case WT_VARINT:
+    return "varint";
+  case WT_I64:
+    return "64-bit";
+  case WT_LEN:
+    return "length-delimited";
+  case WT_I32:
+    return "32-bit";
+  case 3:
+    return "start-group";
+  case 4:
+    return "end-group";
+  default:
+    return "invalid";
+  }
+}
+
+static const char *kind_expectation(unsigned kind) {
+  switch (kind) {
+  case K_VARINT:
+    return "varint";
+  case K_I64:
+    return "64-bit";
+  case K_I32:
+    return "32-bit";
+  case K_PACK_VARINT:
+    return "varint or length-delimited (packed)";
+  case K_PACK_I64:
+    return "64-bit or length-delimited (packed)";
+  case K_PACK_I32:
+    return "32-bit or length-delimited (packed)";
+  default:
+    return "length-delimited";
+  }
+}
+
+static int wire_fail(const wire_ctx *c, const uint8_t *at, const char *what) {
+  return smr_error_set(c->err, SMR_ERR_FORMAT, c->file, (int64_t)c->offset,
+                       "not a valid Event protobuf: %s at payload byte %td",
+                       what, at - c->start);
+}
+
+/* Reads a varint of at most 10 bytes; returns the byte count, 0 if it is
+ * truncated or too long. */
+static size_t read_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (size_t i = 0; i < 10 && p + i < end; i++) {
+    r |= (uint64_t)(p[i] & 0x7F) << (7 * i);
+    if (!(p[i] & 0x80)) {
+      *v = r;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+static const field_rule *find_rule(const msg_schema *s, uint64_t num) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->fields[i].num == num)
+      return &s->fields[i];
+  return NULL;
+}
+
+static bool kind_accepts(unsigned kind, unsigned wt) {
+  switch (kind) {
+  case K_VARINT:
+    return wt == WT_VARINT;
+  case K_I64:
+    return wt == WT_I64;
+  case K_I32:
+    return wt == WT_I32;
+  case K_PACK_VARINT:
+    return wt == WT_VARINT || wt == WT_LEN;
+  case K_PACK_I64:
+    return wt == WT_I64 || wt == WT_LEN;
+  case K_PACK_I32:
+    return wt == WT_I32 || wt == WT_LEN;
+  default:
+    return wt == WT_LEN;
+  }
+}
+
+/* A packed run must hold whole values. */
+static int check_packed(const wire_ctx *c, const field_rule *r,
+                        const msg_schema *s, const uint8_t *p, size_t n) {
+  size_t unit = r->kind == K_PACK_I32 ? 4 : r->kind == K_PACK_I64 ? 8 : 0;
+  char what[160];
+  if (unit && n % unit) {
+    snprintf(what, sizeof what,
+             "packed %s.%s holds %zu bytes, not a multiple of %zu", s->name,
+             r->name, n, unit);
+    return wire_fail(c, p, what);
+  }
+  const uint8_t *end = p + n;
+  while (!unit && p < end) {
+    uint64_t v;
+    size_t k = read_varint(p, end, &v);
+    if (!k) {
+      snprintf(what, sizeof what, "packed %s.%s ends inside a varint", s->name,
+               r->name);
+      return wire_fail(c, p, what);
+    }
+    p += k;
+  }
+  return SMR_OK;
+}
+
+static int walk_message(const wire_ctx *c, const msg_schema *s,
+                        const uint8_t *p, const uint8_t *end);
+
+/* Checks one length-delimited value of a declared field. */
+static int check_len_field(const wire_ctx *c, const field_rule *r,
+                           const msg_schema *s, const uint8_t *p, size_t n) {
+  if (r->kind == K_MSG)
+    return walk_message(c, r->sub, p, p + n);
+  if (r->kind >= K_PACK_VARINT)
+    return check_packed(c, r, s, p, n);
+  return SMR_OK;
+}
+
+/* Skips the value of a field of wire type `wt` at *pp. */
+static int skip_value(const wire_ctx *c, unsigned wt, const uint8_t **pp,
+                      const uint8_t *end, size_t *len_out) {
+  const uint8_t *p = *pp;
+  uint64_t v;
+  size_t k;
+  switch (wt) {
+  case WT_VARINT:
+    if (!(k = read_varint(p, end, &v)))
+      return wire_fail(c, p, "truncated or overlong varint");
+    *pp = p + k;
+    return SMR_OK;
+  case WT_I64:
+  case WT_I32:
+    k = wt == WT_I64 ? 8 : 4;
+    if ((size_t)(end - p) < k)
+      return wire_fail(c, p, "truncated fixed-width value");
+    *pp = p + k;
+    return SMR_OK;
+  case WT_LEN:
+    if (!(k = read_varint(p, end, &v)))
+      return wire_fail(c, p, "truncated length prefix");
+    if (v > (uint64_t)(end - p - (ptrdiff_t)k))
+      return wire_fail(c, p, "length-delimited field runs past its message");
+    *len_out = (size_t)v;
+    *pp = p + k;
+    return SMR_OK;
+  default:
+    return wire_fail(c, p,
+                     wt == 3 || wt == 4 ? "group wire type (not used by this "
+                                          "format)"
+                                        : "invalid wire type 6/7");
+  }
+}
+
+static int walk_field(const wire_ctx *c, const msg_schema *s,
+                      const uint8_t **pp, const uint8_t *end) {
+  const uint8_t *key_at = *pp;
+  uint64_t key;
+  size_t k = read_varint(key_at, end, &key);
+  if (!k || k > 5 || key > UINT32_MAX || (key >> 3) == 0)
+    return wire_fail(c, key_at, "malformed field key");
+  unsigned wt = (unsigned)(key & 7);
+  const field_rule *r = find_rule(s, key >> 3);
+  if (r && !kind_accepts(r->kind, wt))
+    return smr_error_set(c->err, SMR_ERR_FORMAT, c->file, (int64_t)c->offset,
+                         "wrong wire type for field %u (%s.%s): expected %s, "
+                         "found %s (payload byte %td)",
+                         (unsigned)r->num, s->name, r->name,
+                         kind_expectation(r->kind), wire_name(wt),
+                         key_at - c->start);
+  const uint8_t *p = key_at + k;
+  size_t len = 0;
+  int rc = skip_value(c, wt, &p, end, &len);
+  if (rc != SMR_OK)
+    return rc;
+  if (wt == WT_LEN) {
+    if (r && (rc = check_len_field(c, r, s, p, len)) != SMR_OK)
+      return rc;
+    p += len;
+  }
+  *pp = p;
+  return SMR_OK;
+}
+
+/* Recursion depth is bounded by the schema (Event -> ... -> Dim: 6). */
+static int walk_message(const wire_ctx *c, const msg_schema *s,
+                        const uint8_t *p, const uint8_t *end) {
+  while (p < end) {
+    int rc = walk_field(c, s, &p, end);
+    if (rc != SMR_OK)
+      return rc;
+  }
+  return SMR_OK;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+/* Everything a decoded tensor keeps alive. */
+typedef struct event_owner {
+  Smdebug__Event *ev;
+  uint8_t *typed;          /* values built from typed fields */
+  const uint8_t **strings; /* string tensors */
+  size_t *string_lens;
+} event_owner;
+
+static void owner_release(void *p) {
+  event_owner *o = p;
+  if (!o)
+    return;
+  if (o->ev)
+    smdebug__event__free_unpacked(o->ev, NULL);
+  free(o->typed);
+  free(o->strings);
+  free(o->string_lens);
+  free(o);
+}
+
+/* Where decode errors go: every one is about the same record. */
+typedef struct dec_ctx {
+  const char *file;
+  uint64_t offset;
+  const char *tag;
+  smr_error *err;
+} dec_ctx;
+
+static int dec_fail(const dec_ctx *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int dec_fail(const dec_ctx *d, const char *fmt, ...) {
+  char msg[SMR_ERR_MSG_MAX - 64];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (d->tag)
+    return smr_error_set(d->err, SMR_ERR_FORMAT, d->file, (int64_t)d->offset,
+                         "tensor '%.128s': %s", d->tag, msg);
+  return smr_error_set(d->err, SMR_ERR_FORMAT, d->file, (int64_t)d->offset,
+                       "%s", msg);
+}
+
+static const uint8_t empty_bytes[1];
+
+/* Shape and element count, overflow-checked. */
+static int decode_shape(const dec_ctx *d, const Smdebug__TensorProto *tp,
+                        smr_tensor *t) {
+  const Smdebug__TensorShapeProto *sp = tp->tensor_shape;
+  t->ndim = 0;
+  t->count = 1;
+  if (!sp)
+    return SMR_OK;
+  if (sp->unknown_rank)
+    return dec_fail(d, "tensor shape has unknown rank");
+  if (sp->n_dim > SMR_MAX_DIMS)
+    return dec_fail(d, "tensor has %zu dimensions, at most %d are supported",
+                    sp->n_dim, SMR_MAX_DIMS);
+  bool overflow = false, has_zero = false;
+  for (size_t i = 0; i < sp->n_dim; i++) {
+    int64_t size = sp->dim[i]->size;
+    if (size < 0)
+      return dec_fail(d, "dimension %zu has negative size %" PRId64, i, size);
+    t->shape[i] = size;
+    has_zero |= size == 0;
+    if (!overflow && __builtin_mul_overflow(t->count, size, &t->count))
+      overflow = true;
+  }
+  t->ndim = (int)sp->n_dim;
+  /* A zero dimension makes any overflow in the others irrelevant. */
+  if (has_zero)
+    t->count = 0;
+  else if (overflow)
+    return dec_fail(d, "shape has more than 2^63 elements");
+  return SMR_OK;
+}
+
+static int decode_strings(const dec_ctx *d, const Smdebug__TensorProto *tp,
+                          smr_tensor *t, event_owner *o) {
+  if (t->ndim != 1)
+    return dec_fail(d, "string tensor has %d dimensions, expected 1", t->ndim);
+  if ((uint64_t)t->count != tp->n_string_val)
+    return dec_fail(d, "string tensor has %zu strings, shape says %" PRId64,
+                    tp->n_string_val, t->count);
+  size_t n = tp->n_string_val;
+  if (n) {
+    o->strings = calloc(n, sizeof *o->strings);
+    o->string_lens = calloc(n, sizeof *o->string_lens);
+    if (!o->strings || !o->string_lens)
+      return smr_error_set(d->err, SMR_ERR_NOMEM, d->file, (int64_t)d->offset,
+                           "out of memory");
+  }
+  for (size_t i = 0; i < n; i++) {
+    const ProtobufCBinaryData *s = &tp->string_val[i];
+    o->strings[i] = s->data ? s->data : empty_bytes;
+    o->string_lens[i] = s->len;
+  }
+  t->dtype = SMR_DT_STRING;
+  t->strings = o->strings;
+  t->string_lens = o->string_lens;
+  t->data = empty_bytes;
+  t->nbytes = 0;
+  return SMR_OK;
+}
+
+static int decode_content(const dec_ctx *d, const Smdebug__TensorProto *tp,
+                          const dtype_info *di, smr_tensor *t) {
+  size_t have = tp->tensor_content.len;
+  uint64_t want;
+  if (__builtin_mul_overflow((uint64_t)t->count, (uint64_t)di->size, &want))
+    return dec_fail(d,
+                    "tensor_content has %zu bytes, expected %" PRId64
+                    " elements x %u bytes (more than 2^64)",
+                    have, t->count, (unsigned)di->size);
+  if (want != have)
+    return dec_fail(d,
+                    "tensor_content has %zu bytes, expected %" PRIu64
+                    " (%" PRId64 " elements x %u bytes of %s)",
+                    have, want, t->count, (unsigned)di->size, di->name);
+  t->data = have ? tp->tensor_content.data : empty_bytes;
+  t->nbytes = have;
+  return SMR_OK;
+}
+
+/* The typed field that holds a dtype's values: its value count and name.
+ * Complex fields hold two values per element. */
+static size_t typed_values(const Smdebug__TensorProto *tp, unsigned src,
+                           const char **field) {
+  static const char *const names[] = {
+      [SRC_NONE] = "(none)",           [SRC_FLOAT] = "float_val",
+      [SRC_DOUBLE] = "double_val",     [SRC_INT] = "int_val",
+      [SRC_INT64] = "int64_val",       [SRC_BOOL] = "bool_val",
+      [SRC_SCOMPLEX] = "scomplex_val", [SRC_DCOMPLEX] = "dcomplex_val",
+      [SRC_HALF] = "half_val"};
+  *field = names[src];
+  switch (src) {
+  case SRC_FLOAT:
+    return tp->n_float_val;
+  case SRC_DOUBLE:
+    return tp->n_double_val;
+  case SRC_INT:
+    return tp->n_int_val;
+  case SRC_INT64:
+    return tp->n_int64_val;
+  case SRC_BOOL:
+    return tp->n_bool_val;
+  case SRC_SCOMPLEX:
+    return tp->n_scomplex_val;
+  case SRC_DCOMPLEX:
+    return tp->n_dcomplex_val;
+  case SRC_HALF:
+    return tp->n_half_val;
+  default:
+    return 0;
+  }
+}
+
+/* Bits of typed value j, to be stored in the dtype's component width. */
+static uint64_t typed_bits(const Smdebug__TensorProto *tp, unsigned src,
+                           size_t j) {
+  uint32_t u32;
+  uint64_t u64;
+  switch (src) {
+  case SRC_FLOAT:
+    memcpy(&u32, &tp->float_val[j], 4);
+    return u32;
+  case SRC_SCOMPLEX:
+    memcpy(&u32, &tp->scomplex_val[j], 4);
+    return u32;
+  case SRC_DOUBLE:
+    memcpy(&u64, &tp->double_val[j], 8);
+    return u64;
+  case SRC_DCOMPLEX:
+    memcpy(&u64, &tp->dcomplex_val[j], 8);
+    return u64;
+  case SRC_INT:
+    return (uint64_t)(int64_t)tp->int_val[j];
+  case SRC_INT64:
+    return (uint64_t)tp->int64_val[j];
+  case SRC_BOOL:
+    return tp->bool_val[j] ? 1 : 0;
+  case SRC_HALF:
+    return (uint64_t)(uint32_t)tp->half_val[j] & 0xFFFF;
+  default:
+    return 0;
+  }
+}
+
+/* Stores the low `width` bytes of `bits`, little-endian. */
+static void store_le(uint8_t *dst, uint64_t bits, size_t width) {
+  for (size_t i = 0; i < width; i++)
+    dst[i] = (uint8_t)(bits >> (8 * i));
+}
+
+/* Elements from typed fields: as many values as elements, or one value
+ * repeated (formats.md F§4.2 Decision). */
+static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
+                        const dtype_info *di, smr_tensor *t, event_owner *o) {
+  const char *field;
+  size_t nvals = typed_values(tp, di->src, &field);
+  size_t per = (di->src == SRC_SCOMPLEX || di->src == SRC_DCOMPLEX) ? 2 : 1;
+  if (t->count == 0 && nvals == 0) {
+    t->data = empty_bytes;
+    t->nbytes = 0;
+    return SMR_OK;
+  }
+  if (di->src == SRC_NONE)
+    return dec_fail(d,
+                    "%s tensor of %" PRId64 " elements has no "
+                    "tensor_content",
+                    di->name, t->count);
+  if (nvals % per)
+    return dec_fail(d, "%s holds %zu values, not whole complex pairs", field,
+                    nvals);
+  uint64_t m = nvals / per, n = (uint64_t)t->count;
+  if (nvals == 0)
+    return dec_fail(d,
+                    "%s tensor of %" PRIu64 " elements has neither "
+                    "tensor_content nor %s values",
+                    di->name, n, field);
+  if (m != n && !(m == 1 && n > 1))
+    return dec_fail(d, "%s holds %" PRIu64 " elements, shape needs %" PRIu64,
+                    field, m, n);
+  /* Without broadcast the values are already in memory, so n * size is
+   * bounded by the decoded message; only repetition needs the cap. */
+  if (m != n && n > MAX_BROADCAST_BYTES / di->size)
+    return dec_fail(d,
+                    "one %s value repeated to %" PRIu64 " elements "
+                    "exceeds the %zu-byte limit",
+                    field, n, MAX_BROADCAST_BYTES);
+  size_t nbytes = (size_t)n * di->size, width = di->size / per;
+  o->typed = malloc(nbytes);
+  if (!o->typed)
+    return smr_error_set(d->err, SMR_ERR_NOMEM, d->file, (int64_t)d->offset,
+                         "out of memory for %zu bytes", nbytes);
+  for (size_t j = 0; j < nvals; j++)
+    store_le(o->typed + j * width, typed_bits(tp, di->src, j), width);
+  for (size_t i = 1; m == 1 && i < n; i++)
+    memcpy(o->typed + i * di->size, o->typed, di->size);
+  t->data = o->typed;
+  t->nbytes = nbytes;
+  return SMR_OK;
+}
+
+static bool is_string_tensor(const Smdebug__TensorProto *tp,
+                             const smr_tensor *t) {
+  if (tp->dtype != SMR_DT_INVALID && tp->dtype != SMR_DT_STRING)
+    return false;
+  /* An empty 1-D string array has no string_val at all. */
+  return tp->n_string_val > 0 || (t->ndim == 1 && t->count == 0);
+}
+
+static int decode_values(const dec_ctx *d, const Smdebug__TensorProto *tp,
+                         smr_tensor *t, event_owner *o) {
+  t->stored_dtype = tp->dtype;
+  if (is_string_tensor(tp, t))
+    return decode_strings(d, tp, t, o);
+  const dtype_info *di = dtype_lookup(tp->dtype);
+  if (!di || di->size == 0) {
+    if (tp->dtype == SMR_DT_INVALID)
+      return dec_fail(d, "dtype DT_INVALID (0) without string_val");
+    return dec_fail(d, "unsupported dtype %d (%s)", tp->dtype,
+                    di ? di->name : "unknown");
+  }
+  t->dtype = tp->dtype;
+  if (tp->tensor_content.len > 0)
+    return decode_content(d, tp, di, t);
+  return decode_typed(d, tp, di, t, o);
+}
+
+/* Python int() of a short decimal string: blanks, sign, digits. */
+static bool parse_int_text(const ProtobufCBinaryData *b, int64_t *out) {
+  char buf[32];
+  if (b->len == 0 || b->len >= sizeof buf)
+    return false;
+  memcpy(buf, b->data, b->len);
+  buf[b->len] = '\0';
+  const char *p = buf;
+  while (isspace((unsigned char)*p))
+    p++;
+  const char *digits = (*p == '+' || *p == '-') ? p + 1 : p;
+  if (!isdigit((unsigned char)*digits))
+    return false;
+  char *end;
+  errno = 0;
+  long long v = strtoll(p, &end, 10);
+  if (errno)
+    return false;
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end)
+    return false;
+  *out = v;
+  return true;
+}
+
+static int decode_mode(const dec_ctx *d, const Smdebug__Summary__Value *v,
+                       smr_tensor *t) {
+  t->mode = MODE_GLOBAL;
+  t->mode_step = t->step;
+  const Smdebug__SummaryMetadata *md = v->metadata;
+  for (size_t i = 0; md && i < md->n_plugin_data; i++) {
+    const Smdebug__SummaryMetadata__PluginData *pd = md->plugin_data[i];
+    bool is_step = strcmp(pd->plugin_name, "mode_step") == 0;
+    if (!is_step && strcmp(pd->plugin_name, "mode") != 0)
+      continue;
+    int64_t x;
+    if (!parse_int_text(&pd->content, &x))
+      return dec_fail(d, "metadata %s is not a decimal integer",
+                      pd->plugin_name);
+    if (is_step) {
+      t->mode_step = x;
+    } else if (x < 1 || x > MODE_GLOBAL) {
+      return dec_fail(d, "metadata mode %" PRId64 " is not 1-4", x);
+    } else {
+      t->mode = (int)x;
+    }
+  }
+  return SMR_OK;
+}
+
+/* The one tensor-carrying Value of the event (F5: anything else is an
+ * error for this record). */
+static int find_value(const dec_ctx *d, const Smdebug__Event *ev,
+                      const Smdebug__Summary__Value **out) {
+  if (ev->what_case != SMDEBUG__EVENT__WHAT_SUMMARY)
+    return dec_fail(d, "event has no summary");
+  const Smdebug__Summary *s = ev->summary;
+  if (s->n_value == 0)
+    return dec_fail(d, "event summary has no value");
+  const Smdebug__Summary__Value *v = s->value[0];
+  if (v->value_case != SMDEBUG__SUMMARY__VALUE__VALUE_TENSOR) {
+    const char *what = v->value_case == SMDEBUG__SUMMARY__VALUE__VALUE__NOT_SET
+                           ? "no value"
+                           : "a non-tensor value";
+    return smr_error_set(d->err, SMR_ERR_FORMAT, d->file, (int64_t)d->offset,
+                         "summary value '%.128s' holds %s (field %d), "
+                         "expected a tensor",
+                         v->tag, what, (int)v->value_case);
+  }
+  *out = v;
+  return SMR_OK;
+}
+
+static int decode_event(const dec_ctx *dc, event_owner *o, smr_tensor *out,
+                        char **name) {
+  dec_ctx d = *dc;
+  const Smdebug__Summary__Value *v = NULL;
+  int rc = find_value(&d, o->ev, &v);
+  if (rc != SMR_OK)
+    return rc;
+  d.tag = v->tag;
+  out->step = o->ev->step;
+  out->wall_time = o->ev->wall_time;
+  if ((rc = decode_shape(&d, v->tensor, out)) != SMR_OK ||
+      (rc = decode_values(&d, v->tensor, out, o)) != SMR_OK ||
+      (rc = decode_mode(&d, v, out)) != SMR_OK)
+    return rc;
+  if (name)
+    *name = smr_xstrdup(v->tag);
+  return SMR_OK;
+}
+
+int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
+                     uint64_t offset, smr_tensor *out, char **name,
+                     smr_error *err) {
+  memset(out, 0, sizeof *out);
+  if (name)
+    *name = NULL;
+  if (!payload)
+    payload = empty_bytes;
+  wire_ctx wc = {payload, file, offset, err};
+  int rc = walk_message(&wc, &event_schema, payload, payload + len);
+  if (rc != SMR_OK)
+    return rc;
+  event_owner *o = calloc(1, sizeof *o);
+  if (!o)
+    return smr_error_set(err, SMR_ERR_NOMEM, file, (int64_t)offset,
+                         "out of memory");
+  o->ev = smdebug__event__unpack(NULL, len, payload);
+  dec_ctx d = {file, offset, NULL, err};
+  rc = o->ev ? decode_event(&d, o, out, name)
+             : dec_fail(&d, "not a valid Event protobuf (unpack failed)");
+  if (rc != SMR_OK) {
+    owner_release(o);
+    memset(out, 0, sizeof *out);
+    return rc;
+  }
+  out->owner_ = o;
+  out->release_ = owner_release;
+  return SMR_OK;
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+/* Storage for the messages of one encoded event (all on the stack). */
+typedef struct enc_msgs {
+  Smdebug__Event ev;
+  Smdebug__Summary sum;
+  Smdebug__Summary__Value val;
+  Smdebug__Summary__Value *valp;
+  Smdebug__TensorProto tp;
+  Smdebug__TensorShapeProto shape;
+  Smdebug__TensorShapeProto__Dim dims[SMR_MAX_DIMS];
+  Smdebug__TensorShapeProto__Dim *dimp[SMR_MAX_DIMS];
+  char *dim_names[SMR_MAX_DIMS];
+  Smdebug__SummaryMetadata md;
+  Smdebug__SummaryMetadata__PluginData pd[2];
+  Smdebug__SummaryMetadata__PluginData *pdp[2];
+  char mode_step_txt[24], mode_txt[16];
+  ProtobufCBinaryData *strings;
+} enc_msgs;
+
+static int enc_fail(smr_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int enc_fail(smr_error *err, const char *fmt, ...) {
+  char msg[SMR_ERR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "%s", msg);
+}
+
+/* Element count of the caller's shape; -1 when invalid. */
+static int64_t enc_count(const smr_tensor *t) {
+  if (t->ndim < 0 || t->ndim > SMR_MAX_DIMS)
+    return -1;
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++)
+    if (t->shape[i] < 0 || __builtin_mul_overflow(n, t->shape[i], &n))
+      return -1;
+  return n;
+}
+
+static void enc_shape(enc_msgs *m, const smr_tensor *t, const char *name) {
+  smdebug__tensor_shape_proto__init(&m->shape);
+  for (int i = 0; i < t->ndim; i++) {
+    smdebug__tensor_shape_proto__dim__init(&m->dims[i]);
+    m->dims[i].size = t->shape[i];
+    /* smdebug names each dimension "<tensor>_<size>". */
+    m->dim_names[i] = smr_xasprintf("%s_%" PRId64, name, t->shape[i]);
+    m->dims[i].name = m->dim_names[i];
+    m->dimp[i] = &m->dims[i];
+  }
+  m->shape.n_dim = (size_t)t->ndim;
+  m->shape.dim = t->ndim ? m->dimp : NULL;
+}
+
+static int enc_strings(enc_msgs *m, const smr_tensor *t, int64_t n,
+                       smr_error *err) {
+  if (t->ndim != 1)
+    return enc_fail(err, "string tensor must be 1-D, has %d dimensions",
+                    t->ndim);
+  if (n > 0 && (!t->strings || !t->string_lens))
+    return enc_fail(err, "string tensor without strings");
+  m->tp.dtype = SMR_DT_INVALID; /* smdebug leaves strings at DT_INVALID */
+  if (n == 0)
+    return SMR_OK;
+  m->strings = calloc((size_t)n, sizeof *m->strings);
+  if (!m->strings)
+    return smr_error_set(err, SMR_ERR_NOMEM, NULL, -1, "out of memory");
+  for (int64_t i = 0; i < n; i++) {
+    m->strings[i].len = t->string_lens[i];
+    m->strings[i].data = (uint8_t *)(uintptr_t)t->strings[i];
+  }
+  m->tp.n_string_val = (size_t)n;
+  m->tp.string_val = m->strings;
+  return SMR_OK;
+}
+
+static int enc_numeric(enc_msgs *m, const smr_tensor *t, int64_t n,
+                       smr_error *err) {
+  const dtype_info *di = dtype_lookup(t->dtype);
+  if (!di || di->size == 0)
+    return enc_fail(err, "cannot encode dtype %d", t->dtype);
+  uint64_t want;
+  if (__builtin_mul_overflow((uint64_t)n, (uint64_t)di->size, &want) ||
+      want != t->nbytes)
+    return enc_fail(err,
+                    "tensor has %zu bytes, shape and %s need %" PRId64 " x %u",
+                    t->nbytes, di->name, n, (unsigned)di->size);
+  if (t->nbytes && !t->data)
+    return enc_fail(err, "tensor without data");
+  m->tp.dtype = t->dtype;
+  m->tp.tensor_content.len = t->nbytes;
+  m->tp.tensor_content.data = (uint8_t *)(uintptr_t)t->data;
+  return SMR_OK;
+}
+
+static void enc_metadata(enc_msgs *m, const smr_tensor *t) {
+  snprintf(m->mode_step_txt, sizeof m->mode_step_txt, "%" PRId64, t->mode_step);
+  snprintf(m->mode_txt, sizeof m->mode_txt, "%d", t->mode);
+  smdebug__summary_metadata__init(&m->md);
+  const char *names[2] = {"mode_step", "mode"};
+  char *texts[2] = {m->mode_step_txt, m->mode_txt};
+  for (int i = 0; i < 2; i++) {
+    smdebug__summary_metadata__plugin_data__init(&m->pd[i]);
+    m->pd[i].plugin_name = (char *)(uintptr_t)names[i];
+    m->pd[i].content.data = (uint8_t *)texts[i];
+    m->pd[i].content.len = strlen(texts[i]);
+    m->pdp[i] = &m->pd[i];
+  }
+  m->md.n_plugin_data = 2;
+  m->md.plugin_data = m->pdp;
+}
+
+static void enc_envelope(enc_msgs *m, const smr_tensor *t, const char *name) {
+  smdebug__summary__value__init(&m->val);
+  m->val.tag = (char *)(uintptr_t)name;
+  m->val.value_case = SMDEBUG__SUMMARY__VALUE__VALUE_TENSOR;
+  m->val.tensor = &m->tp;
+  m->val.metadata = &m->md;
+  m->tp.tensor_shape = &m->shape;
+  smdebug__summary__init(&m->sum);
+  m->valp = &m->val;
+  m->sum.n_value = 1;
+  m->sum.value = &m->valp;
+  smdebug__event__init(&m->ev);
+  m->ev.wall_time = t->wall_time;
+  m->ev.step = t->step;
+  m->ev.what_case = SMDEBUG__EVENT__WHAT_SUMMARY;
+  m->ev.summary = &m->sum;
+}
+
+static int enc_pack(enc_msgs *m, uint8_t **out, size_t *len, smr_error *err) {
+  size_t size = smdebug__event__get_packed_size(&m->ev);
+  uint8_t *buf = malloc(size ? size : 1);
+  if (!buf)
+    return smr_error_set(err, SMR_ERR_NOMEM, NULL, -1,
+                         "out of memory for a %zu-byte event", size);
+  *len = smdebug__event__pack(&m->ev, buf);
+  *out = buf;
+  return SMR_OK;
+}
+
+int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
+                     size_t *len, smr_error *err) {
+  *out = NULL;
+  *len = 0;
+  if (!name)
+    return enc_fail(err, "tensor without a name");
+  int64_t n = enc_count(t);
+  if (n < 0)
+    return enc_fail(err, "invalid shape (%d dimensions)", t->ndim);
+  enc_msgs *m = smr_xcalloc(1, sizeof *m);
+  smdebug__tensor_proto__init(&m->tp);
+  int rc = t->dtype == SMR_DT_STRING ? enc_strings(m, t, n, err)
+                                     : enc_numeric(m, t, n, err);
+  if (rc == SMR_OK) {
+    enc_shape(m, t, name);
+    enc_metadata(m, t);
+    enc_envelope(m, t, name);
+    rc = enc_pack(m, out, len, err);
+  }
+  for (int i = 0; i < SMR_MAX_DIMS; i++)
+    free(m->dim_names[i]);
+  free(m->strings);
+  free(m);
+  return rc;
+}

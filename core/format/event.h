@@ -1,0 +1,31 @@
+/* event.h - decoding and encoding of the Event/Summary/TensorProto messages
+ * that smdebug writes, one tensor per record (formats.md F§3, F§4).
+ * Uses protobuf-c with the messages declared in core/proto/. */
+#ifndef SMR_EVENT_H
+#define SMR_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "format/tensor.h"
+
+/* Decode one Event payload into `out` (a tensor view that owns the decoded
+ * message; release with smr_tensor_release).  The tensor's name is
+ * returned in *name (malloc'ed; may be NULL if the caller passes NULL).
+ * Every problem is SMR_ERR_FORMAT with `file`/`offset` (of the record) and
+ * a message saying what was expected: not a protobuf, wrong wire type for a
+ * needed field, no summary value, a value that is not a tensor, unknown or
+ * unsupported dtype, tensor_content size not matching shape x element size,
+ * string count not matching the shape, negative dimension, too many dims. */
+int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
+                     uint64_t offset, smr_tensor *out, char **name,
+                     smr_error *err);
+
+/* Encode a tensor the way smdebug does (fields in number order, metadata
+ * entries mode_step then mode).  `t` supplies dtype, shape, data/strings,
+ * step (global), wall_time, mode and mode_step.  *out is malloc'ed. */
+int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
+                     size_t *len, smr_error *err);
+
+#endif

@@ -1,0 +1,109 @@
+/* record.c - TFRecord framing (formats.md F§2): CRC-32C, masking, parsing
+ * one record and producing the writer's header and footer bytes. */
+#include "format/record.h"
+
+#include <pthread.h>
+
+/* CRC-32C reflected polynomial (normal form 0x1EDC6F41). */
+#define CRC32C_POLY 0x82F63B78u
+#define CRC_MASK_DELTA 0xA282EAD8u
+
+/* Slicing-by-8 tables: crc_table[0] is the classic byte-at-a-time table,
+ * crc_table[k][b] is the CRC of byte b followed by k zero bytes.  Built once
+ * at first use; pthread_once makes that safe from any thread. */
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;
+
+static void crc_table_build(void) {
+  for (uint32_t b = 0; b < 256; b++) {
+    uint32_t c = b;
+    for (int k = 0; k < 8; k++)
+      c = (c & 1) ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+    crc_table[0][b] = c;
+  }
+  for (int k = 1; k < 8; k++)
+    for (uint32_t b = 0; b < 256; b++) {
+      uint32_t prev = crc_table[k - 1][b];
+      crc_table[k][b] = (prev >> 8) ^ crc_table[0][prev & 0xFF];
+    }
+}
+
+static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n) {
+  while (n >= 8) {
+    uint32_t lo = crc ^ smr_le32(p);
+    uint32_t hi = smr_le32(p + 4);
+    crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+          crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+          crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+          crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--)
+    crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+uint32_t smr_crc32c(const void *buf, size_t n) {
+  pthread_once(&crc_table_once, crc_table_build);
+  return crc_update(0xFFFFFFFFu, buf, n) ^ 0xFFFFFFFFu;
+}
+
+uint32_t smr_crc_mask(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + CRC_MASK_DELTA;
+}
+
+static uint32_t masked_crc(const uint8_t *p, size_t n) {
+  return smr_crc_mask(smr_crc32c(p, n));
+}
+
+int smr_record_parse(const uint8_t *buf, size_t n, const char *file,
+                     uint64_t base_offset, const uint8_t **payload,
+                     uint64_t *payload_len, smr_error *err) {
+  int64_t at = (int64_t)base_offset;
+  if (n < SMR_RECORD_HEADER)
+    return smr_error_set(err, SMR_ERR_INCOMPLETE, file, at,
+                         "truncated record: header needs %d bytes, only %zu "
+                         "are there",
+                         SMR_RECORD_HEADER, n);
+  uint64_t len = smr_le64(buf);
+  uint32_t len_crc = smr_le32(buf + 8);
+  uint32_t want_len_crc = masked_crc(buf, 8);
+  if (len_crc != want_len_crc)
+    return smr_error_set(err, SMR_ERR_FORMAT, file, at + 8,
+                         "length checksum mismatch: found 0x%08X, expected "
+                         "0x%08X (masked CRC32C of the length field)",
+                         len_crc, want_len_crc);
+  /* Compare without computing len + 16, which could overflow. */
+  size_t body = n - SMR_RECORD_HEADER;
+  if (body < SMR_RECORD_FOOTER || len > body - SMR_RECORD_FOOTER)
+    return smr_error_set(err, SMR_ERR_INCOMPLETE, file, at,
+                         "truncated record: it claims %llu payload bytes "
+                         "(%llu with framing), only %zu bytes are there",
+                         (unsigned long long)len,
+                         (unsigned long long)len + SMR_RECORD_OVERHEAD, n);
+  const uint8_t *data = buf + SMR_RECORD_HEADER;
+  uint32_t found = smr_le32(data + len);
+  if (found != SMR_SMDEBUG_DATA_CRC) {
+    uint32_t real = masked_crc(data, (size_t)len);
+    if (found != real)
+      return smr_error_set(
+          err, SMR_ERR_FORMAT, file, at + SMR_RECORD_HEADER + (int64_t)len,
+          "payload checksum mismatch: found 0x%08X, expected 0x%08X or "
+          "0x%08X",
+          found, SMR_SMDEBUG_DATA_CRC, real);
+  }
+  *payload = data;
+  *payload_len = len;
+  return SMR_OK;
+}
+
+void smr_record_header(uint8_t hdr[SMR_RECORD_HEADER], uint64_t len) {
+  smr_put_le64(hdr, len);
+  smr_put_le32(hdr + 8, masked_crc(hdr, 8));
+}
+
+void smr_record_footer(uint8_t ftr[SMR_RECORD_FOOTER], const uint8_t *payload,
+                       size_t len, int real_crc) {
+  smr_put_le32(ftr, real_crc ? masked_crc(payload, len) : SMR_SMDEBUG_DATA_CRC);
+}

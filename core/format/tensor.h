@@ -1,0 +1,126 @@
+/* tensor.h - decoded tensor values and one-pass reductions.
+ *
+ * A smr_tensor is a view: `data` points at raw little-endian element bytes
+ * owned by whatever produced the tensor (a decoded event record, a writer's
+ * caller, ...).  smr_tensor_release() frees what the producer attached.
+ * Numeric elements are widened to double on access; reductions accumulate in
+ * double.  This module knows nothing about files. */
+#ifndef SMR_TENSOR_H
+#define SMR_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+/* smdebug/TensorFlow DataType values (formats.md F§4.1).  SMR_DT_STRING is
+ * used for every string tensor, whatever the stored dtype (smdebug stores
+ * strings with DT_INVALID). */
+enum {
+  SMR_DT_INVALID = 0,
+  SMR_DT_FLOAT = 1,
+  SMR_DT_DOUBLE = 2,
+  SMR_DT_INT32 = 3,
+  SMR_DT_UINT8 = 4,
+  SMR_DT_INT16 = 5,
+  SMR_DT_INT8 = 6,
+  SMR_DT_STRING = 7,
+  SMR_DT_COMPLEX64 = 8,
+  SMR_DT_INT64 = 9,
+  SMR_DT_BOOL = 10,
+  SMR_DT_QINT8 = 11,
+  SMR_DT_QUINT8 = 12,
+  SMR_DT_QINT32 = 13,
+  SMR_DT_BFLOAT16 = 14,
+  SMR_DT_QINT16 = 15,
+  SMR_DT_QUINT16 = 16,
+  SMR_DT_UINT16 = 17,
+  SMR_DT_COMPLEX128 = 18,
+  SMR_DT_HALF = 19,
+  SMR_DT_UINT32 = 22,
+  SMR_DT_UINT64 = 23,
+};
+
+/* Bytes per element, 0 for strings and unsupported types. */
+size_t smr_dtype_size(int dtype);
+/* numpy-style name ("float32", "int64", "bool", "str", "complex64", ...). */
+const char *smr_dtype_numpy_name(int dtype);
+/* TensorFlow name ("DT_FLOAT", ...); "DT_<n>" style fallback for unknown. */
+const char *smr_dtype_tf_name(int dtype);
+bool smr_dtype_is_complex(int dtype);
+
+#define SMR_MAX_DIMS 32
+
+typedef struct smr_tensor {
+  int dtype;        /* semantic dtype (SMR_DT_STRING for strings) */
+  int stored_dtype; /* TensorProto.dtype as stored */
+  int ndim;
+  int64_t shape[SMR_MAX_DIMS];
+  int64_t count;       /* number of elements (product of shape; 1 for 0-d) */
+  const uint8_t *data; /* count * smr_dtype_size(dtype) bytes, LE */
+  size_t nbytes;
+  /* string tensors: `count` strings (not NUL-terminated inside) */
+  const uint8_t **strings;
+  const size_t *string_lens;
+  /* where it came from (filled by the event decoder) */
+  int64_t step; /* Event.step: the global step */
+  double wall_time;
+  int mode;          /* from the record's metadata; 4 = GLOBAL if absent */
+  int64_t mode_step; /* from the record's metadata; Event.step if absent */
+  /* producer-owned memory, freed by smr_tensor_release */
+  void *owner_;
+  void (*release_)(void *owner);
+} smr_tensor;
+
+void smr_tensor_release(smr_tensor *t);
+
+/* Element i widened to double (real part for complex; 0/1 for bool). */
+double smr_tensor_get(const smr_tensor *t, int64_t i);
+
+/* Reductions (formats.md F§7).  Names as in smdebug. */
+typedef enum smr_reduction {
+  SMR_RED_MIN,
+  SMR_RED_MAX,
+  SMR_RED_MEAN,
+  SMR_RED_STD,
+  SMR_RED_VARIANCE,
+  SMR_RED_SUM,
+  SMR_RED_PROD,
+  SMR_RED_L1,
+  SMR_RED_L2,
+  SMR_RED_LINF,
+  SMR_RED_COUNT_ /* number of reductions */
+} smr_reduction;
+
+/* "min", "max", ..., "l1", "l2", "linf"; also accepts "l1_norm"/"l2_norm".
+ * Returns -1 for an unknown name. */
+int smr_reduction_from_name(const char *name);
+const char *smr_reduction_name(smr_reduction r);
+
+/* Compute reduction `r` of the tensor (of |x| when `abs`), NumPy semantics:
+ * NaN propagates, inf follows IEEE arithmetic, population variance, vector
+ * norms over the flattened tensor.  Complex tensors use the modulus for abs
+ * and norms and are refused for the others.  SMR_ERR_USAGE for strings,
+ * empty tensors (except sum/prod/l1/l2/count-like ones, as NumPy) or
+ * unsupported combinations. */
+int smr_tensor_reduce(const smr_tensor *t, smr_reduction r, bool abs,
+                      double *out, smr_error *err);
+
+/* Summary statistics in one pass.  min/max/sum/mean/l2 are over the finite
+ * elements only (has_finite=false when there are none); nan/inf/zero count
+ * the rest. */
+typedef struct smr_stats {
+  int64_t count;
+  int64_t finite, nan, pinf, ninf, zeros;
+  bool has_finite;
+  double min, max, sum, mean, l1, l2, linf;
+} smr_stats;
+int smr_tensor_stats(const smr_tensor *t, smr_stats *out, smr_error *err);
+
+/* SHA-256 of the raw bytes as smdebug fixtures define it: the LE element
+ * bytes in C order; for strings every element's UTF-8 bytes followed by one
+ * 0x00 byte.  `hex` receives 64 hex digits and a NUL. */
+void smr_tensor_sha256(const smr_tensor *t, char hex[65]);
+
+#endif

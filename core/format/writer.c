@@ -1,0 +1,419 @@
+/* writer.c - writes smdebug-compatible trials (formats.md F§1-F§6).
+ *
+ * One writer per worker.  Within a step, records are appended to
+ * events/<S>/<S>_<W>.tfevents.tmp as tensors arrive (only the tensor being
+ * added is in memory) while the index entries are collected; closing the
+ * step renames the event file into place and then writes the index file the
+ * same way, which is the order smdebug uses (F§1.5), so a reader that sees
+ * an index also sees its event file. */
+#include "format/writer.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/event.h"
+#include "format/record.h"
+
+struct smr_writer {
+  char *dir;    /* trial directory */
+  char *worker; /* worker name as given */
+  int real_crc;
+  /* the open step */
+  bool in_step;
+  int64_t step, mode_step;
+  int mode;
+  FILE *ev;      /* event .tmp file; NULL until the step's first tensor */
+  char *ev_rel;  /* its final path relative to the trial directory */
+  bool ev_error; /* a write to it failed: the step is discarded */
+  int64_t offset;
+  smr_index_tensor *tensors;
+  size_t n_tensors, cap_tensors;
+  smr_index_shape *shapes;
+  size_t n_shapes, cap_shapes;
+};
+
+/* ---- files ---- */
+
+static char *full_path(const smr_writer *w, const char *rel) {
+  return smr_xasprintf("%s/%s", w->dir, rel);
+}
+
+static int io_error(smr_error *err, const char *rel, const char *what) {
+  return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot %s: %s", what,
+                       strerror(errno));
+}
+
+/* mkdir -p of the directory part of `path` (everything before the last
+ * '/'), or of `path` itself when `whole`. */
+static int make_dirs(const char *path, bool whole, smr_error *err) {
+  char *p = smr_xstrdup(path);
+  char *end = whole ? p + strlen(p) : strrchr(p, '/');
+  int rc = SMR_OK;
+  if (!end || end == p) { /* no directory part, or the root */
+    free(p);
+    return SMR_OK;
+  }
+  *end = '\0';
+  for (char *s = p + 1;; s++) {
+    bool last = *s == '\0';
+    if (*s != '/' && !last)
+      continue;
+    *s = '\0';
+    struct stat st;
+    if (p[0] && mkdir(p, 0777) != 0 && errno != EEXIST)
+      rc = io_error(err, p, "create directory");
+    else if (p[0] && (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)))
+      rc = smr_error_set(err, SMR_ERR_IO, p, -1, "not a directory");
+    if (rc || last)
+      break;
+    *s = '/';
+  }
+  free(p);
+  return rc;
+}
+
+/* Write `len` bytes to <dir>/<rel>.tmp and rename it to <dir>/<rel>. */
+static int write_atomic(const smr_writer *w, const char *rel, const void *data,
+                        size_t len, smr_error *err) {
+  char *path = full_path(w, rel);
+  char *tmp = smr_xasprintf("%s.tmp", path);
+  int rc = make_dirs(path, false, err);
+  FILE *f = rc ? NULL : fopen(tmp, "wb");
+  if (!rc && !f)
+    rc = io_error(err, rel, "create file");
+  if (f) {
+    bool ok = fwrite(data, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+      rc = io_error(err, rel, "write file");
+    else if (rename(tmp, path) != 0)
+      rc = io_error(err, rel, "rename the .tmp file");
+    if (rc)
+      unlink(tmp);
+  }
+  free(tmp);
+  free(path);
+  return rc;
+}
+
+/* ---- open / close ---- */
+
+/* A worker name must come back unchanged from its file names: device names
+ * ('/' first) are serialized and restored; any other '/' or ':' is not. */
+static bool worker_storable(const char *worker) {
+  if (!worker || !worker[0] || strcmp(worker, ".") == 0 ||
+      strcmp(worker, "..") == 0)
+    return false;
+  if (worker[0] == '/')
+    return strchr(worker, '_') == NULL && strchr(worker, '-') == NULL;
+  return strpbrk(worker, "/:\\") == NULL;
+}
+
+int smr_writer_open(const char *trial_dir, const char *worker, int real_crc,
+                    smr_writer **out, smr_error *err) {
+  *out = NULL;
+  if (!trial_dir || !trial_dir[0])
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no trial directory");
+  if (!worker_storable(worker))
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "worker name '%.200s' cannot be stored in file names",
+                         worker ? worker : "");
+  int rc = make_dirs(trial_dir, true, err);
+  if (rc)
+    return rc;
+  smr_writer *w = smr_xcalloc(1, sizeof *w);
+  w->dir = smr_xstrdup(trial_dir);
+  w->worker = smr_xstrdup(worker);
+  w->real_crc = real_crc;
+  *out = w;
+  return SMR_OK;
+}
+
+static void step_reset(smr_writer *w) {
+  for (size_t i = 0; i < w->n_tensors; i++)
+    free(w->tensors[i].name);
+  for (size_t i = 0; i < w->n_shapes; i++) {
+    free(w->shapes[i].name);
+    free(w->shapes[i].originalname);
+  }
+  w->n_tensors = w->n_shapes = 0;
+  free(w->ev_rel);
+  w->ev_rel = NULL;
+  w->ev = NULL;
+  w->ev_error = false;
+  w->offset = 0;
+  w->in_step = false;
+}
+
+int smr_writer_close(smr_writer *w, smr_error *err) {
+  if (!w)
+    return SMR_OK;
+  int rc = w->in_step ? smr_writer_step_end(w, err) : SMR_OK;
+  free(w->tensors);
+  free(w->shapes);
+  free(w->dir);
+  free(w->worker);
+  free(w);
+  return rc;
+}
+
+/* ---- steps ---- */
+
+int smr_writer_step_begin(smr_writer *w, int64_t step, int mode,
+                          int64_t mode_step, smr_error *err) {
+  if (step < 0 || mode_step < 0 || mode < SMR_MODE_TRAIN ||
+      mode > SMR_MODE_GLOBAL)
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "invalid step %lld, mode %d, mode step %lld",
+                         (long long)step, mode, (long long)mode_step);
+  /* as the hooks do: starting a step closes the previous one */
+  if (w->in_step) {
+    int rc = smr_writer_step_end(w, err);
+    if (rc)
+      return rc;
+  }
+  w->in_step = true;
+  w->step = step;
+  w->mode = mode;
+  w->mode_step = mode_step;
+  return SMR_OK;
+}
+
+/* Close the event file and move it into place. */
+static int finish_event_file(smr_writer *w, smr_error *err) {
+  char *path = full_path(w, w->ev_rel);
+  char *tmp = smr_xasprintf("%s.tmp", path);
+  int rc = SMR_OK;
+  if (fclose(w->ev) != 0 && !w->ev_error)
+    rc = io_error(err, w->ev_rel, "write file");
+  else if (w->ev_error)
+    rc = smr_error_set(err, SMR_ERR_IO, w->ev_rel, -1,
+                       "step %lld discarded after a failed write",
+                       (long long)w->step);
+  else if (rename(tmp, path) != 0)
+    rc = io_error(err, w->ev_rel, "rename the .tmp file");
+  if (rc)
+    unlink(tmp);
+  w->ev = NULL;
+  free(tmp);
+  free(path);
+  return rc;
+}
+
+static int write_index(smr_writer *w, smr_error *err) {
+  smr_index ix = {.mode = w->mode,
+                  .mode_step = w->mode_step,
+                  .event_file_name = w->ev_rel,
+                  .n_tensors = w->n_tensors,
+                  .n_shapes = w->n_shapes,
+                  .tensors = w->tensors,
+                  .shapes = w->shapes};
+  char *json = smr_index_to_json(&ix);
+  char *rel = smr_index_file_relpath(w->step, w->worker);
+  int rc = write_atomic(w, rel, json, strlen(json), err);
+  free(rel);
+  free(json);
+  return rc;
+}
+
+int smr_writer_step_end(smr_writer *w, smr_error *err) {
+  if (!w->in_step)
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no step is open");
+  int rc = w->ev ? finish_event_file(w, err) : SMR_OK;
+  /* nothing saved: no files at all (F§1.2) */
+  if (!rc && (w->n_tensors || w->n_shapes))
+    rc = write_index(w, err);
+  step_reset(w);
+  return rc;
+}
+
+/* ---- tensors ---- */
+
+static int need_step(const smr_writer *w, const char *name, smr_error *err) {
+  if (!w->in_step)
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "tensor '%.200s' added outside a step",
+                         name ? name : "");
+  if (!name || !name[0])
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "empty tensor name");
+  return SMR_OK;
+}
+
+static int open_event_file(smr_writer *w, smr_error *err) {
+  w->ev_rel = smr_event_file_relpath(w->step, w->worker);
+  char *path = full_path(w, w->ev_rel);
+  char *tmp = smr_xasprintf("%s.tmp", path);
+  int rc = make_dirs(path, false, err);
+  if (!rc && !(w->ev = fopen(tmp, "wb")))
+    rc = io_error(err, w->ev_rel, "create file");
+  free(tmp);
+  free(path);
+  if (rc) {
+    free(w->ev_rel);
+    w->ev_rel = NULL;
+  }
+  return rc;
+}
+
+static void add_index_tensor(smr_writer *w, const char *name, int64_t start,
+                             int64_t length) {
+  if (w->n_tensors == w->cap_tensors) {
+    w->cap_tensors = w->cap_tensors ? 2 * w->cap_tensors : 16;
+    w->tensors = smr_xrealloc(w->tensors, w->cap_tensors * sizeof *w->tensors);
+  }
+  smr_index_tensor *t = &w->tensors[w->n_tensors++];
+  t->name = smr_xstrdup(name);
+  t->start_idx = start;
+  t->length = length;
+}
+
+/* Frame the payload as a TFRecord and append it to the step's event file. */
+static int append_record(smr_writer *w, const char *name,
+                         const uint8_t *payload, size_t len, smr_error *err) {
+  if (w->ev_error)
+    return smr_error_set(err, SMR_ERR_IO, w->ev_rel, w->offset,
+                         "an earlier write to this file failed");
+  if (!w->ev) {
+    int rc = open_event_file(w, err);
+    if (rc)
+      return rc;
+  }
+  uint8_t hdr[SMR_RECORD_HEADER], ftr[SMR_RECORD_FOOTER];
+  smr_record_header(hdr, len);
+  smr_record_footer(ftr, payload, len, w->real_crc);
+  if (fwrite(hdr, 1, sizeof hdr, w->ev) != sizeof hdr ||
+      fwrite(payload, 1, len, w->ev) != len ||
+      fwrite(ftr, 1, sizeof ftr, w->ev) != sizeof ftr) {
+    w->ev_error = true;
+    return io_error(err, w->ev_rel, "write file");
+  }
+  int64_t length = (int64_t)len + SMR_RECORD_OVERHEAD;
+  add_index_tensor(w, name, w->offset, length);
+  w->offset += length;
+  return SMR_OK;
+}
+
+/* Encode `t` (step and mode filled in here) and append it. */
+static int write_tensor(smr_writer *w, const char *name, smr_tensor *t,
+                        smr_error *err) {
+  t->step = w->step;
+  t->mode = w->mode;
+  t->mode_step = w->mode_step;
+  uint8_t *payload = NULL;
+  size_t len = 0;
+  int rc = smr_event_encode(t, name, &payload, &len, err);
+  if (!rc)
+    rc = append_record(w, name, payload, len, err);
+  free(payload);
+  return rc;
+}
+
+int smr_writer_tensor(smr_writer *w, const char *name, int dtype, int ndim,
+                      const int64_t *shape, const void *data, size_t nbytes,
+                      double wall_time, smr_error *err) {
+  int rc = need_step(w, name, err);
+  if (rc)
+    return rc;
+  if (ndim < 0 || ndim > SMR_MAX_DIMS || (ndim > 0 && !shape) ||
+      dtype == SMR_DT_STRING)
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "tensor '%.200s': invalid dtype %d or %d dimensions",
+                         name, dtype, ndim);
+  smr_tensor t = {.dtype = dtype,
+                  .stored_dtype = dtype,
+                  .ndim = ndim,
+                  .data = data,
+                  .nbytes = nbytes,
+                  .wall_time = wall_time};
+  t.count = 1;
+  for (int i = 0; i < ndim; i++) {
+    t.shape[i] = shape[i];
+    if (shape[i] < 0 || __builtin_mul_overflow(t.count, shape[i], &t.count))
+      return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                           "tensor '%.200s': invalid shape", name);
+  }
+  return write_tensor(w, name, &t, err);
+}
+
+int smr_writer_strings(smr_writer *w, const char *name, size_t n,
+                       const char *const *strs, double wall_time,
+                       smr_error *err) {
+  int rc = need_step(w, name, err);
+  if (rc)
+    return rc;
+  if (n > (size_t)INT64_MAX / sizeof(size_t) || (n && !strs))
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "tensor '%.200s': invalid string list", name);
+  size_t *lens = smr_xcalloc(n, sizeof *lens);
+  for (size_t i = 0; i < n; i++)
+    lens[i] = strs[i] ? strlen(strs[i]) : 0;
+  smr_tensor t = {.dtype = SMR_DT_STRING,
+                  .stored_dtype = SMR_DT_INVALID,
+                  .ndim = 1,
+                  .shape = {(int64_t)n},
+                  .count = (int64_t)n,
+                  .strings = (const uint8_t **)strs,
+                  .string_lens = lens,
+                  .wall_time = wall_time};
+  for (size_t i = 0; i < n; i++)
+    if (!strs[i])
+      rc = smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "tensor '%.200s': string %zu is NULL", name, i);
+  if (!rc)
+    rc = write_tensor(w, name, &t, err);
+  free(lens);
+  return rc;
+}
+
+int smr_writer_shape(smr_writer *w, const char *name, int ndim,
+                     const int64_t *shape, smr_error *err) {
+  int rc = need_step(w, name, err);
+  if (rc)
+    return rc;
+  if (ndim < 0 || ndim > SMR_MAX_DIMS || (ndim > 0 && !shape))
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                         "shape of '%.200s': %d dimensions", name, ndim);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      return smr_error_set(err, SMR_ERR_USAGE, NULL, -1,
+                           "shape of '%.200s': negative dimension", name);
+  if (w->n_shapes == w->cap_shapes) {
+    w->cap_shapes = w->cap_shapes ? 2 * w->cap_shapes : 16;
+    w->shapes = smr_xrealloc(w->shapes, w->cap_shapes * sizeof *w->shapes);
+  }
+  smr_index_shape *s = &w->shapes[w->n_shapes++];
+  memset(s, 0, sizeof *s);
+  s->name = smr_xstrdup(name);
+  s->originalname = smr_xstrdup(name);
+  s->ndim = ndim;
+  if (ndim > 0)
+    memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
+  return SMR_OK;
+}
+
+/* ---- other files ---- */
+
+int smr_writer_collections(smr_writer *w, const smr_collections *c,
+                           smr_error *err) {
+  char *json = smr_collections_to_json(c);
+  char *rel = smr_collections_file_relpath(w->worker);
+  int rc = write_atomic(w, rel, json, strlen(json), err);
+  free(rel);
+  free(json);
+  return rc;
+}
+
+int smr_write_end_marker(const char *trial_dir, smr_error *err) {
+  if (!trial_dir || !trial_dir[0])
+    return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no trial directory");
+  int rc = make_dirs(trial_dir, true, err);
+  if (rc)
+    return rc;
+  smr_writer w = {.dir = (char *)trial_dir};
+  return write_atomic(&w, "training_job_end.ts", "", 0, err);
+}

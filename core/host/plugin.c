@@ -1,0 +1,227 @@
+/* plugin.c - dlopen, ABI checks, search path. */
+#include "host/plugin.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host/rulectx.h"
+
+static size_t field_size(smrules_param_type t) {
+  switch (t) {
+  case SMRULES_PARAM_FLOAT:
+    return sizeof(double);
+  case SMRULES_PARAM_INT:
+    return sizeof(int64_t);
+  case SMRULES_PARAM_BOOL:
+    return sizeof(bool);
+  case SMRULES_PARAM_STRING:
+    return sizeof(const char *);
+  case SMRULES_PARAM_STRLIST:
+    return sizeof(smrules_strlist);
+  case SMRULES_PARAM_NUMLIST:
+    return sizeof(smrules_numlist);
+  default:
+    return 0;
+  }
+}
+
+static int check_params(const smrules_rule *r, const char *path,
+                        smr_error *err) {
+  if (!r->params)
+    return SMR_OK;
+  for (const smrules_param *p = r->params; p->type != SMRULES_PARAM_END; p++) {
+    size_t sz = field_size(p->type);
+    if (!p->name || !sz)
+      return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                           "rule %s declares a parameter with no name or an "
+                           "unknown type",
+                           r->name);
+    if (p->offset + sz > r->settings_size)
+      return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                           "rule %s: parameter '%s' lies outside its "
+                           "%zu-byte settings",
+                           r->name, p->name, r->settings_size);
+  }
+  return SMR_OK;
+}
+
+static int check_registration(const smrules_rule *r, const char *path,
+                              smr_error *err) {
+  if (!r)
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "smrules_plugin_init returned no rule");
+  if (r->api_version != SMRULES_API_VERSION)
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "plugin was built for smrules plugin API version "
+                         "%u; this smrules speaks version %d: rebuild it "
+                         "against this smrules' smrules.h",
+                         r->api_version, SMRULES_API_VERSION);
+  if (r->struct_size != sizeof(smrules_rule))
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "plugin registration is %u bytes, expected %zu: it "
+                         "was built against a different smrules.h",
+                         r->struct_size, sizeof(smrules_rule));
+  if (!r->name || !r->invoke_at_step)
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "plugin registration lacks a name or "
+                         "invoke_at_step");
+  if (r->kind != SMRULES_KIND_TENSOR && r->kind != SMRULES_KIND_PROFILER)
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "rule %s has unknown kind %d", r->name, r->kind);
+  return check_params(r, path, err);
+}
+
+int smr_plugin_load(const char *path, smr_plugin **out, smr_error *err) {
+  *out = NULL;
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1, "cannot load plugin: %s",
+                         dlerror());
+  smrules_plugin_init_fn init;
+  /* dlsym returns void*; POSIX guarantees the conversion to a function
+   * pointer works, ISO C does not, hence the memcpy. */
+  void *sym = dlsym(h, "smrules_plugin_init");
+  if (!sym) {
+    dlclose(h);
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "not an smrules plugin: no smrules_plugin_init");
+  }
+  memcpy(&init, &sym, sizeof init);
+  const smrules_rule *r = init(smr_host_api());
+  int rc = check_registration(r, path, err);
+  if (rc != SMR_OK) {
+    dlclose(h);
+    return rc;
+  }
+  smr_plugin *p = smr_xcalloc(1, sizeof *p);
+  p->handle = h;
+  p->reg = r;
+  p->path = smr_xstrdup(path);
+  *out = p;
+  return SMR_OK;
+}
+
+void smr_plugin_unload(smr_plugin *p) {
+  if (!p)
+    return;
+  dlclose(p->handle);
+  free(p->path);
+  free(p);
+}
+
+void smr_plugin_dirs(smr_strv *out) {
+  const char *env = getenv("SMRULES_PLUGIN_PATH");
+  if (env && *env) {
+    char *copy = smr_xstrdup(env);
+    for (char *save = NULL, *tok = strtok_r(copy, ":", &save); tok;
+         tok = strtok_r(NULL, ":", &save))
+      smr_strv_push(out, tok);
+    free(copy);
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return;
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash)
+    return;
+  *slash = '\0';
+  smr_strv_take(out, smr_xasprintf("%s/plugins", exe));
+  smr_strv_take(out, smr_xasprintf("%s/../lib/smrules/plugins", exe));
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static int cmp_plugin(const void *a, const void *b) {
+  const smr_plugin *x = *(smr_plugin *const *)a, *y = *(smr_plugin *const *)b;
+  return strcmp(x->reg->name, y->reg->name);
+}
+
+static bool have_name(smr_plugin **v, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(v[i]->reg->name, name) == 0)
+      return true;
+  return false;
+}
+
+static void scan_dir(const char *dir, smr_plugin ***v, size_t *n) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *de;
+  smr_strv files = {0};
+  while ((de = readdir(d)) != NULL)
+    if (ends_with(de->d_name, ".so"))
+      smr_strv_take(&files, smr_xasprintf("%s/%s", dir, de->d_name));
+  closedir(d);
+  smr_strv_sort_unique(&files);
+  for (size_t i = 0; i < files.n; i++) {
+    smr_plugin *p;
+    smr_error e;
+    if (smr_plugin_load(files.v[i], &p, &e) != SMR_OK)
+      continue;
+    if (have_name(*v, *n, p->reg->name)) {
+      smr_plugin_unload(p);
+      continue;
+    }
+    *v = smr_xrealloc(*v, (*n + 1) * sizeof **v);
+    (*v)[(*n)++] = p;
+  }
+  smr_strv_free(&files);
+}
+
+int smr_plugin_all(smr_plugin ***out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  smr_strv dirs = {0};
+  smr_plugin_dirs(&dirs);
+  for (size_t i = 0; i < dirs.n; i++)
+    scan_dir(dirs.v[i], out, n);
+  smr_strv_free(&dirs);
+  if (*n > 1)
+    qsort(*out, *n, sizeof **out, cmp_plugin);
+  return SMR_OK;
+}
+
+void smr_plugin_all_free(smr_plugin **v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    smr_plugin_unload(v[i]);
+  free(v);
+}
+
+int smr_plugin_find(const char *name, smr_plugin **out, smr_error *err) {
+  smr_plugin **all;
+  size_t n;
+  smr_plugin_all(&all, &n);
+  *out = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(all[i]->reg->name, name) == 0) {
+      *out = all[i];
+      all[i] = NULL;
+    }
+  smr_buf known = {0};
+  for (size_t i = 0; i < n; i++)
+    if (all[i])
+      smr_buf_printf(&known, "%s%s", known.len ? ", " : "", all[i]->reg->name);
+  for (size_t i = 0; i < n; i++)
+    if (all[i])
+      smr_plugin_unload(all[i]);
+  free(all);
+  int rc = SMR_OK;
+  if (!*out)
+    rc = smr_error_set(err, SMR_ERR_USAGE, "", -1,
+                       "unknown rule '%s' (built-in rules: %s; set "
+                       "SMRULES_PLUGIN_PATH to add plugin directories)",
+                       name, known.len ? known.data : "none found");
+  smr_buf_free(&known);
+  return rc;
+}

@@ -1,0 +1,177 @@
+/* output.c - results as a table, as JSON, and as rule-output files. */
+#include "run/output.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/jsonw.h"
+
+static void result_json(smr_jw *w, smr_instance *in) {
+  const smr_i64v *trig = smr_instance_triggered(in);
+  const smr_i64v *skip = smr_instance_skipped(in);
+  smr_jw_obj(w);
+  smr_jw_key(w, "name");
+  smr_jw_str(w, smr_instance_name(in));
+  smr_jw_key(w, "rule");
+  smr_jw_str(w, smr_instance_rule(in));
+  smr_jw_key(w, "status");
+  smr_jw_str(w, smr_rule_status_name(smr_instance_status(in)));
+  smr_jw_key(w, "first_trigger_step");
+  if (trig->n)
+    smr_jw_int(w, trig->v[0]);
+  else
+    smr_jw_null(w);
+  smr_jw_key(w, "triggered_steps");
+  smr_jw_arr(w);
+  for (size_t i = 0; i < trig->n; i++)
+    smr_jw_int(w, trig->v[i]);
+  smr_jw_arr_end(w);
+  smr_jw_key(w, "evaluated_steps");
+  smr_jw_int(w, smr_instance_evaluated(in));
+  smr_jw_key(w, "skipped_steps");
+  smr_jw_arr(w);
+  for (size_t i = 0; i < skip->n; i++)
+    smr_jw_int(w, skip->v[i]);
+  smr_jw_arr_end(w);
+  smr_jw_key(w, "waiting_at_step");
+  if (smr_instance_waiting_at(in) >= 0)
+    smr_jw_int(w, smr_instance_waiting_at(in));
+  else
+    smr_jw_null(w);
+  smr_jw_key(w, "message");
+  smr_jw_str(w, smr_instance_message(in));
+  smr_jw_key(w, "report");
+  char *rep = smr_instance_report(in);
+  smr_jw_raw(w, rep);
+  free(rep);
+  smr_jw_obj_end(w);
+}
+
+char *smr_output_run_json(smr_runner *r, const char *trial) {
+  return smr_output_run_json_actions(r, trial, NULL);
+}
+
+char *smr_output_run_json_actions(smr_runner *r, const char *trial,
+                                  const char *actions_json) {
+  smr_jw w = {0};
+  smr_jw_obj(&w);
+  smr_jw_key(&w, "trial");
+  smr_jw_str(&w, trial);
+  smr_jw_key(&w, "rules");
+  smr_jw_arr(&w);
+  for (size_t i = 0; i < smr_runner_count(r); i++)
+    result_json(&w, smr_runner_instance(r, i));
+  smr_jw_arr_end(&w);
+  /* what the actions of triggered rules did (core/action.c) */
+  smr_jw_key(&w, "actions");
+  smr_jw_raw(&w, actions_json ? actions_json : "[]");
+  smr_jw_obj_end(&w);
+  return smr_jw_finish(&w);
+}
+
+static void steps_text(const smr_i64v *v, char *buf, size_t n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < v->n && used + 24 < n; i++) {
+    if (i == 8 && v->n > 10) {
+      snprintf(buf + used, n - used, " ... (%zu in all)", v->n);
+      return;
+    }
+    used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, i ? "," : "",
+                             v->v[i]);
+  }
+  if (!v->n)
+    snprintf(buf, n, "-");
+}
+
+void smr_output_run_table(smr_runner *r, const char *trial) {
+  printf("trial %s\n\n", trial);
+  printf("%-28s %-26s %-14s %9s %8s  %s\n", "RULE", "TYPE", "STATUS",
+         "EVALUATED", "SKIPPED", "TRIGGERED AT");
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    smr_instance *in = smr_runner_instance(r, i);
+    char steps[256];
+    steps_text(smr_instance_triggered(in), steps, sizeof steps);
+    printf("%-28s %-26s %-14s %9" PRId64 " %8zu  %s\n", smr_instance_name(in),
+           smr_instance_rule(in), smr_rule_status_name(smr_instance_status(in)),
+           smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
+    if (smr_instance_waiting_at(in) >= 0)
+      printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
+    if (smr_instance_message(in))
+      printf("    %s\n", smr_instance_message(in));
+  }
+}
+
+static int mkdirs(const char *path) {
+  char *p = smr_xstrdup(path);
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    mkdir(p, 0755);
+    *s = '/';
+  }
+  int rc = mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+  free(p);
+  return rc;
+}
+
+static int write_text(const char *path, const char *text, smr_error *err) {
+  char *tmp = smr_xasprintf("%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  int rc = SMR_OK;
+  if (!f || fputs(text, f) < 0 || fputs("\n", f) < 0)
+    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot write: %s",
+                       strerror(errno));
+  if (f && fclose(f) != 0 && rc == SMR_OK)
+    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot write: %s",
+                       strerror(errno));
+  if (rc == SMR_OK && rename(tmp, path) != 0)
+    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot rename: %s",
+                       strerror(errno));
+  if (rc != SMR_OK)
+    unlink(tmp);
+  free(tmp);
+  return rc;
+}
+
+int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
+                           smr_error *err) {
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    smr_instance *in = smr_runner_instance(r, i);
+    char *d = smr_xasprintf("%s/%s", dir, smr_instance_name(in));
+    if (mkdirs(d) != 0) {
+      int rc = smr_error_set(err, SMR_ERR_IO, d, -1, "cannot create: %s",
+                             strerror(errno));
+      free(d);
+      return rc;
+    }
+    char *rep = smr_instance_report(in);
+    char *path = smr_xasprintf("%s/report.json", d);
+    int rc = write_text(path, rep, err);
+    free(path);
+    free(rep);
+    smr_jw w = {0};
+    smr_jw_obj(&w);
+    smr_jw_key(&w, "trial");
+    smr_jw_str(&w, trial);
+    smr_jw_key(&w, "result");
+    result_json(&w, in);
+    smr_jw_obj_end(&w);
+    char *res = smr_jw_finish(&w);
+    path = smr_xasprintf("%s/result.json", d);
+    if (rc == SMR_OK)
+      rc = write_text(path, res, err);
+    free(path);
+    free(res);
+    free(d);
+    if (rc != SMR_OK)
+      return rc;
+  }
+  return SMR_OK;
+}

@@ -1,0 +1,19 @@
+/* output.h - presenting run results: the table on stdout, the --json
+ * document, and the files under rule-output/. */
+#ifndef SMR_OUTPUT_H
+#define SMR_OUTPUT_H
+
+#include "run/runner.h"
+
+/* {"trial":..,"rules":[{name, rule, status, first_trigger_step, ...}]} */
+char *smr_output_run_json(smr_runner *r, const char *trial);
+/* The same with an "actions" array (JSON text from smr_actions_json;
+ * NULL: an empty array) after "rules". */
+char *smr_output_run_json_actions(smr_runner *r, const char *trial,
+                                  const char *actions_json);
+void smr_output_run_table(smr_runner *r, const char *trial);
+/* <dir>/<instance>/report.json and result.json for every instance. */
+int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
+                           smr_error *err);
+
+#endif

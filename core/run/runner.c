@@ -1,0 +1,759 @@
+/* runner.c - rule instances and the invocation loop. */
+#include "run/runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/sha256.h"
+#include "config/params.h"
+#include "host/plugin.h"
+#include "host/rulehost.h"
+#include "run/runner_profiler.h"
+#include "run/schedule.h"
+#include "trial/catalog.h"
+#include "trial/state.h"
+
+struct smr_instance {
+  const smr_rule_config *cfg;
+  char *name, *rule;
+  smr_plugin *plugin;
+  void *settings;
+  smr_params params;
+  const smr_rule_ops *ops;
+  void *impl;
+  smrules_ctx *ctx;
+  int64_t start, end;
+  char *config_hash;
+  bool stateless;
+  /* results */
+  smr_rule_status status;
+  smr_i64v triggered, skipped;
+  int64_t evaluated, last_step, waiting_at;
+  char *message;
+  char *stored_report;    /* reused when nothing new was evaluated */
+  bool needs_finish;      /* evaluated something since the last finish */
+  bool resumed;           /* stored state was looked at (once per run) */
+  bool restored;          /* the rule's own state came back too */
+  smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
+  /* the walk in progress (walk_begin .. walk_end) */
+  bool walk_begun, walk_stopped, walk_evaluated;
+  int64_t walk_prev;
+};
+
+struct smr_runner {
+  smr_trial *trial;
+  smr_run_opts opts;
+  smr_instance **v;
+  size_t n;
+  smr_i64v steps;       /* global steps of the current run */
+  double last_activity; /* when a new step last appeared (watch) */
+  bool warned_cache;    /* the record cache is small for the trial */
+  size_t window;        /* lock step: lag + read-ahead, in steps */
+};
+
+const char *smr_rule_status_name(smr_rule_status s) {
+  switch (s) {
+  case SMR_RULE_IN_PROGRESS:
+    return "InProgress";
+  case SMR_RULE_NO_ISSUES:
+    return "NoIssuesFound";
+  case SMR_RULE_ISSUES:
+    return "IssuesFound";
+  default:
+    return "Error";
+  }
+}
+
+/* ------------------------------------------------- the plugin adapter */
+
+typedef struct plugin_impl {
+  const smrules_rule *reg;
+  void *state;
+} plugin_impl;
+
+static int plugin_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
+  plugin_impl *p = impl;
+  return p->reg->invoke_at_step(ctx, p->state, step);
+}
+
+static int plugin_finish(void *impl, smrules_ctx *ctx) {
+  plugin_impl *p = impl;
+  return p->reg->finish ? p->reg->finish(ctx, p->state) : SMRULES_NO_TRIGGER;
+}
+
+static void plugin_destroy(void *impl) {
+  plugin_impl *p = impl;
+  if (p->reg->destroy && p->state)
+    p->reg->destroy(p->state);
+  free(p);
+}
+
+static char *plugin_save(void *impl, smrules_ctx *ctx) {
+  plugin_impl *p = impl;
+  return p->reg->save_state ? p->reg->save_state(ctx, p->state) : NULL;
+}
+
+static int plugin_load(void *impl, smrules_ctx *ctx, const char *text) {
+  plugin_impl *p = impl;
+  return p->reg->load_state ? p->reg->load_state(ctx, p->state, text) : -1;
+}
+
+static const smr_rule_ops PLUGIN_OPS = {
+    .kind = "plugin",
+    .invoke_at_step = plugin_invoke,
+    .finish = plugin_finish,
+    .destroy = plugin_destroy,
+    .save_state = plugin_save,
+    .load_state = plugin_load,
+};
+
+/* ------------------------------------------------------------- setup */
+
+static char *file_stem(const char *path) {
+  const char *b = strrchr(path, '/');
+  b = b ? b + 1 : path;
+  const char *dot = strrchr(b, '.');
+  return smr_xstrndup(b, dot && dot != b ? (size_t)(dot - b) : strlen(b));
+}
+
+/* What the stored state belongs to: the rule, its parameters and, for
+ * scripts and plugins, the code itself.  Step bounds are not part of it:
+ * a later run over later steps continues the same rule state, as smdebug's
+ * invoke_rule does when called again on the same rule object. */
+static char *config_hash(const smr_instance *in, const char *code_path) {
+  smr_sha256 h;
+  smr_sha256_init(&h);
+  char *head = smr_xasprintf(
+      "%s\n%s\n", in->rule, in->params.lines.data ? in->params.lines.data : "");
+  smr_sha256_update(&h, head, strlen(head));
+  free(head);
+  char *code = NULL;
+  size_t len = 0;
+  smr_error e;
+  if (code_path &&
+      smr_read_file(code_path, 64u << 20, &code, &len, &e) == SMR_OK)
+    smr_sha256_update(&h, code, len);
+  free(code);
+  uint8_t d[32];
+  smr_sha256_final(&h, d);
+  char *hex = smr_xmalloc(65);
+  for (int i = 0; i < 32; i++)
+    snprintf(hex + 2 * i, 3, "%02x", d[i]);
+  return hex;
+}
+
+static int setup_plugin(smr_instance *in, const smr_config *cfg,
+                        smr_error *err) {
+  const smr_rule_config *rc = in->cfg;
+  int st = rc->plugin ? smr_plugin_load(rc->plugin, &in->plugin, err)
+                      : smr_plugin_find(rc->rule, &in->plugin, err);
+  if (st != SMR_OK) {
+    if (err->msg[0] && !strstr(err->msg, "line ")) {
+      char why[SMR_ERR_MSG_MAX]; /* err->msg cannot format into itself */
+      snprintf(why, sizeof why, "%s", err->msg);
+      smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1, "line %d, column %d: %s",
+                    rc->line, rc->col, why);
+    }
+    return SMR_ERR_USAGE;
+  }
+  const smrules_rule *reg = in->plugin->reg;
+  free(in->rule);
+  in->rule = smr_xstrdup(reg->name);
+  in->settings = smr_xcalloc(1, reg->settings_size ? reg->settings_size : 1);
+  static const smrules_param none[] = {{.type = SMRULES_PARAM_END}};
+  st = smr_params_apply(reg->name, reg->params ? reg->params : none,
+                        rc->parameters, rc->line, rc->col, cfg->path,
+                        in->settings, &in->params, err);
+  if (st != SMR_OK)
+    return st;
+  in->stateless = reg->flags & SMRULES_RULE_STATELESS;
+  in->ops = &PLUGIN_OPS;
+  return SMR_OK;
+}
+
+static int init_plugin(smr_instance *in, const smr_config *cfg,
+                       smr_error *err) {
+  const smrules_rule *reg = in->plugin->reg;
+  plugin_impl *p = smr_xcalloc(1, sizeof *p);
+  p->reg = reg;
+  in->impl = p;
+  if (reg->init && reg->init(in->ctx, in->settings, &p->state) != 0) {
+    const char *why = smr_ctx_failure(in->ctx);
+    return smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
+                         "line %d, column %d: %s: %s", in->cfg->line,
+                         in->cfg->col, in->name,
+                         why ? why : "the rule refused its configuration");
+  }
+  return SMR_OK;
+}
+
+static void set_output_dir(smr_runner *r, smr_instance *in) {
+  if (!r->opts.output_dir)
+    return;
+  char *d = smr_xasprintf("%s/%s", r->opts.output_dir, in->name);
+  smr_ctx_set_output_dir(in->ctx, d);
+  free(d);
+}
+
+static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
+                         smr_instance **out, smr_error *err) {
+  const smr_rule_config *rc = &cfg->rules[idx];
+  smr_instance *in = smr_xcalloc(1, sizeof *in);
+  *out = in;
+  in->cfg = rc;
+  in->name = smr_xstrdup(rc->name);
+  in->last_step = -1;
+  in->waiting_at = -1;
+  in->start = r->opts.start_step >= 0 ? r->opts.start_step : rc->start_step;
+  in->end = r->opts.end_step >= 0 ? r->opts.end_step : rc->end_step;
+  int st;
+  if (rc->lua) {
+    char *stem = file_stem(rc->lua);
+    in->rule = smr_xasprintf("lua:%s", stem);
+    free(stem);
+    smr_params_apply(in->rule, (smrules_param[]){{.type = 0}}, NULL, 0, 0,
+                     cfg->path, NULL, &in->params, err);
+    in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+    set_output_dir(r, in);
+    in->ops = &smr_lua_rule_ops;
+    st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,
+                           &in->impl, err);
+    in->config_hash = config_hash(in, rc->lua);
+    return st;
+  }
+  in->rule = smr_xstrdup(rc->rule ? rc->rule : rc->plugin);
+  st = setup_plugin(in, cfg, err);
+  if (st != SMR_OK)
+    return st;
+  in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+  set_output_dir(r, in);
+  in->config_hash = config_hash(in, rc->plugin);
+  return init_plugin(in, cfg, err);
+}
+
+static void instance_free(smr_instance *in) {
+  if (!in)
+    return;
+  if (in->ops && in->impl)
+    in->ops->destroy(in->impl);
+  smr_prof_run_free(in->prof_run);
+  smr_ctx_free(in->ctx);
+  smr_params_free(&in->params);
+  free(in->settings);
+  smr_plugin_unload(in->plugin);
+  smr_i64v_free(&in->triggered);
+  smr_i64v_free(&in->skipped);
+  free(in->message);
+  free(in->stored_report);
+  free(in->config_hash);
+  free(in->name);
+  free(in->rule);
+  free(in);
+}
+
+int smr_runner_new(const smr_config *cfg, smr_trial *trial,
+                   const smr_run_opts *opts, smr_runner **out, smr_error *err) {
+  *out = NULL;
+  smr_runner *r = smr_xcalloc(1, sizeof *r);
+  r->trial = trial;
+  r->opts = *opts;
+  r->v = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *r->v);
+  int st = smr_state_init(smr_catalog_db(smr_trial_catalog(trial)), err);
+  for (size_t i = 0; st == SMR_OK && i < cfg->n_rules; i++) {
+    st = make_instance(r, cfg, i, &r->v[i], err);
+    r->n = i + 1;
+  }
+  if (st != SMR_OK) {
+    smr_runner_free(r);
+    return st;
+  }
+  *out = r;
+  return SMR_OK;
+}
+
+void smr_runner_free(smr_runner *r) {
+  if (!r)
+    return;
+  for (size_t i = 0; i < r->n; i++)
+    instance_free(r->v[i]);
+  free(r->v);
+  smr_i64v_free(&r->steps);
+  free(r);
+}
+
+/* ------------------------------------------------------------- state */
+
+static sqlite3 *db_of(smr_runner *r) {
+  return smr_catalog_db(smr_trial_catalog(r->trial));
+}
+
+/* Resume from stored state where that gives exactly the results of a full
+ * evaluation: stateless rules and rules that restored their own state
+ * continue after the last step; others start over when there are new
+ * steps, and keep the stored report when there are none. */
+static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
+  smr_rule_state s;
+  smr_error e;
+  if (r->opts.fresh || smr_state_load(db_of(r), in->name, &s, &e) != 1)
+    return;
+  if (!s.config_hash || strcmp(s.config_hash, in->config_hash) != 0 ||
+      s.status == SMR_RULE_ERROR) {
+    smr_rule_state_free(&s);
+    return;
+  }
+  bool restored = in->stateless;
+  if (!restored && s.impl_state && in->ops->load_state)
+    restored = in->ops->load_state(in->impl, in->ctx, s.impl_state) == 0;
+  bool nothing_new = newest_step <= s.last_step;
+  in->restored = restored;
+  if (restored || nothing_new) {
+    for (size_t i = 0; i < s.triggered.n; i++)
+      smr_i64v_push(&in->triggered, s.triggered.v[i]);
+    for (size_t i = 0; i < s.skipped.n; i++)
+      smr_i64v_push(&in->skipped, s.skipped.v[i]);
+    in->evaluated = s.evaluated;
+    in->last_step = s.last_step;
+    smr_ctx_restore(in->ctx, s.violations, s.datapoints, s.datapoints >= 0,
+                    s.last_trigger);
+    if (nothing_new && s.report) /* finish() details included */
+      in->stored_report = smr_xstrdup(s.report);
+  }
+  smr_rule_state_free(&s);
+}
+
+/* Stored results stand while nothing is new; once new steps arrive
+ * (watch), a rule whose own state did not come back starts over. */
+static void drop_stored(smr_instance *in) {
+  free(in->stored_report);
+  in->stored_report = NULL;
+  if (in->restored)
+    return;
+  in->triggered.n = in->skipped.n = 0;
+  in->evaluated = 0;
+  in->last_step = -1;
+  smr_ctx_restore(in->ctx, 0, 0, false, NULL);
+}
+
+static void save(smr_runner *r, smr_instance *in) {
+  if (r->opts.fresh)
+    return;
+  smr_rule_state s;
+  memset(&s, 0, sizeof s);
+  s.config_hash = in->config_hash;
+  s.last_step = in->last_step;
+  s.status = in->status;
+  s.triggered = in->triggered;
+  s.skipped = in->skipped;
+  s.evaluated = in->evaluated;
+  s.violations = smr_ctx_violations(in->ctx);
+  s.datapoints = smr_ctx_datapoints(in->ctx);
+  s.last_trigger = (char *)smr_ctx_last_violations(in->ctx);
+  s.message = in->message;
+  char *impl_state =
+      in->ops->save_state ? in->ops->save_state(in->impl, in->ctx) : NULL;
+  s.impl_state = impl_state;
+  s.report = smr_instance_report(in);
+  smr_error e;
+  if (smr_state_save(db_of(r), in->name, &s, &e) != SMR_OK)
+    fprintf(stderr, "smrules: %s: cannot store rule state: %s\n", in->name,
+            e.msg);
+  free(s.report);
+  free(impl_state);
+}
+
+/* ---------------------------------------------------------- the loop */
+
+static void set_error(smr_instance *in, const char *fallback) {
+  const char *why = smr_ctx_failure(in->ctx);
+  free(in->message);
+  in->message = smr_xstrdup(why ? why : fallback);
+  in->status = SMR_RULE_ERROR;
+}
+
+/* One step; returns false when the loop must stop. */
+static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
+  if (r->opts.live) {
+    smr_availability a =
+        smr_trial_has_passed_step(r->trial, g, SMR_MODE_GLOBAL);
+    if (a == SMR_NOT_YET_AVAILABLE) {
+      in->waiting_at = g;
+      return false;
+    }
+    if (a == SMR_UNAVAILABLE)
+      return true;
+  }
+  smr_ctx_step_begin(in->ctx, g);
+  int rc = in->ops->invoke_at_step(in->impl, in->ctx, g);
+  bool fired = rc == SMRULES_TRIGGERED;
+  smr_ctx_step_end(in->ctx, g, fired);
+  switch (rc) {
+  case SMRULES_TRIGGERED:
+    smr_i64v_push(&in->triggered, g);
+    /* fall through */
+  case SMRULES_NO_TRIGGER:
+    in->evaluated++;
+    break;
+  case SMRULES_SKIPPED:
+  case SMRULES_STEP_UNAVAILABLE:
+  case SMRULES_TENSOR_UNAVAILABLE_FOR_STEP:
+  case SMRULES_TENSOR_UNAVAILABLE:
+    smr_i64v_push(&in->skipped, g);
+    break;
+  case SMRULES_NO_MORE_DATA:
+    return false;
+  case SMRULES_STEP_NOT_YET:
+    in->waiting_at = g;
+    return false;
+  default:
+    set_error(in, "the rule failed without a message");
+    return false;
+  }
+  in->last_step = g;
+  if (fired && r->opts.on_trigger)
+    r->opts.on_trigger(r->opts.on_trigger_arg, in, g);
+  return true;
+}
+
+/* ------------------------------------------------ profiler rules (hook) */
+
+static bool is_profiler_rule(const smr_instance *in) {
+  return in->plugin && in->plugin->reg->kind == SMRULES_KIND_PROFILER;
+}
+
+typedef struct prof_trigger_arg {
+  smr_runner *r;
+  smr_instance *in;
+} prof_trigger_arg;
+
+static void prof_trigger(void *arg, int64_t window) {
+  prof_trigger_arg *a = arg;
+  if (a->r->opts.on_trigger)
+    a->r->opts.on_trigger(a->r->opts.on_trigger_arg, a->in, window);
+}
+
+/* Windows instead of steps (runner_profiler.c); no resume from stored
+ * state: a new run evaluates every window again (same results). */
+static void evaluate_profiler(smr_runner *r, smr_instance *in) {
+  prof_trigger_arg ta = {r, in};
+  const smrules_rule *reg = in->plugin->reg;
+  smr_prof_loop l = {.dir = r->opts.profiler_dir,
+                     .live = r->opts.live,
+                     .scan_interval_us =
+                         smr_prof_scan_interval(reg->params, in->settings),
+                     .start = in->start,
+                     .end = in->end,
+                     .ctx = in->ctx,
+                     .ops = in->ops,
+                     .impl = in->impl,
+                     .triggered = &in->triggered,
+                     .evaluated = &in->evaluated,
+                     .last_step = &in->last_step,
+                     .waiting_at = &in->waiting_at,
+                     .on_trigger = prof_trigger,
+                     .on_trigger_arg = &ta};
+  int64_t before = in->evaluated;
+  char *msg = NULL;
+  if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
+    smr_ctx_set_failure(in->ctx, msg);
+    set_error(in, "the rule failed");
+  } else if (in->waiting_at >= 0) {
+    in->status = SMR_RULE_IN_PROGRESS;
+  } else {
+    in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+  }
+  free(msg);
+  in->needs_finish |= in->evaluated > before;
+  save(r, in);
+}
+
+static smrules_live_info live_info(smr_runner *r);
+
+/* Steps between two saved ones were never written; live, smdebug waits at
+ * the first of them while the step after the gap is not complete yet
+ * (has_passed_step is NOT_YET_AVAILABLE there, formats.md F§11.1). */
+static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
+  return g > prev + 1 &&
+         smr_trial_has_passed_step(r->trial, prev + 1, SMR_MODE_GLOBAL) ==
+             SMR_NOT_YET_AVAILABLE;
+}
+
+/* A step instance's walk over the run's step list, in turns (schedule.h):
+ * walk_begin once, walk_steps for each turn, walk_end when it is over. */
+static void walk_begin(smr_runner *r, smr_instance *in) {
+  int64_t newest = r->steps.n ? r->steps.v[r->steps.n - 1] : -1;
+  if (!in->resumed) {
+    in->resumed = true;
+    resume(r, in, newest);
+  }
+  if (in->stored_report && newest > in->last_step)
+    drop_stored(in);
+  smrules_live_info li = live_info(r);
+  smr_ctx_set_live(in->ctx, &li);
+  in->waiting_at = -1;
+  in->walk_stopped = in->walk_evaluated = false;
+  int64_t first = in->start > 0 ? in->start : 0;
+  in->walk_prev = in->last_step >= first ? in->last_step : first - 1;
+}
+
+/* Steps from position *pos until `limit`; true when the walk is over.
+ * Steps already evaluated (resumed state) are passed over freely: only
+ * evaluated steps count against the turn. */
+static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
+                       size_t limit) {
+  const smr_i64v *steps = &r->steps;
+  if (in->stored_report)
+    return true;
+  while (*pos < steps->n) {
+    int64_t g = steps->v[*pos];
+    if (g <= in->last_step || g < in->start) {
+      (*pos)++;
+      continue;
+    }
+    if (*pos >= limit)
+      return false;
+    if (in->end >= 0 && g >= in->end)
+      return true;
+    if (r->opts.live && waits_in_gap(r, in->walk_prev, g)) {
+      in->waiting_at = in->walk_prev + 1;
+      in->walk_stopped = true;
+      return true;
+    }
+    in->walk_evaluated = true;
+    in->walk_stopped = !invoke_step(r, in, g);
+    in->walk_prev = g;
+    (*pos)++;
+    if (in->walk_stopped)
+      return true;
+  }
+  return true;
+}
+
+static void walk_end(smr_runner *r, smr_instance *in) {
+  /* Live, smdebug's invoker goes on to the next integer step and waits
+   * there until training writes it or ends. */
+  int64_t next = in->walk_prev + 1;
+  if (r->opts.live && !in->walk_stopped && !in->stored_report &&
+      !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
+    in->waiting_at = next;
+  if (in->status != SMR_RULE_ERROR) {
+    if (in->waiting_at >= 0)
+      in->status = SMR_RULE_IN_PROGRESS;
+    else
+      in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+  }
+  in->needs_finish |= in->walk_evaluated;
+  save(r, in);
+}
+
+/* One turn of one instance (smr_sched_fn). */
+static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
+  smr_runner *r = arg;
+  smr_instance *in = r->v[u];
+  if (in->status == SMR_RULE_ERROR)
+    return true;
+  if (is_profiler_rule(in)) {
+    evaluate_profiler(r, in);
+    return true;
+  }
+  if (*pos == 0 && !in->walk_begun) {
+    in->walk_begun = true;
+    walk_begin(r, in);
+  }
+  if (!walk_steps(r, in, pos, limit))
+    return false;
+  walk_end(r, in);
+  in->walk_begun = false;
+  return true;
+}
+
+/* In lock step, the read-ahead reaches at most `window` steps past the
+ * slowest rule (smr_sched.slowest_moved). */
+static void read_ahead_horizon(void *arg, size_t pos) {
+  smr_runner *r = arg;
+  if (!r->steps.n)
+    return;
+  size_t last = pos + r->window < r->steps.n ? pos + r->window : r->steps.n - 1;
+  smr_trial_set_prefetch_horizon(r->trial, r->steps.v[last]);
+}
+
+/* Lock step when rules share a remote trial's record cache (schedule.h):
+ * each record is then fetched once for all rules.  The records between
+ * the slowest rule and the furthest read-ahead must stay cached until the
+ * slowest rule has read them, so lag and read-ahead together span half of
+ * the steps the cache holds (the lag a quarter, the read-ahead the rest);
+ * the other half is left for rules that look back or ahead and
+ * for steps larger than the mean.  Measured on the 1 GB bench trial
+ * (64 MB cache, 7 steps): spans of 6-8 steps evicted records before the
+ * slowest rule read them and 17-70 % were fetched twice. */
+static void choose_order(smr_runner *r, smr_sched *s) {
+  size_t positional = 0;
+  for (size_t i = 0; i < r->n; i++)
+    positional += !is_profiler_rule(r->v[i]);
+  size_t cached = smr_trial_cached_steps(r->trial);
+  bool lock =
+      r->opts.schedule == SMR_SCHEDULE_STEPS ||
+      (r->opts.schedule == SMR_SCHEDULE_AUTO && cached > 0 && positional > 1);
+  if (cached && cached < 4 && !r->warned_cache) {
+    r->warned_cache = true;
+    fprintf(stderr,
+            "smrules: warning: the S3 record cache holds %zu step(s) of this "
+            "trial; rules will fetch records more than once (raise "
+            "SMRULES_S3_CACHE_MB, docs/s3.md)\n",
+            cached);
+  }
+  size_t quarter = cached / 4 > 64 ? 64 : cached / 4 ? cached / 4 : 1;
+  size_t half = cached / 2 > 128 ? 128 : cached / 2;
+  half = half > quarter ? half - quarter : 1; /* lag + read-ahead <= half */
+  s->block = lock ? 1 : SMR_SCHED_ALL;
+  s->lag = quarter;
+  /* Rule after rule, each rule would need its own read-ahead window and
+   * the cache would not bound them: read-ahead belongs to lock step. */
+  smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
+  if (lock && cached) {
+    r->window = s->lag + half;
+    s->slowest_moved = read_ahead_horizon;
+    read_ahead_horizon(r, 0);
+  }
+}
+
+int smr_runner_run(smr_runner *r, smr_error *err) {
+  (void)err;
+  int jobs =
+      r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  bool *positional = smr_xcalloc(r->n ? r->n : 1, sizeof *positional);
+  for (size_t i = 0; i < r->n; i++) {
+    positional[i] = !is_profiler_rule(r->v[i]);
+    r->v[i]->walk_begun = false;
+  }
+  r->steps.n = 0;
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);
+  smr_sched s = {.units = r->n,
+                 .positional = positional,
+                 .jobs = jobs < 1 ? 1 : jobs,
+                 .run = run_turn,
+                 .arg = r};
+  choose_order(r, &s);
+  smr_sched_run(&s);
+  free(positional);
+  return SMR_OK;
+}
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The live facts every rule can ask for (api->live_info). */
+static smrules_live_info live_info(smr_runner *r) {
+  smr_i64v steps = {0};
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &steps);
+  smrules_live_info li = {
+      .live = r->opts.live,
+      .training_ended = smr_trial_end_marker(r->trial),
+      .now = wall_now(),
+      .last_activity = r->last_activity > 0 ? r->last_activity : wall_now(),
+      .newest_step = steps.n ? steps.v[steps.n - 1] : -1};
+  smr_i64v_free(&steps);
+  return li;
+}
+
+static void tick_instance(smr_runner *r, smr_instance *in,
+                          const smrules_live_info *li) {
+  const smrules_rule *reg = in->plugin ? in->plugin->reg : NULL;
+  if (!reg || !reg->invoke_at_time || in->status == SMR_RULE_ERROR)
+    return;
+  plugin_impl *p = in->impl;
+  int64_t at = li->newest_step >= 0 ? li->newest_step : 0;
+  smr_ctx_set_live(in->ctx, li);
+  smr_ctx_step_begin(in->ctx, at);
+  int rc = reg->invoke_at_time(in->ctx, p->state, li->now);
+  /* one trigger per step: a stall that goes on is the same trigger */
+  bool fired = rc == SMRULES_TRIGGERED &&
+               !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);
+  smr_ctx_step_end(in->ctx, at, fired);
+  if (rc < 0) {
+    set_error(in, "the rule failed without a message");
+    return;
+  }
+  if (!fired)
+    return;
+  smr_i64v_push(&in->triggered, at);
+  in->needs_finish = true;
+  if (r->opts.on_trigger)
+    r->opts.on_trigger(r->opts.on_trigger_arg, in, at);
+}
+
+bool smr_runner_has_clock_rules(const smr_runner *r) {
+  for (size_t i = 0; i < r->n; i++)
+    if (r->v[i]->plugin && r->v[i]->plugin->reg->invoke_at_time)
+      return true;
+  return false;
+}
+
+void smr_runner_tick(smr_runner *r, double last_activity) {
+  r->last_activity = last_activity;
+  smrules_live_info li = live_info(r);
+  for (size_t i = 0; i < r->n; i++)
+    tick_instance(r, r->v[i], &li);
+}
+
+/* A rule's finish() adds its summary to the report once, when evaluation
+ * is over (after one run, or when a watch ends), not after every pass. */
+void smr_runner_finish(smr_runner *r) {
+  for (size_t i = 0; i < r->n; i++) {
+    smr_instance *in = r->v[i];
+    if (!in->needs_finish)
+      continue;
+    in->needs_finish = false;
+    if (in->status != SMR_RULE_ERROR && in->ops->finish &&
+        in->ops->finish(in->impl, in->ctx) < 0)
+      set_error(in, "the rule's finish step failed");
+    save(r, in);
+  }
+}
+
+/* ------------------------------------------------------------ results */
+
+size_t smr_runner_count(const smr_runner *r) {
+  return r->n;
+}
+smr_instance *smr_runner_instance(smr_runner *r, size_t i) {
+  return r->v[i];
+}
+const char *smr_instance_name(const smr_instance *i) {
+  return i->name;
+}
+const char *smr_instance_rule(const smr_instance *i) {
+  return i->rule;
+}
+smr_rule_status smr_instance_status(const smr_instance *i) {
+  return i->status;
+}
+const smr_i64v *smr_instance_triggered(const smr_instance *i) {
+  return &i->triggered;
+}
+int64_t smr_instance_evaluated(const smr_instance *i) {
+  return i->evaluated;
+}
+const smr_i64v *smr_instance_skipped(const smr_instance *i) {
+  return &i->skipped;
+}
+int64_t smr_instance_waiting_at(const smr_instance *i) {
+  return i->waiting_at;
+}
+const char *smr_instance_message(const smr_instance *i) {
+  return i->message;
+}
+const smr_rule_config *smr_instance_config(const smr_instance *i) {
+  return i->cfg;
+}
+
+char *smr_instance_report(smr_instance *i) {
+  if (i->stored_report)
+    return smr_xstrdup(i->stored_report);
+  return smr_ctx_report_json(i->ctx, &i->triggered, i->evaluated);
+}

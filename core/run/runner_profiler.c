@@ -1,0 +1,133 @@
+/* runner_profiler.c - the window loop of profiler rules. */
+#include "run/runner_profiler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/rulehost.h"
+#include "profiler/profiler.h"
+
+struct smr_prof_run {
+  smr_profiler *prof;
+  int64_t first;
+};
+
+void smr_prof_run_free(smr_prof_run *run) {
+  if (!run)
+    return;
+  smr_profiler_close(run->prof);
+  free(run);
+}
+
+int64_t smr_prof_scan_interval(const smrules_param *table,
+                               const void *settings) {
+  for (const smrules_param *p = table; p && p->type != SMRULES_PARAM_END; p++) {
+    if (strcmp(p->name, "scan_interval_us") != 0)
+      continue;
+    const char *f = (const char *)settings + p->offset;
+    if (p->type == SMRULES_PARAM_INT)
+      return *(const int64_t *)f;
+    if (p->type == SMRULES_PARAM_FLOAT)
+      return (int64_t) * (const double *)f;
+  }
+  return SMR_DEFAULT_SCAN_INTERVAL_US;
+}
+
+static int open_run(smr_prof_run **run, const smr_prof_loop *l,
+                    char **message) {
+  smr_prof_run *r = smr_xcalloc(1, sizeof *r);
+  *run = r;
+  if (!l->dir) {
+    smr_ctx_set_profiler(l->ctx, NULL);
+    *message = smr_xstrdup("no profiler data: pass --profiler DIR, or a "
+                           "--trial holding profiler-output/ (or system/, "
+                           "framework/)");
+    return SMR_ERR_USAGE;
+  }
+  smr_profiler_opts o = {.live = l->live};
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_open(l->dir, &o, &r->prof, &e) != SMR_OK) {
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
+    smr_error_format(&e, msg, sizeof msg);
+    *message = smr_xstrdup(msg);
+    smr_ctx_set_profiler(l->ctx, NULL);
+    return SMR_ERR_IO;
+  }
+  smr_ctx_set_profiler(l->ctx, r->prof);
+  smrules_profiler_info in;
+  smr_profiler_info(r->prof, &in);
+  r->first = in.first_us;
+  return SMR_OK;
+}
+
+/* One window; returns false when the loop must stop. */
+static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
+                       int64_t start, int64_t end, int *status,
+                       char **message) {
+  int st = smr_profiler_window_status(r->prof, start, end);
+  if (st == SMR_NO_MORE_DATA)
+    return false;
+  if (st == SMR_STEP_NOT_YET) {
+    *l->waiting_at = k;
+    return false;
+  }
+  smr_ctx_window_begin(l->ctx, k, start, end);
+  smr_ctx_step_begin(l->ctx, k);
+  int rc = l->ops->invoke_at_step(l->impl, l->ctx, k);
+  smr_ctx_step_end(l->ctx, k, false);
+  smr_ctx_window_end(l->ctx);
+  switch (rc) {
+  case SMRULES_TRIGGERED:
+    smr_i64v_push(l->triggered, k); /* fall through */
+  case SMRULES_NO_TRIGGER:
+  case SMRULES_SKIPPED:
+    (*l->evaluated)++;
+    break;
+  case SMRULES_NO_MORE_DATA:
+    return false;
+  case SMRULES_STEP_NOT_YET:
+    *l->waiting_at = k;
+    return false;
+  default: {
+    const char *why = smr_ctx_failure(l->ctx);
+    *message = smr_xstrdup(why ? why : "the rule failed without a message");
+    *status = SMR_ERR_USAGE;
+    return false;
+  }
+  }
+  *l->last_step = k;
+  if (rc == SMRULES_TRIGGERED && l->on_trigger)
+    l->on_trigger(l->on_trigger_arg, k);
+  return true;
+}
+
+int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
+                      char **message) {
+  *message = NULL;
+  *l->waiting_at = -1;
+  if (!*run) {
+    int st = open_run(run, l, message);
+    if (st != SMR_OK)
+      return st;
+  }
+  smr_prof_run *r = *run;
+  if (!r->prof)
+    return SMR_ERR_USAGE;
+  int64_t S = l->scan_interval_us;
+  if (S <= 0) {
+    *message =
+        smr_xasprintf("scan_interval_us must be > 0 (got %lld)", (long long)S);
+    return SMR_ERR_USAGE;
+  }
+  int status = SMR_OK;
+  int64_t k = *l->last_step + 1 > l->start ? *l->last_step + 1 : l->start;
+  for (; l->end < 0 || k < l->end; k++) {
+    if (k > (INT64_MAX - r->first) / S - 1)
+      break; /* the window would end beyond any representable time */
+    int64_t start = r->first + k * S;
+    if (!one_window(r, l, k, start, start + S, &status, message))
+      break;
+  }
+  return status;
+}

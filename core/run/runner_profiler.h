@@ -1,0 +1,49 @@
+/* runner_profiler.h - the invocation loop of profiler rules (formats.md
+ * F§13.8, rules.md §3.1): window k = [first + k*S, first + (k+1)*S], both
+ * ends inclusive, S = the rule's scan_interval_us; the loop ends with
+ * NoMoreProfilerData at the first window starting at or after `latest`
+ * once the job has finished (offline runs: always, Decision F11).
+ * `triggered_steps` are window indices.  Used by runner.c only. */
+#ifndef SMR_RUNNER_PROFILER_H
+#define SMR_RUNNER_PROFILER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "host/rulectx.h"
+
+#define SMR_DEFAULT_SCAN_INTERVAL_US 60000000LL
+
+/* What one evaluation pass needs and updates (the instance's fields). */
+typedef struct smr_prof_loop {
+  const char *dir; /* the profiler-output folder, NULL when there is none */
+  bool live;
+  int64_t scan_interval_us;
+  int64_t start, end; /* window indices [start, end); end < 0: no bound */
+  smrules_ctx *ctx;
+  const smr_rule_ops *ops;
+  void *impl;
+  smr_i64v *triggered;
+  int64_t *evaluated, *last_step, *waiting_at;
+  void (*on_trigger)(void *arg, int64_t window);
+  void *on_trigger_arg;
+} smr_prof_loop;
+
+/* Kept per instance between passes (watch mode): the reader, whose trace
+ * parser state carries over as in the reference, and the first timestamp. */
+typedef struct smr_prof_run smr_prof_run;
+
+/* Evaluate the windows not evaluated yet.  Returns SMR_OK, or an error
+ * status when the rule failed or there is no profiler data: *message is
+ * then set (malloc'ed). */
+int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
+                      char **message);
+void smr_prof_run_free(smr_prof_run *run);
+
+/* The scan_interval_us parameter from a rule's parsed settings (by name in
+ * its parameter table), or the default when the rule has none. */
+int64_t smr_prof_scan_interval(const smrules_param *table,
+                               const void *settings);
+
+#endif

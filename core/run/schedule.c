@@ -1,0 +1,121 @@
+/* schedule.c - worker threads taking turns on rule instances (see
+ * schedule.h for the two orders). */
+#include "run/schedule.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "base/common.h"
+
+typedef struct unit_state {
+  size_t pos;
+  bool running, done;
+} unit_state;
+
+typedef struct sched_run {
+  const smr_sched *s;
+  unit_state *u;
+  size_t left; /* units not finished */
+  pthread_mutex_t mu;
+  pthread_cond_t changed; /* a turn ended */
+} sched_run;
+
+static bool positional(const sched_run *r, size_t i) {
+  return !r->s->positional || r->s->positional[i];
+}
+
+static bool lock_step(const sched_run *r) {
+  return r->s->block != SMR_SCHED_ALL;
+}
+
+/* Position of the slowest unfinished positional unit (SIZE_MAX: none). */
+static size_t slowest(const sched_run *r) {
+  size_t lo = SIZE_MAX;
+  for (size_t i = 0; i < r->s->units; i++)
+    if (!r->u[i].done && positional(r, i) && r->u[i].pos < lo)
+      lo = r->u[i].pos;
+  return lo;
+}
+
+/* The unit a free thread takes now, or -1 when every candidate is running
+ * or too far ahead.  Whole units go in configuration order; in lock step
+ * the unit furthest behind goes first.  The slowest unit is always a
+ * candidate when it is not running, so some thread can always go on. */
+static long pick(const sched_run *r) {
+  size_t lo = slowest(r), lag = r->s->lag ? r->s->lag : 1;
+  long best = -1;
+  for (size_t i = 0; i < r->s->units; i++) {
+    const unit_state *u = &r->u[i];
+    if (u->done || u->running)
+      continue;
+    if (!lock_step(r) || !positional(r, i))
+      return (long)i;
+    if (u->pos - lo < lag && (best < 0 || u->pos < r->u[best].pos))
+      best = (long)i;
+  }
+  return best;
+}
+
+static size_t turn_limit(const sched_run *r, size_t i, size_t pos) {
+  if (!lock_step(r) || !positional(r, i))
+    return SMR_SCHED_ALL;
+  return pos > SIZE_MAX - r->s->block ? SIZE_MAX : pos + r->s->block;
+}
+
+static void *worker(void *arg) {
+  sched_run *r = arg;
+  pthread_mutex_lock(&r->mu);
+  while (r->left) {
+    long i = pick(r);
+    if (i < 0) {
+      pthread_cond_wait(&r->changed, &r->mu);
+      continue;
+    }
+    unit_state *u = &r->u[i];
+    u->running = true;
+    size_t pos = u->pos, limit = turn_limit(r, (size_t)i, pos);
+    pthread_mutex_unlock(&r->mu);
+    bool finished = r->s->run(r->s->arg, (size_t)i, &pos, limit);
+    pthread_mutex_lock(&r->mu);
+    size_t before = slowest(r);
+    /* a turn that neither advances nor finishes would repeat forever */
+    if (!finished && pos <= u->pos)
+      finished = true;
+    u->pos = pos;
+    u->running = false;
+    if (finished) {
+      u->done = true;
+      r->left--;
+    }
+    size_t now = slowest(r);
+    if (r->s->slowest_moved && now != before && now != SIZE_MAX)
+      r->s->slowest_moved(r->s->arg, now);
+    pthread_cond_broadcast(&r->changed);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+void smr_sched_run(const smr_sched *s) {
+  if (!s->units)
+    return;
+  sched_run r = {.s = s, .left = s->units};
+  r.u = smr_xcalloc(s->units, sizeof *r.u);
+  pthread_mutex_init(&r.mu, NULL);
+  pthread_cond_init(&r.changed, NULL);
+  size_t extra = s->jobs > 1 ? (size_t)s->jobs - 1 : 0;
+  if (extra > s->units - 1)
+    extra = s->units - 1;
+  pthread_t *th = extra ? smr_xcalloc(extra, sizeof *th) : NULL;
+  size_t started = 0;
+  for (size_t i = 0; i < extra; i++)
+    if (pthread_create(&th[started], NULL, worker, &r) == 0)
+      started++;
+  worker(&r);
+  for (size_t i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  free(th);
+  pthread_cond_destroy(&r.changed);
+  pthread_mutex_destroy(&r.mu);
+  free(r.u);
+}

@@ -1,0 +1,228 @@
+/* watch.c - the follow loop of `smrules run --watch`. */
+#include "run/watch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
+#define RESCAN_S 10.0
+
+typedef struct watcher {
+  int fd; /* inotify descriptor, -1 when polling */
+  const char *root;
+} watcher;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void add_watch(watcher *w, const char *rel) {
+  char *path =
+      rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
+  inotify_add_watch(w->fd, path, WATCH_MASK | IN_ONLYDIR);
+  free(path);
+}
+
+/* Watch the root (end marker, index/ appearing), index/ and every
+ * index/<folder>: new folders are added as they appear.  Adding a watch
+ * twice is harmless (inotify returns the same descriptor). */
+static void add_watches(watcher *w) {
+  if (w->fd < 0)
+    return;
+  add_watch(w, "");
+  add_watch(w, "index");
+  char *idx = smr_xasprintf("%s/index", w->root);
+  DIR *d = opendir(idx);
+  free(idx);
+  if (!d)
+    return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.')
+      continue;
+    char *rel = smr_xasprintf("index/%s", de->d_name);
+    add_watch(w, rel);
+    free(rel);
+  }
+  closedir(d);
+}
+
+/* Block until something changes or `wait_s` passes; true when the trial
+ * may have changed (always, when polling). */
+static bool wait_for_change(watcher *w, double wait_s, int poll_ms) {
+  if (w->fd < 0) {
+    double s = wait_s < poll_ms / 1000.0 ? wait_s : poll_ms / 1000.0;
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+    return true;
+  }
+  struct pollfd p = {w->fd, POLLIN, 0};
+  int ms = wait_s > 0 ? (int)(wait_s * 1000) + 1 : 0;
+  if (poll(&p, 1, ms) <= 0)
+    return false;
+  char buf[16 * 1024];
+  while (read(w->fd, buf, sizeof buf) > 0) /* drain; we rescan anyway */
+    ;
+  add_watches(w);
+  return true;
+}
+
+/* ------------------------------------------------------------ progress */
+
+typedef struct progress {
+  FILE *f;
+  bool tty;
+  size_t lines_drawn;
+  char **last; /* last line printed per instance (log mode) */
+  size_t n;
+} progress;
+
+static void status_line(smr_instance *in, char *buf, size_t n) {
+  const smr_i64v *trig = smr_instance_triggered(in);
+  int len = snprintf(buf, n, "%-28s %-14s evaluated %-6" PRId64,
+                     smr_instance_name(in),
+                     smr_rule_status_name(smr_instance_status(in)),
+                     smr_instance_evaluated(in));
+  if (trig->n && len > 0 && (size_t)len < n)
+    snprintf(buf + len, n - (size_t)len,
+             " last trigger at step %" PRId64 " (%zu in all)",
+             trig->v[trig->n - 1], trig->n);
+}
+
+static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
+  if (!p->f)
+    return;
+  size_t n = smr_runner_count(r);
+  if (!p->last) {
+    p->last = smr_xcalloc(n ? n : 1, sizeof *p->last);
+    p->n = n;
+  }
+  smr_i64v steps = {0};
+  smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+  char head[128];
+  snprintf(head, sizeof head, "steps seen: %zu (latest %" PRId64 ")%s", steps.n,
+           steps.n ? steps.v[steps.n - 1] : (int64_t)-1,
+           smr_trial_end_marker(t) ? ", training ended" : "");
+  smr_i64v_free(&steps);
+  if (p->tty) {
+    if (p->lines_drawn) /* move up and redraw the block */
+      fprintf(p->f, "\033[%zuA", p->lines_drawn);
+    fprintf(p->f, "\033[2K%s\n", head);
+    for (size_t i = 0; i < n; i++) {
+      char line[256];
+      status_line(smr_runner_instance(r, i), line, sizeof line);
+      fprintf(p->f, "\033[2K  %s\n", line);
+    }
+    p->lines_drawn = n + 1;
+    fflush(p->f);
+    return;
+  }
+  /* log mode: a line when a rule's status or trigger count changes (not
+   * at every evaluated step) */
+  for (size_t i = 0; i < n; i++) {
+    smr_instance *in = smr_runner_instance(r, i);
+    char key[64], line[256];
+    snprintf(key, sizeof key, "%d/%zu", (int)smr_instance_status(in),
+             smr_instance_triggered(in)->n);
+    if (p->last[i] && strcmp(p->last[i], key) == 0 && !final)
+      continue;
+    free(p->last[i]);
+    p->last[i] = smr_xstrdup(key);
+    status_line(in, line, sizeof line);
+    time_t now = time(NULL);
+    struct tm tm;
+    char ts[32];
+    strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&now, &tm));
+    fprintf(p->f, "%s %s | %s\n", ts, head, line);
+  }
+  fflush(p->f);
+}
+
+static void progress_free(progress *p) {
+  for (size_t i = 0; i < p->n; i++)
+    free(p->last[i]);
+  free(p->last);
+}
+
+/* ---------------------------------------------------------------- loop */
+
+static int step_once(smr_trial *t, smr_runner *r, smr_error *err) {
+  int rc = smr_trial_refresh(t, NULL, err);
+  if (rc == SMR_OK)
+    rc = smr_runner_run(r, err);
+  return rc;
+}
+
+int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
+                  smr_error *err) {
+  watcher w = {-1, smr_trial_root(t)};
+  if (!o->force_polling)
+    w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  add_watches(&w);
+  progress p = {o->progress, o->tty, 0, NULL, 0};
+  int poll_ms = o->poll_ms > 0 ? o->poll_ms : 200;
+  int poll_cur = poll_ms;
+  double tick = o->tick_s > 0 ? o->tick_s : 1.0;
+  double start = now_s();
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  double last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+  size_t steps_seen = 0;
+  int rc = SMR_OK;
+  /* Without a change event only rules driven by time have work; a full
+   * re-scan still runs every RESCAN_S as a safety net (an event lost while
+   * a new index folder was being added to the watch). */
+  bool changed = true;
+  double last_scan = 0;
+  for (;;) {
+    if (changed || now_s() - last_scan >= RESCAN_S) {
+      if ((rc = step_once(t, r, err)) != SMR_OK)
+        break;
+      last_scan = now_s();
+      /* a new step is activity */
+      smr_i64v steps = {0};
+      smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+      if (steps.n > steps_seen) {
+        clock_gettime(CLOCK_REALTIME, &wall);
+        last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
+        steps_seen = steps.n;
+        poll_cur = poll_ms;
+      } else if (poll_cur < 5 * poll_ms) {
+        /* polling: back off while nothing changes (up to 5x the interval)
+         * so an idle watch costs little; a new step resets it */
+        poll_cur *= 2;
+      }
+      smr_i64v_free(&steps);
+    }
+    smr_runner_tick(r, last_activity);
+    if (smr_trial_end_marker(t)) {
+      /* the end marker is written last; one more pass picks up anything
+       * renamed into place just before it */
+      rc = step_once(t, r, err);
+      break;
+    }
+    show(&p, r, t, false);
+    double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
+    if (o->timeout_s > 0 && left <= 0)
+      break;
+    double wait = left < tick ? left : tick;
+    if (!smr_runner_has_clock_rules(r) && w.fd >= 0 && o->timeout_s <= 0)
+      wait = RESCAN_S; /* nothing to do until a file appears */
+    changed = wait_for_change(&w, wait, poll_cur);
+  }
+  show(&p, r, t, true);
+  progress_free(&p);
+  if (w.fd >= 0)
+    close(w.fd);
+  return rc;
+}

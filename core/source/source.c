@@ -1,0 +1,79 @@
+/* source.c - the source interface: dispatch to the implementation and the
+ * helpers every implementation shares. */
+#include "source/source.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* An S3 source registers itself here when it is built in (weak so that
+ * the core links without it). */
+int smr_source_s3_open(const char *url, smr_source **out, smr_error *err)
+    __attribute__((weak));
+
+int smr_source_open(const char *location, smr_source **out, smr_error *err) {
+  if (strncmp(location, "s3://", 5) == 0) {
+    if (!smr_source_s3_open)
+      return smr_error_set(err, SMR_ERR_USAGE, location, -1,
+                           "this smrules was built without S3 support");
+    return smr_source_s3_open(location, out, err);
+  }
+  return smr_source_local_open(location, out, err);
+}
+
+void smr_source_close(smr_source *s) {
+  if (s)
+    s->ops->close(s);
+}
+
+const char *smr_source_root(const smr_source *s) {
+  return s->root;
+}
+
+int smr_source_list(smr_source *s, const char *dir, const char *suffix,
+                    smr_source_listing *out, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  return s->ops->list(s, dir, suffix, out, err);
+}
+
+void smr_source_listing_add(smr_source_listing *l, char *path, int64_t size,
+                            int64_t mtime_ns) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 64;
+    l->files = smr_xrealloc(l->files, l->cap * sizeof *l->files);
+  }
+  smr_source_file *f = &l->files[l->n++];
+  f->path = path;
+  f->size = size;
+  f->mtime_ns = mtime_ns;
+}
+
+void smr_source_listing_free(smr_source_listing *l) {
+  for (size_t i = 0; i < l->n; i++)
+    free(l->files[i].path);
+  free(l->files);
+  memset(l, 0, sizeof *l);
+}
+
+bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
+                       int64_t *mtime_ns) {
+  return s->ops->exists(s, rel, size, mtime_ns);
+}
+
+int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
+                        size_t *len, smr_error *err) {
+  return s->ops->read_all(s, rel, max, buf, len, err);
+}
+
+int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
+                          uint64_t len, smr_range *out, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  return s->ops->read_range(s, rel, off, len, out, err);
+}
+
+void smr_range_release(smr_range *r) {
+  if (r->map_)
+    munmap(r->map_, r->map_len_);
+  free(r->heap_);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,269 @@
+/* source_local.c - the local-disk source: listings, whole files and byte
+ * ranges, confined to the trial root.  Files are opened relative to a
+ * directory descriptor of the root with openat2(RESOLVE_BENEATH) so that
+ * neither ".." nor a symlink can lead outside; where the kernel lacks
+ * openat2 the resolved path is checked against the root instead. */
+#include "source/source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "format/index.h"
+
+typedef struct local_source {
+  smr_source base; /* base.root: canonical absolute path */
+  int rootfd;
+  bool have_openat2;
+} local_source;
+
+static const smr_source_ops LOCAL_OPS;
+
+static local_source *L(smr_source *s) {
+  return (local_source *)s;
+}
+
+int smr_source_local_open(const char *root, smr_source **out, smr_error *err) {
+  char *canon = realpath(root, NULL);
+  if (!canon)
+    return smr_error_set(err, SMR_ERR_IO, root, -1,
+                         "cannot open trial directory: %s", strerror(errno));
+  int fd = open(canon, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    free(canon);
+    return smr_error_set(err, SMR_ERR_IO, root, -1,
+                         "cannot open trial directory: %s", strerror(e));
+  }
+  local_source *s = smr_xcalloc(1, sizeof *s);
+  s->base.ops = &LOCAL_OPS;
+  s->base.root = canon;
+  s->rootfd = fd;
+  s->have_openat2 = true;
+  *out = &s->base;
+  return SMR_OK;
+}
+
+static void local_close(smr_source *s) {
+  close(L(s)->rootfd);
+  free(s->root);
+  free(s);
+}
+
+/* Fallback confinement check: the resolved path must be under the root. */
+static bool resolved_inside(const local_source *s, const char *rel) {
+  char *full = smr_xasprintf("%s/%s", s->base.root, rel);
+  char *canon = realpath(full, NULL);
+  free(full);
+  if (!canon)
+    return true; /* does not exist: the open will fail on its own */
+  size_t n = strlen(s->base.root);
+  bool ok = strncmp(canon, s->base.root, n) == 0 &&
+            (canon[n] == '/' || canon[n] == '\0');
+  free(canon);
+  return ok;
+}
+
+/* Open `rel` read-only, confined to the root.  Returns fd or -1 (errno). */
+static int open_beneath(smr_source *src, const char *rel, int flags) {
+  local_source *s = L(src);
+  if (!smr_path_is_safe(rel)) {
+    errno = EXDEV;
+    return -1;
+  }
+  if (s->have_openat2) {
+    struct open_how how = {0};
+    how.flags = (uint64_t)(flags | O_CLOEXEC);
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    long fd = syscall(SYS_openat2, s->rootfd, rel, &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS)
+      return (int)fd;
+    s->have_openat2 = false;
+  }
+  if (!resolved_inside(s, rel)) {
+    errno = EXDEV;
+    return -1;
+  }
+  return openat(s->rootfd, rel, flags | O_CLOEXEC);
+}
+
+static const char *open_error(int e) {
+  return e == EXDEV ? "path leads outside the trial directory" : strerror(e);
+}
+
+static bool has_suffix(const char *name, const char *suffix) {
+  size_t n = strlen(name), k = strlen(suffix);
+  return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+static void listing_add(smr_source_listing *l, char *path,
+                        const struct stat *st) {
+  smr_source_listing_add(l, path, st->st_size,
+                         (int64_t)st->st_mtim.tv_sec * 1000000000 +
+                             st->st_mtim.tv_nsec);
+}
+
+/* Depth-bounded recursive walk; symlinks are not followed. */
+static int walk(smr_source *s, const char *dir, const char *suffix, int depth,
+                smr_source_listing *out, smr_error *err) {
+  if (depth > 8)
+    return SMR_OK;
+  int fd = open_beneath(s, dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0)
+    return SMR_OK; /* missing or unreadable directory: nothing there yet */
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return SMR_OK;
+  }
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    const char *name = de->d_name;
+    if (name[0] == '.' && (name[1] == '\0' || strcmp(name, "..") == 0))
+      continue;
+    struct stat st;
+    if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+      continue;
+    char *rel = smr_xasprintf("%s/%s", dir, name);
+    if (S_ISDIR(st.st_mode)) {
+      walk(s, rel, suffix, depth + 1, out, err);
+      free(rel);
+    } else if (S_ISREG(st.st_mode) && has_suffix(name, suffix) &&
+               !has_suffix(name, ".tmp")) {
+      listing_add(out, rel, &st);
+    } else {
+      free(rel);
+    }
+  }
+  closedir(d);
+  return SMR_OK;
+}
+
+static int cmp_file(const void *a, const void *b) {
+  return strcmp(((const smr_source_file *)a)->path,
+                ((const smr_source_file *)b)->path);
+}
+
+static int local_list(smr_source *s, const char *dir, const char *suffix,
+                      smr_source_listing *out, smr_error *err) {
+  int rc = walk(s, dir, suffix, 0, out, err);
+  if (out->n > 1)
+    qsort(out->files, out->n, sizeof *out->files, cmp_file);
+  return rc;
+}
+
+static bool local_exists(smr_source *s, const char *rel, int64_t *size,
+                         int64_t *mtime_ns) {
+  int fd = open_beneath(s, rel, O_RDONLY);
+  if (fd < 0)
+    return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (ok && size)
+    *size = st.st_size;
+  if (ok && mtime_ns)
+    *mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+  close(fd);
+  return ok;
+}
+
+static int local_read_all(smr_source *s, const char *rel, size_t max,
+                          char **buf, size_t *len, smr_error *err) {
+  *buf = NULL;
+  *len = 0;
+  int fd = open_beneath(s, rel, O_RDONLY);
+  if (fd < 0)
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
+                         open_error(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
+  }
+  if ((uint64_t)st.st_size > max) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_FORMAT, rel, -1,
+                         "file is %lld bytes, more than the %zu expected at "
+                         "most",
+                         (long long)st.st_size, max);
+  }
+  size_t cap = (size_t)st.st_size;
+  char *p = malloc(cap + 1);
+  if (!p) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_NOMEM, rel, -1, "out of memory");
+  }
+  size_t got = 0;
+  while (got < cap) {
+    ssize_t r = read(fd, p + got, cap - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+  }
+  close(fd);
+  p[got] = '\0';
+  *buf = p;
+  *len = got;
+  return SMR_OK;
+}
+
+static int local_read_range(smr_source *s, const char *rel, uint64_t off,
+                            uint64_t len, smr_range *out, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  int fd = open_beneath(s, rel, O_RDONLY);
+  if (fd < 0)
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
+                         open_error(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  if (off >= size || len > size - off) {
+    close(fd);
+    return smr_error_set(
+        err, SMR_ERR_FORMAT, rel, (int64_t)(off < size ? off : size),
+        "index entry [start_idx %llu, length %llu] lies outside the %llu-byte "
+        "event file",
+        (unsigned long long)off, (unsigned long long)len,
+        (unsigned long long)size);
+  }
+  if (len == 0) {
+    close(fd);
+    return SMR_OK;
+  }
+  /* Map the page-aligned span covering the range; MAP_POPULATE avoids a
+   * fault per page since the whole range is about to be decoded. */
+  long page = sysconf(_SC_PAGESIZE);
+  uint64_t start = off - off % (uint64_t)page;
+  size_t map_len = (size_t)(off + len - start);
+  void *m = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
+                 (off_t)start);
+  close(fd);
+  if (m == MAP_FAILED)
+    return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)off,
+                         "cannot map %llu bytes: %s", (unsigned long long)len,
+                         strerror(errno));
+  out->map_ = m;
+  out->map_len_ = map_len;
+  out->data = (const uint8_t *)m + (off - start);
+  out->len = (size_t)len;
+  return SMR_OK;
+}
+
+static const smr_source_ops LOCAL_OPS = {
+    "local",      local_close,    local_list,
+    local_exists, local_read_all, local_read_range,
+};

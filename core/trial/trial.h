@@ -1,0 +1,155 @@
+/* trial.h - a SageMaker Debugger trial as smdebug's reader sees it
+ * (formats.md F§5-F§11): steps, modes, workers, collections, tensors,
+ * availability, and tensor values read through the catalog.
+ *
+ * Offline (the default) a trial counts as finished, so every known step is
+ * complete (Decision F11).  With `live`, only training_job_end.ts ends
+ * training and incomplete steps behave as in smdebug. */
+#ifndef SMR_TRIAL_H
+#define SMR_TRIAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+#include "format/index.h"
+#include "format/tensor.h"
+
+typedef struct smr_trial smr_trial;
+
+typedef struct smr_trial_opts {
+  const char *state_path; /* NULL: <trial>/.smrules/state.db */
+  bool fresh;             /* private in-memory catalog, nothing stored */
+  bool live;              /* only the end marker ends training */
+} smr_trial_opts;
+
+int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
+                   smr_error *err);
+/* Read index files that are new since the last refresh; re-check the end
+ * marker and collections.  *added (optional) receives the count. */
+int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err);
+void smr_trial_close(smr_trial *t);
+
+const char *smr_trial_root(const smr_trial *t);
+/* Where the catalog lives (":memory:" when it could not be stored). */
+const char *smr_trial_state_path(const smr_trial *t);
+struct smr_catalog *smr_trial_catalog(smr_trial *t);
+bool smr_trial_end_marker(const smr_trial *t);
+bool smr_trial_loaded_all_steps(const smr_trial *t);
+int64_t smr_trial_last_complete_step(const smr_trial *t);
+int smr_trial_num_workers(const smr_trial *t);
+/* How many steps' tensor records fit in the record cache that rule
+ * threads share (an S3 trial's), at the trial's mean bytes per step; 0
+ * when the trial has no shared cache (local: the page cache serves). */
+size_t smr_trial_cached_steps(smr_trial *t);
+/* Read ahead (remote trials only; 0 turns it off): after a value of a
+ * tensor is read at a step, its records at the next `steps` steps (before
+ * `end_step` when >= 0) are fetched in the background, once each. */
+void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step);
+/* ... and never past global step `last` (INT64_MAX: no limit), so that
+ * rules reading ahead of the others do not drag the read-ahead with them
+ * beyond what the record cache holds. */
+void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last);
+const smr_strv *smr_trial_workers(const smr_trial *t);
+
+/* Problems met while reading index and collections files. */
+typedef struct smr_trial_problem {
+  char *file;
+  int64_t offset;
+  char *message;
+} smr_trial_problem;
+size_t smr_trial_problems(const smr_trial *t, const smr_trial_problem **out);
+
+/* ---- steps ---- */
+/* Steps of `mode`: global steps for SMR_MODE_GLOBAL, else mode steps.
+ * Only complete ones unless include_incomplete. */
+void smr_trial_steps(const smr_trial *t, int mode, bool include_incomplete,
+                     smr_i64v *out);
+/* Modes that have steps (ascending mode number, GLOBAL included). */
+void smr_trial_modes(const smr_trial *t, int modes[4], size_t *n);
+/* mode/mode_step of a global step; false when unknown. */
+bool smr_trial_step_mode(const smr_trial *t, int64_t step, int *mode,
+                         int64_t *mode_step);
+/* Global step of (mode, mode_step); false when unknown. */
+bool smr_trial_global_step(const smr_trial *t, int mode, int64_t mode_step,
+                           int64_t *step);
+bool smr_trial_step_complete(const smr_trial *t, int64_t global_step);
+
+typedef enum smr_availability {
+  SMR_AVAILABLE = 0,
+  SMR_NOT_YET_AVAILABLE = 1,
+  SMR_UNAVAILABLE = 2
+} smr_availability;
+const char *smr_availability_name(smr_availability a);
+smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
+                                           int mode);
+
+/* ---- collections ---- */
+/* Names of all collections (sorted). */
+void smr_trial_collection_names(const smr_trial *t, smr_strv *out);
+/* members(c) ∩ saved tensor names, sorted (F§6.6); empty for unknown c. */
+int smr_trial_collection_members(smr_trial *t, const char *collection,
+                                 smr_strv *out, smr_error *err);
+/* Non-NULL when a collections file could not be read. */
+const char *smr_trial_collections_error(const smr_trial *t);
+
+/* ---- tensors ---- */
+int smr_trial_tensor_names(smr_trial *t, smr_strv *out, smr_error *err);
+/* Names in which some of the regexes searches successfully. */
+int smr_trial_tensor_names_regex(smr_trial *t, const char *const *regexes,
+                                 size_t n, smr_strv *out, smr_error *err);
+bool smr_trial_has_tensor(smr_trial *t, const char *name);
+
+/* One (step, worker) at which a tensor has something saved. */
+typedef struct smr_tensor_step {
+  int64_t step; /* global */
+  int mode;
+  int64_t mode_step;
+  char *worker;
+  bool has_value, has_shape;
+  unsigned reductions; /* bit (r*2 + abs) per saved reduction */
+} smr_tensor_step;
+typedef struct smr_tensor_steps {
+  smr_tensor_step *v;
+  size_t n;
+} smr_tensor_steps;
+/* Everything saved for a tensor, ordered by (global step, worker). */
+int smr_trial_tensor_steps(smr_trial *t, const char *name,
+                           smr_tensor_steps *out, smr_error *err);
+void smr_tensor_steps_free(smr_tensor_steps *s);
+/* Distinct steps of a tensor in `mode` (global steps for GLOBAL, else mode
+ * steps), complete ones only unless include_incomplete. */
+int smr_trial_tensor_step_list(smr_trial *t, const char *name, int mode,
+                               bool include_incomplete, smr_i64v *out,
+                               smr_error *err);
+
+/* Where a value came from. */
+typedef struct smr_value_loc {
+  int64_t step; /* global */
+  int mode;
+  int64_t mode_step;
+  char worker[256];
+} smr_value_loc;
+
+/* The value of a tensor at `step` (a global step when mode is GLOBAL,
+ * else a mode step of `mode`) from `worker` (NULL: the smallest worker
+ * name holding it).  Returns SMR_OK or an availability status
+ * (SMR_TENSOR_UNAVAILABLE, SMR_STEP_UNAVAILABLE, SMR_STEP_NOT_YET,
+ * SMR_NO_MORE_DATA, SMR_TENSOR_UNAVAILABLE_FOR_STEP, SMR_INVALID_WORKER)
+ * or a read error (SMR_ERR_FORMAT/SMR_ERR_IO naming file and offset). */
+int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
+                    const char *worker, smr_tensor *out, smr_value_loc *loc,
+                    smr_error *err);
+/* A reduction: the saved one when present (*saved = true), else computed
+ * from the value. */
+int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
+                        const char *worker, int reduction, bool abs,
+                        double *out, bool *saved, smr_value_loc *loc,
+                        smr_error *err);
+/* The shape: the saved shape when present, else the value's shape. */
+int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
+                    const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
+                    smr_error *err);
+
+#endif
