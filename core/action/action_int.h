@@ -261,15 +261,6 @@ void smr_email_send(const smr_email_cfg *c, const smr_strv *to,
                     const smr_act_event *e, bool dry_run, smr_act_result *r);
 
 /* action_sns.c */
-typedef struct smr_aws_creds {
-  char *key_id, *secret, *token;
-  char *from;     /* where they came from, for messages */
-  bool renewable; /* from a metadata service: ask again when expired */
-} smr_aws_creds;
-/* From AWS_ACCESS_KEY_ID/..., the shared credentials file, or (when no
- * profile is named) the container or instance metadata service. */
-int smr_aws_creds_load(const char *profile, smr_aws_creds *out, smr_error *err);
-void smr_aws_creds_free(smr_aws_creds *c);
 /* Form body of the Publish request (values URL-encoded). */
 char *smr_sns_publish_body(const char *topic, const char *phone,
                            const char *subject, const char *message);

@@ -3,7 +3,7 @@
 #ifndef SMR_AWS_METADATA_H
 #define SMR_AWS_METADATA_H
 
-#include "action/action_int.h" /* smr_aws_creds */
+#include "aws/aws_creds.h"
 #include "base/common.h"
 
 /* SMR_OK with the credentials and *from (malloc'ed, for messages: which

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "action/action_int.h"
+#include "aws/aws_creds.h"
 #include "config/config.h"
 #include "unit.h"
 
