@@ -13,16 +13,10 @@
 #include <time.h>
 
 #include "action/action_int.h"
+#include "action/action_store.h"
 #include "base/jsonw.h"
 
 #define MAX_BACKOFF 60.0
-
-struct smr_act_store {
-  sqlite3 *db;
-  bool own;     /* our own connection to the state file */
-  bool persist; /* false under --dry-run: nothing is written */
-  pthread_mutex_t mu;
-};
 
 typedef struct shared_event {
   smr_act_event *e;
@@ -49,7 +43,7 @@ struct smr_actions {
   const smr_config *cfg;
   smr_actions_opts o;
   smr_act_plan plan;
-  smr_act_store store;
+  smr_act_store *store;
   char *trial;
   bool curl_ready;
   pthread_mutex_t mu; /* queue, entries, event references */
@@ -67,198 +61,10 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static double wall_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void sleep_seconds(double s) {
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
-}
-
-/* ------------------------------------------------------------- store */
-
-static const char *STORE_SCHEMA =
-    "CREATE TABLE IF NOT EXISTS action_log("
-    " instance TEXT NOT NULL, action TEXT NOT NULL,"
-    " trigger_ordinal INTEGER NOT NULL, step INTEGER NOT NULL,"
-    " status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,"
-    " detail TEXT, started REAL, finished REAL,"
-    " PRIMARY KEY(instance, action, trigger_ordinal));"
-    "CREATE TABLE IF NOT EXISTS action_target("
-    " target TEXT PRIMARY KEY, pid INTEGER NOT NULL,"
-    " start_ticks INTEGER NOT NULL, boot_id TEXT NOT NULL,"
-    " start_wall REAL, seen REAL NOT NULL);";
-
-static int store_open(smr_act_store *s, sqlite3 *shared, bool persist,
-                      smr_error *err) {
-  s->persist = persist;
-  const char *file = shared ? sqlite3_db_filename(shared, "main") : NULL;
-  int flags =
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
-  /* A connection of our own: the log is written in its own transactions,
-   * whatever the catalog's connection is doing. */
-  if (file && file[0]) {
-    if (sqlite3_open_v2(file, &s->db, flags, NULL) != SQLITE_OK) {
-      smr_error_set(err, SMR_ERR_SQL, file, -1, "action log: %s",
-                    s->db ? sqlite3_errmsg(s->db) : "cannot open");
-      sqlite3_close(s->db);
-      s->db = NULL;
-      return SMR_ERR_SQL;
-    }
-    s->own = true;
-  } else if (shared) {
-    s->db = shared;
-  } else if (sqlite3_open_v2(":memory:", &s->db, flags, NULL) == SQLITE_OK) {
-    s->own = true;
-  }
-  if (!s->db)
-    return smr_error_set(err, SMR_ERR_SQL, "", -1, "action log: no database");
-  sqlite3_busy_timeout(s->db, 10000);
-  sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
-  if (persist &&
-      sqlite3_exec(s->db, STORE_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
-    return smr_error_set(err, SMR_ERR_SQL, file ? file : "", -1,
-                         "action log: %s", sqlite3_errmsg(s->db));
-  return SMR_OK;
-}
-
-static void store_close(smr_act_store *s) {
-  if (s->own)
-    sqlite3_close(s->db);
-  s->db = NULL;
-  pthread_mutex_destroy(&s->mu);
-}
-
-static sqlite3_stmt *prep(smr_act_store *s, const char *sql) {
-  sqlite3_stmt *st = NULL;
-  if (!s->db || sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
-    return NULL;
-  return st;
-}
-
-/* "done at 2024-..." text of an earlier record, or NULL when none. */
-static char *log_previous(smr_act_store *s, const char *inst, const char *key,
-                          int64_t ordinal) {
-  pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = prep(s, "SELECT status, datetime(started, 'unixepoch')"
-                             " FROM action_log WHERE instance = ?"
-                             " AND action = ? AND trigger_ordinal = ?");
-  char *out = NULL;
-  if (st) {
-    sqlite3_bind_text(st, 1, inst, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, ordinal);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-      const char *status = (const char *)sqlite3_column_text(st, 0);
-      const char *when = (const char *)sqlite3_column_text(st, 1);
-      out = smr_xasprintf("%s in an earlier run (started %s UTC)",
-                          strcmp(status ? status : "", "running") == 0
-                              ? "started (outcome unknown)"
-                          : status ? status
-                                   : "?",
-                          when ? when : "?");
-    }
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&s->mu);
-  return out;
-}
-
-/* Claims the action: false when a row exists already (another run). */
-static bool log_begin(smr_act_store *s, const char *inst, const char *key,
-                      int64_t ordinal, int64_t step) {
-  pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = prep(s, "INSERT INTO action_log(instance, action,"
-                             " trigger_ordinal, step, status, started)"
-                             " VALUES(?, ?, ?, ?, 'running', ?)");
-  bool claimed = false;
-  if (st) {
-    sqlite3_bind_text(st, 1, inst, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, ordinal);
-    sqlite3_bind_int64(st, 4, step);
-    sqlite3_bind_double(st, 5, wall_seconds());
-    int rc = sqlite3_step(st);
-    claimed = rc == SQLITE_DONE;
-    if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT)
-      fprintf(stderr, "smrules: action log: %s\n", sqlite3_errmsg(s->db));
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&s->mu);
-  return claimed;
-}
-
-static void log_end(smr_act_store *s, const char *inst, const char *key,
-                    int64_t ordinal, const char *status, int attempts,
-                    const char *detail) {
-  pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = prep(s, "UPDATE action_log SET status = ?,"
-                             " attempts = ?, detail = ?, finished = ?"
-                             " WHERE instance = ? AND action = ?"
-                             " AND trigger_ordinal = ?");
-  if (st) {
-    sqlite3_bind_text(st, 1, status, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, attempts);
-    sqlite3_bind_text(st, 3, detail, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 4, wall_seconds());
-    sqlite3_bind_text(st, 5, inst, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, ordinal);
-    if (sqlite3_step(st) != SQLITE_DONE)
-      fprintf(stderr, "smrules: action log: %s\n", sqlite3_errmsg(s->db));
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&s->mu);
-}
-
-bool smr_act_target_load(smr_act_store *s, const char *key, smr_proc_id *id,
-                         double *seen_at) {
-  pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = prep(s, "SELECT pid, start_ticks, boot_id, start_wall,"
-                             " seen FROM action_target WHERE target = ?");
-  bool found = false;
-  if (st) {
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-      memset(id, 0, sizeof *id);
-      id->pid = sqlite3_column_int64(st, 0);
-      id->start_ticks = (uint64_t)sqlite3_column_int64(st, 1);
-      const char *b = (const char *)sqlite3_column_text(st, 2);
-      snprintf(id->boot_id, sizeof id->boot_id, "%s", b ? b : "");
-      id->start_wall = sqlite3_column_double(st, 3);
-      *seen_at = sqlite3_column_double(st, 4);
-      found = true;
-    }
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&s->mu);
-  return found;
-}
-
-void smr_act_target_save(smr_act_store *s, const char *key,
-                         const smr_proc_id *id) {
-  if (!s->persist)
-    return;
-  pthread_mutex_lock(&s->mu);
-  sqlite3_stmt *st = prep(s, "INSERT OR REPLACE INTO action_target(target,"
-                             " pid, start_ticks, boot_id, start_wall, seen)"
-                             " VALUES(?, ?, ?, ?, ?, ?)");
-  if (st) {
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, id->pid);
-    sqlite3_bind_int64(st, 3, (sqlite3_int64)id->start_ticks);
-    sqlite3_bind_text(st, 4, id->boot_id, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 5, id->start_wall);
-    sqlite3_bind_double(st, 6, wall_seconds());
-    if (sqlite3_step(st) != SQLITE_DONE)
-      fprintf(stderr, "smrules: action log: %s\n", sqlite3_errmsg(s->db));
-    sqlite3_finalize(st);
-  }
-  pthread_mutex_unlock(&s->mu);
 }
 
 /* ----------------------------------------------------------- summary */
@@ -388,8 +194,8 @@ static void dispatch(smr_actions *a, const smr_act_item *it,
   bool dry = a->o.dry_run;
   switch (it->kind) {
   case SMR_ACT_STOP:
-    smr_stop_run(&a->plan.stop, it->prefix, dry, &a->store, a->store.persist,
-                 r);
+    smr_stop_run(&a->plan.stop, it->prefix, dry, a->store,
+                 smr_act_store_persists(a->store), r);
     break;
   case SMR_ACT_EMAIL:
     if (a->plan.email.hook)
@@ -443,8 +249,8 @@ static void run_job(smr_actions *a, act_job *j) {
   double t0 = now_seconds();
   smr_act_result r = {.rc = SMR_ACT_SKIPPED};
   int attempts = 0;
-  if (a->store.persist &&
-      !log_begin(&a->store, j->instance, it->key, e->trigger, e->step)) {
+  if (smr_act_store_persists(a->store) &&
+      !smr_act_log_begin(a->store, j->instance, it->key, e->trigger, e->step)) {
     smr_act_set(&r, SMR_ACT_SKIPPED,
                 "already performed by another smrules "
                 "run (action log)");
@@ -464,9 +270,9 @@ static void run_job(smr_actions *a, act_job *j) {
       sleep_seconds(delay);
       delay = delay * 2 > MAX_BACKOFF ? MAX_BACKOFF : delay * 2;
     }
-    if (a->store.persist)
-      log_end(&a->store, j->instance, it->key, e->trigger,
-              smr_act_rc_name(r.rc), attempts, r.detail);
+    if (smr_act_store_persists(a->store))
+      smr_act_log_end(a->store, j->instance, it->key, e->trigger,
+                      smr_act_rc_name(r.rc), attempts, r.detail);
     report(a, j, &r);
   }
   pthread_mutex_lock(&a->mu);
@@ -555,7 +361,7 @@ void smr_actions_on_trigger(void *arg, smr_instance *inst, int64_t step) {
     const smr_act_item *it = &rp->v[k];
     if (!smr_repeat_due(&it->repeat, ordinal))
       continue;
-    char *prev = log_previous(&a->store, name, it->key, ordinal);
+    char *prev = smr_act_log_previous(a->store, name, it->key, ordinal);
     if (!prev && !ev) {
       ev = make_event(a, inst, step, ordinal);
       ev->refs = 1;
@@ -592,13 +398,13 @@ static bool needs_stop(const smr_act_plan *p) {
 }
 
 static int start(smr_actions *a, smr_error *err) {
-  int rc = store_open(&a->store, a->o.db, !a->o.dry_run, err);
+  int rc = smr_act_store_open(&a->store, a->o.db, !a->o.dry_run, err);
   if (rc)
     return rc;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
     a->curl_ready = true;
   if (needs_stop(&a->plan) && a->plan.stop.how != SMR_STOP_NONE)
-    smr_stop_prime(&a->plan.stop, &a->store, a->store.persist);
+    smr_stop_prime(&a->plan.stop, a->store, smr_act_store_persists(a->store));
   else if (a->o.training_pid > 0)
     fprintf(stderr, "smrules: warning: --training-pid given but no rule has "
                     "a StopTraining action\n");
@@ -617,7 +423,6 @@ int smr_actions_new(const smr_config *cfg, const smr_actions_opts *o,
   a->o = *o;
   pthread_mutex_init(&a->mu, NULL);
   pthread_cond_init(&a->cv, NULL);
-  pthread_mutex_init(&a->store.mu, NULL);
   int rc = smr_act_plan_build(cfg, o, &a->plan, err);
   if (rc) {
     smr_actions_free(a);
@@ -665,7 +470,7 @@ void smr_actions_free(smr_actions *a) {
     free(e->detail);
   }
   free(a->entries);
-  store_close(&a->store);
+  smr_act_store_close(a->store);
   smr_act_plan_free(&a->plan);
   if (a->curl_ready)
     curl_global_cleanup();

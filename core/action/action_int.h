@@ -233,15 +233,8 @@ const char *smr_act_signal_name(int sig);
  * other permission bits.  SMR_OK or SMR_ERR_USAGE with why. */
 int smr_act_check_secret_file(const char *path, smr_error *err);
 
-/* ------------------------------------------------------ target store */
-
-/* The identity of a StopTraining target as first seen, kept with the
- * action log so a later run can tell a recycled pid. */
+/* The action log and target store (action_store.c). */
 typedef struct smr_act_store smr_act_store;
-bool smr_act_target_load(smr_act_store *s, const char *key, smr_proc_id *id,
-                         double *seen_at);
-void smr_act_target_save(smr_act_store *s, const char *key,
-                         const smr_proc_id *id);
 
 /* ------------------------------------------------------------ runners */
 

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "action/action_int.h"
+#include "action/action_store.h"
 
 #define PID_FILE_SLACK 2.0 /* seconds: start times are known to ~1 s */
 #define KILL_WAIT 5.0

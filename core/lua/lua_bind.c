@@ -8,6 +8,7 @@
  * their contents are copied into Lua, so a memory error raised half-way
  * leaks nothing (the collector frees the scratch). */
 #include "lua/lua_bind.h"
+#include "lua/lua_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +35,6 @@
 /* Registry keys (addresses only; never written). */
 static const char error_mt_key = 'e';
 static const char skipped_key = 's';
-
-smr_lua_host *smr_lua_host_of(lua_State *L) {
-  return *(smr_lua_host **)lua_getextraspace(L);
-}
 
 static smr_trial *trial_of(lua_State *L) {
   smr_trial *t = smr_lua_host_of(L)->trial;
@@ -232,12 +229,6 @@ const char *smr_lua_error_text(lua_State *L, int idx) {
 
 /* ------------------------------------------------------------ options */
 
-/* Options tables are optional: nil or a table. */
-void smr_lua_check_opts(lua_State *L, int idx) {
-  if (!lua_isnoneornil(L, idx) && !lua_istable(L, idx))
-    luaL_typeerror(L, idx, "options table");
-}
-
 /* SMR_MODE_* of the value at `idx` ("TRAIN", ..., or 1..4); nil: dflt. */
 static int to_mode(lua_State *L, int idx, int dflt) {
   int type = lua_type(L, idx);
@@ -265,15 +256,6 @@ static int opt_mode(lua_State *L, int opts) {
   int m = to_mode(L, -1, SMR_MODE_GLOBAL);
   lua_pop(L, 1);
   return m;
-}
-
-bool smr_lua_opt_bool(lua_State *L, int opts, const char *key) {
-  if (lua_isnoneornil(L, opts))
-    return false;
-  lua_getfield(L, opts, key);
-  bool b = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return b;
 }
 
 /* opts.worker copied into buf (NULL when absent). */
@@ -586,17 +568,6 @@ static int tensor_shape(lua_State *L) {
   return 1;
 }
 
-int smr_lua_check_reduction(lua_State *L, int idx) {
-  const char *rname = luaL_checkstring(L, idx);
-  int red = smr_reduction_from_name(rname);
-  if (red < 0)
-    luaL_error(L,
-               "unknown reduction '%s' (expected min, max, mean, std, "
-               "variance, sum, prod, l1, l2 or linf)",
-               rname);
-  return red;
-}
-
 static double element_count(int ndim, const int64_t *shape) {
   double n = 1;
   for (int i = 0; i < ndim; i++)
@@ -749,23 +720,9 @@ void smr_lua_push_node(lua_State *L, const smr_node *n) {
 
 /* ----------------------------------------------------------------- open */
 
-void smr_lua_new_metatable(lua_State *L, const char *name) {
-  luaL_newmetatable(L, name);
-  lua_pushliteral(L, "locked");
-  lua_setfield(L, -2, "__metatable");
-}
-
 static void set_method(lua_State *L, const char *name, lua_CFunction f) {
   lua_pushcfunction(L, f);
   lua_setfield(L, -2, name);
-}
-
-void smr_lua_set_index(lua_State *L, lua_CFunction index,
-                       const luaL_Reg *methods) {
-  lua_newtable(L);
-  luaL_setfuncs(L, methods, 0);
-  lua_pushcclosure(L, index, 1);
-  lua_setfield(L, -2, "__index");
 }
 
 static void open_metatables(lua_State *L) {

@@ -9,7 +9,7 @@
 
 #include <lauxlib.h>
 
-#include "lua/lua_bind.h"
+#include "lua/lua_util.h"
 
 /* Nesting of report tables. */
 #define MAX_DEPTH 32

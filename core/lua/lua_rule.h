@@ -8,14 +8,7 @@
 #include "base/common.h"
 #include "config/node.h"
 #include "host/rulectx.h"
-
-typedef struct smr_lua_limits {
-  int64_t instructions; /* per call into the script (init/invoke/finish) */
-  size_t memory_bytes;  /* cap on the rule's Lua heap */
-} smr_lua_limits;
-
-/* Defaults: 10 million instructions per call, 64 MiB per rule. */
-void smr_lua_limits_default(smr_lua_limits *l);
+#include "lua/lua_limits.h"
 
 /* Load `script_path` into a fresh sandboxed state, set the global
  * `params` from `params` (a map node or NULL) and call the script's

@@ -11,7 +11,7 @@
 
 #include <lua.h>
 
-#include "lua/lua_rule.h"
+#include "lua/lua_limits.h"
 
 /* Accounting of one state.  Owned by the caller, must outlive the state;
  * nothing in it is shared between states. */

@@ -8,8 +8,8 @@
 
 #include <lauxlib.h>
 
-#include "lua/lua_bind.h"
 #include "lua/lua_sandbox.h"
+#include "lua/lua_util.h"
 
 #define SMR_LUA_VALUE_MT "smrules.value"
 
