@@ -19,7 +19,7 @@
 #include "run/output.h"
 #include "run/runner.h"
 #include "run/watch.h"
-#include "source/source_s3.h"
+#include "source/source.h"
 #include "trial/catalog.h"
 #include "trial/trial.h"
 
@@ -290,7 +290,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       a->poll = true;
       break;
     case OPT_S3_ENDPOINT:
-      smr_s3_set_endpoint(optarg);
+      smr_source_set_endpoint(optarg);
       break;
     case 'v':
       smr_log_set_level(0);
@@ -336,21 +336,21 @@ static char *s3_sub(const char *url, const char *sub) {
 }
 
 static void resolve_s3_dirs(const run_args *a, char **debug, char **profiler) {
-  bool job = smr_s3_location_has(a->trial, "debug-output");
+  bool job = smr_location_has(a->trial, "debug-output");
   *debug = job ? s3_sub(a->trial, "debug-output") : smr_xstrdup(a->trial);
   if (a->profiler)
     *profiler = smr_xstrdup(a->profiler);
-  else if (smr_s3_location_has(a->trial, "profiler-output"))
+  else if (smr_location_has(a->trial, "profiler-output"))
     *profiler = s3_sub(a->trial, "profiler-output");
-  else if (smr_s3_location_has(a->trial, "system") ||
-           smr_s3_location_has(a->trial, "framework"))
+  else if (smr_location_has(a->trial, "system") ||
+           smr_location_has(a->trial, "framework"))
     *profiler = smr_xstrdup(a->trial);
   else
     *profiler = NULL;
 }
 
 static void resolve_dirs(const run_args *a, char **debug, char **profiler) {
-  if (smr_is_s3_location(a->trial)) {
+  if (smr_location_is_remote(a->trial)) {
     resolve_s3_dirs(a, debug, profiler);
     return;
   }
@@ -387,9 +387,9 @@ static int start_actions(run_args *a, const smr_config *cfg, smr_trial *t,
 
 /* DIR/rule-output; for an S3 trial, next to its local catalog. */
 static char *default_output_dir(const run_args *a) {
-  if (!smr_is_s3_location(a->trial))
+  if (!smr_location_is_remote(a->trial))
     return smr_xasprintf("%s/rule-output", a->trial);
-  char *cache = smr_s3_cache_dir(a->trial);
+  char *cache = smr_location_state_dir(a->trial);
   char *dir = smr_xasprintf("%s/rule-output", cache ? cache : ".");
   free(cache);
   return dir;
@@ -400,7 +400,7 @@ static char *default_output_dir(const run_args *a) {
 static void watch(const run_args *a, smr_trial *t, smr_runner *r,
                   smr_error *err) {
   FILE *out = a->json ? stderr : stdout;
-  bool s3 = smr_is_s3_location(a->trial);
+  bool s3 = smr_location_is_remote(a->trial);
   smr_watch_opts wo = {.timeout_s = a->timeout_s,
                        .force_polling = a->poll || s3,
                        .poll_ms = s3 ? 5000 : 0, /* a listing per poll */

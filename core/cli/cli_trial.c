@@ -11,7 +11,7 @@
 #include "cli/cli.h"
 #include "format/index.h"
 #include "format/tensor.h"
-#include "source/source_s3.h"
+#include "source/source.h"
 #include "trial/trial.h"
 
 void smr_cli_print_error(const smr_error *e) {
@@ -72,7 +72,7 @@ static bool common_opt(trial_args *a, int c) {
     a->json = 1;
     return true;
   case OPT_S3_ENDPOINT:
-    smr_s3_set_endpoint(optarg);
+    smr_source_set_endpoint(optarg);
     return true;
   default:
     return false;

@@ -4,6 +4,7 @@
 #ifndef SMR_RULECTX_H
 #define SMR_RULECTX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/common.h"
@@ -31,6 +32,12 @@ typedef struct smr_rule_ops {
    * cannot say; and back: 0 when restored.  Both may be NULL. */
   char *(*save_state)(void *impl, smrules_ctx *ctx);
   int (*load_state)(void *impl, smrules_ctx *ctx, const char *text);
+  /* Time-driven rules (StalledTrainingRule, a Lua script's
+   * invoke_at_time): whether this instance wants the clock, and the call
+   * made with the wall-clock time while a run is followed.  Results as for
+   * invoke_at_step.  Both may be NULL (no rule of this kind is). */
+  bool (*wants_time)(const void *impl);
+  int (*invoke_at_time)(void *impl, smrules_ctx *ctx, double now);
 } smr_rule_ops;
 
 #endif

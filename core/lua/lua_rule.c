@@ -27,6 +27,7 @@ typedef struct lua_rule {
   smr_lua_host host;
   lua_State *L;
   char *saved; /* save_state's text, taken by lua_rule_save */
+  bool clock;  /* the script defines invoke_at_time(now) */
 } lua_rule;
 
 void smr_lua_limits_default(smr_lua_limits *l) {
@@ -135,13 +136,9 @@ static int call_save(lua_State *L) {
   return 0;
 }
 
-/* invoke_at_step(step) -> SMRULES_TRIGGERED / NO_TRIGGER / SKIPPED. */
-static int call_invoke(lua_State *L) {
-  lua_Integer step = lua_tointeger(L, 2);
-  if (lua_getglobal(L, "invoke_at_step") != LUA_TFUNCTION)
-    return luaL_error(L, "invoke_at_step is not a function any more");
-  lua_pushinteger(L, step);
-  lua_call(L, 1, 1);
+/* The value a script function returned (top of the stack) as
+ * SMRULES_TRIGGERED / NO_TRIGGER / SKIPPED, pushed as an integer. */
+static int push_result_status(lua_State *L, const char *fn) {
   int status;
   if (lua_isnil(L, -1) || (lua_isboolean(L, -1) && !lua_toboolean(L, -1)))
     status = SMRULES_NO_TRIGGER;
@@ -151,11 +148,42 @@ static int call_invoke(lua_State *L) {
     status = SMRULES_SKIPPED;
   else
     return luaL_error(L,
-                      "invoke_at_step must return true, false or "
+                      "%s must return true, false or "
                       "smrules.SKIPPED (it returned a %s)",
-                      luaL_typename(L, -1));
+                      fn, luaL_typename(L, -1));
   lua_pushinteger(L, status);
   return 1;
+}
+
+/* invoke_at_step(step) -> SMRULES_TRIGGERED / NO_TRIGGER / SKIPPED. */
+static int call_invoke(lua_State *L) {
+  lua_Integer step = lua_tointeger(L, 2);
+  if (lua_getglobal(L, "invoke_at_step") != LUA_TFUNCTION)
+    return luaL_error(L, "invoke_at_step is not a function any more");
+  lua_pushinteger(L, step);
+  lua_call(L, 1, 1);
+  return push_result_status(L, "invoke_at_step");
+}
+
+/* invoke_at_time(now) for a script that defines it; arg 1 points to the
+ * time (seconds since the epoch). */
+static int call_at_time(lua_State *L) {
+  const double *now = lua_touserdata(L, 1);
+  if (lua_getglobal(L, "invoke_at_time") != LUA_TFUNCTION)
+    return luaL_error(L, "invoke_at_time is not a function any more");
+  lua_pushnumber(L, *now);
+  lua_call(L, 1, 1);
+  return push_result_status(L, "invoke_at_time");
+}
+
+/* Whether the script defines the global function `name` (raw access: no
+ * script code runs). */
+static bool defines_function(lua_State *L, const char *name) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushstring(L, name);
+  bool is_fn = lua_rawget(L, -2) == LUA_TFUNCTION;
+  lua_pop(L, 2);
+  return is_fn;
 }
 
 /* ----------------------------------------------------------- the host */
@@ -260,6 +288,7 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
     lua_rule_destroy(r);
     return SMR_ERR_USAGE;
   }
+  r->clock = defines_function(r->L, "invoke_at_time");
   *impl = r;
   return SMR_OK;
 }
@@ -347,8 +376,33 @@ static int lua_rule_load(void *impl, smrules_ctx *ctx, const char *text) {
   return -1;
 }
 
+static bool lua_rule_wants_time(const void *impl) {
+  const lua_rule *r = impl;
+  return r->clock;
+}
+
+/* Data not there yet is no error for a rule driven by the clock: it has
+ * nothing to say this time. */
+static int lua_rule_at_time(void *impl, smrules_ctx *ctx, double now) {
+  lua_rule *r = impl;
+  set_ctx(r, ctx);
+  outcome o;
+  run_protected(r, call_at_time, &now, 0, &o);
+  if (o.code == 0)
+    return o.result == SMRULES_SKIPPED ? SMRULES_NO_TRIGGER : o.result;
+  if (o.code == SMRULES_ERR) {
+    r->host.api->fail(ctx, "invoke_at_time: %s", o.msg);
+    free(o.msg);
+    return SMRULES_ERR;
+  }
+  free(o.msg);
+  return SMRULES_NO_TRIGGER;
+}
+
 const smr_rule_ops smr_lua_rule_ops = {
     .kind = "lua",
+    .wants_time = lua_rule_wants_time,
+    .invoke_at_time = lua_rule_at_time,
     .invoke_at_step = lua_rule_invoke,
     .finish = lua_rule_finish,
     .destroy = lua_rule_destroy,

@@ -17,7 +17,6 @@
 #include "base/regex.h"
 #include "profiler/profiler_int.h"
 #include "source/source.h"
-#include "source/source_s3.h"
 
 #define DEFAULT_BUFFER_US 180000000LL
 #define DEFAULT_CACHE_BYTES (12u << 20)
@@ -318,7 +317,7 @@ static int relist(smr_profiler *p, smr_error *err) {
    * read; a query reads only the files it selects, and says which
    * (prefetch). */
   smr_source_listing none = {0};
-  smr_source_s3_read_ahead(p->src, &none);
+  smr_source_read_ahead(p->src, &none);
   p->listed_at = mono_ns();
   if (rc == SMR_OK) {
     size_t ns = p->sys.n, nf = p->fw.n;
@@ -482,7 +481,7 @@ int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
                       smr_profiler **out, smr_error *err) {
   *out = NULL;
   struct stat st;
-  if (!smr_is_s3_location(location) &&
+  if (!smr_location_is_remote(location) &&
       (stat(location, &st) != 0 || !S_ISDIR(st.st_mode)))
     return smr_error_set(err, SMR_ERR_IO, location, -1,
                          "expected a profiler-output directory: %s",
@@ -759,7 +758,7 @@ static int cmp_source_file(const void *a, const void *b) {
 }
 
 /* A remote source fetches the files a query is about to read together, in
- * parallel (smr_source_s3_read_ahead, which wants them in path order);
+ * parallel (smr_source_read_ahead, which wants them in path order);
  * files of no parser are never read. */
 static void prefetch(smr_profiler *p, const plist *l, size_t a, size_t b) {
   if (!p->remote)
@@ -773,7 +772,7 @@ static void prefetch(smr_profiler *p, const plist *l, size_t a, size_t b) {
   }
   if (want.n > 1)
     qsort(want.files, want.n, sizeof *want.files, cmp_source_file);
-  smr_source_s3_read_ahead(p->src, &want);
+  smr_source_read_ahead(p->src, &want);
   smr_source_listing_free(&want);
 }
 

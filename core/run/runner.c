@@ -101,8 +101,20 @@ static int plugin_load(void *impl, smrules_ctx *ctx, const char *text) {
   return p->reg->load_state ? p->reg->load_state(ctx, p->state, text) : -1;
 }
 
+static bool plugin_wants_time(const void *impl) {
+  const plugin_impl *p = impl;
+  return p->reg->invoke_at_time != NULL;
+}
+
+static int plugin_at_time(void *impl, smrules_ctx *ctx, double now) {
+  plugin_impl *p = impl;
+  return p->reg->invoke_at_time(ctx, p->state, now);
+}
+
 static const smr_rule_ops PLUGIN_OPS = {
     .kind = "plugin",
+    .wants_time = plugin_wants_time,
+    .invoke_at_time = plugin_at_time,
     .invoke_at_step = plugin_invoke,
     .finish = plugin_finish,
     .destroy = plugin_destroy,
@@ -661,16 +673,19 @@ static smrules_live_info live_info(smr_runner *r) {
   return li;
 }
 
+static bool instance_wants_time(const smr_instance *in) {
+  return in->ops && in->impl && in->ops->wants_time &&
+         in->ops->invoke_at_time && in->ops->wants_time(in->impl);
+}
+
 static void tick_instance(smr_runner *r, smr_instance *in,
                           const smrules_live_info *li) {
-  const smrules_rule *reg = in->plugin ? in->plugin->reg : NULL;
-  if (!reg || !reg->invoke_at_time || in->status == SMR_RULE_ERROR)
+  if (!instance_wants_time(in) || in->status == SMR_RULE_ERROR)
     return;
-  plugin_impl *p = in->impl;
   int64_t at = li->newest_step >= 0 ? li->newest_step : 0;
   smr_ctx_set_live(in->ctx, li);
   smr_ctx_step_begin(in->ctx, at);
-  int rc = reg->invoke_at_time(in->ctx, p->state, li->now);
+  int rc = in->ops->invoke_at_time(in->impl, in->ctx, li->now);
   /* one trigger per step: a stall that goes on is the same trigger */
   bool fired = rc == SMRULES_TRIGGERED &&
                !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);
@@ -689,7 +704,7 @@ static void tick_instance(smr_runner *r, smr_instance *in,
 
 bool smr_runner_has_clock_rules(const smr_runner *r) {
   for (size_t i = 0; i < r->n; i++)
-    if (r->v[i]->plugin && r->v[i]->plugin->reg->invoke_at_time)
+    if (instance_wants_time(r->v[i]))
       return true;
   return false;
 }

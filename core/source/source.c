@@ -5,19 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
-/* An S3 source registers itself here when it is built in (weak so that
- * the core links without it). */
-int smr_source_s3_open(const char *url, smr_source **out, smr_error *err)
-    __attribute__((weak));
+#include "source/source_s3.h"
 
 int smr_source_open(const char *location, smr_source **out, smr_error *err) {
-  if (strncmp(location, "s3://", 5) == 0) {
-    if (!smr_source_s3_open)
-      return smr_error_set(err, SMR_ERR_USAGE, location, -1,
-                           "this smrules was built without S3 support");
+  if (smr_is_s3_location(location))
     return smr_source_s3_open(location, out, err);
-  }
   return smr_source_local_open(location, out, err);
 }
 
@@ -76,4 +70,71 @@ void smr_range_release(smr_range *r) {
     munmap(r->map_, r->map_len_);
   free(r->heap_);
   memset(r, 0, sizeof *r);
+}
+
+/* ---------------------------------------------------- optional operations */
+
+int smr_source_list_after(smr_source *s, const char *dir, const char *suffix,
+                          const char *start_after, smr_source_listing *out,
+                          smr_error *err) {
+  memset(out, 0, sizeof *out);
+  if (s->ops->list_after)
+    return s->ops->list_after(s, dir, suffix, start_after, out, err);
+  int rc = s->ops->list(s, dir, suffix, out, err);
+  if (rc != SMR_OK || !start_after)
+    return rc;
+  size_t keep = 0;
+  for (size_t i = 0; i < out->n; i++) {
+    if (strcmp(out->files[i].path, start_after) > 0)
+      out->files[keep++] = out->files[i];
+    else
+      free(out->files[i].path);
+  }
+  out->n = keep;
+  return SMR_OK;
+}
+
+void smr_source_read_ahead(smr_source *s, const smr_source_listing *files) {
+  if (s->ops->read_ahead)
+    s->ops->read_ahead(s, files);
+}
+
+size_t smr_source_cache_budget(const smr_source *s) {
+  return s->ops->cache_budget ? s->ops->cache_budget(s) : 0;
+}
+
+void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
+                         uint64_t len) {
+  if (s->ops->prefetch)
+    s->ops->prefetch(s, rel, off, len);
+}
+
+bool smr_source_is_remote(const smr_source *s) {
+  return s->ops->remote;
+}
+
+/* -------------------------------------------------------------- locations */
+
+bool smr_location_is_remote(const char *location) {
+  return smr_is_s3_location(location);
+}
+
+bool smr_location_has(const char *location, const char *sub) {
+  if (smr_is_s3_location(location))
+    return smr_s3_location_has(location, sub);
+  char *path = smr_xasprintf("%s/%s", location, sub);
+  struct stat st;
+  bool has = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  free(path);
+  return has;
+}
+
+char *smr_location_state_dir(const char *location) {
+  if (smr_is_s3_location(location))
+    return smr_s3_cache_dir(location);
+  return smr_xstrdup(location);
+}
+
+void smr_source_set_endpoint(const char *url) {
+  smr_s3_set_endpoint(url);
 }

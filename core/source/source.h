@@ -1,8 +1,10 @@
-/* source.h - where trial bytes come from.  The reader asks a source for
- * listings and byte ranges by paths relative to the trial root; the local
- * source guarantees nothing outside the root is ever opened (absolute paths,
- * ".." and symlinks leading out are refused).  An S3 source can implement
- * the same calls later. */
+/* source.h - where trial bytes come from, and the only door to them: the
+ * trial and profiler readers and the command line include this header and
+ * nothing else of core/source/.  A reader asks a source for listings and
+ * byte ranges by paths relative to the trial root; the local source
+ * guarantees nothing outside the root is ever opened (absolute paths, ".."
+ * and symlinks leading out are refused); the S3 source (source_s3.c) reads
+ * a bucket prefix the same way, with read-ahead and a record cache. */
 #ifndef SMR_SOURCE_H
 #define SMR_SOURCE_H
 
@@ -39,6 +41,9 @@ typedef struct smr_range {
  * struct; the functions below dispatch through `ops`. */
 typedef struct smr_source_ops {
   const char *kind;
+  /* Every request is a round trip (S3): readers list incrementally, poll
+   * slowly, and take a failed read as saying nothing about the file. */
+  bool remote;
   void (*close)(smr_source *s);
   int (*list)(smr_source *s, const char *dir, const char *suffix,
               smr_source_listing *out, smr_error *err);
@@ -48,6 +53,13 @@ typedef struct smr_source_ops {
                   size_t *len, smr_error *err);
   int (*read_range)(smr_source *s, const char *rel, uint64_t off, uint64_t len,
                     smr_range *out, smr_error *err);
+  /* Optional (NULL: the generic behaviour of the functions below). */
+  int (*list_after)(smr_source *s, const char *dir, const char *suffix,
+                    const char *start_after, smr_source_listing *out,
+                    smr_error *err);
+  void (*read_ahead)(smr_source *s, const smr_source_listing *files);
+  size_t (*cache_budget)(const smr_source *s);
+  void (*prefetch)(smr_source *s, const char *rel, uint64_t off, uint64_t len);
 } smr_source_ops;
 
 struct smr_source {
@@ -56,8 +68,7 @@ struct smr_source {
 };
 
 int smr_source_local_open(const char *root, smr_source **out, smr_error *err);
-/* Open by location: "s3://bucket/prefix" (when an S3 source is built in)
- * or a local directory. */
+/* Open by location: "s3://bucket/prefix" or a local directory. */
 int smr_source_open(const char *location, smr_source **out, smr_error *err);
 void smr_source_close(smr_source *s);
 /* Append a file to a listing (for implementations). */
@@ -83,5 +94,40 @@ int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
                           uint64_t len, smr_range *out, smr_error *err);
 void smr_range_release(smr_range *r);
+
+/* Like smr_source_list, but only paths that sort after `start_after`
+ * (NULL: everything).  S3 lists in key order, so it reads only the
+ * listing pages after that key. */
+int smr_source_list_after(smr_source *s, const char *dir, const char *suffix,
+                          const char *start_after, smr_source_listing *out,
+                          smr_error *err);
+/* The files (of the last listing) the caller is about to read with
+ * smr_source_read_all, in this order: a remote source fetches them ahead,
+ * in parallel.  No effect on local sources. */
+void smr_source_read_ahead(smr_source *s, const smr_source_listing *files);
+/* Byte budget of the record cache the rule threads share (0: no cache,
+ * records are read where they lie). */
+size_t smr_source_cache_budget(const smr_source *s);
+/* Ask for [off, off+len) of `rel` ahead of use (remote sources fetch it
+ * into their record cache in the background; no effect elsewhere). */
+void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
+                         uint64_t len);
+bool smr_source_is_remote(const smr_source *s);
+
+/* ---- locations, before a source is opened ---- */
+
+/* Whether `location` names a remote store ("s3://..."). */
+bool smr_location_is_remote(const char *location);
+/* Whether location/<sub> holds anything (a directory on disk, keys under
+ * the prefix in S3; false on errors). */
+bool smr_location_has(const char *location, const char *sub);
+/* Where smrules keeps its own files about a trial (state.db,
+ * rule-output/): the trial directory itself on disk (returned as a copy);
+ * for a remote trial a private local cache directory.  NULL when it cannot
+ * be created. */
+char *smr_location_state_dir(const char *location);
+/* --s3-endpoint: the endpoint of remote sources opened afterwards (NULL:
+ * the environment's).  Call before opening sources, from one thread. */
+void smr_source_set_endpoint(const char *url);
 
 #endif

@@ -264,6 +264,10 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
 }
 
 static const smr_source_ops LOCAL_OPS = {
-    "local",      local_close,    local_list,
-    local_exists, local_read_all, local_read_range,
+    .kind = "local",
+    .close = local_close,
+    .list = local_list,
+    .exists = local_exists,
+    .read_all = local_read_all,
+    .read_range = local_read_range,
 };

@@ -64,10 +64,6 @@ bool smr_is_s3_location(const char *location) {
   return location && strncmp(location, "s3://", 5) == 0;
 }
 
-bool smr_source_is_s3(const smr_source *s) {
-  return s->ops == &S3_OPS;
-}
-
 /* ------------------------------------------------------------- opening */
 
 static bool bucket_ok(const char *b, size_t n) {
@@ -232,9 +228,8 @@ static void ra_set(s3_source *s, const smr_source_listing *l) {
   pthread_mutex_unlock(&s->ra_mu);
 }
 
-void smr_source_s3_read_ahead(smr_source *s, const smr_source_listing *files) {
-  if (smr_source_is_s3(s))
-    ra_set(S(s), files);
+static void s3_read_ahead(smr_source *s, const smr_source_listing *files) {
+  ra_set(S(s), files);
 }
 
 static void add_object(s3_source *s, const smr_s3_object *o, const char *suffix,
@@ -250,9 +245,9 @@ static void add_object(s3_source *s, const smr_s3_object *o, const char *suffix,
   smr_source_listing_add(out, smr_xstrdup(rel), o->size, o->mtime_ns);
 }
 
-int smr_source_s3_list_after(smr_source *src, const char *dir,
-                             const char *suffix, const char *start_after,
-                             smr_source_listing *out, smr_error *err) {
+static int s3_list_after(smr_source *src, const char *dir, const char *suffix,
+                         const char *start_after, smr_source_listing *out,
+                         smr_error *err) {
   s3_source *s = S(src);
   memset(out, 0, sizeof *out);
   if (!rel_ok(dir) || (start_after && !smr_path_is_safe(start_after)))
@@ -280,7 +275,7 @@ int smr_source_s3_list_after(smr_source *src, const char *dir,
 
 static int s3_list(smr_source *s, const char *dir, const char *suffix,
                    smr_source_listing *out, smr_error *err) {
-  return smr_source_s3_list_after(s, dir, suffix, NULL, out, err);
+  return s3_list_after(s, dir, suffix, NULL, out, err);
 }
 
 /* -------------------------------------------------------- single files */
@@ -380,10 +375,10 @@ static int s3_read_all(smr_source *src, const char *rel, size_t max, char **buf,
  * one GET, and records asked for ahead (smr_source_s3_prefetch) arrive
  * there in parallel batches. */
 
-void smr_source_s3_prefetch(smr_source *src, const char *rel, uint64_t off,
-                            uint64_t len) {
+static void s3_prefetch(smr_source *src, const char *rel, uint64_t off,
+                        uint64_t len) {
   s3_source *s = S(src);
-  if (src->ops != &S3_OPS || !s->prefetch || !rel_ok(rel))
+  if (!s->prefetch || !rel_ok(rel))
     return;
   char *key = key_of(s, rel);
   smr_s3_cache_prefetch(s->cache, rel, key, off, len);
@@ -426,14 +421,22 @@ static int s3_read_range(smr_source *src, const char *rel, uint64_t off,
   return relabel(rc, rel, err);
 }
 
-size_t smr_source_s3_cache_budget(const smr_source *src) {
-  return src->ops == &S3_OPS
-             ? smr_s3_cache_budget(((const s3_source *)src)->cache)
-             : 0;
+static size_t s3_cache_budget(const smr_source *src) {
+  return smr_s3_cache_budget(((const s3_source *)src)->cache);
 }
 
 static const smr_source_ops S3_OPS = {
-    "s3", s3_close, s3_list, s3_exists, s3_read_all, s3_read_range,
+    .kind = "s3",
+    .remote = true,
+    .close = s3_close,
+    .list = s3_list,
+    .exists = s3_exists,
+    .read_all = s3_read_all,
+    .read_range = s3_read_range,
+    .list_after = s3_list_after,
+    .read_ahead = s3_read_ahead,
+    .cache_budget = s3_cache_budget,
+    .prefetch = s3_prefetch,
 };
 
 bool smr_s3_location_has(const char *url, const char *sub) {

@@ -15,7 +15,6 @@
 #include "format/event.h"
 #include "format/record.h"
 #include "source/source.h"
-#include "source/source_s3.h"
 #include "trial/catalog.h"
 
 /* Index and collections files are small; anything larger is not one. */
@@ -88,9 +87,9 @@ static int open_catalog(smr_trial *t, const smr_trial_opts *o, smr_error *err) {
     path = smr_xstrdup(":memory:");
   else if (o->state_path)
     path = smr_xstrdup(o->state_path);
-  else if (smr_source_is_s3(t->src)) {
+  else if (smr_source_is_remote(t->src)) {
     /* no catalog in the bucket: a local cache file per trial URL */
-    char *dir = smr_s3_cache_dir(root);
+    char *dir = smr_location_state_dir(root);
     path = dir ? smr_xasprintf("%s/state.db", dir) : smr_xstrdup(":memory:");
     free(dir);
   } else {
@@ -160,7 +159,7 @@ static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
     free(buf);
     /* A request to S3 that failed (network, refused access) says nothing
      * about the file: do not record it, fail this refresh. */
-    if (rc == SMR_ERR_IO && smr_source_is_s3(t->src)) {
+    if (rc == SMR_ERR_IO && smr_source_is_remote(t->src)) {
       if (err)
         *err = perr;
       free(worker);
@@ -266,13 +265,13 @@ static char *index_start_after(const smr_strv *known) {
 static int list_index_files(smr_trial *t, const char *after,
                             smr_source_listing *l, smr_error *err) {
   if (after)
-    return smr_source_s3_list_after(t->src, "index", ".json", after, l, err);
+    return smr_source_list_after(t->src, "index", ".json", after, l, err);
   return smr_source_list(t->src, "index", ".json", l, err);
 }
 
 /* The starting key of an incremental listing (S3), or NULL. */
 static char *incremental_start(smr_trial *t) {
-  if (!smr_source_is_s3(t->src))
+  if (!smr_source_is_remote(t->src))
     return NULL;
   smr_strv known = {0};
   smr_error e;
@@ -287,14 +286,14 @@ static char *incremental_start(smr_trial *t) {
  * so that it fetches those ahead and not the known ones. */
 static void read_ahead_new(smr_trial *t, const smr_source_listing *l,
                            const smr_strv *known) {
-  if (!smr_source_is_s3(t->src))
+  if (!smr_source_is_remote(t->src))
     return;
   smr_source_listing todo = {0};
   for (size_t i = 0; i < l->n; i++)
     if (!known || !sorted_contains(known, l->files[i].path))
       smr_source_listing_add(&todo, smr_xstrdup(l->files[i].path),
                              l->files[i].size, l->files[i].mtime_ns);
-  smr_source_s3_read_ahead(t->src, &todo);
+  smr_source_read_ahead(t->src, &todo);
   smr_source_listing_free(&todo);
 }
 
@@ -591,7 +590,7 @@ int64_t smr_trial_last_complete_step(const smr_trial *t) {
  * asks at every new step: it is measured again only once the trial has
  * at least doubled its steps (a run's steps are alike in size). */
 size_t smr_trial_cached_steps(smr_trial *t) {
-  size_t budget = smr_source_s3_cache_budget(t->src);
+  size_t budget = smr_source_cache_budget(t->src);
   if (!budget)
     return 0;
   pthread_mutex_lock(&t->mu);
@@ -1042,7 +1041,7 @@ static const smr_entry *find_kind(const smr_entries *es, int kind, int red,
 
 void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step) {
   pthread_mutex_lock(&t->mu);
-  t->pf_steps = smr_source_is_s3(t->src) ? steps : 0;
+  t->pf_steps = smr_source_is_remote(t->src) ? steps : 0;
   t->pf_end = end_step;
   t->pf_horizon = INT64_MAX;
   pthread_mutex_unlock(&t->mu);
@@ -1108,8 +1107,8 @@ static void prefetch_after(smr_trial *t, const char *name, int64_t g,
       continue;
     const smr_entry *r = find_kind(&es, SMR_ENTRY_RAW, 0, false);
     if (r && !r->problem && r->event_file && r->length > 0)
-      smr_source_s3_prefetch(t->src, r->event_file, (uint64_t)r->start,
-                             (uint64_t)r->length);
+      smr_source_prefetch(t->src, r->event_file, (uint64_t)r->start,
+                          (uint64_t)r->length);
     smr_entries_free(&es);
   }
 }

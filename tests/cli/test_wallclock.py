@@ -3,6 +3,7 @@
 under `run --watch` when nothing new is written for `threshold` seconds
 (rules.md §2.19, live form), once per stall, and not once training ended."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +33,68 @@ def watch(tmp, trial, threshold, timeout):
                          "--output", os.path.join(tmp, "out")], timeout=timeout + 30)
 
 
+CLOCK_LUA = """
+local first
+function invoke_at_step(step) return false end
+function invoke_at_time(now)
+  first = first or now
+  return now - first >= params.after
+end
+"""
+
+STEP_ONLY_LUA = """
+function invoke_at_step(step) return false end
+"""
+
+BAD_CLOCK_LUA = """
+function invoke_at_step(step) return false end
+function invoke_at_time(now) return 42 end
+"""
+
+
+def watch_lua(tmp, trial, timeout):
+    """Three Lua rules under --watch: one driven by the clock, one by steps
+    only, one whose invoke_at_time returns a wrong type."""
+    scripts = {}
+    for name, text in (("clock", CLOCK_LUA), ("steps", STEP_ONLY_LUA),
+                       ("bad", BAD_CLOCK_LUA)):
+        scripts[name] = os.path.join(tmp, name + ".lua")
+        with open(scripts[name], "w") as f:
+            f.write(text)
+    rules = os.path.join(tmp, "lua-rules.yaml")
+    with open(rules, "w") as f:
+        f.write("rules:\n"
+                "  - lua: %s\n    name: clock\n    parameters: {after: 1}\n"
+                "  - lua: %s\n    name: steps\n"
+                "  - lua: %s\n    name: bad\n"
+                % (scripts["clock"], scripts["steps"], scripts["bad"]))
+    return lib.run_json(["run", "--trial", trial, "--rules", rules, "--watch",
+                         "--timeout", str(timeout), "--fresh", "--json",
+                         "--output", os.path.join(tmp, "out-lua")],
+                        timeout=timeout + 30)
+
+
+def check_lua_clock(c, tmp):
+    """invoke_at_time reaches Lua rules through the same rule operations as
+    C plugins: a script that defines it is called with the time."""
+    tmp = os.path.join(tmp, "lua")
+    os.mkdir(tmp)
+    trial = make_trial(tmp, end_marker=False)
+    r = watch_lua(tmp, trial, timeout=3)
+    sc = c.scope("Lua rules driven by the clock", r)
+    if not sc.process():
+        return
+    by = {x["name"]: x for x in r.obj["rules"]}
+    sc.eq("the clock rule fired once, at the newest step",
+          by["clock"]["triggered_steps"], [4])
+    sc.eq("a step-only script is not called with the time",
+          by["steps"]["triggered_steps"], [])
+    sc.eq("a wrong return type is that rule's error", by["bad"]["status"],
+          "Error")
+    sc.ok("invoke_at_time must return" in json.dumps(by["bad"]),
+          "the error names invoke_at_time", json.dumps(by["bad"])[:300])
+
+
 def main():
     c = lib.Checker("test_wallclock")
     tmp = tempfile.mkdtemp(prefix="smrules-clock-")
@@ -55,6 +118,7 @@ def main():
             rule = r.obj["rules"][0]
             sc.eq("no live trigger after the end", rule["triggered_steps"], [])
             sc.eq("status", rule["status"], "NoIssuesFound")
+        check_lua_clock(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

@@ -692,7 +692,12 @@ static int mem_read_range(smr_source *s, const char *rel, uint64_t off,
 }
 
 static const smr_source_ops MEM_OPS = {
-    "memory", mem_close, mem_list, mem_exists, mem_read_all, mem_read_range,
+    .kind = "memory",
+    .close = mem_close,
+    .list = mem_list,
+    .exists = mem_exists,
+    .read_all = mem_read_all,
+    .read_range = mem_read_range,
 };
 
 static mem_source *mem_new(void) {

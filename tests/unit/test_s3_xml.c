@@ -145,7 +145,7 @@ static void test_locations(void) {
   CHECK_EQ_INT(smr_source_s3_open("s3:///x", &s, &e), SMR_ERR_USAGE);
   if (smr_source_s3_open("s3://bucket//a/b//", &s, &e) == SMR_OK) {
     CHECK_STR(smr_source_root(s), "s3://bucket/a/b");
-    CHECK(smr_source_is_s3(s));
+    CHECK(smr_source_is_remote(s));
     /* paths leaving the prefix are refused before any request */
     char *buf = NULL;
     size_t len = 0;
