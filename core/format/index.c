@@ -14,42 +14,11 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/path.h"
 #include "format/record.h"
 
 /* Largest integer a JSON number (a double) holds exactly. */
 #define JSON_INT_MAX 9007199254740992.0 /* 2^53 */
-
-/* ------------------------------------------------------------------ */
-/* modes                                                                */
-
-static const char *const mode_names[] = {NULL, "TRAIN", "EVAL", "PREDICT",
-                                         "GLOBAL"};
-
-int smr_mode_from_name(const char *name) {
-  if (!name)
-    return 0;
-  while (isspace((unsigned char)*name))
-    name++;
-  size_t n = strlen(name);
-  while (n > 0 && isspace((unsigned char)name[n - 1]))
-    n--;
-  if (n > 9 && strncmp(name, "ModeKeys.", 9) == 0) {
-    name += 9;
-    n -= 9;
-  }
-  if (n == 1 && name[0] >= '1' && name[0] <= '4')
-    return name[0] - '0';
-  for (int m = SMR_MODE_TRAIN; m <= SMR_MODE_GLOBAL; m++)
-    if (strlen(mode_names[m]) == n && strncmp(name, mode_names[m], n) == 0)
-      return m;
-  return 0;
-}
-
-const char *smr_mode_name(int mode) {
-  if (mode < SMR_MODE_TRAIN || mode > SMR_MODE_GLOBAL)
-    return "?";
-  return mode_names[mode];
-}
 
 /* ------------------------------------------------------------------ */
 /* cJSON helpers                                                        */
@@ -713,22 +682,6 @@ char *smr_collections_file_relpath(const char *worker) {
   char *p = smr_xasprintf("collections/000000000/%s_collections.json", w);
   free(w);
   return p;
-}
-
-bool smr_path_is_safe(const char *rel) {
-  if (!rel || !rel[0] || rel[0] == '/' || strchr(rel, '\\'))
-    return false;
-  const char *p = rel;
-  while (*p) {
-    const char *slash = strchr(p, '/');
-    size_t n = slash ? (size_t)(slash - p) : strlen(p);
-    if (n == 2 && p[0] == '.' && p[1] == '.')
-      return false;
-    p += n;
-    if (*p == '/')
-      p++;
-  }
-  return true;
 }
 
 /* ------------------------------------------------------------------ */

@@ -9,19 +9,8 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "format/mode.h"
 #include "format/tensor.h"
-
-/* Modes (F§8.1). */
-enum {
-  SMR_MODE_TRAIN = 1,
-  SMR_MODE_EVAL = 2,
-  SMR_MODE_PREDICT = 3,
-  SMR_MODE_GLOBAL = 4
-};
-/* "TRAIN" etc., surrounding whitespace ignored; also accepts "ModeKeys.TRAIN"
- * and numeric strings "1".."4".  Returns 0 when unknown. */
-int smr_mode_from_name(const char *name);
-const char *smr_mode_name(int mode); /* "TRAIN", ..., "GLOBAL"; "?" */
 
 /* ---- index files (F§5) ---- */
 typedef struct smr_index_tensor {
@@ -50,8 +39,8 @@ typedef struct smr_index {
 /* Parse an index file's bytes.  SMR_ERR_FORMAT (file = `file`, offset of
  * the problem when known) when it is not JSON, lacks `meta`, has neither
  * payload list, has entries of the wrong type, negative offsets/lengths,
- * or an unknown mode.  An unsafe event_file_name (see smr_path_is_safe)
- * is not a parse failure: see smr_index.event_file_problem. */
+ * or an unknown mode.  An unsafe event_file_name (see smr_path_is_safe,
+ * base/path.h) is not a parse failure: see smr_index.event_file_problem. */
 int smr_index_parse(const char *json, size_t len, const char *file,
                     smr_index *out, smr_error *err);
 void smr_index_free(smr_index *ix);
@@ -95,10 +84,6 @@ char *smr_worker_serialize(const char *worker);
 char *smr_event_file_relpath(int64_t step, const char *worker);
 char *smr_index_file_relpath(int64_t step, const char *worker);
 char *smr_collections_file_relpath(const char *worker);
-
-/* True when `rel` is a relative path that cannot leave its base directory:
- * not empty, not absolute, no ".." component, no NUL, no backslash tricks. */
-bool smr_path_is_safe(const char *rel);
 
 /* ---- reduction tensor names (F§7.1) ---- */
 /* "smdebug/reductions/abs_mean/gradient/x" -> base "gradient/x",

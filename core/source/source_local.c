@@ -18,7 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "format/index.h"
+#include "base/path.h"
 
 typedef struct local_source {
   smr_source base; /* base.root: canonical absolute path */

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/path.h"
 #include "base/sha256.h"
-#include "format/index.h"
 #include "source/s3.h"
 #include "source/s3_cache.h"
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/path.h"
 #include "format/index.h"
 
 static void fuzz_index_file(const char *data, size_t size) {

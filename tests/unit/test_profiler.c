@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/path.h"
 #include "format/index.h"
 #include "profiler/profiler.h"
 #include "source/source.h"
