@@ -16,6 +16,7 @@
 
 #include "action/action_int.h"
 #include "aws/aws_creds.h"
+#include "aws/aws_xml.h"
 
 #define RESPONSE_MAX 16384
 
@@ -92,18 +93,13 @@ static char *pick_endpoint(const smr_sns_cfg *c, const char *region) {
   return smr_xasprintf("https://sns.%s.amazonaws.com/", region);
 }
 
+/* A field of SNS's answer as one safe line (entities decoded), or NULL. */
 static char *xml_field(const char *xml, const char *tag) {
-  char *open = smr_xasprintf("<%s>", tag), *close = smr_xasprintf("</%s>", tag);
-  const char *a = xml ? strstr(xml, open) : NULL;
-  const char *b = a ? strstr(a, close) : NULL;
-  char *out = NULL;
-  if (a && b) {
-    char *raw = smr_xstrndup(a + strlen(open), (size_t)(b - a - strlen(open)));
-    out = smr_act_oneline(raw, 200);
-    free(raw);
-  }
-  free(open);
-  free(close);
+  if (!xml)
+    return NULL;
+  char *raw = smr_xml_child(xml, xml + strlen(xml), tag, NULL);
+  char *out = raw ? smr_act_oneline(raw, 200) : NULL;
+  free(raw);
   return out;
 }
 

@@ -112,15 +112,6 @@ void smr_s3_encode(smr_buf *b, const char *s, bool keep_slash);
 
 /* ---------------------------------------------------------------- XML */
 
-/* The text of the first <tag>...</tag> in [p, end), entities decoded
- * (malloc'ed); *next (optional) points after the closing tag.  NULL when
- * absent or malformed (bad entity, NUL). */
-char *smr_xml_child(const char *p, const char *end, const char *tag,
-                    const char **next);
-/* Decode XML entities (&amp; &lt; &gt; &quot; &apos; &#N; &#xH;) of n
- * bytes; NULL when malformed or when the text would hold a NUL. */
-char *smr_xml_unescape(const char *s, size_t n);
-
 /* One page of a ListObjectsV2 answer: objects appended to `out`. */
 int smr_s3_parse_list(const char *xml, size_t len, smr_s3_objects *out,
                       bool *truncated, char **next_token, smr_error *err);

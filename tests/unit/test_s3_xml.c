@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aws/aws_xml.h"
 #include "source/s3.h"
 #include "source/source_s3.h"
 #include "unit.h"
