@@ -853,9 +853,8 @@ static const char *api_param_text(smrules_ctx *c, const char *name) {
   return NULL;
 }
 
-/* Python's repr of a float: the shortest digits that round-trip, fixed
- * notation for decimal exponents -4..15 (with ".0" when integral), else
- * d.ddde+XX. */
+/* Python's str() of a number: integers as integers, nan/inf as Python
+ * prints them, every other float as its repr (smr_fmt_double). */
 static void api_py_str(double v, bool is_int, char *buf, size_t n) {
   if (!n)
     return;
@@ -867,43 +866,7 @@ static void api_py_str(double v, bool is_int, char *buf, size_t n) {
     snprintf(buf, n, "%lld", (long long)v);
     return;
   }
-  char e[40];
-  for (int prec = 0; prec < 17; prec++) {
-    snprintf(e, sizeof e, "%.*e", prec, v);
-    if (strtod(e, NULL) == v)
-      break;
-  }
-  /* e = [-]d[.ddd]e[+-]XX */
-  bool neg = e[0] == '-';
-  char digits[24];
-  size_t nd = 0;
-  const char *q = e + neg;
-  for (; *q && *q != 'e'; q++)
-    if (*q != '.')
-      digits[nd++] = *q;
-  digits[nd] = '\0';
-  int exp10 = atoi(q + 1);
-  smr_buf b = {0};
-  if (neg)
-    smr_buf_puts(&b, "-");
-  if (exp10 < -4 || exp10 >= 16) {
-    smr_buf_printf(&b, "%c", digits[0]);
-    if (nd > 1)
-      smr_buf_printf(&b, ".%s", digits + 1);
-    smr_buf_printf(&b, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-  } else if (exp10 < 0) {
-    smr_buf_puts(&b, "0.");
-    for (int i = -1; i > exp10; i--)
-      smr_buf_puts(&b, "0");
-    smr_buf_puts(&b, digits);
-  } else {
-    for (int i = 0; i <= exp10; i++)
-      smr_buf_printf(&b, "%c", (size_t)i < nd ? digits[i] : '0');
-    smr_buf_printf(&b, ".%s",
-                   (size_t)exp10 + 1 < nd ? digits + exp10 + 1 : "0");
-  }
-  snprintf(buf, n, "%s", b.data);
-  smr_buf_free(&b);
+  smr_fmt_double(v, buf, n);
 }
 
 static char *api_json_text(const smrules_json *j) {
