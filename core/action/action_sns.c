@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "action/action_int.h"
-#include "aws/aws_creds.h"
+#include "aws/aws_chain.h"
 #include "aws/aws_xml.h"
 
 #define RESPONSE_MAX 16384

@@ -1,5 +1,5 @@
-/* aws_creds.h - AWS credentials from the environment, the shared
- * credentials file or the machine's role (see aws_creds.c). */
+/* aws_creds.h - a set of AWS credentials (found by aws_chain.c or a
+ * metadata service, aws_metadata.c). */
 #ifndef SMR_AWS_CREDS_H
 #define SMR_AWS_CREDS_H
 
@@ -13,9 +13,6 @@ typedef struct smr_aws_creds {
   bool renewable; /* from a metadata service: ask again when expired */
 } smr_aws_creds;
 
-/* From AWS_ACCESS_KEY_ID/..., the shared credentials file, or (when no
- * profile is named) the container or instance metadata service. */
-int smr_aws_creds_load(const char *profile, smr_aws_creds *out, smr_error *err);
 /* Wipes the secrets and frees; *c is zeroed. */
 void smr_aws_creds_free(smr_aws_creds *c);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aws/aws_creds.h"
+#include "aws/aws_chain.h"
 #include "source/s3.h"
 
 static const char *env_nonempty(const char *name) {

@@ -1,19 +1,11 @@
 /* source.c - the source interface: dispatch to the implementation and the
- * helpers every implementation shares. */
+ * helpers every implementation shares.  Which implementation a location
+ * names is decided in locate.c. */
 #include "source/source.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-
-#include "source/source_s3.h"
-
-int smr_source_open(const char *location, smr_source **out, smr_error *err) {
-  if (smr_is_s3_location(location))
-    return smr_source_s3_open(location, out, err);
-  return smr_source_local_open(location, out, err);
-}
 
 void smr_source_close(smr_source *s) {
   if (s)
@@ -111,30 +103,4 @@ void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
 
 bool smr_source_is_remote(const smr_source *s) {
   return s->ops->remote;
-}
-
-/* -------------------------------------------------------------- locations */
-
-bool smr_location_is_remote(const char *location) {
-  return smr_is_s3_location(location);
-}
-
-bool smr_location_has(const char *location, const char *sub) {
-  if (smr_is_s3_location(location))
-    return smr_s3_location_has(location, sub);
-  char *path = smr_xasprintf("%s/%s", location, sub);
-  struct stat st;
-  bool has = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-  free(path);
-  return has;
-}
-
-char *smr_location_state_dir(const char *location) {
-  if (smr_is_s3_location(location))
-    return smr_s3_cache_dir(location);
-  return smr_xstrdup(location);
-}
-
-void smr_source_set_endpoint(const char *url) {
-  smr_s3_set_endpoint(url);
 }

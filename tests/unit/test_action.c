@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "action/action_int.h"
-#include "aws/aws_creds.h"
+#include "aws/aws_chain.h"
 #include "config/config.h"
 #include "unit.h"
 
