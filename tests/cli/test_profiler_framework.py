@@ -23,18 +23,14 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
 
-FIXTURE_DIRS = [os.path.join(lib.FIXTURES, "profiler"),
-                os.path.join(os.path.dirname(lib.ROOT), "shared", "fixtures", "profiler")]
+FIXTURE_DIR = os.path.join(lib.FIXTURES, "profiler")
 RULES = tuple(os.environ.get("SMRULES_TEST_PROFILER_RULES", "").split(",")) if os.environ.get("SMRULES_TEST_PROFILER_RULES") else \
     ("MaxInitializationTime", "OverallFrameworkMetrics", "StepOutlier", "Dataloader")
 NEAR_REL = 1e-12
 
 
 def fixture_root():
-    for d in FIXTURE_DIRS:
-        if os.path.isdir(d):
-            return d
-    return FIXTURE_DIRS[0]
+    return FIXTURE_DIR
 
 
 def profiler_cases():

@@ -4,7 +4,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cJSON.h>
 
@@ -120,10 +119,9 @@ static int decode_tensor_pb(const pb *tensor, smr_tensor *t, smr_error *err) {
   return decode_pb(&ev, t, err);
 }
 
+/* Fixtures are read from the repository only (tests run from its root). */
 static const char *fixture_path(const char *rel, char *buf, size_t n) {
   snprintf(buf, n, "tests/fixtures/%s", rel);
-  if (access(buf, R_OK) != 0)
-    snprintf(buf, n, "../shared/fixtures/%s", rel);
   return buf;
 }
 

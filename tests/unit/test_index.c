@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/path.h"
 #include "format/index.h"
@@ -11,13 +10,10 @@
 
 /* ---- fixtures ---- */
 
-/* "tests/fixtures/<rel>" when present, else "../shared/fixtures/<rel>". */
+/* "tests/fixtures/<rel>": tests run from the repository root and read
+ * nothing outside it. */
 static char *fixture(const char *rel) {
-  char *p = smr_xasprintf("tests/fixtures/%s", rel);
-  if (access(p, R_OK) == 0)
-    return p;
-  free(p);
-  return smr_xasprintf("../shared/fixtures/%s", rel);
+  return smr_xasprintf("tests/fixtures/%s", rel);
 }
 
 static char *slurp(const char *rel, size_t *len) {

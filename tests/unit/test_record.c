@@ -2,7 +2,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "format/record.h"
 #include "unit.h"
@@ -209,11 +208,6 @@ static int walk_fixture(const char *cname, smr_error *err) {
            "tests/fixtures/corrupt/%s/events/000000000001/"
            "000000000001_worker_0.tfevents",
            cname);
-  if (access(path, R_OK) != 0)
-    snprintf(path, sizeof path,
-             "../shared/fixtures/corrupt/%s/events/000000000001/"
-             "000000000001_worker_0.tfevents",
-             cname);
   char *buf;
   size_t len;
   if (smr_read_file(path, 1 << 20, &buf, &len, err) != SMR_OK)
