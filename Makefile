@@ -99,8 +99,9 @@ $(BIN): $(BUILD)/core/cli/main.o $(LIB)
 #                     libsmrules-rulekit.a for third-party plugins
 #   plugins/profkit/  dicts, series and framework-metric helpers of the
 #                     profiler rules
-#   plugins/engines/  the profiler rules' engines, shared by each rule's
-#                     plugin and ProfilerReport
+#   plugins/engines/  the profiler rules' engines (system-metric and
+#                     framework-metric), shared by each rule's plugin and
+#                     ProfilerReport, which links them like any kit
 # Archives are listed users first, for the linker.
 PLUGIN_CFLAGS = -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC $(WARN) $(SANFLAGS) \
                 -fvisibility=hidden -Icore/include -Iplugins/kit \
@@ -128,13 +129,7 @@ $(BUILD)/plugins/%.so: $$(wildcard plugins/*/%/*.c) $$(wildcard plugins/*/%/*.h)
                        $(PLUGKIT_HDR) $(PLUGKIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(PLUGIN_CFLAGS) -shared -o $@ \
-	  $(filter plugins/tensor/$*/%.c plugins/profiler/$*/%.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
-
-# ProfilerReport compiles the four framework-metric rules in (its sub_*.c
-# include their sources): rebuild it when they change.
-$(BUILD)/plugins/profiler_report.so: $(wildcard plugins/profiler/step_outlier/*.c \
-  plugins/profiler/dataloader/*.c plugins/profiler/max_initialization_time/*.c \
-  plugins/profiler/overall_framework_metrics/*.c)
+	  $(filter %.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)

@@ -4,10 +4,10 @@
  * string map, and the framework-metric breakdown of rules.md §3.4
  * (aggregate_framework_metrics) with its Details writer.
  *
- * Header-only (every function static inline): each plugin .so compiles its
- * own copy, so the helpers need no build rule of their own and link into
- * ProfilerReport (which compiles all profiler rules together) without
- * clashing.  Uses only the smrules_api table handed in by the caller. */
+ * Header-only (every function static inline): each file that uses it
+ * compiles its own copy.  Uses only the smrules_api table handed in by the
+ * caller, never rk_api: the engines of plugins/engines/fw_*.c run bound to
+ * ProfilerReport's own table as well as to the host's. */
 #ifndef FWKIT_H
 #define FWKIT_H
 

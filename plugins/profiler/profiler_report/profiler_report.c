@@ -8,8 +8,9 @@
  * stay separate, and parameters arrive as "<Rule>_<param>" keys validated
  * with each sub-rule's own table (§5.1).  The system-metric rules are
  * engines built for exactly this (plugins/engines/prof_rules.h); the
- * framework-metric rules are plugins compiled in here and run through a
- * function table of ProfilerReport's own (rpt_shim.c).  One .so, no
+ * framework-metric rules are engines that hand out their registration
+ * bound to a function table (plugins/engines/fw_rules.h), here
+ * ProfilerReport's own (rpt_shim.c).  One .so, no
  * dependency on where other plugins are installed, and nothing in the
  * host specific to ProfilerReport.
  *
@@ -29,21 +30,21 @@
 
 static const struct {
   const char *name;
-  const pr_engine_ops *eng; /* an engine, or */
-  rpt_sub_init_fn init;     /* a plugin compiled in */
+  const pr_engine_ops *eng; /* a system-metric engine, or */
+  rpt_sub_init_fn init;     /* a framework-metric engine */
   bool takes_params;        /* OverallFrameworkMetrics takes none (§5.1) */
 } SUBS[RPT_NSUB] = {
     {"CPUBottleneck", &pr_cpu_bottleneck, NULL, true},
     {"IOBottleneck", &pr_io_bottleneck, NULL, true},
     {"LowGPUUtilization", &pr_low_gpu_utilization, NULL, true},
-    {"StepOutlier", NULL, rpt_sub_step_outlier, true},
+    {"StepOutlier", NULL, fw_step_outlier, true},
     {"GPUMemoryIncrease", &pr_gpu_memory_increase, NULL, true},
     {"BatchSize", &pr_batch_size, NULL, true},
-    {"MaxInitializationTime", NULL, rpt_sub_max_initialization_time, true},
+    {"MaxInitializationTime", NULL, fw_max_initialization_time, true},
     {"LoadBalancing", &pr_load_balancing, NULL, true},
     {"OverallSystemUsage", &pr_overall_system_usage, NULL, true},
-    {"Dataloader", NULL, rpt_sub_dataloader, true},
-    {"OverallFrameworkMetrics", NULL, rpt_sub_overall_framework_metrics, false},
+    {"Dataloader", NULL, fw_dataloader, true},
+    {"OverallFrameworkMetrics", NULL, fw_overall_framework_metrics, false},
 };
 
 /* Parameter tables and settings sizes of the sub-rules. */
@@ -166,7 +167,7 @@ static int init_sub(smrules_ctx *ctx, rpt_state *st, size_t i,
   }
   s->ready = true;
   if (strcmp(s->name, "MaxInitializationTime") == 0)
-    rpt_sub_max_initialization_time_fix_clock(s->state);
+    fw_max_initialization_time_fix_clock(s->state);
   return 0;
 }
 

@@ -7,10 +7,10 @@
  * - the system-metric rules are "engines" (plugins/engines/prof_rules.h):
  *   ProfilerReport calls them with the window's events and their own
  *   clock pinned at the trial start (§5.2), and reads their reports;
- * - the framework-metric rules (plugins/<rule>/<rule>.c) are ordinary
- *   plugins compiled into this .so by a wrapper (sub_<rule>.c) that
- *   renames their entry point.  ProfilerReport gives them a function table
- *   of its own, the "shim" (rpt_shim.c): the context they receive is
+ * - the framework-metric rules are engines too (plugins/engines/
+ *   fw_rules.h), written as plugin registrations bound to whatever
+ *   function table they are handed.  ProfilerReport hands them one of its
+ *   own, the "shim" (rpt_shim.c): the context they receive is
  *   really an rpt_sub, window and event queries are answered from the
  *   window being evaluated (the host is asked once per window), each gets
  *   its own report (Details as an rpt_json tree), and parameter queries
@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fw_rules.h"
 #include "prof_rules.h"
 #include "rpt_json.h"
 #include "smrules/rulekit.h"
@@ -61,15 +62,9 @@ typedef struct rpt_sub {
   char *failure;       /* message of the last failure */
 } rpt_sub;
 
-/* Wrappers of the plugin-style sub-rules (sub_*.c): the registration of
- * the rule compiled in, with `api` as its function table. */
+/* A framework-metric engine (fw_rules.h): the rule's registration, with
+ * `api` as its function table. */
 typedef const smrules_rule *(*rpt_sub_init_fn)(const smrules_api *api);
-const smrules_rule *rpt_sub_step_outlier(const smrules_api *api);
-const smrules_rule *rpt_sub_max_initialization_time(const smrules_api *api);
-const smrules_rule *rpt_sub_dataloader(const smrules_api *api);
-const smrules_rule *rpt_sub_overall_framework_metrics(const smrules_api *api);
-/* MaxInitializationTime's own clock stays at the trial start (§4.6). */
-void rpt_sub_max_initialization_time_fix_clock(void *state);
 
 /* Build rpt_shim from the host's table (idempotent). */
 void rpt_shim_build(const smrules_api *host);

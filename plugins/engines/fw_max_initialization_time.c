@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_rules.h"
 #include "smrules/rulekit.h"
 
-/* The host's function table.  Kept here rather than in rulekit's rk_api
- * so that ProfilerReport, which compiles this file in, can hand this rule
- * a table of its own while other code there keeps the host's. */
+/* The function table this rule was bound to (fw_rules.h): the host's, or
+ * ProfilerReport's own.  Not rulekit's rk_api, which is always the
+ * host's. */
 static const smrules_api *sr_api;
 
 typedef struct settings {
@@ -60,11 +61,8 @@ static void destroy(void *p) {
   free(p);
 }
 
-/* Under ProfilerReport the reference never advances a sub-rule's own
- * last_timestamp (rules.md §5.2), so this rule's clock stays at the trial's
- * first timestamp there and it never triggers.  ProfilerReport sets this
- * through its wrapper of this file. */
-__attribute__((unused)) static void fix_clock(void *p) {
+/* See fw_rules.h: ProfilerReport pins this rule's clock. */
+void fw_max_initialization_time_fix_clock(void *p) {
   ((state *)p)->clock_fixed = true;
 }
 
@@ -176,7 +174,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-SMRULES_PLUGIN_INIT {
+const smrules_rule *fw_max_initialization_time(const smrules_api *api) {
   sr_api = api;
   return &rule;
 }

@@ -7,12 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_rules.h"
 #include "fwkit.h"
 #include "smrules/rulekit.h"
 
-/* The host's function table.  Kept here rather than in rulekit's rk_api
- * so that ProfilerReport, which compiles this file in, can hand this rule
- * a table of its own while other code there keeps the host's. */
+/* The function table this rule was bound to (fw_rules.h): the host's, or
+ * ProfilerReport's own.  Not rulekit's rk_api, which is always the
+ * host's. */
 static const smrules_api *sr_api;
 
 typedef struct settings {
@@ -281,7 +282,7 @@ static const smrules_rule rule = {
     .destroy = destroy,
 };
 
-SMRULES_PLUGIN_INIT {
+const smrules_rule *fw_dataloader(const smrules_api *api) {
   sr_api = api;
   return &rule;
 }
