@@ -6,7 +6,7 @@
 #   make check-fast   the suite once, without the sanitizer pass
 #   make fuzz         build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make bench        benchmarks (see bench/README.md)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (DESTDIR honoured)
 #   make format       clang-format every C file
 
 PREFIX ?= /usr/local
@@ -95,8 +95,9 @@ $(BIN): $(BUILD)/core/cli/main.o $(LIB)
 # Plugins see the public SDK (core/include: smrules.h, rulekit.h) and the
 # plugin kits, never core/.  The kits, each an archive so that a plugin
 # takes only what it uses (plugins link nothing of the host):
-#   plugins/kit/      rulekit + npmath: what every rule uses; installed as
-#                     libsmrules-rulekit.a for third-party plugins
+#   plugins/kit/      rulekit + npmath: what every rule uses; installed
+#                     with smrules/rulekit.h as libsmrules-rulekit.a for
+#                     third-party plugins (smrules.pc: --cflags --libs)
 #   plugins/profkit/  dicts, series and framework-metric helpers of the
 #                     profiler rules
 #   plugins/engines/  the profiler rules' engines (system-metric and
@@ -198,13 +199,14 @@ install: all
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smrules
 	for so in $(PLUGIN_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/smrules/plugins/; done
 	install -m 644 core/include/smrules/*.h $(DESTDIR)$(PREFIX)/include/smrules/
+	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/
 	-install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/smrules/lua/ 2>/dev/null
 	-install -m 644 rules/*.lua $(DESTDIR)$(PREFIX)/share/smrules/rules/ 2>/dev/null
 	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
 
 format:
 	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.[ch] \
-	  plugins/*/*/*.[ch] tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
+	  plugins/*/*/*.[ch] examples/plugin/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build build-san

@@ -1,7 +1,10 @@
-/* rulekit.h - helpers shared by the built-in rule plugins, so that the
- * mechanics every rule needs (selecting tensors, reading a value at a
- * global step, step history, reporting) are written once.  Compiled into
- * each plugin; uses nothing of the host but the smrules_api table. */
+/* rulekit.h - the rule kit: helpers shared by the built-in rule plugins
+ * and offered to third-party ones, so that the mechanics every rule needs
+ * (selecting tensors, reading a value at a global step, step history,
+ * reporting, state text) are written once.  Installed with smrules.h;
+ * the code is libsmrules-rulekit.a (`pkg-config --cflags --libs smrules`),
+ * linked statically into each plugin.  Uses nothing of the host but the
+ * smrules_api table in rk_api, which RK_PLUGIN sets. */
 #ifndef RULEKIT_H
 #define RULEKIT_H
 
@@ -27,7 +30,7 @@ int rk_select(smrules_trial *t, const smrules_strlist *collections,
               const smrules_strlist *regexes, bool all_if_empty,
               smrules_strlist *out);
 
-/* Names matched by one regex string (or a collection when `collection`). */
+/* Names matched by one regex string. */
 int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out);
 
 /* The raw value of `name` at global step g (any mode). */
