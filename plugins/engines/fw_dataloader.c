@@ -23,19 +23,21 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_FLOAT, "min_threshold", "70", SMRULES_P_MIN, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, min_threshold),
-     "fewest parallel data loaders, in percent of the CPU cores"},
-    {SMRULES_PARAM_FLOAT, "max_threshold", "200", SMRULES_P_MIN, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, max_threshold),
-     "most parallel data loaders, in percent of the CPU cores"},
-    {SMRULES_PARAM_INT, "patience", "10", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, patience),
-     "seconds with data loading to see before checking"},
-    {SMRULES_PARAM_INT, "scan_interval_us", "60000000", SMRULES_P_MIN, 0, 0,
-     NULL, NULL, SMRULES_OFFSET(settings, scan_interval_us),
-     "length of one evaluation window in microseconds"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM(
+        "min_threshold", "70", settings, min_threshold,
+        "fewest parallel data loaders, in percent of the CPU cores",
+        SMRULES_MIN(0)),
+    SMRULES_FLOAT_PARAM(
+        "max_threshold", "200", settings, max_threshold,
+        "most parallel data loaders, in percent of the CPU cores",
+        SMRULES_MIN(0)),
+    SMRULES_INT_PARAM("patience", "10", settings, patience,
+                      "seconds with data loading to see before checking",
+                      SMRULES_MIN(0)),
+    SMRULES_INT_PARAM(
+        "scan_interval_us", "60000000", settings, scan_interval_us,
+        "length of one evaluation window in microseconds", SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 /* A Details value that is set or not (Python None). */
 typedef struct opt_raw {

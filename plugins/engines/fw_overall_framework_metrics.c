@@ -20,10 +20,10 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_INT, "scan_interval_us", "60000000", SMRULES_P_MIN, 0, 0,
-     NULL, NULL, SMRULES_OFFSET(settings, scan_interval_us),
-     "length of one evaluation window in microseconds"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_INT_PARAM(
+        "scan_interval_us", "60000000", settings, scan_interval_us,
+        "length of one evaluation window in microseconds", SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   fk_breakdown b;

@@ -23,19 +23,19 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_FLOAT, "stddev", "3", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, stddev),
-     "standard deviations above the mean that make a step an outlier"},
-    {SMRULES_PARAM_STRING, "mode", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, mode),
-     "also count events with exactly this name as steps"},
-    {SMRULES_PARAM_INT, "n_outliers", "10", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, n_outliers),
-     "outliers tolerated before the rule triggers"},
-    {SMRULES_PARAM_INT, "scan_interval_us", "60000000", SMRULES_P_MIN, 0, 0,
-     NULL, NULL, SMRULES_OFFSET(settings, scan_interval_us),
-     "length of one evaluation window in microseconds"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM(
+        "stddev", "3", settings, stddev,
+        "standard deviations above the mean that make a step an outlier",
+        SMRULES_MIN(0)),
+    SMRULES_STRING_PARAM("mode", NULL, settings, mode,
+                         "also count events with exactly this name as steps"),
+    SMRULES_INT_PARAM("n_outliers", "10", settings, n_outliers,
+                      "outliers tolerated before the rule triggers",
+                      SMRULES_MIN(0)),
+    SMRULES_INT_PARAM(
+        "scan_interval_us", "60000000", settings, scan_interval_us,
+        "length of one evaluation window in microseconds", SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 /* Durations (seconds) and step numbers (JSON text) of one step phase. */
 typedef struct series {

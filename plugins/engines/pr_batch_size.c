@@ -38,7 +38,7 @@ static const smrules_param params[] = {
               SMRULES_OFFSET(bs_settings, window),
               "most recent readings the percentiles use"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(bs_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static void *create(const void *settings) {
   batch *b = calloc(1, sizeof *b);

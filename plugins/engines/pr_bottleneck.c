@@ -42,7 +42,7 @@ static const smrules_param cpu_params[] = {
               SMRULES_OFFSET(bn_settings, patience),
               "snapshots to see before the rule may trigger"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(bn_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static const smrules_param io_params[] = {
     PR_PERCENT(SMRULES_PARAM_FLOAT, "threshold", "50",
@@ -58,7 +58,7 @@ static const smrules_param io_params[] = {
               SMRULES_OFFSET(bn_settings, patience),
               "snapshots to see before the rule may trigger"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(bn_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static void *create(const void *settings, bool io) {
   bottleneck *b = calloc(1, sizeof *b);

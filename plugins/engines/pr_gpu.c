@@ -55,7 +55,7 @@ static const smrules_param lg_params[] = {
               SMRULES_OFFSET(lg_settings, patience),
               "readings per GPU before the rule may trigger"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(lg_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static void *lg_create(const void *settings) {
   lowgpu *g = calloc(1, sizeof *g);
@@ -216,7 +216,7 @@ static const smrules_param gm_params[] = {
               SMRULES_OFFSET(gm_settings, window),
               "readings in the moving average"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(gm_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static void *gm_create(const void *settings) {
   gpumem *g = calloc(1, sizeof *g);

@@ -35,11 +35,11 @@ static const smrules_param lb_params[] = {
               SMRULES_OFFSET(lb_settings, patience),
               "readings per GPU before GPUs are compared"),
     PR_SCAN_INTERVAL(SMRULES_OFFSET(lb_settings, scan_interval_us)),
-    {SMRULES_PARAM_BOOL, "compare_pairs", "false", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(lb_settings, compare_pairs),
-     "smrules extension: compare GPU pairs (the reference never does, so "
-     "by default the rule only reports workloads and never triggers)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_BOOL_PARAM(
+        "compare_pairs", "false", lb_settings, compare_pairs,
+        "smrules extension: compare GPU pairs (the reference never does, so "
+        "by default the rule only reports workloads and never triggers)"),
+    SMRULES_END_PARAMS};
 
 static void *lb_create(const void *settings) {
   balance *b = calloc(1, sizeof *b);
@@ -214,7 +214,7 @@ typedef struct usage {
 
 static const smrules_param os_params[] = {
     PR_SCAN_INTERVAL(SMRULES_OFFSET(os_settings, scan_interval_us)),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 static void *os_create(const void *settings) {
   (void)settings;

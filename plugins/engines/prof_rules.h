@@ -62,26 +62,31 @@ void pr_fill_rule(smrules_rule *reg, const pr_engine_ops *ops);
   static smrules_rule pr_reg_;                                                 \
   SMRULES_PLUGIN_INIT {                                                        \
     rk_api = api;                                                              \
-    if (api->struct_size < offsetof(smrules_api, json_free) + sizeof(void *))  \
+    if (!SMRULES_API_HAS(api, json_free))                                      \
       return NULL; /* a host without the profiler API */                       \
     pr_fill_rule(&pr_reg_, &(ops));                                            \
     return &pr_reg_;                                                           \
   }
 
-/* Parameter-table helpers for the validators of rules.md §3.3 (with the
- * Decision accepting 0). */
-#define PR_PERCENT(type_, name, def, field, desc)                              \
+/* Parameter-table entries with the validators of rules.md §3.3 (the
+ * Decision accepting 0); `field` is the offset (SMRULES_OFFSET). */
+#define PR_PERCENT(type_, name_, def, field, desc)                             \
   {                                                                            \
-    type_, name, def, SMRULES_P_MIN | SMRULES_P_MAX, 0, 100, NULL, NULL,       \
-        field, desc                                                            \
+    .type = (type_), .name = (name_), .default_value = (def),                  \
+    .flags = SMRULES_P_MIN | SMRULES_P_MAX, .min = 0, .max = 100,              \
+    .offset = (field), .description = (desc)                                   \
   }
-#define PR_NONNEG(type_, name, def, field, desc)                               \
-  { type_, name, def, SMRULES_P_MIN, 0, 0, NULL, NULL, field, desc }
+#define PR_NONNEG(type_, name_, def, field, desc)                              \
+  {                                                                            \
+    .type = (type_), .name = (name_), .default_value = (def),                  \
+    .flags = SMRULES_P_MIN, .min = 0, .offset = (field), .description = (desc) \
+  }
 #define PR_SCAN_INTERVAL(field)                                                \
   {                                                                            \
-    SMRULES_PARAM_INT, "scan_interval_us", "60000000",                         \
-        SMRULES_P_MIN | SMRULES_P_MIN_OPEN, 0, 0, NULL, NULL, field,           \
-        "window length in microseconds"                                        \
+    .type = SMRULES_PARAM_INT, .name = "scan_interval_us",                     \
+    .default_value = "60000000", .flags = SMRULES_P_MIN | SMRULES_P_MIN_OPEN,  \
+    .min = 0, .offset = (field),                                               \
+    .description = "window length in microseconds"                             \
   }
 
 #endif

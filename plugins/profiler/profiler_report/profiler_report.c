@@ -95,28 +95,13 @@ static void add_sub_params(size_t *np, size_t i) {
 
 static void build_table(void) {
   size_t np = 0;
-  table[np++] = (smrules_param){
-      SMRULES_PARAM_INT,
-      "scan_interval_us",
-      "60000000",
-      SMRULES_P_MIN | SMRULES_P_MIN_OPEN,
-      0,
-      0,
-      NULL,
-      NULL,
-      SMRULES_OFFSET(rpt_settings, scan_interval_us),
-      "length of one evaluation window for all sub-rules, in microseconds"};
-  table[np++] =
-      (smrules_param){SMRULES_PARAM_BOOL,
-                      "opt_out_telemetry",
-                      "False",
-                      0,
-                      0,
-                      0,
-                      NULL,
-                      NULL,
-                      SMRULES_OFFSET(rpt_settings, opt_out_telemetry),
-                      "accepted for SageMaker compatibility; no effect"};
+  table[np++] = (smrules_param)SMRULES_INT_PARAM(
+      "scan_interval_us", "60000000", rpt_settings, scan_interval_us,
+      "length of one evaluation window for all sub-rules, in microseconds",
+      SMRULES_ABOVE(0));
+  table[np++] = (smrules_param)SMRULES_BOOL_PARAM(
+      "opt_out_telemetry", "False", rpt_settings, opt_out_telemetry,
+      "accepted for SageMaker compatibility; no effect");
   size_t off = align16(sizeof(rpt_settings));
   for (size_t i = 0; i < RPT_NSUB; i++) {
     sub_offset[i] = off;
@@ -124,7 +109,7 @@ static void build_table(void) {
     if (SUBS[i].takes_params)
       add_sub_params(&np, i);
   }
-  table[np] = (smrules_param){.type = SMRULES_PARAM_END};
+  table[np] = (smrules_param)SMRULES_END_PARAMS;
   settings_size = off;
 }
 

@@ -9,16 +9,16 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections whose tensors are checked"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting tensors (search semantics)"},
-    {SMRULES_PARAM_FLOAT, "threshold", "100", SMRULES_P_MIN | SMRULES_P_MAX, 0,
-     100, NULL, NULL, SMRULES_OFFSET(settings, threshold),
-     "percentage of zero elements at which a tensor is reported"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are checked"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting tensors (search semantics)",
+                          SMRULES_REGEX),
+    SMRULES_FLOAT_PARAM(
+        "threshold", "100", settings, threshold,
+        "percentage of zero elements at which a tensor is reported",
+        SMRULES_RANGE(0, 100)),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   const settings *cfg = s;

@@ -17,34 +17,17 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold_mean",
-     .default_value = "0.2",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, threshold_mean),
-     .description = "largest allowed |mean| of a channel"},
-    {.type = SMRULES_PARAM_INT,
-     .name = "threshold_samples",
-     .default_value = "500",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, threshold_samples),
-     .description = "images to accumulate before the means are checked"},
-    {.type = SMRULES_PARAM_STRING,
-     .name = "regex",
-     .default_value = ".*hybridsequential0_input_0",
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, regex),
-     .description = "regex selecting the input tensors (search semantics)"},
-    {.type = SMRULES_PARAM_INT,
-     .name = "channel",
-     .default_value = "1",
-     .flags = SMRULES_P_MIN,
-     .min = 1,
-     .offset = SMRULES_OFFSET(settings, channel),
-     .description = "axis of the channels (batch is axis 0)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM("threshold_mean", "0.2", settings, threshold_mean,
+                        "largest allowed |mean| of a channel", SMRULES_MIN(0)),
+    SMRULES_INT_PARAM("threshold_samples", "500", settings, threshold_samples,
+                      "images to accumulate before the means are checked",
+                      SMRULES_MIN(0)),
+    SMRULES_STRING_PARAM(
+        "regex", ".*hybridsequential0_input_0", settings, regex,
+        "regex selecting the input tensors (search semantics)", SMRULES_REGEX),
+    SMRULES_INT_PARAM("channel", "1", settings, channel,
+                      "axis of the channels (batch is axis 0)", SMRULES_MIN(1)),
+    SMRULES_END_PARAMS};
 
 /* What has been accumulated for one input tensor. */
 typedef struct input {

@@ -17,48 +17,28 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold_imbalance",
-     .default_value = "10",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, threshold_imbalance),
-     .description = "largest allowed ratio of the most to the least frequent "
-                    "class"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold_misprediction",
-     .default_value = "0.7",
-     .flags = SMRULES_P_MIN | SMRULES_P_MAX,
-     .min = 0,
-     .max = 1,
-     .offset = SMRULES_OFFSET(settings, threshold_misprediction),
-     .description = "largest allowed share of wrong predictions per class"},
-    {.type = SMRULES_PARAM_INT,
-     .name = "samples",
-     .default_value = "500",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, samples),
-     .description = "labels to accumulate before checking"},
-    {.type = SMRULES_PARAM_BOOL,
-     .name = "argmax",
-     .default_value = "False",
-     .offset = SMRULES_OFFSET(settings, argmax),
-     .description = "reduce predictions by argmax over the last axis"},
-    {.type = SMRULES_PARAM_STRING,
-     .name = "labels_regex",
-     .default_value = ".*labels",
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, labels_regex),
-     .description = "regex selecting the label tensors (search semantics)"},
-    {.type = SMRULES_PARAM_STRING,
-     .name = "predictions_regex",
-     .default_value = ".*predictions",
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, predictions_regex),
-     .description = "regex selecting the prediction tensors (search "
-                    "semantics)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM(
+        "threshold_imbalance", "10", settings, threshold_imbalance,
+        "largest allowed ratio of the most to the least frequent "
+        "class",
+        SMRULES_MIN(0)),
+    SMRULES_FLOAT_PARAM("threshold_misprediction", "0.7", settings,
+                        threshold_misprediction,
+                        "largest allowed share of wrong predictions per class",
+                        SMRULES_RANGE(0, 1)),
+    SMRULES_INT_PARAM("samples", "500", settings, samples,
+                      "labels to accumulate before checking", SMRULES_MIN(0)),
+    SMRULES_BOOL_PARAM("argmax", "False", settings, argmax,
+                       "reduce predictions by argmax over the last axis"),
+    SMRULES_STRING_PARAM("labels_regex", ".*labels", settings, labels_regex,
+                         "regex selecting the label tensors (search semantics)",
+                         SMRULES_REGEX),
+    SMRULES_STRING_PARAM("predictions_regex", ".*predictions", settings,
+                         predictions_regex,
+                         "regex selecting the prediction tensors (search "
+                         "semantics)",
+                         SMRULES_REGEX),
+    SMRULES_END_PARAMS};
 
 /* Counts of one label class.  `predicted`: labels of the class that came
  * with a prediction (all of them when predictions are saved with every

@@ -29,12 +29,9 @@ typedef struct settings {
 
 /* Declared in SageMaker's positional order. */
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_INT,
-     .name = "category_no",
-     .flags = SMRULES_P_MIN,
-     .min = 2,
-     .offset = SMRULES_OFFSET(settings, category_no),
-     .description = "number of classes (default: largest class seen + 1)"},
+    SMRULES_INT_PARAM("category_no", NULL, settings, category_no,
+                      "number of classes (default: largest class seen + 1)",
+                      SMRULES_MIN(2)),
     STRING_PARAM(labels, labels, "name of the label tensor"),
     STRING_PARAM(predictions, predictions, "name of the prediction tensor"),
     STRING_PARAM(labels_collection, labels,
@@ -47,7 +44,7 @@ static const smrules_param params[] = {
                 "smallest share of right predictions per predicted class"),
     SHARE_PARAM(max_off_diag, "0.1",
                 "largest share of one wrong true class per predicted class"),
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   const settings *s;

@@ -14,32 +14,21 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "tensor_regex",
-     .default_value = DEFAULT_REGEX,
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, tensor_regex),
-     .description = "regexes selecting the ReLU outputs (search semantics); "
-                    "empty means the default"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold_inactivity",
-     .default_value = "1.0",
-     .flags = SMRULES_P_MIN | SMRULES_P_MAX,
-     .min = 0,
-     .max = 100,
-     .offset = SMRULES_OFFSET(settings, threshold_inactivity),
-     .description = "a unit active in less than this percent of the "
-                    "samples is dead"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold_layer",
-     .default_value = "50.0",
-     .flags = SMRULES_P_MIN | SMRULES_P_MAX,
-     .min = 0,
-     .max = 100,
-     .offset = SMRULES_OFFSET(settings, threshold_layer),
-     .description = "a layer with more than this percent of dead units "
-                    "violates"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM(
+        "tensor_regex", DEFAULT_REGEX, settings, tensor_regex,
+        "regexes selecting the ReLU outputs (search semantics); "
+        "empty means the default",
+        SMRULES_REGEX),
+    SMRULES_FLOAT_PARAM("threshold_inactivity", "1.0", settings,
+                        threshold_inactivity,
+                        "a unit active in less than this percent of the "
+                        "samples is dead",
+                        SMRULES_RANGE(0, 100)),
+    SMRULES_FLOAT_PARAM("threshold_layer", "50.0", settings, threshold_layer,
+                        "a layer with more than this percent of dead units "
+                        "violates",
+                        SMRULES_RANGE(0, 100)),
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   const settings *s;

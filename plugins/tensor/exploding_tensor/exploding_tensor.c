@@ -12,15 +12,14 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections whose tensors are checked"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting tensors (search semantics)"},
-    {SMRULES_PARAM_BOOL, "only_nan", "False", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, only_nan), "count only NaN, not infinities"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are checked"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting tensors (search semantics)",
+                          SMRULES_REGEX),
+    SMRULES_BOOL_PARAM("only_nan", "False", settings, only_nan,
+                       "count only NaN, not infinities"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   *state = (void *)s;

@@ -13,30 +13,19 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold",
-     .default_value = "0.8",
-     .flags = SMRULES_P_MIN | SMRULES_P_MAX,
-     .min = 0,
-     .max = 1,
-     .offset = SMRULES_OFFSET(settings, threshold),
-     .description = "largest share of the total importance the top "
-                    "nfeatures may hold"},
-    {.type = SMRULES_PARAM_INT,
-     .name = "nfeatures",
-     .default_value = "3",
-     .flags = SMRULES_P_MIN,
-     .min = 1,
-     .offset = SMRULES_OFFSET(settings, nfeatures),
-     .description = "how many of the most important features are summed"},
-    {.type = SMRULES_PARAM_STRING,
-     .name = "tensor_regex",
-     .default_value = ".*feature_importance/weight",
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, tensor_regex),
-     .description = "regex selecting the importance tensors, one scalar per "
-                    "feature (search semantics)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM("threshold", "0.8", settings, threshold,
+                        "largest share of the total importance the top "
+                        "nfeatures may hold",
+                        SMRULES_RANGE(0, 1)),
+    SMRULES_INT_PARAM("nfeatures", "3", settings, nfeatures,
+                      "how many of the most important features are summed",
+                      SMRULES_MIN(1)),
+    SMRULES_STRING_PARAM(
+        "tensor_regex", ".*feature_importance/weight", settings, tensor_regex,
+        "regex selecting the importance tensors, one scalar per "
+        "feature (search semantics)",
+        SMRULES_REGEX),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   *state = (void *)s;

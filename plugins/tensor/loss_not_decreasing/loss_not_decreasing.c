@@ -18,30 +18,32 @@ typedef struct settings {
 static const char *const MODES[] = {"TRAIN", "EVAL", "PREDICT", "GLOBAL", NULL};
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections holding the losses"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting the losses (search semantics)"},
-    {SMRULES_PARAM_BOOL, "use_losses_collection", "True", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, use_losses_collection),
-     "also check the members of the losses collection"},
-    {SMRULES_PARAM_INT, "num_steps", "10", SMRULES_P_MIN, 1, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, num_steps),
-     "steps (of the mode) between the two losses compared"},
-    {SMRULES_PARAM_FLOAT, "diff_percent", "0.1",
-     SMRULES_P_MIN | SMRULES_P_MAX | SMRULES_P_MAX_OPEN, 0, 100, NULL, NULL,
-     SMRULES_OFFSET(settings, diff_percent),
-     "minimum percentage by which the loss must fall over num_steps"},
-    {SMRULES_PARAM_FLOAT, "increase_threshold_percent", "5",
-     SMRULES_P_MIN | SMRULES_P_MAX | SMRULES_P_MAX_OPEN, 0, 100, NULL, NULL,
-     SMRULES_OFFSET(settings, increase_threshold_percent),
-     "a violation whose loss rose by more than this is marked diverging"},
-    {SMRULES_PARAM_STRING, "mode", NULL, 0, 0, 0, MODES, NULL,
-     SMRULES_OFFSET(settings, mode),
-     "mode whose steps are checked (unset: EVAL, else TRAIN, else GLOBAL)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections holding the losses"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting the losses (search semantics)",
+                          SMRULES_REGEX),
+    SMRULES_BOOL_PARAM("use_losses_collection", "True", settings,
+                       use_losses_collection,
+                       "also check the members of the losses collection"),
+    SMRULES_INT_PARAM("num_steps", "10", settings, num_steps,
+                      "steps (of the mode) between the two losses compared",
+                      SMRULES_MIN(1)),
+    SMRULES_FLOAT_PARAM(
+        "diff_percent", "0.1", settings, diff_percent,
+        "minimum percentage by which the loss must fall over num_steps",
+        SMRULES_FLAGS(SMRULES_P_MIN | SMRULES_P_MAX | SMRULES_P_MAX_OPEN),
+        .max = 100),
+    SMRULES_FLOAT_PARAM(
+        "increase_threshold_percent", "5", settings, increase_threshold_percent,
+        "a violation whose loss rose by more than this is marked diverging",
+        SMRULES_FLAGS(SMRULES_P_MIN | SMRULES_P_MAX | SMRULES_P_MAX_OPEN),
+        .max = 100),
+    SMRULES_STRING_PARAM(
+        "mode", NULL, settings, mode,
+        "mode whose steps are checked (unset: EVAL, else TRAIN, else GLOBAL)",
+        .allowed = MODES),
+    SMRULES_END_PARAMS};
 
 /* Per tensor: the position of the last check in each mode. */
 typedef struct last_check {

@@ -14,27 +14,17 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "tensor_regex",
-     .default_value = DEFAULT_REGEX,
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, tensor_regex),
-     .description = "regexes selecting the input sequences (search "
-                    "semantics); empty means the default"},
-    {.type = SMRULES_PARAM_NUMLIST,
-     .name = "token_values",
-     .default_value = "0",
-     .offset = SMRULES_OFFSET(settings, token_values),
-     .description = "token ids to count (e.g. padding 0)"},
-    {.type = SMRULES_PARAM_NUMLIST,
-     .name = "token_thresholds_percent",
-     .default_value = "50",
-     .flags = SMRULES_P_MIN | SMRULES_P_MAX,
-     .min = 0,
-     .max = 100,
-     .offset = SMRULES_OFFSET(settings, token_thresholds_percent),
-     .description = "one percentage per token value, or one for all"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("tensor_regex", DEFAULT_REGEX, settings, tensor_regex,
+                          "regexes selecting the input sequences (search "
+                          "semantics); empty means the default",
+                          SMRULES_REGEX),
+    SMRULES_NUMLIST_PARAM("token_values", "0", settings, token_values,
+                          "token ids to count (e.g. padding 0)"),
+    SMRULES_NUMLIST_PARAM("token_thresholds_percent", "50", settings,
+                          token_thresholds_percent,
+                          "one percentage per token value, or one for all",
+                          SMRULES_RANGE(0, 100)),
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   smrules_strlist regexes;

@@ -13,19 +13,21 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting the losses (unset: collection losses)"},
-    {SMRULES_PARAM_INT, "start_step", "0", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, start_step),
-     "global step from which losses are taken into account"},
-    {SMRULES_PARAM_INT, "patience", "1", SMRULES_P_MIN, 1, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, patience),
-     "consecutive evaluations above ratio_threshold before reporting"},
-    {SMRULES_PARAM_FLOAT, "ratio_threshold", "0.1", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, ratio_threshold),
-     "(mean_val - mean_train) / mean_train above this counts"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM(
+        "tensor_regex", NULL, settings, tensor_regex,
+        "regexes selecting the losses (unset: collection losses)",
+        SMRULES_REGEX),
+    SMRULES_INT_PARAM("start_step", "0", settings, start_step,
+                      "global step from which losses are taken into account",
+                      SMRULES_MIN(0)),
+    SMRULES_INT_PARAM(
+        "patience", "1", settings, patience,
+        "consecutive evaluations above ratio_threshold before reporting",
+        SMRULES_MIN(1)),
+    SMRULES_FLOAT_PARAM(
+        "ratio_threshold", "0.1", settings, ratio_threshold,
+        "(mean_val - mean_train) / mean_train above this counts"),
+    SMRULES_END_PARAMS};
 
 typedef struct counter {
   int64_t above; /* consecutive evaluations above the threshold */

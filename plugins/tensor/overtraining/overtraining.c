@@ -12,16 +12,18 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_INT, "patience_train", "5", SMRULES_P_MIN, 1, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, patience_train),
-     "saved TRAIN steps without improvement before reporting"},
-    {SMRULES_PARAM_INT, "patience_validation", "10", SMRULES_P_MIN, 1, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, patience_validation),
-     "saved EVAL steps without improvement before reporting"},
-    {SMRULES_PARAM_FLOAT, "delta", "0.01", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, delta),
-     "a loss must fall below the best one by more than this to improve"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_INT_PARAM("patience_train", "5", settings, patience_train,
+                      "saved TRAIN steps without improvement before reporting",
+                      SMRULES_MIN(1)),
+    SMRULES_INT_PARAM("patience_validation", "10", settings,
+                      patience_validation,
+                      "saved EVAL steps without improvement before reporting",
+                      SMRULES_MIN(1)),
+    SMRULES_FLOAT_PARAM(
+        "delta", "0.01", settings, delta,
+        "a loss must fall below the best one by more than this to improve",
+        SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 enum { SERIES_TRAIN, SERIES_EVAL, NSERIES };
 static const char *const SERIES_NAMES[NSERIES] = {"TRAIN", "EVAL"};

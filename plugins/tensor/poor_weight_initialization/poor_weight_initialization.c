@@ -22,46 +22,29 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "activation_inputs_regex",
-     .default_value = DEFAULT_REGEX,
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, activation_inputs_regex),
-     .description = "regexes selecting the activation inputs (search "
-                    "semantics); empty means the default"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "threshold",
-     .default_value = "10.0",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, threshold),
-     .description = "largest allowed ratio of the largest to the smallest "
-                    "activation-input variance"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "distribution_range",
-     .default_value = "0.001",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, distribution_range),
-     .description = "smallest allowed 5%..95% quantile spread of a "
-                    "gradient"},
-    {.type = SMRULES_PARAM_INT,
-     .name = "patience",
-     .default_value = "5",
-     .flags = SMRULES_P_MIN,
-     .min = 1,
-     .offset = SMRULES_OFFSET(settings, patience),
-     .description = "evaluated steps without a new loss minimum that are "
-                    "tolerated"},
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "steps",
-     .default_value = "10",
-     .flags = SMRULES_P_MIN,
-     .min = 0,
-     .offset = SMRULES_OFFSET(settings, steps),
-     .description = "only global steps below this are evaluated (a float "
-                    "is truncated)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("activation_inputs_regex", DEFAULT_REGEX, settings,
+                          activation_inputs_regex,
+                          "regexes selecting the activation inputs (search "
+                          "semantics); empty means the default",
+                          SMRULES_REGEX),
+    SMRULES_FLOAT_PARAM("threshold", "10.0", settings, threshold,
+                        "largest allowed ratio of the largest to the smallest "
+                        "activation-input variance",
+                        SMRULES_MIN(0)),
+    SMRULES_FLOAT_PARAM("distribution_range", "0.001", settings,
+                        distribution_range,
+                        "smallest allowed 5%..95% quantile spread of a "
+                        "gradient",
+                        SMRULES_MIN(0)),
+    SMRULES_INT_PARAM("patience", "5", settings, patience,
+                      "evaluated steps without a new loss minimum that are "
+                      "tolerated",
+                      SMRULES_MIN(1)),
+    SMRULES_FLOAT_PARAM("steps", "10", settings, steps,
+                        "only global steps below this are evaluated (a float "
+                        "is truncated)",
+                        SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 /* Progress of one loss tensor. */
 typedef struct loss {

@@ -36,17 +36,13 @@ typedef struct settings {
   }
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "collection_names",
-     .offset = SMRULES_OFFSET(settings, collection_names),
-     .description = "collections whose tensors are checked"},
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "tensor_regex",
-     .default_value = ".*tanh_input|.*sigmoid_input",
-     .flags = SMRULES_P_REGEX,
-     .offset = SMRULES_OFFSET(settings, tensor_regex),
-     .description = "regexes selecting activation inputs (search "
-                    "semantics)"},
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are checked"),
+    SMRULES_STRLIST_PARAM("tensor_regex", ".*tanh_input|.*sigmoid_input",
+                          settings, tensor_regex,
+                          "regexes selecting activation inputs (search "
+                          "semantics)",
+                          SMRULES_REGEX),
     FLOAT_PARAM("threshold_tanh_min", "-9.4999", tanh_min,
                 "tanh input at or below this is saturated"),
     FLOAT_PARAM("threshold_tanh_max", "9.4999", tanh_max,
@@ -61,17 +57,13 @@ static const smrules_param params[] = {
     PERCENT_PARAM("threshold_layer", "50.0", threshold_layer,
                   "a layer with more than this percent of saturated units "
                   "violates"),
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "threshold_tanh",
-     .offset = SMRULES_OFFSET(settings, tanh_pair),
-     .description = "older form: \"(min, max)\" for tanh; replaces "
-                    "threshold_tanh_min/max"},
-    {.type = SMRULES_PARAM_STRLIST,
-     .name = "threshold_sigmoid",
-     .offset = SMRULES_OFFSET(settings, sigmoid_pair),
-     .description = "older form: \"(min, max)\" for sigmoid; replaces "
-                    "threshold_sigmoid_min/max"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("threshold_tanh", NULL, settings, tanh_pair,
+                          "older form: \"(min, max)\" for tanh; replaces "
+                          "threshold_tanh_min/max"),
+    SMRULES_STRLIST_PARAM("threshold_sigmoid", NULL, settings, sigmoid_pair,
+                          "older form: \"(min, max)\" for sigmoid; replaces "
+                          "threshold_sigmoid_min/max"),
+    SMRULES_END_PARAMS};
 
 typedef struct bounds {
   double min, max;

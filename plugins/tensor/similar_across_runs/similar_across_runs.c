@@ -21,16 +21,15 @@ typedef struct state {
 } state;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRING, "other_trials", NULL, SMRULES_P_REQUIRED, 0, 0, NULL,
-     "other_trial", SMRULES_OFFSET(settings, other_trials),
-     "path of the reference trial to compare with"},
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections whose tensors are compared"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     "include_regex", SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting tensors (search semantics)"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRING_PARAM("other_trials", NULL, settings, other_trials,
+                         "path of the reference trial to compare with",
+                         SMRULES_REQUIRED, .aliases = "other_trial"),
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are compared"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting tensors (search semantics)",
+                          SMRULES_REGEX, .aliases = "include_regex"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   const settings *cfg = s;

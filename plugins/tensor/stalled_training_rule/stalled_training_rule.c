@@ -18,16 +18,16 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_INT, "threshold", "1800", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, threshold),
-     "seconds without a newly saved step before reporting"},
-    {SMRULES_PARAM_BOOL, "stop_training_on_fire", "False", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, stop_training_on_fire),
-     "also stop the training job when the rule fires (StopTraining)"},
-    {SMRULES_PARAM_STRING, "training_job_name_prefix", NULL, 0, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, training_job_name_prefix),
-     "name prefix of the training job to stop"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_INT_PARAM("threshold", "1800", settings, threshold,
+                      "seconds without a newly saved step before reporting",
+                      SMRULES_MIN(0)),
+    SMRULES_BOOL_PARAM(
+        "stop_training_on_fire", "False", settings, stop_training_on_fire,
+        "also stop the training job when the rule fires (StopTraining)"),
+    SMRULES_STRING_PARAM("training_job_name_prefix", NULL, settings,
+                         training_job_name_prefix,
+                         "name prefix of the training job to stop"),
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   const settings *s;

@@ -16,19 +16,16 @@ typedef struct state {
 } state;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections whose tensors are checked"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting tensors (search semantics)"},
-    {SMRULES_PARAM_FLOAT, "max_threshold", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, max_threshold),
-     "a variance above this is reported"},
-    {SMRULES_PARAM_FLOAT, "min_threshold", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, min_threshold),
-     "a variance below this is reported"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are checked"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting tensors (search semantics)",
+                          SMRULES_REGEX),
+    SMRULES_FLOAT_PARAM("max_threshold", NULL, settings, max_threshold,
+                        "a variance above this is reported"),
+    SMRULES_FLOAT_PARAM("min_threshold", NULL, settings, min_threshold,
+                        "a variance below this is reported"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   const settings *cfg = s;

@@ -12,13 +12,10 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {.type = SMRULES_PARAM_FLOAT,
-     .name = "depth",
-     .default_value = "4",
-     .offset = SMRULES_OFFSET(settings, depth),
-     .description = "a tree whose depth (log2 of the largest node id) is "
-                    "below this violates"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM("depth", "4", settings, depth,
+                        "a tree whose depth (log2 of the largest node id) is "
+                        "below this violates"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   *state = (void *)s;

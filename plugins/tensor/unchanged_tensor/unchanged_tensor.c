@@ -13,23 +13,22 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_STRLIST, "collection_names", NULL, 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, collection_names),
-     "collections whose tensors are checked"},
-    {SMRULES_PARAM_STRLIST, "tensor_regex", NULL, SMRULES_P_REGEX, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, tensor_regex),
-     "regexes selecting tensors (search semantics)"},
-    {SMRULES_PARAM_INT, "num_steps", "3", SMRULES_P_MIN, 2, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, num_steps),
-     "number of saved steps (the current one included) that must agree"},
-    {SMRULES_PARAM_FLOAT, "rtol", "1e-05", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, rtol), "relative tolerance of allclose"},
-    {SMRULES_PARAM_FLOAT, "atol", "1e-08", SMRULES_P_MIN, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, atol), "absolute tolerance of allclose"},
-    {SMRULES_PARAM_BOOL, "equal_nan", "False", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, equal_nan),
-     "two NaNs in the same position count as equal"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
+                          "collections whose tensors are checked"),
+    SMRULES_STRLIST_PARAM("tensor_regex", NULL, settings, tensor_regex,
+                          "regexes selecting tensors (search semantics)",
+                          SMRULES_REGEX),
+    SMRULES_INT_PARAM(
+        "num_steps", "3", settings, num_steps,
+        "number of saved steps (the current one included) that must agree",
+        SMRULES_MIN(2)),
+    SMRULES_FLOAT_PARAM("rtol", "1e-05", settings, rtol,
+                        "relative tolerance of allclose", SMRULES_MIN(0)),
+    SMRULES_FLOAT_PARAM("atol", "1e-08", settings, atol,
+                        "absolute tolerance of allclose", SMRULES_MIN(0)),
+    SMRULES_BOOL_PARAM("equal_nan", "False", settings, equal_nan,
+                       "two NaNs in the same position count as equal"),
+    SMRULES_END_PARAMS};
 
 typedef struct state {
   const settings *s;

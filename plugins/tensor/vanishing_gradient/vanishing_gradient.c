@@ -9,10 +9,10 @@ typedef struct settings {
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_FLOAT, "threshold", "0.0000001", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, threshold),
-     "a gradient whose mean |value| is below this has vanished"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM(
+        "threshold", "0.0000001", settings, threshold,
+        "a gradient whose mean |value| is below this has vanished"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   *state = (void *)s;

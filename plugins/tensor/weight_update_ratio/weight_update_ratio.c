@@ -17,20 +17,20 @@ typedef struct state {
 } state;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_INT, "num_steps", NULL, SMRULES_P_MIN, 1, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, num_steps),
-     "compare with the earliest saved step at most this many steps back "
-     "(unset: the previous saved step)"},
-    {SMRULES_PARAM_FLOAT, "large_threshold", "10.0", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, large_threshold),
-     "an update/weight ratio above this is reported"},
-    {SMRULES_PARAM_FLOAT, "small_threshold", "0.00000001", 0, 0, 0, NULL, NULL,
-     SMRULES_OFFSET(settings, small_threshold),
-     "an update/weight ratio below this is reported"},
-    {SMRULES_PARAM_FLOAT, "epsilon", "0.000000001", SMRULES_P_MIN, 0, 0, NULL,
-     NULL, SMRULES_OFFSET(settings, epsilon),
-     "added to the weight norm to avoid a division by zero"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_INT_PARAM(
+        "num_steps", NULL, settings, num_steps,
+        "compare with the earliest saved step at most this many steps back "
+        "(unset: the previous saved step)",
+        SMRULES_MIN(1)),
+    SMRULES_FLOAT_PARAM("large_threshold", "10.0", settings, large_threshold,
+                        "an update/weight ratio above this is reported"),
+    SMRULES_FLOAT_PARAM("small_threshold", "0.00000001", settings,
+                        small_threshold,
+                        "an update/weight ratio below this is reported"),
+    SMRULES_FLOAT_PARAM("epsilon", "0.000000001", settings, epsilon,
+                        "added to the weight norm to avoid a division by zero",
+                        SMRULES_MIN(0)),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
   state *st = calloc(1, sizeof *st);
