@@ -6,7 +6,7 @@
 #   make check-fast   the suite once, without the sanitizer pass
 #   make fuzz         build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make bench        benchmarks (see bench/README.md)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (DESTDIR honoured)
 #   make format       clang-format every C file
 
 PREFIX ?= /usr/local
@@ -46,7 +46,9 @@ BIN = $(BUILD)/smrules
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 
-PLUGIN_DIRS = $(filter-out plugins/common/,$(sort $(dir $(wildcard plugins/*/*.c))))
+# One built-in rule per folder: plugins/tensor/<rule>/ and
+# plugins/profiler/<rule>/, each built into $(BUILD)/plugins/<rule>.so.
+PLUGIN_DIRS = $(sort $(dir $(wildcard plugins/tensor/*/*.c plugins/profiler/*/*.c)))
 PLUGIN_SO = $(foreach d,$(PLUGIN_DIRS),$(BUILD)/plugins/$(notdir $(patsubst %/,%,$(d))).so)
 
 BENCH_SRC = $(wildcard bench/*.c)
@@ -90,35 +92,45 @@ $(LIB): $(CORE_OBJ)
 $(BIN): $(BUILD)/core/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
-# One shared object per plugins/<name>/ folder, linked with the shared
-# helpers of plugins/common/ (built once into an archive, so each plugin
-# takes only what it uses; plugins link nothing of the host).
-PLUGKIT_SRC = $(wildcard plugins/common/*.c)
-PLUGKIT_OBJ = $(patsubst plugins/common/%.c,$(BUILD)/plugins/common/%.o,$(PLUGKIT_SRC))
-PLUGKIT = $(BUILD)/plugins/libplugkit.a
+# Plugins see the public SDK (core/include: smrules.h, rulekit.h) and the
+# plugin kits, never core/.  The kits, each an archive so that a plugin
+# takes only what it uses (plugins link nothing of the host):
+#   plugins/kit/      rulekit + npmath: what every rule uses; installed
+#                     with smrules/rulekit.h as libsmrules-rulekit.a for
+#                     third-party plugins (smrules.pc: --cflags --libs)
+#   plugins/profkit/  dicts, series and framework-metric helpers of the
+#                     profiler rules
+#   plugins/engines/  the profiler rules' engines (system-metric and
+#                     framework-metric), shared by each rule's plugin and
+#                     ProfilerReport, which links them like any kit
+# Archives are listed users first, for the linker.
+PLUGIN_CFLAGS = -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC $(WARN) $(SANFLAGS) \
+                -fvisibility=hidden -Icore/include -Iplugins/kit \
+                -Iplugins/profkit -Iplugins/engines $(CFLAGS)
+PLUGKIT_DIRS = engines profkit kit
+PLUGKIT_HDR = $(wildcard $(patsubst %,plugins/%/*.h,$(PLUGKIT_DIRS))) \
+              $(wildcard core/include/smrules/*.h)
+RULEKIT = $(BUILD)/plugins/libsmrules-rulekit.a
+PLUGKIT = $(BUILD)/plugins/libengines.a $(BUILD)/plugins/libprofkit.a $(RULEKIT)
+kit_objs = $(patsubst plugins/%.c,$(BUILD)/plugins/%.o,$(wildcard plugins/$(1)/*.c))
 
-$(BUILD)/plugins/common/%.o: plugins/common/%.c $(wildcard plugins/common/*.h) \
-                             core/include/smrules/smrules.h
+$(BUILD)/plugins/%.o: plugins/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -c $< -o $@
+	$(CC) $(PLUGIN_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(PLUGKIT): $(PLUGKIT_OBJ)
+$(BUILD)/plugins/libengines.a: $(call kit_objs,engines)
+$(BUILD)/plugins/libprofkit.a: $(call kit_objs,profkit)
+$(RULEKIT): $(call kit_objs,kit)
+$(PLUGKIT):
 	rm -f $@
 	ar rcs $@ $^
 
 .SECONDEXPANSION:
-$(BUILD)/plugins/%.so: $$(wildcard plugins/%/*.c) $$(wildcard plugins/%/*.h) \
-                       $(wildcard plugins/common/*.h) $(PLUGKIT) \
-                       core/include/smrules/smrules.h
+$(BUILD)/plugins/%.so: $$(wildcard plugins/*/%/*.c) $$(wildcard plugins/*/%/*.h) \
+                       $(PLUGKIT_HDR) $(PLUGKIT)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fvisibility=hidden -Iplugins/common -shared -o $@ \
-	  $(filter plugins/$*/%.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
-
-# ProfilerReport compiles the four framework-metric rules in (its sub_*.c
-# include their sources): rebuild it when they change.
-$(BUILD)/plugins/profiler_report.so: $(wildcard plugins/step_outlier/*.c \
-  plugins/dataloader/*.c plugins/max_initialization_time/*.c \
-  plugins/overall_framework_metrics/*.c)
+	$(CC) $(PLUGIN_CFLAGS) -shared -o $@ \
+	  $(filter %.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
@@ -127,7 +139,7 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 # The plugins' shared NumPy arithmetic is tested directly.
 $(BUILD)/tests/test_fwkit: tests/unit/test_fwkit.c tests/unit/unit.h $(LIB) $(PLUGKIT)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
+	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
 
 # The stand-in training job of the demo and the live tests.
 $(BUILD)/demo-trainer: examples/trainer/demo_trainer.c $(LIB)
@@ -187,15 +199,16 @@ install: all
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smrules
 	for so in $(PLUGIN_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/smrules/plugins/; done
 	install -m 644 core/include/smrules/*.h $(DESTDIR)$(PREFIX)/include/smrules/
+	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/
 	-install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/smrules/lua/ 2>/dev/null
 	-install -m 644 rules/*.lua $(DESTDIR)$(PREFIX)/share/smrules/rules/ 2>/dev/null
 	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
 
 format:
-	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.c \
-	  plugins/*/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
+	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.[ch] \
+	  plugins/*/*/*.[ch] examples/plugin/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build build-san
 
--include $(shell find $(BUILD)/core $(BUILD)/fuzzobj $(BUILD)/tests -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/core $(BUILD)/plugins $(BUILD)/fuzzobj $(BUILD)/tests -name '*.d' 2>/dev/null)

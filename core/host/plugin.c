@@ -11,6 +11,26 @@
 
 #include "host/rulectx.h"
 
+/* The SDK's statuses are the host's: rule results and host-function
+ * returns pass between the two unchanged (see rulehost.c), so the public
+ * numbers must never drift from the internal ones. */
+_Static_assert(SMRULES_NO_TRIGGER == SMR_OK, "status: no trigger / ok");
+_Static_assert(SMRULES_STEP_UNAVAILABLE == SMR_STEP_UNAVAILABLE,
+               "status: step unavailable");
+_Static_assert(SMRULES_STEP_NOT_YET == SMR_STEP_NOT_YET,
+               "status: step not yet");
+_Static_assert(SMRULES_TENSOR_UNAVAILABLE_FOR_STEP ==
+                   SMR_TENSOR_UNAVAILABLE_FOR_STEP,
+               "status: tensor unavailable for step");
+_Static_assert(SMRULES_TENSOR_UNAVAILABLE == SMR_TENSOR_UNAVAILABLE,
+               "status: tensor unavailable");
+_Static_assert(SMRULES_NO_MORE_DATA == SMR_NO_MORE_DATA,
+               "status: no more data");
+/* SMRULES_ERR is the one generic failure; it must not collide with an
+ * availability status. */
+_Static_assert(SMRULES_ERR > SMR_STEP_UNAVAILABLE && SMRULES_ERR < 0,
+               "status: SMRULES_ERR is a plain error");
+
 static size_t field_size(smrules_param_type t) {
   switch (t) {
   case SMRULES_PARAM_FLOAT:
@@ -61,10 +81,17 @@ static int check_registration(const smrules_rule *r, const char *path,
                          "%u; this smrules speaks version %d: rebuild it "
                          "against this smrules' smrules.h",
                          r->api_version, SMRULES_API_VERSION);
-  if (r->struct_size != sizeof(smrules_rule))
+  if (r->struct_size < SMRULES_RULE_MIN_SIZE)
     return smr_error_set(err, SMR_ERR_USAGE, path, -1,
-                         "plugin registration is %u bytes, expected %zu: it "
-                         "was built against a different smrules.h",
+                         "plugin registration is %u bytes, less than the "
+                         "%zu bytes every smrules.h has: it is not an "
+                         "smrules_rule",
+                         r->struct_size, (size_t)SMRULES_RULE_MIN_SIZE);
+  if (r->struct_size > sizeof(smrules_rule))
+    return smr_error_set(err, SMR_ERR_USAGE, path, -1,
+                         "plugin registration is %u bytes, this smrules "
+                         "knows %zu: it was built against a newer smrules.h "
+                         "(upgrade smrules)",
                          r->struct_size, sizeof(smrules_rule));
   if (!r->name || !r->invoke_at_step)
     return smr_error_set(err, SMR_ERR_USAGE, path, -1,
@@ -74,6 +101,22 @@ static int check_registration(const smrules_rule *r, const char *path,
     return smr_error_set(err, SMR_ERR_USAGE, path, -1,
                          "rule %s has unknown kind %d", r->name, r->kind);
   return check_params(r, path, err);
+}
+
+/* The registration as a whole smrules_rule of this host, in `copy`:
+ * members past the plugin's struct_size (appended after it was built)
+ * stay zero, i.e. absent.  The checks then read only the copy. */
+static const smrules_rule *whole_registration(const smrules_rule *given,
+                                              smrules_rule *copy) {
+  if (!given)
+    return NULL;
+  memset(copy, 0, sizeof *copy);
+  size_t n = given->struct_size;
+  if (n < SMRULES_RULE_MIN_SIZE || n > sizeof *copy)
+    n = offsetof(smrules_rule, name); /* refused: keep the two versions */
+  memcpy(copy, given, n);
+  copy->struct_size = given->struct_size;
+  return copy;
 }
 
 int smr_plugin_load(const char *path, smr_plugin **out, smr_error *err) {
@@ -92,13 +135,15 @@ int smr_plugin_load(const char *path, smr_plugin **out, smr_error *err) {
                          "not an smrules plugin: no smrules_plugin_init");
   }
   memcpy(&init, &sym, sizeof init);
-  const smrules_rule *r = init(smr_host_api());
+  const smrules_rule *given = init(smr_host_api());
+  smr_plugin *p = smr_xcalloc(1, sizeof *p);
+  const smrules_rule *r = whole_registration(given, &p->reg_copy);
   int rc = check_registration(r, path, err);
   if (rc != SMR_OK) {
+    free(p);
     dlclose(h);
     return rc;
   }
-  smr_plugin *p = smr_xcalloc(1, sizeof *p);
   p->handle = h;
   p->reg = r;
   p->path = smr_xstrdup(path);

@@ -8,12 +8,17 @@
 
 typedef struct smr_plugin {
   void *handle;
+  /* The registration, always a whole smrules_rule of this host: a plugin
+   * built against an older smrules.h registers fewer members, which read
+   * as absent (NULL/0) here. */
   const smrules_rule *reg;
+  smrules_rule reg_copy; /* what reg points to */
   char *path;
 } smr_plugin;
 
 /* dlopen `path`, call its smrules_plugin_init with the host API and check
- * the registration: API version, struct size, name, callbacks, and the
+ * the registration: API version, struct size (from SMRULES_RULE_MIN_SIZE
+ * to this host's sizeof(smrules_rule)), name, callbacks, and the
  * parameter table (types known, fields inside settings_size). */
 int smr_plugin_load(const char *path, smr_plugin **out, smr_error *err);
 void smr_plugin_unload(smr_plugin *p);

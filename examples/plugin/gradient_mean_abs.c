@@ -1,24 +1,23 @@
 /* gradient_mean_abs.c - an out-of-tree smrules rule plugin, built against
- * the installed SDK only:
+ * the installed SDK only (smrules.h and the rule kit, smrules/rulekit.h +
+ * libsmrules-rulekit.a):
  *
- *   cc -shared -fPIC $(pkg-config --cflags smrules) -o gradient_mean_abs.so \
- *      gradient_mean_abs.c
+ *   cc -shared -fPIC -o gradient_mean_abs.so gradient_mean_abs.c \
+ *      $(pkg-config --cflags --libs smrules)
  *
  * It fires when the mean absolute value of any tensor of the `gradients`
  * collection exceeds `threshold` (the same rule as
  * rules/gradient_mean_abs.lua). */
-#include <smrules/smrules.h>
-
-static const smrules_api *host;
+#include <smrules/rulekit.h>
 
 typedef struct settings {
   double threshold;
 } settings;
 
 static const smrules_param params[] = {
-    {SMRULES_PARAM_FLOAT, "threshold", "1.0", 0, 0, 0, NULL, NULL,
-     offsetof(settings, threshold), "fire when mean |gradient| is above this"},
-    {.type = SMRULES_PARAM_END}};
+    SMRULES_FLOAT_PARAM("threshold", "1.0", settings, threshold,
+                        "fire when mean |gradient| is above this"),
+    SMRULES_END_PARAMS};
 
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   (void)ctx;
@@ -28,27 +27,23 @@ static int init(smrules_ctx *ctx, const void *s, void **state) {
 
 static int invoke_at_step(smrules_ctx *ctx, void *state, int64_t step) {
   const settings *s = state;
-  smrules_trial *trial = host->trial(ctx);
+  smrules_trial *trial = rk_api->trial(ctx);
   smrules_strlist grads;
-  host->collection(trial, "gradients", &grads);
-  int evaluated = 0, fired = 0;
+  rk_api->collection(trial, "gradients", &grads);
+  int64_t evaluated = 0, fired = 0;
   for (size_t i = 0; i < grads.n; i++) {
     double m;
-    if (host->reduction(trial, grads.v[i], step, SMRULES_MODE_GLOBAL,
-                        SMRULES_RED_MEAN, true, &m) != 0)
-      continue; /* not saved at this step */
+    if (rk_api->reduction(trial, grads.v[i], step, SMRULES_MODE_GLOBAL,
+                          SMRULES_RED_MEAN, true, &m) != 0)
+      continue; /* not saved at this step (or unreadable: treated alike) */
     evaluated++;
     if (m > s->threshold) {
-      smrules_json *v = host->violation(ctx);
-      host->json_str(v, "tensor", grads.v[i]);
-      host->json_num(v, "abs_mean", m);
-      fired = 1;
+      rk_api->json_num(rk_violation(ctx, grads.v[i]), "abs_mean", m);
+      fired++;
     }
   }
-  host->strlist_free(&grads);
-  if (!evaluated)
-    return SMRULES_SKIPPED;
-  return fired ? SMRULES_TRIGGERED : SMRULES_NO_TRIGGER;
+  rk_api->strlist_free(&grads);
+  return rk_result(evaluated, fired);
 }
 
 static const smrules_rule rule = {
@@ -65,7 +60,5 @@ static const smrules_rule rule = {
     .flags = SMRULES_RULE_STATELESS,
 };
 
-SMRULES_PLUGIN_INIT {
-  host = api;
-  return &rule;
-}
+/* smrules_plugin_init: keeps the host's table in rk_api, returns `rule`. */
+RK_PLUGIN(rule)

@@ -4,7 +4,8 @@
 - the mission's rule, "fire when the mean absolute value of any tensor of the
   gradients collection exceeds threshold", as a Lua script
   (rules/gradient_mean_abs.lua) and as an out-of-tree C plugin built here
-  against the *installed* SDK header (make install + pkg-config), fires where
+  against the *installed* SDK (make install + pkg-config --cflags --libs:
+  smrules.h, rulekit.h and libsmrules-rulekit.a), fires where
   the data says on the gradient trials, and both give identical results;
 - the Lua sandbox: io, os, require, bytecode, a memory bomb and an endless
   loop each end as that rule's Error with a clear message while the other
@@ -36,15 +37,14 @@ def install_sdk(c, tmp):
     if not c.ok(r.returncode == 0, "make install", r.stderr[-800:]):
         return None
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
-    cflags = subprocess.run(["pkg-config", "--cflags", "smrules"], env=env,
-                            capture_output=True, text=True).stdout.split()
-    c.ok(any(f.endswith(os.path.join(prefix, "include")) for f in cflags),
-         "pkg-config --cflags smrules points at the installed header", " ".join(cflags))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "smrules"], env=env,
+                           capture_output=True, text=True).stdout.split()
+    c.ok(any(f.endswith(os.path.join(prefix, "include")) for f in flags),
+         "pkg-config --cflags smrules points at the installed header", " ".join(flags))
     so = os.path.join(tmp, "gradient_mean_abs.so")
-    r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC"]
-                       + cflags + ["-o", so,
-                                   os.path.join(lib.ROOT, "examples/plugin/gradient_mean_abs.c")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+                        "-o", so, os.path.join(lib.ROOT, "examples/plugin/gradient_mean_abs.c")]
+                       + flags, capture_output=True, text=True, timeout=120)
     if not c.ok(r.returncode == 0, "out-of-tree plugin builds against the installed SDK",
                 r.stderr[-800:]):
         return None

@@ -1,10 +1,10 @@
 /* test_fwkit.c - the NumPy-exact statistics and the ordered map of
- * plugins/common/fwkit.h (used by the framework-metric profiler rules):
+ * plugins/profkit/fwkit.h (used by the framework-metric profiler rules):
  * expected values were computed with NumPy 1.24 and must match bit for
  * bit, since rule reports are compared with the reference exactly. */
 #include <stdlib.h>
 
-#include "../../plugins/common/fwkit.h"
+#include "../../plugins/profkit/fwkit.h"
 #include "unit.h"
 
 #define N 1000

@@ -8,8 +8,13 @@
  * dlopen with its function table; the plugin keeps the pointer and returns
  * its registration.  The host checks `api_version` and `struct_size` of the
  * registration before using anything else, and refuses a plugin built for
- * another ABI.  A plugin must only check `api->struct_size` before calling
- * functions that a later API version appended.
+ * another ABI.  Both structs only ever grow at the end:
+ *   - a registration built against an older smrules.h (smaller
+ *     struct_size, at least SMRULES_RULE_MIN_SIZE) still loads; the members
+ *     it lacks read as absent (NULL/0);
+ *   - a plugin that may run on an older host tests
+ *     SMRULES_API_HAS(api, function) before calling a function of the table
+ *     that a later smrules.h appended.
  *
  * Parameters are declared in a table (smrules_param) and parsed, type- and
  * range-checked by the host, which fills the plugin's settings struct at
@@ -373,6 +378,11 @@ typedef struct smrules_api {
   int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
 } smrules_api;
 
+/* Whether the host's table `api` has `member` (it was appended after the
+ * host was built when not), e.g. SMRULES_API_HAS(api, live_info). */
+#define SMRULES_API_HAS(api, member)                                           \
+  ((api)->struct_size >= offsetof(smrules_api, member) + sizeof((api)->member))
+
 /* -------------------------------------------------------- the plugin */
 #define SMRULES_KIND_TENSOR 1   /* invoked per global step */
 #define SMRULES_KIND_PROFILER 2 /* invoked per profiler time window */
@@ -418,6 +428,14 @@ typedef struct smrules_rule {
   int (*invoke_at_time)(smrules_ctx *ctx, void *state, double now);
 } smrules_rule;
 
+/* The smallest registration a host accepts: the members up to
+ * invoke_at_step, which every smrules.h has had.  Members after it were or
+ * will be appended; a host reads those a registration's struct_size does
+ * not cover as absent. */
+#define SMRULES_RULE_MIN_SIZE                                                  \
+  (offsetof(smrules_rule, invoke_at_step) +                                    \
+   sizeof(((smrules_rule *)0)->invoke_at_step))
+
 typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
 
 #define SMRULES_PLUGIN_INIT                                                    \
@@ -426,6 +444,53 @@ typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
 
 /* Helpers for parameter tables. */
 #define SMRULES_OFFSET(type, field) offsetof(type, field)
+
+/* One parameter-table entry per line, by name rather than ten positional
+ * fields:
+ *
+ *   static const smrules_param params[] = {
+ *       SMRULES_FLOAT_PARAM("threshold", "1.0", settings, threshold,
+ *                           "fire above this", SMRULES_MIN(0)),
+ *       SMRULES_STRING_PARAM("mode", NULL, settings, mode, "a mode",
+ *                            .allowed = modes, .aliases = "old_name"),
+ *       SMRULES_END_PARAMS};
+ *
+ * Arguments: the parameter's name, its default as a string (NULL: unset
+ * unless given), the settings struct type and the field the host fills,
+ * the description, then optional designated initializers of the entry:
+ * the range/flag helpers below (one per entry: each sets .flags), and
+ * .allowed or .aliases.  For a combination no helper covers, write
+ * SMRULES_FLAGS(SMRULES_P_REQUIRED | SMRULES_P_MIN), .min = 0. */
+#define SMRULES_PARAM_ENTRY(type_, name_, default_, settings_, field_, ...)    \
+  {                                                                            \
+    .type = (type_), .name = (name_), .default_value = (default_),             \
+    .offset = offsetof(settings_, field_), .description = __VA_ARGS__          \
+  }
+#define SMRULES_FLOAT_PARAM(...)                                               \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_FLOAT, __VA_ARGS__)
+#define SMRULES_INT_PARAM(...)                                                 \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_INT, __VA_ARGS__)
+#define SMRULES_BOOL_PARAM(...)                                                \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_BOOL, __VA_ARGS__)
+#define SMRULES_STRING_PARAM(...)                                              \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_STRING, __VA_ARGS__)
+#define SMRULES_STRLIST_PARAM(...)                                             \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_STRLIST, __VA_ARGS__)
+#define SMRULES_NUMLIST_PARAM(...)                                             \
+  SMRULES_PARAM_ENTRY(SMRULES_PARAM_NUMLIST, __VA_ARGS__)
+#define SMRULES_END_PARAMS                                                     \
+  { .type = SMRULES_PARAM_END }
+
+/* Flags and ranges of an entry (the trailing arguments above). */
+#define SMRULES_FLAGS(f) .flags = (f)
+#define SMRULES_REQUIRED .flags = SMRULES_P_REQUIRED
+#define SMRULES_MIN(lo) .flags = SMRULES_P_MIN, .min = (lo) /* >= lo */
+#define SMRULES_ABOVE(lo)                                                      \
+  .flags = SMRULES_P_MIN | SMRULES_P_MIN_OPEN, .min = (lo)  /* > lo */
+#define SMRULES_MAX(hi) .flags = SMRULES_P_MAX, .max = (hi) /* <= hi */
+#define SMRULES_RANGE(lo, hi) /* lo <= value <= hi */                          \
+  .flags = SMRULES_P_MIN | SMRULES_P_MAX, .min = (lo), .max = (hi)
+#define SMRULES_REGEX .flags = SMRULES_P_REGEX /* must compile as a regex */
 
 #ifdef __cplusplus
 }

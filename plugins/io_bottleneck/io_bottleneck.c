@@ -1,5 +1,0 @@
-/* IOBottleneck (rules.md §4.2): GPUs idle while CPUs wait for I/O.
- * The logic is the engine in plugins/common (shared with ProfilerReport). */
-#include "prof_rules.h"
-
-PR_PLUGIN(pr_io_bottleneck)

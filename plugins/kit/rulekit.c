@@ -1,0 +1,610 @@
+/* rulekit.c - shared helpers of the built-in rule plugins. */
+#include "smrules/rulekit.h"
+
+#include "npmath.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const smrules_api *rk_api;
+
+int rk_select(smrules_trial *t, const smrules_strlist *collections,
+              const smrules_strlist *regexes, bool all_if_empty,
+              smrules_strlist *out) {
+  bool none =
+      (!collections || collections->n == 0) && (!regexes || regexes->n == 0);
+  if (none && all_if_empty)
+    return rk_api->tensor_names(t, out);
+  return rk_api->select(t, collections, regexes, out);
+}
+
+int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out) {
+  const char *one[1] = {regex};
+  smrules_strlist re = {1, one};
+  return rk_api->select(t, NULL, &re, out);
+}
+
+int rk_value(smrules_trial *t, const char *name, int64_t g,
+             smrules_tensor *out) {
+  return rk_api->value(t, name, g, SMRULES_MODE_GLOBAL, out);
+}
+
+bool rk_is_scalar(const smrules_tensor *v) {
+  return v->count == 1;
+}
+
+bool rk_is_numeric(const smrules_tensor *v) {
+  return v->dtype != SMRULES_DT_STRING && v->count > 0;
+}
+
+bool rk_unavailable(int status) {
+  return status == SMRULES_TENSOR_UNAVAILABLE_FOR_STEP ||
+         status == SMRULES_STEP_UNAVAILABLE ||
+         status == SMRULES_TENSOR_UNAVAILABLE || status == SMRULES_STEP_NOT_YET;
+}
+
+size_t rk_steps_upto(smrules_trial *t, const char *name, int mode, int64_t upto,
+                     int64_t *out, size_t max) {
+  int64_t *steps;
+  size_t n;
+  if (rk_api->tensor_steps(t, name, mode, &steps, &n) != 0)
+    return 0;
+  size_t end = 0;
+  while (end < n && steps[end] <= upto)
+    end++;
+  size_t begin = end > max ? end - max : 0;
+  for (size_t i = begin; i < end; i++)
+    out[i - begin] = steps[i];
+  rk_api->steps_free(steps);
+  return end - begin;
+}
+
+smrules_json *rk_violation(smrules_ctx *ctx, const char *tensor) {
+  smrules_json *j = rk_api->violation(ctx);
+  if (tensor)
+    rk_api->json_str(j, "tensor", tensor);
+  return j;
+}
+
+/* ---------------------------------------------------------- numbers */
+
+static double parse_string_number(const uint8_t *s, size_t len) {
+  char buf[64];
+  if (!s || len == 0 || len >= sizeof buf)
+    return NAN;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  char *end;
+  double v = strtod(buf, &end);
+  return end != buf && *end == '\0' ? v : NAN;
+}
+
+double *rk_values(const smrules_tensor *t) {
+  if (t->count <= 0)
+    return NULL;
+  double *v = malloc((size_t)t->count * sizeof *v);
+  if (!v)
+    return NULL;
+  bool strings = t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
+  for (int64_t i = 0; i < t->count; i++)
+    v[i] = strings ? parse_string_number(t->strings ? t->strings[i] : NULL,
+                                         t->string_lens ? t->string_lens[i] : 0)
+                   : rk_api->get(t, i);
+  return v;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double rk_quantile(double *x, size_t n, double q) {
+  if (n == 0)
+    return NAN;
+  for (size_t i = 0; i < n; i++)
+    if (isnan(x[i]))
+      return NAN;
+  qsort(x, n, sizeof *x, cmp_double);
+  return np_quantile_sorted(x, n, q);
+}
+
+double rk_round_half_away(double v) {
+  return round(v);
+}
+
+double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n) {
+  double *v = rk_values(t);
+  *n = v ? (size_t)t->count : 0;
+  int64_t last = t->ndim >= 2 ? t->shape[t->ndim - 1] : 1;
+  if (!v || last <= 1)
+    return v;
+  size_t rows = (size_t)(t->count / last);
+  for (size_t r = 0; r < rows; r++) {
+    const double *row = v + r * (size_t)last;
+    int64_t best = 0;
+    for (int64_t k = 1; k < last && !isnan(row[best]); k++)
+      if (isnan(row[k]) || row[k] > row[best])
+        best = k;
+    v[r] = (double)best; /* row r starts at or after r: no overlap hazard */
+  }
+  *n = rows;
+  return v;
+}
+
+int rk_inactive_units(const smrules_tensor *t,
+                      bool (*active)(double x, const void *arg),
+                      const void *arg, double threshold_inactivity,
+                      double *percent) {
+  int64_t batch = t->ndim >= 2 ? t->shape[0] : 1;
+  if (t->count <= 0 || batch <= 0)
+    return -1;
+  int64_t units = t->count / batch;
+  int64_t *hits = calloc((size_t)units, sizeof *hits);
+  if (!hits)
+    return -1;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t u = 0; u < units; u++)
+      hits[u] += active(rk_api->get(t, b * units + u), arg);
+  int64_t inactive = 0;
+  for (int64_t u = 0; u < units; u++)
+    inactive += 100.0 * (double)hits[u] / (double)batch < threshold_inactivity;
+  free(hits);
+  *percent = 100.0 * (double)inactive / (double)units;
+  return 0;
+}
+
+/* ------------------------------------------------------- state text */
+
+static void text_reserve(rk_text *t, size_t more) {
+  if (t->len + more + 1 <= t->cap)
+    return;
+  size_t cap = t->cap ? t->cap : 256;
+  while (cap < t->len + more + 1)
+    cap *= 2;
+  char *s = realloc(t->s, cap);
+  if (!s)
+    abort(); /* out of memory: nothing sensible to continue with */
+  t->s = s;
+  t->cap = cap;
+}
+
+void rk_text_printf(rk_text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  text_reserve(t, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(t->s + t->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  t->len += (size_t)n;
+}
+
+void rk_text_num(rk_text *t, double v) {
+  rk_text_printf(t, " %.17g", v);
+}
+
+void rk_text_int(rk_text *t, int64_t v) {
+  rk_text_printf(t, " %lld", (long long)v);
+}
+
+void rk_text_name(rk_text *t, const char *name) {
+  rk_text_printf(t, " ");
+  if (!*name)
+    rk_text_printf(t, "%%");
+  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+    if (*p > ' ' && *p < 127 && *p != '%')
+      rk_text_printf(t, "%c", *p);
+    else
+      rk_text_printf(t, "%%%02X", *p);
+  }
+}
+
+char *rk_text_take(rk_text *t) {
+  text_reserve(t, 0);
+  char *s = t->s;
+  s[t->len] = '\0';
+  memset(t, 0, sizeof *t);
+  return s;
+}
+
+/* The next token: start and length; false at the end. */
+static bool scan_token(rk_scan *s, const char **tok, size_t *len) {
+  if (s->bad || !s->p)
+    return false;
+  while (*s->p == ' ' || *s->p == '\n' || *s->p == '\t')
+    s->p++;
+  const char *b = s->p;
+  while (*s->p && *s->p != ' ' && *s->p != '\n' && *s->p != '\t')
+    s->p++;
+  *tok = b;
+  *len = (size_t)(s->p - b);
+  return *len > 0;
+}
+
+static bool scan_fail(rk_scan *s) {
+  s->bad = true;
+  return false;
+}
+
+bool rk_scan_num(rk_scan *s, double *v) {
+  const char *tok;
+  size_t len;
+  char buf[64];
+  if (!scan_token(s, &tok, &len) || len >= sizeof buf)
+    return scan_fail(s);
+  memcpy(buf, tok, len);
+  buf[len] = '\0';
+  char *end;
+  *v = strtod(buf, &end);
+  return *end == '\0' ? true : scan_fail(s);
+}
+
+bool rk_scan_int(rk_scan *s, int64_t *v) {
+  const char *tok;
+  size_t len;
+  char buf[32];
+  if (!scan_token(s, &tok, &len) || len >= sizeof buf)
+    return scan_fail(s);
+  memcpy(buf, tok, len);
+  buf[len] = '\0';
+  char *end;
+  errno = 0;
+  long long x = strtoll(buf, &end, 10);
+  if (*end || errno)
+    return scan_fail(s);
+  *v = x;
+  return true;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+char *rk_scan_name(rk_scan *s) {
+  const char *tok;
+  size_t len;
+  if (!scan_token(s, &tok, &len))
+    return scan_fail(s), NULL;
+  char *out = malloc(len + 1), *o = out;
+  if (!out)
+    return scan_fail(s), NULL;
+  for (size_t i = 0; i < len; i++) {
+    if (tok[i] != '%') {
+      *o++ = tok[i];
+      continue;
+    }
+    if (len == 1) /* "%" alone: the empty name */
+      break;
+    int hi = i + 2 < len ? hex_digit(tok[i + 1]) : -1;
+    int lo = hi >= 0 ? hex_digit(tok[i + 2]) : -1;
+    if (lo < 0 || (hi == 0 && lo == 0)) {
+      free(out);
+      return scan_fail(s), NULL;
+    }
+    *o++ = (char)(hi * 16 + lo);
+    i += 2;
+  }
+  *o = '\0';
+  return out;
+}
+
+bool rk_scan_word(rk_scan *s, const char *word) {
+  rk_scan copy = *s;
+  const char *tok;
+  size_t len;
+  if (!scan_token(&copy, &tok, &len) || len != strlen(word) ||
+      memcmp(tok, word, len) != 0)
+    return false;
+  *s = copy;
+  return true;
+}
+
+bool rk_scan_end(rk_scan *s) {
+  const char *tok;
+  size_t len;
+  rk_scan copy = *s;
+  return !s->bad && !scan_token(&copy, &tok, &len);
+}
+
+size_t rk_scan_left(const rk_scan *s) {
+  return s->p && !s->bad ? strlen(s->p) : 0;
+}
+
+/* -------------------------------------------- comparing, scalar reads */
+
+bool rk_same_shape(const smrules_tensor *a, const smrules_tensor *b) {
+  if (a->ndim != b->ndim || a->count != b->count)
+    return false;
+  for (int i = 0; i < a->ndim && i < SMRULES_MAX_DIMS; i++)
+    if (a->shape[i] != b->shape[i])
+      return false;
+  return true;
+}
+
+static bool is_strings(const smrules_tensor *t) {
+  return t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
+}
+
+static bool strings_equal(const smrules_tensor *a, const smrules_tensor *b) {
+  for (int64_t i = 0; i < a->count; i++) {
+    size_t la = a->string_lens ? a->string_lens[i] : 0;
+    size_t lb = b->string_lens ? b->string_lens[i] : 0;
+    if (la != lb || (la && memcmp(a->strings[i], b->strings[i], la) != 0))
+      return false;
+  }
+  return true;
+}
+
+/* One element pair: close or not; *diff is |x - y| or +inf. */
+static bool element_close(double x, double y, double rtol, double atol,
+                          bool equal_nan, double *diff) {
+  if (isfinite(x) && isfinite(y)) {
+    *diff = fabs(x - y);
+    return *diff <= atol + rtol * fabs(y);
+  }
+  if (isnan(x) && isnan(y)) {
+    *diff = 0;
+    return equal_nan;
+  }
+  *diff = x == y ? 0 : INFINITY; /* same infinity, or a mismatch */
+  return x == y;
+}
+
+bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
+                 double atol, bool equal_nan, double *max_abs_diff) {
+  double worst = 0;
+  bool close = rk_same_shape(a, b);
+  if (close && (is_strings(a) || is_strings(b))) {
+    close = is_strings(a) && is_strings(b) && strings_equal(a, b);
+    worst = close ? 0 : INFINITY;
+  } else if (close) {
+    for (int64_t i = 0; i < a->count; i++) {
+      double d;
+      if (!element_close(rk_api->get(a, i), rk_api->get(b, i), rtol, atol,
+                         equal_nan, &d))
+        close = false;
+      if (d > worst)
+        worst = d;
+    }
+  } else {
+    worst = INFINITY;
+  }
+  if (max_abs_diff)
+    *max_abs_diff = worst;
+  return close;
+}
+
+int rk_scalar(smrules_trial *t, const char *name, int64_t step, int mode,
+              double *out, double *wall_time) {
+  smrules_tensor v;
+  int rc = rk_api->value(t, name, step, mode, &v);
+  if (rc != 0)
+    return rc < 0 ? rc : SMRULES_ERR;
+  rc = rk_is_scalar(&v) && rk_is_numeric(&v) && !is_strings(&v) ? 0 : 1;
+  if (rc == 0)
+    *out = rk_api->get(&v, 0);
+  if (wall_time)
+    *wall_time = v.wall_time;
+  rk_api->release(&v);
+  return rc;
+}
+
+static const char *const MODE_NAMES[] = {NULL, "TRAIN", "EVAL", "PREDICT",
+                                         "GLOBAL"};
+
+const char *rk_mode_name(int mode) {
+  return mode >= SMRULES_MODE_TRAIN && mode <= SMRULES_MODE_GLOBAL
+             ? MODE_NAMES[mode]
+             : "?";
+}
+
+int rk_mode_parse(const char *name) {
+  for (int m = SMRULES_MODE_TRAIN; name && m <= SMRULES_MODE_GLOBAL; m++)
+    if (strcmp(name, MODE_NAMES[m]) == 0)
+      return m;
+  return 0;
+}
+
+/* ------------------------------------------------------------ tables */
+
+void rk_table_init(rk_table *t, size_t record_size) {
+  memset(t, 0, sizeof *t);
+  t->size = record_size;
+}
+
+void *rk_table_at(const rk_table *t, size_t i) {
+  return t->recs + i * t->size;
+}
+
+/* FNV-1a */
+static size_t hash_key(const char *key) {
+  size_t h = (size_t)14695981039346656037ULL;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+    h = (h ^ *p) * (size_t)1099511628211ULL;
+  return h;
+}
+
+/* The slot holding `key`, or the empty slot where it belongs. */
+static size_t *table_slot(const rk_table *t, const char *key) {
+  size_t mask = t->nslots - 1;
+  for (size_t i = hash_key(key) & mask;; i = (i + 1) & mask)
+    if (!t->slots[i] || strcmp(t->keys[t->slots[i] - 1], key) == 0)
+      return &t->slots[i];
+}
+
+static void *xrealloc(void *p, size_t size) {
+  p = realloc(p, size);
+  if (!p)
+    abort(); /* out of memory: nothing sensible to continue with */
+  return p;
+}
+
+static void table_grow(rk_table *t) {
+  size_t cap = t->cap ? 2 * t->cap : 8;
+  t->keys = xrealloc(t->keys, cap * sizeof *t->keys);
+  t->recs = xrealloc(t->recs, cap * t->size);
+  t->cap = cap;
+  /* the index stays at most half full */
+  free(t->slots);
+  t->nslots = 2 * cap;
+  t->slots = calloc(t->nslots, sizeof *t->slots);
+  if (!t->slots)
+    abort();
+  for (size_t i = 0; i < t->n; i++)
+    *table_slot(t, t->keys[i]) = i + 1;
+}
+
+void *rk_table_get(rk_table *t, const char *key, bool create) {
+  size_t *slot = t->nslots ? table_slot(t, key) : NULL;
+  if (slot && *slot)
+    return rk_table_at(t, *slot - 1);
+  if (!create)
+    return NULL;
+  if (t->n == t->cap) {
+    table_grow(t);
+    slot = table_slot(t, key);
+  }
+  t->keys[t->n] = strdup(key);
+  if (!t->keys[t->n])
+    abort();
+  *slot = t->n + 1;
+  void *rec = rk_table_at(t, t->n++);
+  memset(rec, 0, t->size);
+  return rec;
+}
+
+void rk_table_free(rk_table *t) {
+  for (size_t i = 0; i < t->n; i++)
+    free(t->keys[i]);
+  free(t->keys);
+  free(t->recs);
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+/* -------------------------------------------------------- step cache */
+
+typedef struct step_list {
+  int64_t *steps; /* from api->tensor_steps, or NULL */
+  size_t n;
+} step_list;
+
+void rk_step_cache_init(rk_step_cache *c) {
+  c->known = 0;
+  rk_table_init(&c->lists, sizeof(step_list));
+}
+
+void rk_step_cache_free(rk_step_cache *c) {
+  for (size_t i = 0; i < c->lists.n; i++) {
+    step_list *l = rk_table_at(&c->lists, i);
+    if (l->steps)
+      rk_api->steps_free(l->steps);
+  }
+  rk_table_free(&c->lists);
+}
+
+void rk_step_cache_sync(rk_step_cache *c, smrules_trial *t) {
+  int64_t *steps;
+  size_t n = 0;
+  if (rk_api->steps(t, SMRULES_MODE_GLOBAL, &steps, &n) == 0)
+    rk_api->steps_free(steps);
+  /* complete steps only ever get added: a new count means new steps */
+  if (n == c->known)
+    return;
+  rk_step_cache_free(c);
+  rk_step_cache_init(c);
+  c->known = n;
+}
+
+const int64_t *rk_step_cache_get(rk_step_cache *c, smrules_trial *t,
+                                 const char *name, int mode, size_t *n) {
+  char *key = malloc(strlen(name) + 4);
+  if (!key)
+    abort();
+  sprintf(key, "%d:%s", mode, name);
+  step_list *l = rk_table_get(&c->lists, key, false);
+  if (!l) {
+    l = rk_table_get(&c->lists, key, true);
+    if (rk_api->tensor_steps(t, name, mode, &l->steps, &l->n) != 0) {
+      if (l->steps)
+        rk_api->steps_free(l->steps);
+      l->steps = NULL;
+      l->n = 0;
+    }
+  }
+  free(key);
+  *n = l->n;
+  return l->steps;
+}
+
+/* ------------------------------------------------------- scalar memo */
+
+typedef struct memo_list {
+  int64_t *steps; /* ascending */
+  double *vals;
+  int *rcs;
+  size_t n, cap;
+} memo_list;
+
+void rk_scalar_memo_init(rk_scalar_memo *m) {
+  rk_table_init(&m->tensors, sizeof(memo_list));
+}
+
+void rk_scalar_memo_free(rk_scalar_memo *m) {
+  for (size_t i = 0; i < m->tensors.n; i++) {
+    memo_list *l = rk_table_at(&m->tensors, i);
+    free(l->steps);
+    free(l->vals);
+    free(l->rcs);
+  }
+  rk_table_free(&m->tensors);
+}
+
+static void memo_insert(memo_list *l, size_t at, int64_t g, double v, int rc) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 16;
+    l->steps = xrealloc(l->steps, l->cap * sizeof *l->steps);
+    l->vals = xrealloc(l->vals, l->cap * sizeof *l->vals);
+    l->rcs = xrealloc(l->rcs, l->cap * sizeof *l->rcs);
+  }
+  size_t tail = l->n - at;
+  memmove(l->steps + at + 1, l->steps + at, tail * sizeof *l->steps);
+  memmove(l->vals + at + 1, l->vals + at, tail * sizeof *l->vals);
+  memmove(l->rcs + at + 1, l->rcs + at, tail * sizeof *l->rcs);
+  l->steps[at] = g;
+  l->vals[at] = v;
+  l->rcs[at] = rc;
+  l->n++;
+}
+
+int rk_scalar_memo_get(rk_scalar_memo *m, smrules_trial *t, const char *name,
+                       int64_t g, double *out) {
+  memo_list *l = rk_table_get(&m->tensors, name, true);
+  size_t lo = 0, hi = l->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (l->steps[mid] < g)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == l->n || l->steps[lo] != g) {
+    double v = 0;
+    int rc = rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &v, NULL);
+    memo_insert(l, lo, g, v, rc);
+  }
+  if (l->rcs[lo] == 0)
+    *out = l->vals[lo];
+  return l->rcs[lo];
+}

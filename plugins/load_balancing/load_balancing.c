@@ -1,5 +1,0 @@
-/* LoadBalancing (rules.md §4.7): GPU workload histograms.
- * The logic is the engine in plugins/common (shared with ProfilerReport). */
-#include "prof_rules.h"
-
-PR_PLUGIN(pr_load_balancing)

@@ -1,5 +1,0 @@
-/* LowGPUUtilization (rules.md §4.3): underused or fluctuating GPUs.
- * The logic is the engine in plugins/common (shared with ProfilerReport). */
-#include "prof_rules.h"
-
-PR_PLUGIN(pr_low_gpu_utilization)

@@ -1,5 +1,0 @@
-/* OverallSystemUsage (rules.md §4.8): per-node usage statistics.
- * The logic is the engine in plugins/common (shared with ProfilerReport). */
-#include "prof_rules.h"
-
-PR_PLUGIN(pr_overall_system_usage)

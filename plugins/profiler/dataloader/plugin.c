@@ -1,0 +1,7 @@
+/* Dataloader: the rule's plugin.  Its logic is the engine in
+ * plugins/engines/fw_dataloader.c, shared with ProfilerReport. */
+#include "fw_rules.h"
+
+SMRULES_PLUGIN_INIT {
+  return fw_dataloader(api);
+}

@@ -1,0 +1,8 @@
+/* OverallFrameworkMetrics: the rule's plugin.  Its logic is the engine in
+ * plugins/engines/fw_overall_framework_metrics.c, shared with ProfilerReport.
+ */
+#include "fw_rules.h"
+
+SMRULES_PLUGIN_INIT {
+  return fw_overall_framework_metrics(api);
+}

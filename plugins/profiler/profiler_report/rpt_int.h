@@ -1,0 +1,89 @@
+/* rpt_int.h - ProfilerReport internals shared by its files.
+ *
+ * How it works (rules.md §5): ProfilerReport is one plugin that runs the
+ * eleven profiler rules itself, each with its own state and report, over
+ * the window the host hands it.  Two kinds of sub-rules:
+ *
+ * - the system-metric rules are "engines" (plugins/engines/prof_rules.h):
+ *   ProfilerReport calls them with the window's events and their own
+ *   clock pinned at the trial start (§5.2), and reads their reports;
+ * - the framework-metric rules are engines too (plugins/engines/
+ *   fw_rules.h), written as plugin registrations bound to whatever
+ *   function table they are handed.  ProfilerReport hands them one of its
+ *   own, the "shim" (rpt_shim.c): the context they receive is
+ *   really an rpt_sub, window and event queries are answered from the
+ *   window being evaluated (the host is asked once per window), each gets
+ *   its own report (Details as an rpt_json tree), and parameter queries
+ *   map to ProfilerReport's "<Rule>_<param>" parameters (§5.1). */
+#ifndef RPT_INT_H
+#define RPT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fw_rules.h"
+#include "prof_rules.h"
+#include "rpt_json.h"
+#include "smrules/rulekit.h"
+
+#define RPT_NSUB 11
+
+/* The host's function table, and the one the shim sub-rules get. */
+extern const smrules_api *rpt_host;
+extern smrules_api rpt_shim;
+
+/* The window being evaluated, fetched from the host at most once. */
+typedef struct rpt_window {
+  smrules_ctx *host_ctx;
+  int64_t index, start, end;
+  int64_t first_us; /* the sub-rules' own clock (§5.2) */
+  bool have_sys, have_fw;
+  const smrules_sys_event *sys;
+  size_t nsys;
+  const smrules_fw_event *fw;
+  size_t nfw;
+} rpt_window;
+
+/* One sub-rule: its code (a plugin registration or an engine), state and
+ * report. */
+typedef struct rpt_sub {
+  const char *name;         /* "CPUBottleneck" */
+  const smrules_rule *reg;  /* a shim sub-rule, or */
+  const pr_engine_ops *eng; /* an engine; neither: not built in */
+  void *state;              /* reg's state or the engine */
+  const void *settings;     /* inside ProfilerReport's settings */
+  bool ready;               /* set up */
+  rpt_window *win;
+  pj *details, *scratch;
+  int64_t triggered, violations, datapoints;
+  char *rule_params;   /* NULL until known */
+  int64_t windows_met; /* windows whose condition was met */
+  int64_t errors;      /* windows that failed */
+  char *failure;       /* message of the last failure */
+} rpt_sub;
+
+/* A framework-metric engine (fw_rules.h): the rule's registration, with
+ * `api` as its function table. */
+typedef const smrules_rule *(*rpt_sub_init_fn)(const smrules_api *api);
+
+/* Build rpt_shim from the host's table (idempotent). */
+void rpt_shim_build(const smrules_api *host);
+
+/* The report of a sub-rule as its JSON file holds it. */
+char *rpt_sub_report_json(const rpt_sub *s);
+
+/* ---- the HTML report (rpt_html*.c) ---- */
+typedef struct rpt_view {
+  const rpt_sub *subs; /* RPT_NSUB, evaluation order */
+  int64_t windows;     /* evaluated so far */
+  int64_t first_us, scan_interval_us;
+  bool finished; /* the job ended and every window was evaluated */
+} rpt_view;
+
+/* The whole self-contained HTML document (malloc'ed). */
+char *rpt_html(const rpt_view *v);
+
+/* The sub-rule named `name` in the view, or NULL. */
+const rpt_sub *rpt_find(const rpt_view *v, const char *name);
+
+#endif

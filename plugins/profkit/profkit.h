@@ -1,0 +1,211 @@
+/* profkit.h - shared mechanics of the profiler rule plugins (rules.md §3):
+ * Python-like ordered dicts (the reference keeps its state and reports in
+ * dicts, whose insertion order shows in the reports), NumPy's quantile,
+ * mean, histogram and round, Python's str() of floats, the framework-metric
+ * breakdown aggregate_framework_metrics, and helpers for parameters and the
+ * window loop.  Compiled into every plugin; uses only the smrules_api
+ * table (rk_api from rulekit.h). */
+#ifndef PROFKIT_H
+#define PROFKIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npmath.h"
+#include "smrules/rulekit.h"
+
+/* ------------------------------------------------------------- vectors */
+typedef struct pk_vec {
+  double *v;
+  size_t n, cap;
+} pk_vec;
+
+void pk_vec_push(pk_vec *v, double x);
+void pk_vec_free(pk_vec *v);
+
+/* ------------------------------------------------------ ordered dicts
+ * Keys are strings, or numbers compared by value as Python compares float
+ * keys (1 and 1.0 are one key).  Insertion order is kept; setting an
+ * existing key keeps its position; the key's first spelling is kept. */
+typedef struct pk_entry {
+  char *key;       /* string key (number keys: use pk_entry_key) */
+  double nkey;     /* number key */
+  bool key_is_int; /* the number key was an int (its str() has no ".0") */
+  double num;      /* a number value */
+  void *ptr;       /* or a pointer value, freed with the dict's free_ptr */
+} pk_entry;
+
+typedef struct pk_dict pk_dict;
+
+/* numeric: number keys; free_ptr frees entry pointers (may be NULL). */
+pk_dict *pk_dict_new(bool numeric, void (*free_ptr)(void *));
+void pk_dict_free(pk_dict *d);
+void pk_dict_clear(pk_dict *d);
+size_t pk_dict_len(const pk_dict *d);
+pk_entry *pk_dict_at(pk_dict *d, size_t i);
+pk_entry *pk_dict_get(pk_dict *d, const char *key);
+pk_entry *pk_dict_nget(pk_dict *d, double key);
+/* Get or insert (num = 0, ptr = NULL); *created tells which (may be NULL). */
+pk_entry *pk_dict_put(pk_dict *d, const char *key, bool *created);
+pk_entry *pk_dict_nput(pk_dict *d, double key, bool key_is_int, bool *created);
+
+/* The key as text: the string key, or Python's str() of a number key. */
+const char *pk_entry_key(pk_entry *e);
+
+/* Convenience for dict-of-dicts and dict-of-vectors values. */
+pk_dict *pk_dict_sub(pk_dict *d, const char *key, bool numeric);
+pk_vec *pk_dict_vec(pk_dict *d, const char *key);
+
+/* ------------------------------------------------------------- series
+ * A per-GPU (or per-node) history, and what a report entry computed from
+ * it needs: the reference recomputes an entry from the whole history at
+ * every violation and only the last one shows, so engines note the
+ * history length at the last violation and compute the entry when the
+ * report is read (pending).  Dicts of series: pk_series_dict(); two
+ * levels (node -> name -> series): pk_series_dict2(). */
+typedef struct pk_series {
+  pk_vec v;
+  bool pending;
+  size_t n_at, n_at2; /* history lengths at the last violation */
+  double a, b;        /* numbers known at the violation */
+  int64_t *hist;      /* optional running histogram (engine's use) */
+} pk_series;
+
+pk_dict *pk_series_dict(void);
+pk_dict *pk_series_dict2(void);
+pk_series *pk_series_of(pk_dict *d, const char *key);
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key);
+
+/* ----------------------------------------------- report objects (Details)
+ * A JSON object built like the reference builds its report dict, rendered
+ * into the rule's report at the end.  Numbers are written as Python's json
+ * writes them (ints plain, floats shortest round trip), non-finite
+ * numbers as null (Decision F15). */
+typedef pk_dict pk_obj;
+
+pk_obj *pk_obj_new(void);
+void pk_obj_free(pk_obj *o);
+/* o[key] if it is an object, else o[key] = {} (position kept). */
+pk_obj *pk_obj_obj(pk_obj *o, const char *key);
+/* o[key] if it is an object, else NULL. */
+pk_obj *pk_obj_get(pk_obj *o, const char *key);
+/* o[key] = {} always. */
+pk_obj *pk_obj_new_obj(pk_obj *o, const char *key);
+void pk_obj_num(pk_obj *o, const char *key, double v);
+void pk_obj_int(pk_obj *o, const char *key, int64_t v);
+void pk_obj_bool(pk_obj *o, const char *key, bool v);
+void pk_obj_null(pk_obj *o, const char *key);
+void pk_obj_str(pk_obj *o, const char *key, const char *v);
+/* A list of numbers, written as integers when `ints`. */
+void pk_obj_list(pk_obj *o, const char *key, const double *v, size_t n,
+                 bool ints);
+/* Pre-encoded JSON (NULL: a placeholder keeping the key's position, to be
+ * set later; rendered as null until then). */
+void pk_obj_raw(pk_obj *o, const char *key, const char *json);
+void pk_obj_raw_take(pk_obj *o, const char *key, char *json);
+void pk_obj_del(pk_obj *o, const char *key);
+bool pk_obj_has(pk_obj *o, const char *key);
+/* JSON text (malloc'ed). */
+char *pk_obj_render(pk_obj *o);
+/* Every member of o into j (the rule's Details, or any report object). */
+void pk_obj_write(pk_obj *o, smrules_json *j);
+
+/* Append a number the way Python's json writes it (into a text buffer). */
+void pk_text_num(rk_text *t, double v, bool is_int);
+/* Append a JSON string literal. */
+void pk_text_str(rk_text *t, const char *s);
+/* Python's str() of a float (or an int when is_int). */
+void pk_py_str(double v, bool is_int, char *buf, size_t n);
+
+/* -------------------------------------------------------- NumPy numbers */
+/* np.quantile(x, q), method "linear" of NumPy >= 1.22 (sorts a copy);
+ * NaN for empty input or when x holds a NaN. */
+double pk_quantile(const double *x, size_t n, double q);
+/* On an ascending array without NaN: np_quantile_sorted (npmath.h). */
+double *pk_sorted_copy(const double *x, size_t n); /* free() it */
+/* np.sum (pairwise summation, as NumPy's float64 add.reduce) and np.mean
+ * (NaN for n == 0); np.max/np.min (NaN when any is NaN). */
+double pk_np_sum(const double *x, size_t n);
+double pk_np_mean(const double *x, size_t n);
+double pk_np_max(const double *x, size_t n);
+double pk_np_min(const double *x, size_t n);
+/* np.std: population standard deviation as NumPy computes it. */
+double pk_np_std(const double *x, size_t n);
+/* round(np.float64, d) = rint(v * 10**d) / 10**d. */
+double pk_np_round(double v, int decimals);
+/* np.histogram(x, bins=edges): counts[nedges - 1]; values outside
+ * [edges[0], edges[last]] are not counted, the last bin is closed. */
+void pk_histogram_edges(const double *x, size_t n, const double *edges,
+                        size_t nedges, int64_t *counts);
+/* np.histogram(x, bins=B): counts[B] and edges[B + 1]. */
+void pk_histogram_bins(const double *x, size_t n, size_t bins, int64_t *counts,
+                       double *edges);
+/* Python's x[-w:] start index for a list of n (w == 0 gives 0). */
+size_t pk_tail_start(size_t n, int64_t w);
+
+/* ------------------------------------------------------ the rule's side */
+/* The window being evaluated; false when the host has none. */
+bool pk_window(smrules_ctx *ctx, int64_t *index, int64_t *start_us,
+               int64_t *end_us);
+/* A parameter value as Python's str() shows it in RuleParameters: ints
+ * plain, integral floats like ints (the reference's defaults are ints),
+ * other floats shortest round trip, unset as None. */
+void pk_param_str(double v, bool set, char *buf, size_t n);
+
+/* Framework events of a window, fetched once on first use. */
+typedef struct pk_fw_source {
+  smrules_ctx *ctx;
+  int64_t start_us, end_us;
+  bool fetched;
+  const smrules_fw_event *ev;
+  size_t n;
+  /* an alternative supplier (ProfilerReport hands its own events) */
+  const smrules_fw_event *given;
+  size_t ngiven;
+  bool has_given;
+} pk_fw_source;
+
+/* The events (fetching them from the host on first call). */
+int pk_fw_events(pk_fw_source *src, const smrules_fw_event **ev, size_t *n);
+
+/* ------------------------------ aggregate_framework_metrics (rules.md §3.4) */
+typedef struct pk_fwbuf {
+  pk_dict *cpu_events, *gpu_events;       /* phase -> (name -> µs) */
+  pk_dict *step_phases, *phase_durations; /* phase -> µs */
+  pk_dict *forward_events, *backward_events, *horovod; /* name -> µs */
+} pk_fwbuf;
+
+void pk_fwbuf_init(pk_fwbuf *b);
+void pk_fwbuf_free(pk_fwbuf *b);
+
+/* Classify the used events into the buffer and rewrite the breakdown keys
+ * of `details` (ratio, CPU, CPU_total, GPU, GPU_total, phase, phase_time,
+ * general, forward_backward, horovod) from the whole buffer.  With
+ * has_end false an event is used when start < begin < end (strict); with
+ * it, when end_time >= begin and start_time <= end. */
+void pk_aggregate_framework_metrics(const smrules_fw_event *ev, size_t n,
+                                    pk_obj *details, pk_fwbuf *buf,
+                                    double begin_us, bool has_end,
+                                    double end_us);
+
+/* filter_events(events, threshold): operator totals over all phases
+ * (first-seen order), shares > threshold re-normalised to 100.  Returns
+ * the number kept; names (borrowed from `events`), shares and times are
+ * malloc'ed arrays (free them).  Returns 0 on a zero total. */
+size_t pk_filter_events(pk_dict *events, double threshold, const char ***names,
+                        double **shares, double **times);
+
+/* Python's min(a, b) and max(a, b): the first argument unless the second
+ * compares smaller (larger). */
+static inline double pk_py_min(double a, double b) {
+  return b < a ? b : a;
+}
+static inline double pk_py_max(double a, double b) {
+  return b > a ? b : a;
+}
+
+/* Python's sum() of doubles, in order. */
+double pk_py_sum(const double *x, size_t n);
+
+#endif

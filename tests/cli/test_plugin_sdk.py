@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The plugin SDK as a third party uses it (issue 12), end to end:
+
+- `make install` into a temporary prefix installs the public headers
+  (smrules.h, rulekit.h), the rule kit library (libsmrules-rulekit.a) and
+  smrules.pc, whose `--cflags --libs` are all a plugin needs;
+- examples/plugin/gradient_mean_abs.c (which uses the kit) builds with
+  `cc -shared -fPIC -o X.so SRC $(pkg-config --cflags --libs smrules)`
+  alone, loads, and gives the same results as the Lua version of the rule;
+- a plugin built against an older, smaller registration struct
+  (tests/cli/plugins/old_registration.c) loads and runs, its missing
+  trailing members absent (poison placed after them would crash the host
+  otherwise); a registration too small to be one, or larger than this
+  smrules knows, is refused with a clear message;
+- the parameter-table macros: the old plugin's `every` is declared with
+  SMRULES_INT_PARAM(..., SMRULES_ABOVE(0)), so 0 is rejected;
+- SMRULES_API_HAS sees this host's live_info.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+
+import lib
+
+EXAMPLE = os.path.join(lib.ROOT, "examples", "plugin", "gradient_mean_abs.c")
+OLD = os.path.join(lib.ROOT, "tests", "cli", "plugins", "old_registration.c")
+TRIAL = lib.rel(os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr"))
+
+
+def install(c, tmp):
+    """make install into tmp/prefix; returns the prefix or None."""
+    prefix = os.path.join(tmp, "prefix")
+    build = os.path.basename(os.path.dirname(lib.SMRULES))
+    r = subprocess.run(["make", "-s", "install", "PREFIX=" + prefix, "BUILD=" + build]
+                       + (["SAN=1"] if build == "build-san" else []),
+                       cwd=lib.ROOT, capture_output=True, text=True, timeout=900)
+    if not c.ok(r.returncode == 0, "make install", r.stderr[-800:]):
+        return None
+    for f in ("include/smrules/smrules.h", "include/smrules/rulekit.h",
+              "lib/libsmrules-rulekit.a", "lib/pkgconfig/smrules.pc", "bin/smrules"):
+        c.ok(os.path.isfile(os.path.join(prefix, f)), "installed " + f)
+    return prefix
+
+
+def pkg_flags(c, prefix):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(prefix, "lib", "pkgconfig"))
+    r = subprocess.run(["pkg-config", "--cflags", "--libs", "smrules"], env=env,
+                       capture_output=True, text=True)
+    flags = r.stdout.split()
+    c.ok(r.returncode == 0, "pkg-config --cflags --libs smrules", r.stderr)
+    c.ok("-I" + os.path.join(prefix, "include") in flags, "--cflags names the installed headers",
+         " ".join(flags))
+    c.ok("-L" + os.path.join(prefix, "lib") in flags and "-lsmrules-rulekit" in flags,
+         "--libs names the installed rule kit", " ".join(flags))
+    c.ok(not any(lib.ROOT in f for f in flags), "nothing points into the source tree",
+         " ".join(flags))
+    return flags
+
+
+def build(c, what, src, out, flags, extra=()):
+    """cc -shared -fPIC -o out src <pkg-config flags>, run outside the tree."""
+    r = subprocess.run(["cc", "-shared", "-fPIC"] + list(extra) + ["-o", out, src] + flags,
+                       cwd=os.path.dirname(out), capture_output=True, text=True, timeout=120)
+    c.ok(r.returncode == 0, what + " builds from the installed SDK alone", r.stderr[-800:])
+    return r.returncode == 0
+
+
+def run_rules(tmp, name, yaml_text, extra=()):
+    path = os.path.join(tmp, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(yaml_text)
+    return lib.run_json(["run", "--trial", TRIAL, "--rules", path, "--json",
+                         "--output", os.path.join(tmp, "out-" + name)] + list(extra))
+
+
+def by_name(obj):
+    return {r["name"]: r for r in (obj or {}).get("rules", [])}
+
+
+def check_example(c, tmp, flags):
+    so = os.path.join(tmp, "gradient_mean_abs.so")
+    if not build(c, "examples/plugin", EXAMPLE, so, flags,
+                 ["-std=c11", "-Wall", "-Wextra", "-Werror"]):
+        return
+    lua = os.path.join(lib.ROOT, "rules", "gradient_mean_abs.lua")
+    r = run_rules(tmp, "example", "rules:\n"
+                  "  - plugin: %s\n    name: c\n    parameters: {threshold: 100.0}\n"
+                  "  - lua: %s\n    name: lua\n    parameters: {threshold: 100.0}\n" % (so, lua),
+                  ["--fresh"])
+    sc = c.scope("example plugin", r)
+    if not sc.process():
+        return
+    sc.exit_code(r, [1])
+    got = by_name(r.obj)
+    if not sc.ok(set(got) == {"c", "lua"}, "both rules ran", json.dumps(sorted(got))):
+        return
+    cr, lr = got["c"], got["lua"]
+    sc.eq("status", cr["status"], "IssuesFound")
+    sc.eq("triggered_steps", cr["triggered_steps"], [6, 8])
+    sc.eq("RuleTriggered", cr["report"]["RuleTriggered"], 2)
+    sc.eq("Violations", cr["report"]["Violations"], 11)
+    for k in ("triggered_steps", "evaluated_steps", "skipped_steps"):
+        sc.eq("same %s as the Lua rule" % k, cr[k], lr[k])
+    sc.eq("same violations as the Lua rule", cr["report"]["Details"].get("last_trigger"),
+          lr["report"]["Details"].get("last_trigger"))
+
+
+def saved_steps(trial):
+    info = lib.run_json(["inspect", "--trial", trial, "--json", "--fresh"]).obj or {}
+    return sorted({s for t in info.get("tensors", []) for s in t["steps"]})
+
+
+def check_old_registration(c, tmp, flags):
+    old = os.path.join(tmp, "old_registration.so")
+    if not build(c, "a plugin with an older registration", OLD, old, flags,
+                 ["-std=c11", "-Wall", "-Wextra", "-Werror"]):
+        return
+    state = os.path.join(tmp, "old-state.db")
+    for rnd in (1, 2):  # the second run resumes from the stored state
+        r = run_rules(tmp, "old", "rules:\n  - plugin: %s\n    name: old\n"
+                      "    parameters: {every: 3}\n" % old, ["--state", state])
+        sc = c.scope("older registration, run %d" % rnd, r)
+        if not sc.process():
+            continue
+        sc.exit_code(r, [1])
+        got = by_name(r.obj).get("old")
+        if not sc.ok(got is not None, "rule ran", r.out[-300:]):
+            continue
+        steps = saved_steps(TRIAL)
+        sc.eq("status", got["status"], "IssuesFound")
+        sc.eq("triggered_steps", got["triggered_steps"], [s for s in steps if s % 3 == 0])
+        sc.eq("SMRULES_API_HAS(host, live_info)",
+              got["report"]["Details"].get("host_has_live_info"), True)
+
+    bad = run_rules(tmp, "old-bad", "rules:\n  - plugin: %s\n    parameters: {every: 0}\n" % old,
+                    ["--fresh"])
+    sc = c.scope("SMRULES_ABOVE(0) from the macro table", bad)
+    if sc.process(want_json=False):
+        sc.exit_code(bad, [2])
+        sc.ok("every" in bad.out + bad.err, "the error names the parameter",
+              (bad.out + bad.err)[-300:])
+
+    for size, word in (("8", "less than"), ("-1", "newer smrules.h")):
+        so = os.path.join(tmp, "reg_%s.so" % size.replace("-", "m"))
+        if not build(c, "registration size %s" % size, OLD, so, flags,
+                     ["-std=c11", "-DREG_SIZE=%s" % size]):
+            continue
+        r = run_rules(tmp, "size" + size, "rules:\n  - plugin: %s\n" % so, ["--fresh"])
+        sc = c.scope("registration size %s" % size, r)
+        if sc.process(want_json=False):
+            sc.exit_code(r, [2])
+            sc.ok(word in r.out + r.err and "registration is" in r.out + r.err,
+                  "refused with a clear message", (r.out + r.err)[-300:])
+
+
+def main():
+    c = lib.Checker("plugin_sdk")
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = install(c, tmp)
+        if prefix:
+            flags = pkg_flags(c, prefix)
+            check_example(c, tmp, flags)
+            check_old_registration(c, tmp, flags)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
