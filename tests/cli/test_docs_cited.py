@@ -8,7 +8,7 @@
 2. Every relative Markdown link in README.md and docs/ (`[text](page.md#x)`)
    leads to an existing file, and to an existing heading when it names one.
 3. No test and no document reads or cites anything outside the repository
-   (`../shared`, `/work/shared`).
+   (a folder beside it, such as `../shared`).
 
 Needs no binary: it reads the tree only.  Ends with the usual tally line.
 """
@@ -25,9 +25,9 @@ SELF = os.path.relpath(os.path.abspath(__file__), ROOT)
 # "mydocs/x.md" does not)
 CITATION = re.compile(r"(?<![\w-])docs/((?:[\w.-]+/)*[\w.-]+\.md)(?:#([\w-]+))?")
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
-# a path outside the repository: "../shared", "/work/shared", or built with
+# a path outside the repository: "../shared", or built with
 # os.path.join(…, "shared", "fixtures", …)
-OUTSIDE = re.compile(r"\.\./shared|/work/shared|[\"']shared[\"']\s*,\s*[\"']fixtures[\"']")
+OUTSIDE = re.compile(r"\.\./shared|[\"']shared[\"']\s*,\s*[\"']fixtures[\"']")
 
 
 class Tally:
