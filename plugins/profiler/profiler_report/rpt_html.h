@@ -46,15 +46,4 @@ bool h_pie_obj(rk_text *o, const char *title, const pj *obj);
 /* Table of an operator breakdown: percent (`pct`) and µs (`total`). */
 bool h_ops_table(rk_text *o, const char *title, const pj *pct, const pj *total);
 
-/* Sections (rpt_html_sys.c, rpt_html_fw.c). */
-void h_system_usage(rk_text *o, const rpt_view *v);
-void h_framework_summary(rk_text *o, const rpt_view *v);
-void h_step_durations(rk_text *o, const rpt_view *v);
-void h_gpu_utilization(rk_text *o, const rpt_view *v);
-void h_load_balancing(rk_text *o, const rpt_view *v);
-void h_dataloading(rk_text *o, const rpt_view *v);
-void h_batch_size(rk_text *o, const rpt_view *v);
-void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule);
-void h_gpu_memory(rk_text *o, const rpt_view *v);
-
 #endif

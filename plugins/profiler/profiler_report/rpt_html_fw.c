@@ -1,88 +1,13 @@
 /* rpt_html_fw.c - the report sections drawn from the framework-metric
  * rules (rules.md §5.4: 4 framework metrics summary, 7 step duration
- * analysis, 10 data loading) and the framework breakdown shown by the
- * step-outlier and bottleneck sections. */
+ * analysis, 10 data loading). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rpt_html.h"
-
-#define MAX_SLICES 64
-
-bool h_pie_obj(rk_text *o, const char *title, const pj *obj) {
-  if (!pj_is_obj(obj) || !obj->n)
-    return false;
-  const char *labels[MAX_SLICES];
-  double vals[MAX_SLICES];
-  size_t n = 0;
-  for (size_t i = 0; i < obj->n && n < MAX_SLICES; i++) {
-    double x;
-    if (!pj_number(obj->kids[i], &x))
-      continue;
-    labels[n] = obj->kids[i]->key;
-    vals[n++] = x;
-  }
-  return svg_pie(o, title, labels, vals, n);
-}
-
-bool h_ops_table(rk_text *o, const char *title, const pj *pct,
-                 const pj *total) {
-  if (!pj_is_obj(pct) || !pct->n)
-    return false;
-  size_t n = pct->n, *idx = malloc(n * sizeof *idx);
-  if (!idx)
-    return false;
-  for (size_t i = 0; i < n; i++)
-    idx[i] = i;
-  for (size_t i = 1; i < n; i++) /* by share, largest first (stable) */
-    for (size_t k = i;
-         k > 0 && pj_num_or(pct, pct->kids[idx[k]]->key, 0) >
-                      pj_num_or(pct, pct->kids[idx[k - 1]]->key, 0);
-         k--) {
-      size_t t = idx[k];
-      idx[k] = idx[k - 1];
-      idx[k - 1] = t;
-    }
-  h_h3(o, title);
-  rk_text_printf(o, "<p>The most expensive operator was <b>");
-  h_text(o, pct->kids[idx[0]]->key);
-  rk_text_printf(o, "</b> (%.1f %% of the time shown).</p>\n",
-                 pj_num_or(pct, pct->kids[idx[0]]->key, NAN));
-  h_table(o, "percentage|cumulative time (µs)|operator");
-  for (size_t i = 0; i < n; i++) {
-    const char *k = pct->kids[idx[i]]->key;
-    h_tr(o);
-    h_td_num(o, pj_num_or(pct, k, NAN), 2);
-    h_td_num(o, pj_num_or(total, k, NAN), 0);
-    h_td(o, k);
-    h_tr_end(o);
-  }
-  h_table_end(o);
-  free(idx);
-  return true;
-}
-
-bool h_breakdown(rk_text *o, const pj *d, const char *what) {
-  char t[160];
-  bool any = false;
-  snprintf(t, sizeof t, "Training phases %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "phase"));
-  snprintf(t, sizeof t, "Forward and backward pass %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "forward_backward"));
-  snprintf(t, sizeof t, "CPU and GPU operators %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "ratio"));
-  snprintf(t, sizeof t, "General framework metrics %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "general"));
-  snprintf(t, sizeof t, "Horovod operations %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "horovod"));
-  snprintf(t, sizeof t, "CPU operators %s", what);
-  any |= h_ops_table(o, t, pj_get(d, "CPU"), pj_get(d, "CPU_total"));
-  snprintf(t, sizeof t, "GPU operators %s", what);
-  any |= h_ops_table(o, t, pj_get(d, "GPU"), pj_get(d, "GPU_total"));
-  return any;
-}
+#include "rpt_sections.h"
 
 /* -------------------------------------------- framework metrics summary */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "rpt_html.h"
+#include "rpt_sections.h"
 
 #define MAX_BOXES 64
 
