@@ -127,7 +127,8 @@ enum {
   OPT_OUTPUT,
   OPT_PROFILER,
   OPT_S3_ENDPOINT,
-  OPT_SCHEDULE
+  OPT_SCHEDULE,
+  OPT_SAGEMAKER_WINDOWS
 };
 
 static const char *RUN_HELP =
@@ -161,6 +162,9 @@ static const char *RUN_HELP =
     "                     training_job_end.ts appears (implies --live)\n"
     "  --timeout S        with --watch: stop after S seconds\n"
     "  --poll             with --watch: poll instead of using inotify\n"
+    "  --sagemaker-windows  profiler rules stop as SageMaker's do, before\n"
+    "                     the window holding the last minute of data\n"
+    "                     (default: evaluate that final window too)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
     "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
@@ -213,6 +217,7 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"poll", no_argument, NULL, OPT_POLL},
       {"verbose", no_argument, NULL, 'v'},
       {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
+      {"sagemaker-windows", no_argument, NULL, OPT_SAGEMAKER_WINDOWS},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
@@ -291,6 +296,9 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       break;
     case OPT_S3_ENDPOINT:
       smr_s3_set_endpoint(optarg);
+      break;
+    case OPT_SAGEMAKER_WINDOWS:
+      a->ropts.sagemaker_windows = true;
       break;
     case 'v':
       smr_log_set_level(0);

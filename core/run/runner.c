@@ -441,6 +441,7 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   const smrules_rule *reg = in->plugin->reg;
   smr_prof_loop l = {.dir = r->opts.profiler_dir,
                      .live = r->opts.live,
+                     .final_window = !r->opts.sagemaker_windows,
                      .scan_interval_us =
                          smr_prof_scan_interval(reg->params, in->settings),
                      .start = in->start,

@@ -44,7 +44,7 @@ static int open_run(smr_prof_run **run, const smr_prof_loop *l,
                            "framework/)");
     return SMR_ERR_USAGE;
   }
-  smr_profiler_opts o = {.live = l->live};
+  smr_profiler_opts o = {.live = l->live, .final_window = l->final_window};
   smr_error e;
   smr_error_clear(&e);
   if (smr_profiler_open(l->dir, &o, &r->prof, &e) != SMR_OK) {
