@@ -466,9 +466,11 @@ int smr_cmd_run(int argc, char **argv) {
       printf("%s\n", s);
       free(s);
       free(aj);
+      smr_output_report_paths(r, dir, stderr); /* stdout holds the JSON */
     } else {
       smr_output_run_table(r, a.trial);
       smr_actions_print_summary(acts, stdout);
+      smr_output_report_paths(r, dir, stdout);
     }
     rc = exit_for_results(r);
   }

@@ -423,6 +423,10 @@ static bool is_profiler_rule(const smr_instance *in) {
   return in->plugin && in->plugin->reg->kind == SMRULES_KIND_PROFILER;
 }
 
+bool smr_instance_is_profiler(const smr_instance *in) {
+  return is_profiler_rule(in);
+}
+
 typedef struct prof_trigger_arg {
   smr_runner *r;
   smr_instance *in;

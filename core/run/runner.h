@@ -90,5 +90,7 @@ const char *smr_instance_message(const smr_instance *i);
 /* The report object (rules.md §0.4) as JSON text. */
 char *smr_instance_report(smr_instance *i);
 const smr_rule_config *smr_instance_config(const smr_instance *i);
+/* A profiler rule: its steps are time windows (runner_profiler.h). */
+bool smr_instance_is_profiler(const smr_instance *i);
 
 #endif
