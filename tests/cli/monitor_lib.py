@@ -98,6 +98,8 @@ def format_problems(profiler_dir, node="algo-1", t0=None, t1=None):
         return ["no system files"]
     for path in files:
         relp = os.path.relpath(path, os.path.join(profiler_dir, "system"))
+        if relp == "training_job_end.ts":  # SageMaker's end marker
+            continue
         parts = relp.split(os.sep)
         m = FILE_RE.match(parts[-1])
         if len(parts) != 3 or parts[0] != "incremental" or not m:
