@@ -418,6 +418,10 @@ if [ $have_prof = 1 ]; then
   row "11 profiler rules peak RSS MB" \
     "$(calc1 "$(get prof_rules_rss) / 1024")" "-" "-" "-" "info"
 fi
+# ------------------------------------------- 8. the monitor's own cost
+# bench/monitor_overhead.sh: `smrules monitor` at 500 and 200 ms, CPU % of
+# a core and peak RSS (prints its own rows).
+"$ROOT/bench/monitor_overhead.sh" "$BUILD" || die "bench/monitor_overhead.sh failed"
 # ------------------------------------------------- 7. scale (issue 8)
 # A 5 GB local trial and a 1 GB trial in S3 (moto on loopback) through the
 # built-in rules, 1..N threads: bench/s3_bench.sh prints its own table

@@ -21,6 +21,7 @@ int smr_cmd_run(int argc, char **argv);
 int smr_cmd_validate(int argc, char **argv);
 int smr_cmd_list(int argc, char **argv);
 int smr_cmd_describe(int argc, char **argv);
+int smr_cmd_monitor(int argc, char **argv);
 
 /* Print "smrules: <error>" on stderr. */
 struct smr_error;

@@ -11,6 +11,7 @@
 #include "base/embedded.h"
 #include "base/jsonw.h"
 #include "cli/cli.h"
+#include "cli/cli_profile.h"
 #include "config/config.h"
 #include "config/params.h"
 #include "host/plugin.h"
@@ -110,6 +111,7 @@ typedef struct run_args {
   /* --watch (core/watch.h) */
   bool watch, poll;
   double timeout_s;
+  const char *profile; /* --profile DIR (cli_profile.h) */
 } run_args;
 
 enum {
@@ -127,7 +129,9 @@ enum {
   OPT_OUTPUT,
   OPT_PROFILER,
   OPT_S3_ENDPOINT,
-  OPT_SCHEDULE
+  OPT_SCHEDULE,
+  OPT_SAGEMAKER_WINDOWS,
+  OPT_PROFILE
 };
 
 static const char *RUN_HELP =
@@ -160,7 +164,14 @@ static const char *RUN_HELP =
     "                     each new step at once, end when\n"
     "                     training_job_end.ts appears (implies --live)\n"
     "  --timeout S        with --watch: stop after S seconds\n"
+    "  --profile DIR      with --watch: record this machine's system metrics\n"
+    "                     into DIR (smrules monitor), evaluate the profiler\n"
+    "                     rules on them live and write ProfilerReport when\n"
+    "                     training ends\n"
     "  --poll             with --watch: poll instead of using inotify\n"
+    "  --sagemaker-windows  profiler rules stop as SageMaker's do, before\n"
+    "                     the window holding the last minute of data\n"
+    "                     (default: evaluate that final window too)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
     "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
@@ -213,6 +224,8 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"poll", no_argument, NULL, OPT_POLL},
       {"verbose", no_argument, NULL, 'v'},
       {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
+      {"sagemaker-windows", no_argument, NULL, OPT_SAGEMAKER_WINDOWS},
+      {"profile", required_argument, NULL, OPT_PROFILE},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
@@ -292,6 +305,12 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     case OPT_S3_ENDPOINT:
       smr_source_set_endpoint(optarg);
       break;
+    case OPT_SAGEMAKER_WINDOWS:
+      a->ropts.sagemaker_windows = true;
+      break;
+    case OPT_PROFILE:
+      a->profile = optarg;
+      break;
     case 'v':
       smr_log_set_level(0);
       a->verbose = true;
@@ -308,6 +327,14 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     fprintf(stderr, "smrules: unexpected argument '%s'\n", argv[optind]);
     return SMR_EXIT_USAGE;
   }
+  if (a->profile &&
+      (!a->watch || a->profiler || smr_location_is_remote(a->profile))) {
+    fprintf(stderr, "smrules: --profile DIR needs --watch and a local DIR, "
+                    "and replaces --profiler\n");
+    return SMR_EXIT_USAGE;
+  }
+  if (a->profile)
+    a->profiler = a->profile;
   if (!a->trial)
     a->trial = a->profiler;
   if (!a->trial) {
@@ -410,6 +437,21 @@ static void watch(const run_args *a, smr_trial *t, smr_runner *r,
     smr_cli_print_error(err);
 }
 
+/* The watch with a recording beside it: when training has ended, the
+ * recording stops, its end is marked and the profiler rules evaluate
+ * their final windows (ProfilerReport writes the HTML at the finish). */
+static void watch_profiled(const run_args *a, smr_trial *t, smr_runner *r,
+                           smr_error *err) {
+  smr_profile_session s;
+  if (smr_profile_start(&s, a->profile, 500) != 0)
+    return;
+  watch(a, t, r, err);
+  bool ended = smr_trial_end_marker(t);
+  smr_profile_stop(&s, ended);
+  if (ended)
+    smr_runner_run(r, err);
+}
+
 int smr_cmd_run(int argc, char **argv) {
   run_args a;
   memset(&a, 0, sizeof a);
@@ -435,6 +477,15 @@ int smr_cmd_run(int argc, char **argv) {
     free(profiler_dir);
     return SMR_EXIT_UNREADABLE;
   }
+  if (a.profile && smr_profile_prepare(a.profile) != 0) {
+    smr_trial_close(t);
+    smr_config_free(&cfg);
+    free(debug_dir);
+    free(profiler_dir);
+    return SMR_EXIT_UNREADABLE;
+  }
+  if (a.profile)
+    smr_profile_add_report(&cfg);
   smr_runner *r = NULL;
   smr_actions *acts = NULL;
   char *dir = a.output ? smr_xstrdup(a.output) : default_output_dir(&a);
@@ -444,7 +495,9 @@ int smr_cmd_run(int argc, char **argv) {
   } else if (smr_runner_new(&cfg, t, &a.ropts, &r, &err) != SMR_OK) {
     rc = config_error(&err);
   } else {
-    if (a.watch)
+    if (a.watch && a.profile)
+      watch_profiled(&a, t, r, &err);
+    else if (a.watch)
       watch(&a, t, r, &err);
     else
       smr_runner_run(r, &err);
@@ -458,9 +511,11 @@ int smr_cmd_run(int argc, char **argv) {
       printf("%s\n", s);
       free(s);
       free(aj);
+      smr_output_report_paths(r, dir, stderr); /* stdout holds the JSON */
     } else {
       smr_output_run_table(r, a.trial);
       smr_actions_print_summary(acts, stdout);
+      smr_output_report_paths(r, dir, stdout);
     }
     rc = exit_for_results(r);
   }

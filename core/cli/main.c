@@ -18,6 +18,9 @@ static const struct {
     {"validate", smr_cmd_validate, "check a rules.yaml without running it"},
     {"list", smr_cmd_list, "list the built-in rules"},
     {"describe", smr_cmd_describe, "show a rule's parameters and defaults"},
+    {"monitor", smr_cmd_monitor,
+     "record this machine's CPU, memory, I/O and GPU metrics for the "
+     "profiler rules"},
 };
 
 static void usage(FILE *f) {

@@ -98,6 +98,11 @@ struct smr_profiler {
   size_t nnn;
   const char *dim_cpu, *dim_gpu; /* interned dimension names */
   const char *last[4];           /* the strings of the previous line */
+  /* where the system readings end (final_window), for the listing of the
+   * newest system files it was computed from */
+  int64_t sys_end_us;
+  size_t sys_end_n;
+  int64_t sys_end_size, sys_end_mtime;
 };
 
 static void warn(smr_profiler *p, pfile *f, const char *fmt, ...)
@@ -605,6 +610,46 @@ bool smr_profiler_job_finished(smr_profiler *p) {
   return finished(p);
 }
 
+static void *acquire(smr_profiler *p, pfile *f, bool framework);
+static void evict_all_lists(smr_profiler *p);
+
+/* The latest reading of the newest system files, in µs rounded up (a
+ * window starting there would see nothing the previous one did not), or
+ * the newest file's name when those files hold no reading.  Recomputed
+ * only when the newest file changes. */
+static int64_t system_data_end(smr_profiler *p) {
+  const pfile *newest = p->sys.v[p->sys.n - 1];
+  if (p->sys_end_n == p->sys.n && p->sys_end_size == newest->list_size &&
+      p->sys_end_mtime == newest->list_mtime_ns)
+    return p->sys_end_us;
+  int64_t max_ns = INT64_MIN;
+  for (size_t i = p->sys.n; i-- > 0 && p->sys.v[i]->ts == newest->ts;) {
+    pfile *f = p->sys.v[i];
+    const sys_file *s = acquire(p, f, false);
+    for (size_t k = 0; k < s->n; k++)
+      if (s->ns[k] > max_ns)
+        max_ns = s->ns[k];
+    f->pins--;
+  }
+  evict_all_lists(p);
+  int64_t end = newest->ts;
+  if (max_ns != INT64_MIN && max_ns / 1000 >= end)
+    end = max_ns / 1000 + (max_ns % 1000 > 0);
+  p->sys_end_us = end;
+  p->sys_end_n = p->sys.n;
+  p->sys_end_size = newest->list_size;
+  p->sys_end_mtime = newest->list_mtime_ns;
+  return end;
+}
+
+/* final_window: once the job has ended, the data ends at the later of the
+ * system readings' and the trace files' ends. */
+static int64_t data_end(smr_profiler *p, const smrules_profiler_info *in) {
+  int64_t sys = p->sys.n ? system_data_end(p) : INT64_MIN;
+  int64_t fw = p->fw.n ? in->framework_latest_us : INT64_MIN;
+  return sys > fw ? sys : fw;
+}
+
 void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
   memset(out, 0, sizeof *out);
   live_refresh(p);
@@ -628,6 +673,8 @@ void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
     out->latest_us = out->framework_latest_us;
   }
   out->job_finished = finished(p);
+  if (p->o.final_window && out->job_finished && (p->sys.n || p->fw.n))
+    out->latest_us = data_end(p, out);
 }
 
 int smr_profiler_window_status(smr_profiler *p, int64_t start_us,

@@ -39,6 +39,12 @@ typedef struct smr_profiler_opts {
   /* Print warnings (corrupt lines, unreadable files) to stderr, once per
    * file.  Default on through smr_profiler_open's NULL opts. */
   bool quiet;
+  /* Once the job has finished, report latest_us as where the data ends
+   * (the last system reading, or the end of the newest trace file), so
+   * the final, partial window is evaluated too.  Off: SageMaker's rule,
+   * latest_us is the newest file's name and the last minute of data is
+   * never evaluated (docs/profiler.md, "The final window"). */
+  bool final_window;
 } smr_profiler_opts;
 
 /* Open `location`, the folder holding system/ and framework/: a local

@@ -105,6 +105,31 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
     if (smr_instance_message(in))
       printf("    %s\n", smr_instance_message(in));
   }
+  for (size_t i = 0; i < smr_runner_count(r); i++)
+    if (smr_instance_is_profiler(smr_runner_instance(r, i))) {
+      printf("\nProfiler rules count time windows, not steps: EVALUATED is "
+             "the number of\nwindows and TRIGGERED AT their numbers (window "
+             "k starts k * scan_interval_us,\n60 s by default, after the "
+             "first timestamp of the profiler data).\n");
+      break;
+    }
+}
+
+void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f) {
+  if (!dir)
+    return;
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    smr_instance *in = smr_runner_instance(r, i);
+    if (!smr_instance_is_profiler(in))
+      continue;
+    char *path = smr_xasprintf("%s/%s/profiler-output/profiler-report.html",
+                               dir, smr_instance_name(in));
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+      fprintf(f, "%s: HTML report written to %s\n", smr_instance_name(in),
+              path);
+    free(path);
+  }
 }
 
 static int mkdirs(const char *path) {

@@ -3,6 +3,8 @@
 #ifndef SMR_OUTPUT_H
 #define SMR_OUTPUT_H
 
+#include <stdio.h>
+
 #include "run/runner.h"
 
 /* {"trial":..,"rules":[{name, rule, status, first_trigger_step, ...}]} */
@@ -12,6 +14,9 @@ char *smr_output_run_json(smr_runner *r, const char *trial);
 char *smr_output_run_json_actions(smr_runner *r, const char *trial,
                                   const char *actions_json);
 void smr_output_run_table(smr_runner *r, const char *trial);
+/* "<instance>: HTML report written to <path>" for every profiler rule
+ * that wrote <dir>/<instance>/profiler-output/profiler-report.html. */
+void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f);
 /* <dir>/<instance>/report.json and result.json for every instance. */
 int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
                            smr_error *err);

@@ -435,6 +435,10 @@ static bool is_profiler_rule(const smr_instance *in) {
   return in->plugin && in->plugin->reg->kind == SMRULES_KIND_PROFILER;
 }
 
+bool smr_instance_is_profiler(const smr_instance *in) {
+  return is_profiler_rule(in);
+}
+
 typedef struct prof_trigger_arg {
   smr_runner *r;
   smr_instance *in;
@@ -453,6 +457,7 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   const smrules_rule *reg = in->plugin->reg;
   smr_prof_loop l = {.dir = r->opts.profiler_dir,
                      .live = r->opts.live,
+                     .final_window = !r->opts.sagemaker_windows,
                      .scan_interval_us =
                          smr_prof_scan_interval(reg->params, in->settings),
                      .start = in->start,

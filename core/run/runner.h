@@ -45,6 +45,10 @@ typedef struct smr_run_opts {
       *output_dir; /* rule-output directory (NULL: <trial>/rule-output) */
   /* profiler-output folder read by profiler rules (NULL: none) */
   const char *profiler_dir;
+  /* Profiler windows end as SageMaker's do: the last minute of data (the
+   * window starting at the newest file) is never evaluated.  Default off:
+   * once training has ended the final, partial window is evaluated too. */
+  bool sagemaker_windows;
   smr_trigger_fn on_trigger;
   void *on_trigger_arg;
 } smr_run_opts;
@@ -86,5 +90,7 @@ const char *smr_instance_message(const smr_instance *i);
 /* The report object (rules.md §0.4) as JSON text. */
 char *smr_instance_report(smr_instance *i);
 const smr_rule_config *smr_instance_config(const smr_instance *i);
+/* A profiler rule: its steps are time windows (runner_profiler.h). */
+bool smr_instance_is_profiler(const smr_instance *i);
 
 #endif

@@ -44,7 +44,7 @@ static int open_run(smr_prof_run **run, const smr_prof_loop *l,
                            "framework/)");
     return SMR_ERR_USAGE;
   }
-  smr_profiler_opts o = {.live = l->live};
+  smr_profiler_opts o = {.live = l->live, .final_window = l->final_window};
   smr_error e;
   smr_error_clear(&e);
   if (smr_profiler_open(l->dir, &o, &r->prof, &e) != SMR_OK) {
@@ -122,6 +122,18 @@ int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
   }
   int status = SMR_OK;
   int64_t k = *l->last_step + 1 > l->start ? *l->last_step + 1 : l->start;
+  if (r->first == 0) {
+    /* no file yet when the run started (live, beside a job that has just
+     * begun): window 0 starts at the first file, as the reference waits
+     * for it; counting windows from the epoch would evaluate millions */
+    smrules_profiler_info in;
+    smr_profiler_info(r->prof, &in);
+    r->first = in.first_us;
+    if (r->first == 0 && !in.job_finished) {
+      *l->waiting_at = k;
+      return SMR_OK;
+    }
+  }
   for (; l->end < 0 || k < l->end; k++) {
     if (k > (INT64_MAX - r->first) / S - 1)
       break; /* the window would end beyond any representable time */

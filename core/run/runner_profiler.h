@@ -19,6 +19,7 @@
 typedef struct smr_prof_loop {
   const char *dir; /* the profiler-output folder, NULL when there is none */
   bool live;
+  bool final_window; /* smr_profiler_opts.final_window */
   int64_t scan_interval_us;
   int64_t start, end; /* window indices [start, end); end < 0: no bound */
   smrules_ctx *ctx;

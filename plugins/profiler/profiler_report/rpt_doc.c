@@ -96,13 +96,21 @@ static void job_row(rk_text *o, const char *what, double s, double total,
   h_tr_end(o);
 }
 
-static void job_summary(rk_text *o, const rpt_view *v, const job *j) {
+static void job_summary(rk_text *o, const rpt_view *v, const job *jobp) {
   h_section(o, "job", "Training job summary");
-  if (!j->have_job) {
+  if (!jobp->have_job) {
     h_note(o, "No system metrics were read yet: the job's start and end are "
               "unknown.");
     h_section_end(o);
     return;
+  }
+  /* the job spans its steps too: trace files may reach past the last
+   * system reading, and phases must not get negative shares */
+  job jj = *jobp;
+  const job *j = &jj;
+  if (jj.have_steps) {
+    jj.start = jj.first < jj.start ? jj.first : jj.start;
+    jj.end = jj.last > jj.end ? jj.last : jj.end;
   }
   double total = j->end - j->start;
   h_table(o, "phase|start|duration (s)|share of the job (%)");
@@ -169,8 +177,9 @@ static void rules_summary(rk_text *o, const rpt_view *v) {
   if (top && top->triggered > 0) {
     rk_text_printf(o, "<p>The rule triggered most often was <b>");
     h_text(o, top->name);
-    rk_text_printf(o, "</b>: %lld times, over %lld datapoints.</p>\n",
-                   (long long)top->triggered, (long long)top->datapoints);
+    rk_text_printf(o, "</b>: %lld %s, over %lld datapoints.</p>\n",
+                   (long long)top->triggered, h_times(top->triggered),
+                   (long long)top->datapoints);
   } else {
     h_p(o, "No rule triggered so far.");
   }

@@ -39,6 +39,10 @@ void h_time(rk_text *o, double seconds) {
   rk_text_printf(o, "%s UTC", b);
 }
 
+const char *h_times(long long n) {
+  return n == 1 ? "time" : "times";
+}
+
 void h_section(rk_text *o, const char *id, const char *title) {
   rk_text_printf(o, "<section id=\"%s\"><h2>", id);
   h_text(o, title);

@@ -15,6 +15,9 @@ void h_num(rk_text *o, double v, int decimals);
 /* Seconds since the epoch as "YYYY-MM-DD HH:MM:SS UTC". */
 void h_time(rk_text *o, double seconds);
 
+/* "time" or "times" after a count. */
+const char *h_times(long long n);
+
 /* <section> with an id and a title; h_section_end closes it. */
 void h_section(rk_text *o, const char *id, const char *title);
 void h_section_end(rk_text *o);

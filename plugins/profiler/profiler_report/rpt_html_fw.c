@@ -15,7 +15,16 @@ void h_framework_summary(rk_text *o, const rpt_view *v) {
   h_section(o, "framework", "Framework metrics summary");
   const pj *d = h_details(v, "OverallFrameworkMetrics");
   double others = pj_num_or(pj_get(d, "phase"), "others", NAN);
-  if (others > 25)
+  if (others < 0) {
+    /* the reference's "others" is 100 minus the phases' shares, which
+     * overlap (evaluation inside training): show no negative share */
+    rk_text_printf(o, "<p>Training and evaluation steps cover all of the "
+                      "time between the first and the last step (they "
+                      "overlap a little, so the phase shares are scaled "
+                      "to add up to 100 %%); nothing ran outside "
+                      "them (\"others\" is 0 %%).</p>\n");
+    others = NAN;
+  } else if (others > 25)
     rk_text_printf(o,
                    "<p>%.1f %% of the time between the first and the "
                    "last step was spent outside training and evaluation "
@@ -71,6 +80,32 @@ static void stored_histogram(rk_text *o, const char *title, const pj *x,
   free(e);
 }
 
+/* A JSON array of strings or numbers kept as raw text ("[\"83\", 85]"),
+ * written as a plain list: 83, 85 ("none" when empty). */
+static void raw_list(rk_text *o, const char *raw) {
+  size_t items = 0;
+  const char *p = raw;
+  while (*p) {
+    while (*p == '[' || *p == ']' || *p == ',' || *p == ' ' || *p == '"')
+      p++;
+    const char *start = p;
+    while (*p && *p != ',' && *p != ']' && *p != '"')
+      p++;
+    if (p == start)
+      continue;
+    if (items++ == 200) {
+      rk_text_printf(o, ", …");
+      break;
+    }
+    char item[64];
+    snprintf(item, sizeof item, "%.*s", (int)(p - start), start);
+    rk_text_printf(o, "%s", items > 1 ? ", " : "");
+    h_text(o, item);
+  }
+  if (!items)
+    rk_text_printf(o, "none");
+}
+
 static void outlier_steps(rk_text *o, const pj *x) {
   const pj *sn = pj_get(x, "step_numbers");
   if (!sn)
@@ -82,7 +117,7 @@ static void outlier_steps(rk_text *o, const pj *x) {
       h_text(o, sn->strs[i]);
     }
   else if (sn->t == PJ_RAW)
-    h_text(o, sn->s);
+    raw_list(o, sn->s);
   else if (pj_array_len(sn))
     for (size_t i = 0; i < sn->len && i < 200; i++)
       rk_text_printf(o, "%s%.0f", i ? ", " : "", pj_array_at(sn, i));
@@ -102,12 +137,20 @@ void h_step_durations(rk_text *o, const rpt_view *v) {
     h_section_end(o);
     return;
   }
-  if (s)
+  if (s) {
+    /* the outliers the tables below list (the rule's Violations counts
+     * only those of the windows it triggered in) */
+    double outliers = 0;
+    for (size_t i = 0; i < sd->n; i++) {
+      double x = pj_num_or(sd->kids[i], "number_of_outliers", 0);
+      outliers += isfinite(x) && x > 0 ? x : 0;
+    }
     rk_text_printf(o,
-                   "<p>StepOutlier triggered %lld time(s) and counted "
-                   "%lld outliers over %lld step events.</p>\n",
-                   (long long)s->triggered, (long long)s->violations,
-                   (long long)s->datapoints);
+                   "<p>StepOutlier found %.0f outlier step%s among %lld step "
+                   "events and triggered %lld %s.</p>\n",
+                   outliers, outliers == 1 ? "" : "s", (long long)s->datapoints,
+                   (long long)s->triggered, h_times(s->triggered));
+  }
   for (size_t i = 0; i < sd->n; i++) {
     step_stats(o, sd->kids[i]->key, sd->kids[i]);
     char title[160];
@@ -165,8 +208,9 @@ void h_dataloading(rk_text *o, const rpt_view *v) {
   rk_text_printf(o,
                  "<p>The job ran a median of %.0f parallel data "
                  "loader(s) on %.0f CPU core(s); Dataloader triggered "
-                 "%lld time(s).</p>\n",
-                 dl, cores, s ? (long long)s->triggered : 0LL);
+                 "%lld %s.</p>\n",
+                 dl, cores, s ? (long long)s->triggered : 0LL,
+                 h_times(s ? s->triggered : 0));
   loader_settings(o, d);
   const pj *t = pj_get(d, "dataloading_time");
   if (t) {

@@ -159,9 +159,10 @@ void h_gpu_utilization(rk_text *o, const rpt_view *v) {
   const pj *d = h_details(v, "LowGPUUtilization");
   if (s)
     rk_text_printf(o,
-                   "<p>LowGPUUtilization triggered %lld time(s) over "
+                   "<p>LowGPUUtilization triggered %lld %s over "
                    "%lld datapoints.</p>\n",
-                   (long long)s->triggered, (long long)s->datapoints);
+                   (long long)s->triggered, h_times(s->triggered),
+                   (long long)s->datapoints);
   for (size_t i = 0; i < d->n; i++) {
     const pj *node = d->kids[i];
     if (!is_node(node))
@@ -254,12 +255,16 @@ void h_batch_size(rk_text *o, const rpt_view *v) {
   h_section(o, "batch", "Batch size");
   const pj *d = h_details(v, "BatchSize");
   const rpt_sub *s = rpt_find(v, "BatchSize");
-  if (s)
+  if (s && s->triggered > 0)
     rk_text_printf(o,
-                   "<p>BatchSize triggered %lld time(s): CPU, GPU and GPU "
-                   "memory all lightly used suggests a larger batch or a "
-                   "smaller instance.</p>\n",
-                   (long long)s->triggered);
+                   "<p>BatchSize triggered %lld %s: CPU, GPU and GPU "
+                   "memory were all lightly used at once, which suggests a "
+                   "larger batch or a smaller instance.</p>\n",
+                   (long long)s->triggered, h_times(s->triggered));
+  else if (s)
+    rk_text_printf(o, "<p>BatchSize did not trigger: CPU, GPU and GPU "
+                      "memory were never all lightly used at once, so "
+                      "nothing suggests the batch is too small.</p>\n");
   size_t drawn = 0;
   for (size_t i = 0; i < d->n; i++) {
     const pj *node = d->kids[i];
@@ -300,11 +305,12 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
   double low = pj_num_or(d, "low_gpu_utilization", 0);
   double bn = (double)s->violations;
   rk_text_printf(o,
-                 "<p>%s triggered %lld time(s).  Of %lld sampling "
+                 "<p>%s triggered %lld %s.  Of %lld sampling "
                  "snapshots, %.0f had a GPU below the threshold and %.0f "
                  "were bottlenecks (%s).</p>\n",
-                 rule, (long long)s->triggered, (long long)s->datapoints, low,
-                 bn, cpu ? "high CPU utilization" : "high I/O wait");
+                 rule, (long long)s->triggered, h_times(s->triggered),
+                 (long long)s->datapoints, low, bn,
+                 cpu ? "high CPU utilization" : "high I/O wait");
   const char *labels[] = {"GPU usage above threshold",
                           "GPU usage below threshold",
                           cpu ? "low GPU usage due to CPU bottlenecks"
@@ -326,8 +332,8 @@ void h_gpu_memory(rk_text *o, const rpt_view *v) {
   const pj *d = h_details(v, "GPUMemoryIncrease");
   const rpt_sub *s = rpt_find(v, "GPUMemoryIncrease");
   if (s)
-    rk_text_printf(o, "<p>GPUMemoryIncrease triggered %lld time(s).</p>\n",
-                   (long long)s->triggered);
+    rk_text_printf(o, "<p>GPUMemoryIncrease triggered %lld %s.</p>\n",
+                   (long long)s->triggered, h_times(s->triggered));
   size_t drawn = 0;
   for (size_t i = 0; i < d->n; i++) {
     const pj *node = d->kids[i];

@@ -1,0 +1,104 @@
+/* cli_profile.c - the monitor beside `run --watch --profile DIR`. */
+#include "cli/cli_profile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/common.h"
+
+static int make_dirs(const char *path) {
+  char *p = smr_xstrdup(path);
+  int rc = 0;
+  for (char *s = p + 1; *s && rc == 0; s++)
+    if (*s == '/') {
+      *s = '\0';
+      if (mkdir(p, 0755) != 0 && errno != EEXIST)
+        rc = -1;
+      *s = '/';
+    }
+  if (rc == 0 && mkdir(p, 0755) != 0 && errno != EEXIST)
+    rc = -1;
+  free(p);
+  return rc;
+}
+
+int smr_profile_prepare(const char *dir) {
+  char *sys = smr_xasprintf("%s/system", dir);
+  int rc = make_dirs(sys);
+  if (rc != 0)
+    fprintf(stderr, "smrules: --profile: cannot create %s: %s\n", sys,
+            strerror(errno));
+  free(sys);
+  return rc;
+}
+
+void smr_profile_add_report(smr_config *cfg) {
+  for (size_t i = 0; i < cfg->n_rules; i++)
+    if (cfg->rules[i].rule && !strcmp(cfg->rules[i].rule, "ProfilerReport"))
+      return;
+  cfg->rules =
+      smr_xrealloc(cfg->rules, (cfg->n_rules + 1) * sizeof *cfg->rules);
+  smr_rule_config *rc = &cfg->rules[cfg->n_rules++];
+  memset(rc, 0, sizeof *rc);
+  rc->name = smr_xstrdup("ProfilerReport");
+  rc->rule = smr_xstrdup("ProfilerReport");
+  rc->start_step = rc->end_step = -1;
+}
+
+int smr_profile_start(smr_profile_session *s, const char *dir,
+                      int interval_ms) {
+  s->dir = dir;
+  s->pid = 0;
+  char interval[16];
+  snprintf(interval, sizeof interval, "%d", interval_ms);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "smrules: --profile: cannot start the monitor: %s\n",
+            strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    /* the recording must not outlive the watch, however it ends */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+      _exit(0);
+    char *argv[] = {"smrules",       "monitor", "--out", (char *)dir,
+                    "--interval-ms", interval,  NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  s->pid = pid;
+  return 0;
+}
+
+void smr_profile_stop(smr_profile_session *s, bool ended) {
+  if (s->pid > 0) {
+    kill(s->pid, SIGTERM);
+    int status;
+    while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR)
+      ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fprintf(stderr, "smrules: --profile: the monitor ended with status %d\n",
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    s->pid = 0;
+  }
+  if (!ended)
+    return;
+  char *marker = smr_xasprintf("%s/system/training_job_end.ts", s->dir);
+  int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    fprintf(stderr, "smrules: --profile: cannot write %s: %s\n", marker,
+            strerror(errno));
+  else
+    close(fd);
+  free(marker);
+}
