@@ -436,6 +436,14 @@ static void prof_trigger(void *arg, int64_t window) {
 
 /* Windows instead of steps (runner_profiler.c); no resume from stored
  * state: a new run evaluates every window again (same results). */
+/* A rule that fired is IssuesFound from then on, also while it waits
+ * for more steps: its status never depends on how many runs it took. */
+static smr_rule_status live_status(const smr_instance *in) {
+  if (in->triggered.n)
+    return SMR_RULE_ISSUES;
+  return in->waiting_at >= 0 ? SMR_RULE_IN_PROGRESS : SMR_RULE_NO_ISSUES;
+}
+
 static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   prof_trigger_arg ta = {r, in};
   const smrules_rule *reg = in->plugin->reg;
@@ -459,10 +467,8 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
     smr_ctx_set_failure(in->ctx, msg);
     set_error(in, "the rule failed");
-  } else if (in->waiting_at >= 0) {
-    in->status = SMR_RULE_IN_PROGRESS;
   } else {
-    in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+    in->status = live_status(in);
   }
   free(msg);
   in->needs_finish |= in->evaluated > before;
@@ -539,10 +545,7 @@ static void walk_end(smr_runner *r, smr_instance *in) {
       !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
     in->waiting_at = next;
   if (in->status != SMR_RULE_ERROR) {
-    if (in->waiting_at >= 0)
-      in->status = SMR_RULE_IN_PROGRESS;
-    else
-      in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+    in->status = live_status(in);
   }
   in->needs_finish |= in->walk_evaluated;
   save(r, in);
@@ -682,6 +685,7 @@ static void tick_instance(smr_runner *r, smr_instance *in,
   if (!fired)
     return;
   smr_i64v_push(&in->triggered, at);
+  in->status = SMR_RULE_ISSUES; /* fired: so it stays (live_status) */
   in->needs_finish = true;
   if (r->opts.on_trigger)
     r->opts.on_trigger(r->opts.on_trigger_arg, in, at);
