@@ -777,7 +777,10 @@ static int item_map(pctx *c, const item_src *s, const char *const *keys,
 static char *stop_target_text(const smr_stop_cfg *s) {
   switch (s->how) {
   case SMR_STOP_PID:
-    return smr_xasprintf("%s %lld", s->from_cli ? "--training-pid" : "pid",
+    return smr_xasprintf("%s %lld",
+                         s->launched   ? "launched command, pid"
+                         : s->from_cli ? "--training-pid"
+                                       : "pid",
                          (long long)s->pid);
   case SMR_STOP_PID_FILE:
     return smr_xasprintf("pid file %s", s->pid_file);
@@ -815,8 +818,8 @@ static int item_stop(pctx *c, const item_src *s, smr_act_item *it) {
   it->prefix = prefix ? smr_xstrdup(prefix) : NULL;
   it->key = smr_xstrdup("StopTraining");
   it->target = stop_target_text(&c->p->stop);
-  if (c->p->stop.how != SMR_STOP_NONE)
-    return SMR_OK;
+  if (c->p->stop.how != SMR_STOP_NONE || c->o->launched)
+    return SMR_OK; /* launched: the command after '--' is the target */
   if (c->o->validate_only) {
     pwarn(c, s->at,
           "StopTraining has no target here: give --training-pid "
@@ -1161,6 +1164,7 @@ int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
     p->stop.how = SMR_STOP_PID;
     p->stop.pid = o->training_pid;
     p->stop.from_cli = true;
+    p->stop.launched = o->launched;
   }
   p->rules = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *p->rules);
   p->n_rules = cfg->n_rules;

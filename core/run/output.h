@@ -11,6 +11,11 @@ char *smr_output_run_json(smr_runner *r, const char *trial);
  * NULL: an empty array) after "rules". */
 char *smr_output_run_json_actions(smr_runner *r, const char *trial,
                                   const char *actions_json);
+/* The same with a "training" object (JSON text; NULL: no key) at the
+ * end: how the training process being followed ended. */
+char *smr_output_run_json_training(smr_runner *r, const char *trial,
+                                   const char *actions_json,
+                                   const char *training_json);
 void smr_output_run_table(smr_runner *r, const char *trial);
 /* <dir>/<instance>/report.json and result.json for every instance. */
 int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
