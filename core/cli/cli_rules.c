@@ -805,6 +805,17 @@ int smr_cmd_run(int argc, char **argv) {
 
 /* ------------------------------------------------------------ validate */
 
+/* A rule's problem at its place in rules.yaml (stderr, and stdout as
+ * {"error": ...} with --json). */
+static int positioned_error(const smr_config *cfg, const smr_rule_config *rc,
+                            const smr_error *e) {
+  smr_error pe;
+  smr_error_clear(&pe);
+  smr_error_set(&pe, SMR_ERR_USAGE, cfg->path ? cfg->path : "", -1,
+                "line %d, column %d: %s", rc->line, rc->col, e->msg);
+  return config_error(&pe);
+}
+
 /* Check a rules.yaml completely, including every rule's parameters and
  * the syntax of every Lua script, without reading a trial. */
 static int check_rule_params(const smr_config *cfg) {
@@ -815,18 +826,13 @@ static int check_rule_params(const smr_config *cfg) {
     if (rc->lua) { /* compiled, not run: running needs the trial */
       if (smr_lua_rule_check(rc->lua, &err) == SMR_OK)
         continue;
-      fprintf(stderr, "smrules: %s: line %d, column %d: %s\n", cfg->path,
-              rc->line, rc->col, err.msg);
-      return SMR_EXIT_USAGE;
+      return positioned_error(cfg, rc, &err);
     }
     smr_plugin *p;
     int st = rc->plugin ? smr_plugin_load(rc->plugin, &p, &err)
                         : smr_plugin_find(rc->rule, &p, &err);
-    if (st != SMR_OK) {
-      fprintf(stderr, "smrules: %s: line %d, column %d: %s\n", cfg->path,
-              rc->line, rc->col, err.msg);
-      return SMR_EXIT_USAGE;
-    }
+    if (st != SMR_OK)
+      return positioned_error(cfg, rc, &err);
     void *settings = smr_xcalloc(1, p->reg->settings_size + 1);
     smr_params params;
     static const smrules_param none[] = {{.type = SMRULES_PARAM_END}};
@@ -854,37 +860,115 @@ static int check_actions(const smr_config *cfg, bool launched) {
   return SMR_EXIT_OK;
 }
 
-int smr_cmd_validate(int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') {
-    fprintf(argc == 2 ? stdout : stderr,
-            "usage: smrules validate rules.yaml\n");
-    return argc == 2 ? SMR_EXIT_OK : SMR_EXIT_USAGE;
+/* `--json` anywhere among the arguments of validate, list, describe;
+ * the others are returned in order.  Returns how many there are. */
+static int take_json_flag(int argc, char **argv, bool *json, char **rest) {
+  int n = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      *json = true;
+    else
+      rest[n++] = argv[i];
   }
+  return n;
+}
+
+int smr_cmd_validate(int argc, char **argv) {
+  bool json = false;
+  char *rest[argc > 0 ? argc : 1];
+  int n = take_json_flag(argc, argv, &json, rest);
+  if (n != 1 || rest[0][0] == '-') {
+    bool help =
+        n == 1 && (!strcmp(rest[0], "--help") || !strcmp(rest[0], "-h"));
+    fprintf(help ? stdout : stderr,
+            "usage: smrules validate [--json] rules.yaml\n");
+    return help ? SMR_EXIT_OK : SMR_EXIT_USAGE;
+  }
+  json_errors = json;
   smr_config cfg;
-  int rc = load_config(argv[1], &cfg);
+  int rc = load_config(rest[0], &cfg);
   if (rc)
     return rc;
   rc = check_rule_params(&cfg);
   if (rc == SMR_EXIT_OK)
     rc = check_actions(&cfg, false);
-  if (rc == SMR_EXIT_OK)
-    printf("%s: OK (%zu rule%s)\n", argv[1], cfg.n_rules,
+  if (rc == SMR_EXIT_OK && json) {
+    smr_jw w = {0};
+    smr_jw_obj(&w);
+    smr_jw_key(&w, "file");
+    smr_jw_str(&w, rest[0]);
+    smr_jw_key(&w, "ok");
+    smr_jw_bool(&w, true);
+    smr_jw_key(&w, "rules");
+    smr_jw_arr(&w);
+    for (size_t i = 0; i < cfg.n_rules; i++) {
+      const smr_rule_config *r = &cfg.rules[i];
+      smr_jw_obj(&w);
+      smr_jw_key(&w, "name");
+      smr_jw_str(&w, r->name);
+      smr_jw_key(&w, "rule");
+      smr_jw_str(&w, r->rule ? r->rule : r->lua ? r->lua : r->plugin);
+      smr_jw_key(&w, "kind");
+      smr_jw_str(&w, r->lua ? "lua" : r->plugin ? "plugin" : "builtin");
+      smr_jw_key(&w, "line");
+      smr_jw_int(&w, r->line);
+      smr_jw_obj_end(&w);
+    }
+    smr_jw_arr_end(&w);
+    smr_jw_obj_end(&w);
+    char *text = smr_jw_finish(&w);
+    printf("%s\n", text);
+    free(text);
+  } else if (rc == SMR_EXIT_OK) {
+    printf("%s: OK (%zu rule%s)\n", rest[0], cfg.n_rules,
            cfg.n_rules == 1 ? "" : "s");
+  }
   smr_config_free(&cfg);
   return rc;
 }
 
 /* ------------------------------------------------------- list, describe */
 
+static const char *kind_name(const smrules_rule *r) {
+  return r->kind == SMRULES_KIND_PROFILER ? "profiler" : "tensor";
+}
+
 int smr_cmd_list(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  bool json = false;
+  char *rest[argc > 0 ? argc : 1];
+  if (take_json_flag(argc, argv, &json, rest) != 0) {
+    fprintf(stderr, "usage: smrules list [--json]\n");
+    return SMR_EXIT_USAGE;
+  }
   smr_plugin **all;
   size_t n;
   smr_plugin_all(&all, &n);
-  for (size_t i = 0; i < n; i++)
-    printf("%-30s %s\n", all[i]->reg->name,
-           all[i]->reg->description ? all[i]->reg->description : "");
+  smr_jw w = {0};
+  if (json)
+    smr_jw_arr(&w);
+  for (size_t i = 0; i < n; i++) {
+    const smrules_rule *r = all[i]->reg;
+    if (!json) {
+      printf("%-30s %s\n", r->name, r->description ? r->description : "");
+      continue;
+    }
+    smr_jw_obj(&w);
+    smr_jw_key(&w, "name");
+    smr_jw_str(&w, r->name);
+    smr_jw_key(&w, "description");
+    smr_jw_str(&w, r->description);
+    smr_jw_key(&w, "kind");
+    smr_jw_str(&w, kind_name(r));
+    smr_jw_key(&w, "plugin");
+    smr_jw_str(&w, all[i]->path);
+    smr_jw_obj_end(&w);
+  }
+  if (json) {
+    smr_jw_arr_end(&w);
+    char *text = smr_jw_finish(&w);
+    printf("%s\n", text);
+    free(text);
+  }
   if (n == 0)
     fprintf(stderr, "smrules: no rule plugins found (searched "
                     "SMRULES_PLUGIN_PATH and next to the executable)\n");
@@ -913,16 +997,90 @@ static void bound_text(const smrules_param *p, char *buf, size_t n) {
     snprintf(buf, n, "-");
 }
 
+static void describe_json(const smr_plugin *p) {
+  const smrules_rule *r = p->reg;
+  smr_jw w = {0};
+  smr_jw_obj(&w);
+  smr_jw_key(&w, "name");
+  smr_jw_str(&w, r->name);
+  smr_jw_key(&w, "description");
+  smr_jw_str(&w, r->description);
+  smr_jw_key(&w, "kind");
+  smr_jw_str(&w, kind_name(r));
+  smr_jw_key(&w, "data");
+  smr_jw_str(&w, r->data_needed);
+  smr_jw_key(&w, "plugin");
+  smr_jw_str(&w, p->path);
+  smr_jw_key(&w, "parameters");
+  smr_jw_arr(&w);
+  for (const smrules_param *q = r->params; q && q->type != SMRULES_PARAM_END;
+       q++) {
+    smr_jw_obj(&w);
+    smr_jw_key(&w, "name");
+    smr_jw_str(&w, q->name);
+    smr_jw_key(&w, "type");
+    smr_jw_str(&w, smr_param_type_name(q->type));
+    smr_jw_key(&w, "default");
+    smr_jw_str(&w, q->default_value);
+    smr_jw_key(&w, "required");
+    smr_jw_bool(&w, (q->flags & SMRULES_P_REQUIRED) != 0);
+    smr_jw_key(&w, "min");
+    if (q->flags & SMRULES_P_MIN)
+      smr_jw_double(&w, q->min);
+    else
+      smr_jw_null(&w);
+    smr_jw_key(&w, "min_exclusive");
+    smr_jw_bool(&w, (q->flags & SMRULES_P_MIN_OPEN) != 0);
+    smr_jw_key(&w, "max");
+    if (q->flags & SMRULES_P_MAX)
+      smr_jw_double(&w, q->max);
+    else
+      smr_jw_null(&w);
+    smr_jw_key(&w, "max_exclusive");
+    smr_jw_bool(&w, (q->flags & SMRULES_P_MAX_OPEN) != 0);
+    smr_jw_key(&w, "allowed");
+    if (q->allowed) {
+      smr_jw_arr(&w);
+      for (size_t i = 0; q->allowed[i]; i++)
+        smr_jw_str(&w, q->allowed[i]);
+      smr_jw_arr_end(&w);
+    } else {
+      smr_jw_null(&w);
+    }
+    smr_jw_key(&w, "aliases");
+    smr_jw_str(&w, q->aliases);
+    smr_jw_key(&w, "description");
+    smr_jw_str(&w, q->description);
+    smr_jw_obj_end(&w);
+  }
+  smr_jw_arr_end(&w);
+  smr_jw_obj_end(&w);
+  char *text = smr_jw_finish(&w);
+  printf("%s\n", text);
+  free(text);
+}
+
 int smr_cmd_describe(int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') {
-    fprintf(stderr, "usage: smrules describe RULE\n");
+  bool json = false;
+  char *rest[argc > 0 ? argc : 1];
+  int n = take_json_flag(argc, argv, &json, rest);
+  if (n != 1 || rest[0][0] == '-') {
+    fprintf(stderr, "usage: smrules describe [--json] RULE\n");
     return SMR_EXIT_USAGE;
   }
+  json_errors = json;
   smr_plugin *p;
   smr_error err;
-  if (smr_plugin_find(argv[1], &p, &err) != SMR_OK) {
+  smr_error_clear(&err);
+  if (smr_plugin_find(rest[0], &p, &err) != SMR_OK) {
     smr_cli_print_error(&err);
+    print_json_error(&err);
     return SMR_EXIT_USAGE;
+  }
+  if (json) {
+    describe_json(p);
+    smr_plugin_unload(p);
+    return SMR_EXIT_OK;
   }
   const smrules_rule *r = p->reg;
   printf("%s\n  %s\n\n", r->name, r->description ? r->description : "");
