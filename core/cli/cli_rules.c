@@ -138,7 +138,8 @@ typedef struct run_args {
   /* --watch (core/watch.h) */
   bool watch, poll;
   double timeout_s;
-  char **command; /* run [options] -- COMMAND [ARG...] */
+  char **command;     /* run [options] -- COMMAND [ARG...] */
+  double heartbeat_s; /* --heartbeat (< 0: not given, 60) */
 } run_args;
 
 enum {
@@ -156,7 +157,8 @@ enum {
   OPT_OUTPUT,
   OPT_PROFILER,
   OPT_S3_ENDPOINT,
-  OPT_SCHEDULE
+  OPT_SCHEDULE,
+  OPT_HEARTBEAT
 };
 
 static const char *RUN_HELP =
@@ -197,6 +199,9 @@ static const char *RUN_HELP =
     "                     a folder not there yet is waited for\n"
     "  --timeout S        with --watch: stop after S seconds\n"
     "  --poll             with --watch: poll instead of using inotify\n"
+    "  --heartbeat S      with --watch, not on a terminal: a status line\n"
+    "                     every S seconds while nothing else is printed\n"
+    "                     (default 60, 0: off)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
     "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
@@ -249,11 +254,13 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
       {"watch", no_argument, NULL, OPT_WATCH},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"poll", no_argument, NULL, OPT_POLL},
+      {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
       {"verbose", no_argument, NULL, 'v'},
       {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
+  a->heartbeat_s = 60;
   smr_lua_limits_default(&a->ropts.lua);
   int c, rc;
   optind = 1;
@@ -327,6 +334,17 @@ static int parse_run_args(int argc, char **argv, run_args *a) {
     case OPT_POLL:
       a->poll = true;
       break;
+    case OPT_HEARTBEAT: {
+      char *end;
+      a->heartbeat_s = strtod(optarg, &end);
+      if (*end || end == optarg || a->heartbeat_s < 0) {
+        fprintf(stderr,
+                "smrules: --heartbeat needs seconds (0: off), got '%s'\n",
+                optarg);
+        return SMR_EXIT_USAGE;
+      }
+      break;
+    }
     case OPT_S3_ENDPOINT:
       smr_s3_set_endpoint(optarg);
       break;
@@ -520,6 +538,7 @@ static smr_watch_opts watch_opts(const run_args *a, int trainer_fd,
                        .poll_ms = s3 ? 5000 : 0, /* a listing per poll */
                        .progress = out,
                        .tty = isatty(fileno(out)) != 0,
+                       .heartbeat_s = a->heartbeat_s,
                        .follow_trainer = trainer_fd >= 0,
                        .trainer_fd = trainer_fd,
                        .forwarding = launched,

@@ -111,6 +111,7 @@ static bool trainer_gone(const smr_watch_opts *o) {
 typedef struct progress {
   FILE *f;
   bool tty;
+  double last_line; /* when a log line was last printed (now_s) */
   size_t lines_drawn;
   char **last; /* last line printed per instance (log mode) */
   size_t n;
@@ -173,8 +174,36 @@ static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
     char ts[32];
     strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&now, &tm));
     fprintf(p->f, "%s %s | %s\n", ts, head, line);
+    p->last_line = now_s();
   }
   fflush(p->f);
+}
+
+/* Log mode, nothing printed for `every` seconds: one line with the steps
+ * seen, the latest step and the triggers so far. */
+static void heartbeat(progress *p, smr_runner *r, smr_trial *t, double every) {
+  if (!p->f || p->tty || every <= 0 || now_s() - p->last_line < every)
+    return;
+  smr_i64v steps = {0};
+  smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+  size_t triggers = 0, fired = 0;
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    size_t k = smr_instance_triggered(smr_runner_instance(r, i))->n;
+    triggers += k;
+    fired += k > 0;
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  char ts[32];
+  strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&now, &tm));
+  fprintf(p->f,
+          "%s watching: steps seen: %zu (latest %" PRId64 "), triggers so "
+          "far: %zu (%zu of %zu rules)\n",
+          ts, steps.n, steps.n ? steps.v[steps.n - 1] : (int64_t)-1, triggers,
+          fired, smr_runner_count(r));
+  fflush(p->f);
+  smr_i64v_free(&steps);
+  p->last_line = now_s();
 }
 
 static void progress_free(progress *p) {
@@ -203,7 +232,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   if (!o->force_polling)
     w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   add_watches(&w);
-  progress p = {o->progress, o->tty, 0, NULL, 0};
+  progress p = {o->progress, o->tty, now_s(), 0, NULL, 0};
   int poll_ms = o->poll_ms > 0 ? o->poll_ms : 200;
   int poll_cur = poll_ms;
   double tick = o->tick_s > 0 ? o->tick_s : 1.0;
@@ -257,12 +286,18 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       break;
     }
     show(&p, r, t, false);
+    heartbeat(&p, r, t, o->heartbeat_s);
     double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
     if (o->timeout_s > 0 && left <= 0)
       break;
     double wait = left < tick ? left : tick;
     if (!smr_runner_has_clock_rules(r) && w.fd >= 0 && o->timeout_s <= 0)
       wait = RESCAN_S; /* nothing to do until a file appears */
+    if (o->heartbeat_s > 0 && !o->tty && o->progress) {
+      double due = o->heartbeat_s - (now_s() - p.last_line);
+      if (due < wait)
+        wait = due > 0.01 ? due : 0.01;
+    }
     woke = wait_for_change(&w, wait, poll_cur, o);
     changed = woke & WOKE_CHANGED;
   }

@@ -28,6 +28,9 @@ typedef struct smr_watch_opts {
   double tick_s;      /* wake at least this often (wall-clock rules) */
   FILE *progress;     /* where progress goes (NULL: none) */
   bool tty;           /* redraw a status block instead of log lines */
+  /* without a tty: a status line at least this often while nothing else
+   * is printed (<= 0: none), so a log shows the watch is alive */
+  double heartbeat_s;
   /* the training process: `trainer_fd` becomes readable when it exits
    * (a pidfd); its exit, not the end marker, ends the watch (after a
    * final pass) */

@@ -28,6 +28,8 @@ smdebug's hook does).
   exitcodes  precedence 5 (rule error) > 4 (failed action) > 1 (issues)
   stable     a rule that fired is IssuesFound in every later --live run
              on the same state, never InProgress
+  heartbeat  a non-TTY --watch on a trial that does not change prints a
+             status line every --heartbeat seconds (none with 0)
 
 Every process the test starts is killed at the end; every wait is bounded.
 """
@@ -455,13 +457,31 @@ def test_stable(c, tmp):
           "IssuesFound and exit 1 in every run", str(seen))
 
 
+def test_heartbeat(c, tmp):
+    trial = os.path.join(tmp, "hb")
+    shutil.copytree(HEALTHY, trial)
+    os.unlink(os.path.join(trial, "training_job_end.ts"))
+    for every, want in (("1", (2, 5)), ("0", (0, 0))):
+        r = lib.run_json(["run", "--trial", trial, "--watch", "--fresh", "--timeout", "3.5",
+                          "--heartbeat", every, "--output", os.path.join(tmp, "out-hb")])
+        sc = c.scope("heartbeat: --heartbeat %s, 3.5 s" % every, r)
+        if not sc.process(want_json=False):
+            continue
+        lines = [ln for ln in r.out.splitlines() if " watching: steps seen: 16 (latest 101), "
+                 "triggers so far: 0 (0 of 2 rules)" in ln]
+        sc.ok(want[0] <= len(lines) <= want[1], "status lines",
+              "%d, expected %d..%d" % (len(lines), want[0], want[1]))
+    r = lib.run_json(["run", "--trial", trial, "--watch", "--heartbeat", "x"])
+    c.scope("heartbeat: bad value", r).eq("exit 2", r.rc, 2)
+
+
 def main():
     c = lib.Checker("test_launcher")
     tmp = tempfile.mkdtemp(prefix="smrules-launch-")
     try:
         for fn in (test_launch_stop, test_launch_table, test_launch_ends, test_errors,
                    test_signals, test_pid, test_before, test_notrial, test_notrial_profiler,
-                   test_interrupt, test_exitcodes, test_stable):
+                   test_interrupt, test_exitcodes, test_stable, test_heartbeat):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
             fn(c, tmp)
