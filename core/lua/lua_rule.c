@@ -297,8 +297,8 @@ static int lua_rule_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
   run_protected(r, call_invoke, NULL, (lua_Integer)step, &o);
   if (o.code == 0)
     return o.result;
-  if (o.code == SMRULES_ERR)
-    r->host.api->fail(ctx, "%s", o.msg);
+  if (o.code == SMRULES_ERR) /* the step, then script:line: message */
+    r->host.api->fail(ctx, "step %lld: %s", (long long)step, o.msg);
   else /* unavailable data: the runner skips, waits or stops */
     r->host.api->log(ctx, 0, "step %lld: %s", (long long)step, o.msg);
   free(o.msg);

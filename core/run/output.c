@@ -112,8 +112,10 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
            smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
     if (smr_instance_waiting_at(in) >= 0)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
-    if (smr_instance_message(in))
-      printf("    %s\n", smr_instance_message(in));
+    if (smr_instance_message(in)) /* its first line: a traceback would
+                                     break the table (--json has all) */
+      printf("    %.*s\n", (int)strcspn(smr_instance_message(in), "\n"),
+             smr_instance_message(in));
   }
 }
 

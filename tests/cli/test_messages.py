@@ -11,6 +11,9 @@
              document each (and errors as {"error": ...})
   domains    e-mail addresses on one-label domains (smrules@localhost)
              pass validate; malformed host names do not
+  luaerror   a Lua runtime error names the step and the script line; the
+             table shows its first line only (no traceback in the layout),
+             --json keeps the whole message
 """
 
 import json
@@ -130,12 +133,38 @@ def test_domains(c, tmp):
             sc.ok("is not an e-mail address" in r.err, "message", r.err.strip())
 
 
+def test_luaerror(c, tmp):
+    script = write(tmp, "boom.lua", "function invoke_at_step(step)\n  if step > 5 then\n"
+                   "    local x = nil\n    return x.y\n  end\n  return false\nend\n")
+    rules = write(tmp, "boom.yaml", "rules:\n  - lua: boom.lua\n  - rule: ExplodingTensor\n")
+    trial = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
+    r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh",
+                      "--output", os.path.join(tmp, "o1")])
+    sc = c.scope("Lua runtime error: table", r)
+    if sc.process(want_json=False):
+        sc.eq("exit 5", r.rc, 5)
+        want = "    step 6: %s:4: attempt to index a nil value (local 'x')" % script
+        lines = r.out.splitlines()
+        sc.ok(want in lines, "names the step and script line", lib.short(r.out, 600))
+        i = lines.index(want) if want in lines else -1
+        sc.ok(i > 0 and lines[i + 1].startswith("ExplodingTensor "),
+              "the next rule's row follows at once (no traceback)", lib.short(r.out, 600))
+    r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh", "--json",
+                      "--output", os.path.join(tmp, "o2")])
+    sc = c.scope("Lua runtime error: --json", r)
+    if sc.process():
+        msg = ((r.obj or {}).get("rules") or [{}])[0].get("message") or ""
+        sc.ok(msg.startswith("step 6: %s:4: " % script), "message", repr(msg[:200]))
+        sc.ok("stack traceback" in msg, "the traceback is kept", repr(msg[:300]))
+
+
 def main():
     c = lib.Checker("test_messages")
     with tempfile.TemporaryDirectory(prefix="smrules-msg-") as tmp:
         test_unknown(c, tmp)
         test_json(c, tmp)
         test_domains(c, tmp)
+        test_luaerror(c, tmp)
     c.finish()
 
 
