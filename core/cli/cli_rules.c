@@ -20,6 +20,7 @@
 #include "config/params.h"
 #include "host/plugin.h"
 #include "host/rulehost.h"
+#include "lua/lua_params.h"
 #include "profiler/profiler.h"
 #include "run/launch.h"
 #include "run/output.h"
@@ -843,9 +844,23 @@ static int check_rule_params(const smr_config *cfg) {
     smr_error err;
     smr_error_clear(&err);
     if (rc->lua) { /* compiled, not run: running needs the trial */
-      if (smr_lua_rule_check(rc->lua, &err) == SMR_OK)
-        continue;
-      return positioned_error(cfg, rc, &err);
+      if (smr_lua_rule_check(rc->lua, &err) != SMR_OK)
+        return positioned_error(cfg, rc, &err);
+      smr_params params; /* its -- @param declarations */
+      const char *base = strrchr(rc->lua, '/');
+      base = base ? base + 1 : rc->lua;
+      const char *dot = strrchr(base, '.'); /* named lua:<stem>, as in run */
+      int stem =
+          (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base));
+      char *rule = smr_xasprintf("lua:%.*s", stem, base);
+      int st = smr_lua_params_apply(rule, rc->lua, rc->parameters, rc->line,
+                                    rc->col, cfg->path, &params, &err);
+      free(rule);
+      smr_params_free(&params);
+      if (st != SMR_OK)
+        return err.file[0] ? config_error(&err)
+                           : positioned_error(cfg, rc, &err);
+      continue;
     }
     smr_plugin *p;
     int st = rc->plugin ? smr_plugin_load(rc->plugin, &p, &err)

@@ -16,6 +16,7 @@
 
 #include "base/embedded.h"
 #include "lua/lua_bind.h"
+#include "lua/lua_params.h"
 #include "lua/lua_sandbox.h"
 #include "lua/lua_state.h"
 
@@ -38,6 +39,7 @@ void smr_lua_limits_default(smr_lua_limits *l) {
 typedef struct load_job {
   lua_rule *r;
   const smr_node *params;
+  smr_lua_params decls; /* the script's -- @param declarations */
   const char *src;
   size_t len;
   const char *chunkname;
@@ -80,6 +82,7 @@ static int setup_state(lua_State *L) {
     lua_pop(L, 1);
     lua_newtable(L);
   }
+  smr_lua_params_push_defaults(L, &job->decls); /* -- @param defaults */
   lua_setglobal(L, "params");
   return 0;
 }
@@ -230,6 +233,10 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   int rc = smr_read_file(script_path, SCRIPT_MAX_BYTES, &src, &job.len, err);
   if (rc)
     return rc;
+  /* checked already (smr_lua_params_apply); a bad line here only loses
+   * the defaults */
+  smr_error ignored;
+  smr_lua_params_parse(src, job.len, script_path, &job.decls, &ignored);
   lua_rule *r = smr_xcalloc(1, sizeof *r);
   r->host.api = smr_host_api();
   set_ctx(r, ctx);
@@ -252,6 +259,7 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   }
   free(chunkname);
   free(src);
+  smr_lua_params_free(&job.decls);
   if (o.code != 0) {
     bool data = o.code != SMRULES_ERR; /* unavailable data in init() */
     smr_error_set(err, SMR_ERR_USAGE, script_path, -1, "%s%s%s",

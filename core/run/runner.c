@@ -11,6 +11,7 @@
 #include "config/params.h"
 #include "host/plugin.h"
 #include "host/rulehost.h"
+#include "lua/lua_params.h"
 #include "run/runner_profiler.h"
 #include "run/schedule.h"
 #include "trial/catalog.h"
@@ -214,9 +215,12 @@ static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
     char *stem = file_stem(rc->lua);
     in->rule = smr_xasprintf("lua:%s", stem);
     free(stem);
-    smr_params_apply(in->rule, (smrules_param[]){{.type = 0}}, NULL, 0, 0,
-                     cfg->path, NULL, &in->params, err);
+    /* checked against the script's -- @param declarations */
+    st = smr_lua_params_apply(in->rule, rc->lua, rc->parameters, rc->line,
+                              rc->col, cfg->path, &in->params, err);
     in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+    if (st != SMR_OK)
+      return st;
     set_output_dir(r, in);
     in->ops = &smr_lua_rule_ops;
     st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,

@@ -11,6 +11,12 @@
              document each (and errors as {"error": ...})
   domains    e-mail addresses on one-label domains (smrules@localhost)
              pass validate; malformed host names do not
+  luaparams  a Lua rule's "-- @param" declarations: validate and run check
+             rules.yaml against them (type, bounds, one_of, required,
+             unknown names with a suggestion) with its line and column;
+             defaults reach the script; RuleParameters lists them; a bad
+             declaration names the script's line; an undeclared script's
+             RuleParameters lists the scalars given
   luaerror   a Lua runtime error names the step and the script line; the
              table shows its first line only (no traceback in the layout),
              --json keeps the whole message
@@ -158,6 +164,61 @@ def test_luaerror(c, tmp):
         sc.ok("stack traceback" in msg, "the traceback is kept", repr(msg[:300]))
 
 
+LUA_DECL = """-- @param threshold float default=1.0 min>0 -- above which to fire
+-- @param collection string default=gradients
+-- @param mode string default=TRAIN one_of=TRAIN|EVAL
+-- @param sizes numbers default=1,2.5
+function invoke_at_step(step)
+  assert(math.type(params.threshold) == "float" or params.threshold == 2, "threshold")
+  assert(params.collection == "gradients", "collection default")
+  assert(params.mode == "TRAIN" or params.mode == "EVAL", "mode")
+  assert(type(params.sizes) == "table" and params.sizes[2] == 2.5, "sizes default")
+  return false
+end
+"""
+
+
+def test_luaparams(c, tmp):
+    write(tmp, "decl.lua", LUA_DECL)
+    bad = [("{threshold: abc}", "line 3, column 29: parameter 'threshold' of lua:decl: expected a number"),
+           ("{threshold: 0}", "threshold"),
+           ("{mode: TEST}", "mode"),
+           ("{mod: EVAL}", "unknown parameter 'mod' for lua:decl: did you mean 'mode'?")]
+    for i, (given, want) in enumerate(bad):
+        rules = write(tmp, "lp%d.yaml" % i, "rules:\n  - lua: decl.lua\n    parameters: %s\n" % given)
+        for cmd in (["validate", rules], ["run", "--trial", TRIAL, "--rules", rules, "--fresh"]):
+            r = lib.run_json(cmd)
+            sc = c.scope("Lua @param %s: %s" % (given, cmd[0]), r)
+            sc.eq("exit 2", r.rc, 2)
+            sc.ok(want in r.err and "line 3" in r.err, "message", r.err.strip())
+    rules = write(tmp, "lp-ok.yaml", "rules:\n  - lua: decl.lua\n    parameters: {threshold: 2, mode: EVAL}\n")
+    r = lib.run_json(["validate", rules])
+    c.scope("Lua @param valid", r).eq("validate exit 0", r.rc, 0)
+    r = lib.run_json(["run", "--trial", TRIAL, "--rules", rules, "--fresh", "--json",
+                      "--output", os.path.join(tmp, "lp-out")])
+    sc = c.scope("Lua @param run", r)
+    if sc.process():
+        rule = ((r.obj or {}).get("rules") or [{}])[0]
+        sc.eq("status (defaults reached the script)", rule.get("status"), "NoIssuesFound")
+        sc.eq("RuleParameters", (rule.get("report") or {}).get("RuleParameters"),
+              "threshold:2\ncollection:gradients\nmode:EVAL\nsizes:1,2.5")
+    broken = write(tmp, "broken.lua", "-- fine\n-- @param x flaot\nfunction invoke_at_step(s) return false end\n")
+    rules = write(tmp, "lp-broken.yaml", "rules:\n  - lua: broken.lua\n")
+    r = lib.run_json(["validate", rules])
+    sc = c.scope("Lua @param: bad declaration", r)
+    sc.eq("exit 2", r.rc, 2)
+    sc.ok("%s: line 2: @param x: unknown type 'flaot'" % broken in r.err, "names script and line",
+          r.err.strip())
+    write(tmp, "plain.lua", "function invoke_at_step(s) return false end\n")
+    rules = write(tmp, "lp-plain.yaml", "rules:\n  - lua: plain.lua\n    parameters: {a: 1, b: x, c: [1, 2]}\n")
+    r = lib.run_json(["run", "--trial", TRIAL, "--rules", rules, "--fresh", "--json",
+                      "--output", os.path.join(tmp, "lp-out2")])
+    sc = c.scope("Lua without declarations", r)
+    if sc.process():
+        rule = ((r.obj or {}).get("rules") or [{}])[0]
+        sc.eq("RuleParameters", (rule.get("report") or {}).get("RuleParameters"), "a:1\nb:x")
+
+
 def main():
     c = lib.Checker("test_messages")
     with tempfile.TemporaryDirectory(prefix="smrules-msg-") as tmp:
@@ -165,6 +226,7 @@ def main():
         test_json(c, tmp)
         test_domains(c, tmp)
         test_luaerror(c, tmp)
+        test_luaparams(c, tmp)
     c.finish()
 
 
