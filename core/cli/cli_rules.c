@@ -16,6 +16,7 @@
 #include "base/embedded.h"
 #include "base/jsonw.h"
 #include "cli/cli.h"
+#include "cli/cli_progress.h"
 #include "config/config.h"
 #include "config/params.h"
 #include "host/plugin.h"
@@ -669,7 +670,9 @@ static int evaluate(run_args *a, const smr_config *cfg, smr_launch *child,
       if (smr_watch_run(t, r, &wo, &err) != SMR_OK)
         smr_cli_print_error(&err);
     } else {
+      smr_cli_progress *pg = smr_cli_progress_start(r); /* a terminal */
       smr_runner_run(r, &err);
+      smr_cli_progress_stop(pg);
     }
     smr_runner_finish(r);
     smr_actions_finish(acts); /* every queued action has run */

@@ -1,6 +1,7 @@
 /* runner.c - rule instances and the invocation loop. */
 #include "run/runner.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ struct smr_runner {
   double last_activity; /* when a new step last appeared (watch) */
   bool warned_cache;    /* the record cache is small for the trial */
   size_t window;        /* lock step: lag + read-ahead, in steps */
+  /* steps walked / to walk by step rules in this run (progress display) */
+  _Atomic int64_t progress_done, progress_total;
 };
 
 const char *smr_rule_status_name(smr_rule_status s) {
@@ -520,6 +523,8 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
     int64_t g = steps->v[*pos];
     if (g <= in->last_step || g < in->start) {
       (*pos)++;
+      if (g >= in->start && (in->end < 0 || g < in->end))
+        r->progress_done++; /* resumed: done before */
       continue;
     }
     if (*pos >= limit)
@@ -535,6 +540,7 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
     in->walk_stopped = !invoke_step(r, in, g);
     in->walk_prev = g;
     (*pos)++;
+    r->progress_done++;
     if (in->walk_stopped)
       return true;
   }
@@ -626,6 +632,24 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   }
 }
 
+/* How many (instance, step) pairs the step rules walk in this run. */
+static void count_progress_total(smr_runner *r, const bool *positional) {
+  int64_t total = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    const smr_instance *in = r->v[i];
+    for (size_t k = 0; positional[i] && k < r->steps.n; k++)
+      total += r->steps.v[k] >= in->start &&
+               (in->end < 0 || r->steps.v[k] < in->end);
+  }
+  r->progress_done = 0;
+  r->progress_total = total;
+}
+
+void smr_runner_progress(smr_runner *r, int64_t *done, int64_t *total) {
+  *done = r->progress_done;
+  *total = r->progress_total;
+}
+
 int smr_runner_run(smr_runner *r, smr_error *err) {
   (void)err;
   int jobs =
@@ -637,6 +661,7 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
   }
   r->steps.n = 0;
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);
+  count_progress_total(r, positional);
   smr_sched s = {.units = r->n,
                  .positional = positional,
                  .jobs = jobs < 1 ? 1 : jobs,

@@ -28,6 +28,9 @@ smdebug's hook does).
   exitcodes  precedence 5 (rule error) > 4 (failed action) > 1 (issues)
   stable     a rule that fired is IssuesFound in every later --live run
              on the same state, never InProgress
+  progress   an offline run with stderr on a terminal (a pty) draws
+             "evaluating: done/total steps" there and clears it; without a
+             terminal nothing is drawn
   heartbeat  a non-TTY --watch on a trial that does not change prints a
              status line every --heartbeat seconds (none with 0)
 
@@ -457,6 +460,35 @@ def test_stable(c, tmp):
           "IssuesFound and exit 1 in every run", str(seen))
 
 
+def test_progress(c, tmp):
+    import pty
+    args = ["run", "--trial", HEALTHY, "--fresh", "--output", os.path.join(tmp, "out-pg")]
+    master, slave = pty.openpty()
+    p = subprocess.Popen(smrules(*args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=slave, cwd=lib.ROOT)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    out = p.communicate(timeout=60)[0].decode()
+    os.close(master)
+    text = data.decode("utf-8", "replace")
+    sc = c.scope("progress: offline run, stderr on a terminal")
+    sc.eq("exit 0", p.returncode, 0)
+    sc.ok("evaluating: 32/32 steps (100%)" in text, "progress line (16 + 16 steps)", repr(text[-200:]))
+    sc.ok(text.endswith("\r\033[K"), "the line is cleared at the end", repr(text[-40:]))
+    sc.ok("evaluating" not in out, "nothing on stdout", out[-200:])
+    r = lib.run_json(args)
+    sc = c.scope("progress: stderr not a terminal", r)
+    sc.ok("evaluating" not in r.err, "no progress line", r.err[-200:])
+
+
 def test_heartbeat(c, tmp):
     trial = os.path.join(tmp, "hb")
     shutil.copytree(HEALTHY, trial)
@@ -481,7 +513,7 @@ def main():
     try:
         for fn in (test_launch_stop, test_launch_table, test_launch_ends, test_errors,
                    test_signals, test_pid, test_before, test_notrial, test_notrial_profiler,
-                   test_interrupt, test_exitcodes, test_stable, test_heartbeat):
+                   test_interrupt, test_exitcodes, test_stable, test_heartbeat, test_progress):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
             fn(c, tmp)
