@@ -814,11 +814,11 @@ int smr_cmd_run(int argc, char **argv) {
     double left = a.timeout_s > 0 ? a.timeout_s - (mono_s() - t0) : 0;
     rc = evaluate(&a, &cfg, child, trainer_fd,
                   a.timeout_s > 0 && left <= 0 ? 0.001 : left);
-  } else if (child && rc == SMR_EXIT_UNREADABLE) {
-    end_child(child);
   }
-  if (child)
+  if (child) { /* never left running behind smrules (a no-op once it ended) */
+    end_child(child);
     smr_launch_wait(child);
+  }
   if (trainer_fd >= 0 && !child)
     close(trainer_fd);
   smr_launch_free(child);

@@ -14,6 +14,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+/* Signals (below): the first caught, the process group they are passed
+ * on to, and the pipe that wakes the watch loop. */
+static volatile sig_atomic_t caught;
+static volatile pid_t forward_pgid;
+static int wake[2] = {-1, -1};
+
 struct smr_launch {
   pid_t pid;
   int pidfd;    /* -1 where pidfd_open is not available */
@@ -146,6 +152,8 @@ int smr_launch_wait(smr_launch *l) {
     while (waitpid(l->pid, &l->status, 0) < 0 && errno == EINTR)
       ;
     l->reaped = true;
+    if (forward_pgid == l->pid) /* its group id may be reused from now */
+      forward_pgid = 0;
     if (l->took_tty)
       take_terminal_back();
     if (WIFSIGNALED(l->status))
@@ -181,10 +189,6 @@ void smr_launch_free(smr_launch *l) {
 }
 
 /* ---------------------------------------------------------- signals */
-
-static volatile sig_atomic_t caught;
-static volatile pid_t forward_pgid;
-static int wake[2] = {-1, -1};
 
 static void on_signal(int sig) {
   int saved = errno;

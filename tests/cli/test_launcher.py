@@ -10,7 +10,10 @@ smdebug's hook does).
              with its own status, one killed by SIGKILL gives 137; the
              launched trainer shares smrules' stdout
   errors     a command that cannot be run: 127 and a message; a bad
-             rules.yaml: exit 2 and nothing launched; `--` alone: exit 2
+             rules.yaml: exit 2 and nothing launched; `--` alone: exit 2;
+             a rule whose init fails on the trial (found only once the
+             trial exists): exit 2, and the launched trainer is stopped,
+             not left running
   signals    SIGTERM/SIGINT/SIGHUP sent to smrules reach the launched
              trainer, smrules makes its final pass and exits with the
              trainer's status (143, 130, 129)
@@ -223,6 +226,28 @@ def test_errors(c, tmp):
                       "--", "true"])
     sc = c.scope("launch: --training-pid with a command", r)
     sc.eq("exit 2", r.rc, 2)
+
+
+def test_init_error(c, tmp):
+    trial, log = os.path.join(tmp, "trial-init"), os.path.join(tmp, "init.log")
+    write(os.path.join(tmp, "init_fails.lua"),
+          "function init(p)\n  if #trial:tensor_names{} > 0 then error('cannot start') end\nend\n"
+          "function invoke_at_step(s) return false end\n")
+    rules = write(os.path.join(tmp, "init.yaml"), "rules:\n  - lua: init_fails.lua\n")
+    args = ["run", "--trial", trial, "--rules", rules, "--fresh", "--output",
+            os.path.join(tmp, "out-init"), "--"] + \
+        trainer(HEALTHY, trial, "--step-delay", 2, "--log", log)
+    t0 = time.time()
+    r = result(spawn(smrules(*args), tmp, "init"), args)
+    sc = c.scope("errors: rule init fails once the trial exists", r)
+    if not sc.process(want_json=False):
+        return
+    sc.eq("exit 2", r.rc, 2)
+    sc.ok("cannot start" in r.err, "message", r.err.strip()[-300:])
+    sc.ok(time.time() - t0 < 15, "did not wait for the trainer to finish",
+          "%.1f s" % (time.time() - t0))
+    sc.ok(["signal", "SIGTERM"] in [e[:2] for e in log_lines(log)], "the trainer was stopped",
+          str(log_lines(log)[-2:]))
 
 
 def test_signals(c, tmp):
@@ -511,7 +536,7 @@ def main():
     c = lib.Checker("test_launcher")
     tmp = tempfile.mkdtemp(prefix="smrules-launch-")
     try:
-        for fn in (test_launch_stop, test_launch_table, test_launch_ends, test_errors,
+        for fn in (test_launch_stop, test_launch_table, test_launch_ends, test_errors, test_init_error,
                    test_signals, test_pid, test_before, test_notrial, test_notrial_profiler,
                    test_interrupt, test_exitcodes, test_stable, test_heartbeat, test_progress):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
