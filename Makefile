@@ -195,8 +195,10 @@ bench: all $(BENCH_BIN)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/smrules/plugins \
 	  $(DESTDIR)$(PREFIX)/include/smrules $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	  $(DESTDIR)$(PREFIX)/share/smrules/lua $(DESTDIR)$(PREFIX)/share/smrules/rules
+	  $(DESTDIR)$(PREFIX)/share/smrules/lua $(DESTDIR)$(PREFIX)/share/smrules/rules \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smrules
+	install -m 644 man/smrules.1 $(DESTDIR)$(PREFIX)/share/man/man1/smrules.1
 	for so in $(PLUGIN_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/smrules/plugins/; done
 	install -m 644 core/include/smrules/*.h $(DESTDIR)$(PREFIX)/include/smrules/
 	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/

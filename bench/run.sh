@@ -271,6 +271,29 @@ if [ -x "$B/bench/live_latency" ]; then
   echo "  ($SECONDS s)"
 fi
 
+# ---------------------------------------------------------------- 5b. launcher
+# Issue 14 (bench/launch_latency.c, when built): StopTraining's stop of a
+# command smrules launched (run -- COMMAND), index file of the trigger
+# step complete -> SIGTERM in the trainer, against --watch --training-pid
+# in the same run.  LAUNCH_RUNS stops of each (default 30).
+have_launch=0
+if [ -x "$B/bench/launch_latency" ]; then
+  echo
+  echo "== 5b. launcher stop latency: bench/launch_latency"
+  mkdir -p "$TMP/launch"
+  if "$B/bench/launch_latency" "$SMRULES" "$TMP/launch" "${LAUNCH_RUNS:-30}" \
+    >"$TMP/out" 2>&1; then
+    have_launch=1
+    grep -v '^RESULT ' "$TMP/out" | sed 's/^/  /'
+    grep '^RESULT ' "$TMP/out" | cut -d' ' -f2- >>"$RESULTS"
+  else
+    sed 's/^/  | /' "$TMP/out" | tail -20
+    echo "  launch_latency failed; its rows are left out"
+  fi
+  rm -rf "$TMP/launch"
+  echo "  ($SECONDS s)"
+fi
+
 # ---------------------------------------------------------------- 6. profiler
 # Issue 6 (bench/profiler_bench.c, when built): 1 million system-metric
 # events (2 nodes x 8 GPUs, 500 ms sampling) through ProfilerReport (all
@@ -400,6 +423,17 @@ if [ $have_live = 1 ]; then
   row "live: idle CPU % of a core" "$(get live_idle_cpu_pct)" \
     "--poll $(get live_idle_poll_cpu_pct)" "-" "< 1 %" \
     "$(verdict "$(get live_idle_cpu_pct)" "<" 1)"
+fi
+# ---------------------------------------------------------------- 5b. launcher
+# Target of issue 14: launched command stopped, p99 < 100 ms.
+if [ $have_launch = 1 ]; then
+  lp50=$(get launch_stop_p50_ms)
+  pp50=$(get pid_stop_p50_ms)
+  row "launcher stop: p50 ms" "$lp50" "--training-pid $pp50" \
+    "$(calc "$lp50 / ($pp50 + 0.001)")" "-" "info"
+  row "launcher stop: p99 ms" "$(get launch_stop_p99_ms)" \
+    "--training-pid $(get pid_stop_p99_ms)" "-" "< 100 ms" \
+    "$(verdict "$(get launch_stop_p99_ms)" "<" 100)"
 fi
 # ---------------------------------------------------------------- 6. profiler
 # Targets of issue 6: ProfilerReport over 1M system events < 1 s, < 64 MB.

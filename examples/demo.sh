@@ -1,32 +1,33 @@
 #!/bin/sh
-# The smrules demo, from a fresh Debian machine: install what is needed,
-# build, then start a stand-in training job (build/demo-trainer) that saves
-# a trial step by step the way smdebug's hook does, and watch it with
-# smrules.  When the loss stops decreasing, LossNotDecreasing fires and its
+# The smrules demo, from a fresh Debian machine: install what building
+# needs (not the test tool chain), build, then start a stand-in training
+# job (build/demo-trainer, which saves a trial step by step the way
+# smdebug's hook does) under smrules:
+#
+#   smrules run --trial DIR --rules examples/demo/rules.yaml -- build/demo-trainer DIR ...
+#
+# When the loss stops decreasing, LossNotDecreasing fires and its
 # StopTraining action sends SIGTERM to the trainer, which ends cleanly;
-# smrules sees training end and prints the results.  Writes nothing into
-# the repository.
+# smrules sees it exit, evaluates what it wrote last and prints the
+# results.  Everything goes to $DEMO_DIR (default $TMPDIR/smrules-demo,
+# emptied first), which is kept: the reports it lists stay there.
 set -e
 cd "$(dirname "$0")/.."
-sh .ci/deps.sh
+sh .ci/deps.sh build
 make -j"$(nproc 2>/dev/null || echo 2)" all
-work=$(mktemp -d)
-trap 'kill "$trainer" 2>/dev/null || true; rm -rf "$work"' EXIT
+dir=${DEMO_DIR:-${TMPDIR:-/tmp}/smrules-demo}
+rm -rf "$dir"
+mkdir -p "$dir"
 
-echo "== starting the trainer: one step every 100 ms, loss flat from step 30"
-build/demo-trainer "$work/trial" --steps 600 --interval-ms 100 \
-  --plateau-at 30 >"$work/trainer.log" 2>&1 &
-trainer=$!
-
-echo "== smrules run --watch (trainer pid $trainer)"
+echo "== smrules run -- build/demo-trainer (a step every 100 ms, loss flat from step 30)"
 set +e
-build/smrules run --trial "$work/trial" --rules examples/demo/rules.yaml \
-  --watch --timeout 50 --training-pid "$trainer" --output "$work/out"
+build/smrules run --trial "$dir/trial" --rules examples/demo/rules.yaml \
+  --timeout 50 --output "$dir/rule-output" \
+  -- build/demo-trainer "$dir/trial" --steps 600 --interval-ms 100 --plateau-at 30
 rc=$?
 set -e
-wait "$trainer" 2>/dev/null || true  # 143: it ended on SIGTERM
 echo
-echo "== the trainer says: $(cat "$work/trainer.log")"
-echo "== smrules exit status $rc (1 = issues found); reports written:"
-ls "$work/out"
+echo "== smrules exit status $rc (1 = a rule found issues and training was stopped)"
+echo "== reports, kept in $dir/rule-output:"
+ls "$dir/rule-output"
 [ "$rc" -le 1 ]

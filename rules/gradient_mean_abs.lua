@@ -1,9 +1,9 @@
 -- gradient_mean_abs.lua - fires when the mean absolute value of any tensor
 -- of the `gradients` collection exceeds params.threshold.
 --
--- Parameters:
---   threshold   (number, default 1.0)  mean |gradient| above which to fire
---   collection  (string, optional)  collection to watch, default "gradients"
+-- Parameters (declared, so that rules.yaml is checked against them):
+-- @param threshold float default=1.0 -- mean |gradient| above which to fire
+-- @param collection string default=gradients -- the collection to watch
 --
 -- Each offending tensor is reported as a violation {tensor, abs_mean}, as
 -- the C plugin examples/plugin/gradient_mean_abs.c does.  A step at which

@@ -405,7 +405,7 @@ static int start(smr_actions *a, smr_error *err) {
     a->curl_ready = true;
   if (needs_stop(&a->plan) && a->plan.stop.how != SMR_STOP_NONE)
     smr_stop_prime(&a->plan.stop, a->store, smr_act_store_persists(a->store));
-  else if (a->o.training_pid > 0)
+  else if (a->o.training_pid > 0 && !a->o.launched)
     fprintf(stderr, "smrules: warning: --training-pid given but no rule has "
                     "a StopTraining action\n");
   a->worker_started = pthread_create(&a->worker, NULL, worker, a) == 0;
@@ -456,6 +456,30 @@ void smr_actions_finish(smr_actions *a) {
   pthread_mutex_unlock(&a->mu);
   if (join)
     pthread_join(a->worker, NULL);
+}
+
+size_t smr_actions_failed(smr_actions *a) {
+  size_t n = 0;
+  if (!a)
+    return 0;
+  pthread_mutex_lock(&a->mu);
+  for (size_t i = 0; i < a->n_entries; i++)
+    n += a->entries[i].outcome && strcmp(a->entries[i].outcome, "failed") == 0;
+  pthread_mutex_unlock(&a->mu);
+  return n;
+}
+
+const char *smr_actions_stopped_by(smr_actions *a) {
+  const char *rule = NULL;
+  if (!a)
+    return NULL;
+  pthread_mutex_lock(&a->mu);
+  for (size_t i = 0; i < a->n_entries && !rule; i++)
+    if (strcmp(a->entries[i].action, "StopTraining") == 0 &&
+        a->entries[i].outcome && strcmp(a->entries[i].outcome, "ok") == 0)
+      rule = a->entries[i].rule;
+  pthread_mutex_unlock(&a->mu);
+  return rule;
 }
 
 void smr_actions_free(smr_actions *a) {

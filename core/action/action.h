@@ -29,6 +29,7 @@ typedef struct smr_actions_opts {
   bool dry_run;          /* describe what would be done, do nothing */
   bool verbose;          /* log every outcome on stderr, not only problems */
   bool validate_only;    /* `smrules validate`: check the plan, run nothing */
+  bool launched;         /* training_pid is smrules' own child (run --) */
   sqlite3 *db;           /* the trial's state database (NULL: memory) */
 } smr_actions_opts;
 
@@ -49,6 +50,11 @@ void smr_actions_print_summary(smr_actions *a, FILE *f);
 /* ... or a JSON array [{rule, action, target, step, trigger, outcome,
  * attempts, detail, seconds}]. */
 char *smr_actions_json(smr_actions *a);
+/* How many due actions ended `failed` (after their retries). */
+size_t smr_actions_failed(smr_actions *a);
+/* The rule whose StopTraining signalled the training process (outcome
+ * ok), or NULL; valid until smr_actions_free. */
+const char *smr_actions_stopped_by(smr_actions *a);
 void smr_actions_free(smr_actions *a);
 
 #endif

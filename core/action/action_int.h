@@ -124,6 +124,7 @@ typedef struct smr_proc_id {
 typedef struct smr_stop_cfg {
   smr_stop_how how;
   bool from_cli; /* --training-pid */
+  bool launched; /* ... the command smrules started (run -- COMMAND) */
   int64_t pid;
   char *pid_file;     /* resolved against the rules.yaml directory */
   smr_strv cmdline;   /* list form: the exact argv */

@@ -72,15 +72,37 @@ static bool has_space_or_control(const char *s) {
   return false;
 }
 
-/* rules.md §6.2 Decision: ^[^@\s]+@[^@\s]+\.[^@\s]+$, and nothing that
- * could break out of an address in a mail header or SMTP command. */
+/* A host name: dot-separated labels of letters, digits and '-' (not at
+ * either end of a label), 1-63 characters each.  One label is a name too:
+ * RFC 5321 allows user@localhost, and local relays use it. */
+static bool valid_domain(const char *d) {
+  size_t label = 0;
+  char prev = '.';
+  for (const char *q = d;; q++) {
+    if (*q == '.' || *q == '\0') {
+      if (label == 0 || prev == '-')
+        return false;
+      if (*q == '\0')
+        return true;
+      label = 0;
+    } else if (isalnum((unsigned char)*q) || (*q == '-' && label > 0)) {
+      if (++label > 63)
+        return false;
+    } else {
+      return false;
+    }
+    prev = *q;
+  }
+}
+
+/* A local part without spaces, quotes or brackets, '@', a host name: nothing
+ * that could break out of an address in a mail header or SMTP command. */
 bool smr_act_valid_email(const char *s) {
   const char *at = strchr(s, '@');
   if (!at || at == s || strchr(at + 1, '@') || has_space_or_control(s) ||
       strpbrk(s, "<>,;:\"()[]\\"))
     return false;
-  const char *dot = strrchr(at + 1, '.');
-  return dot && dot > at + 1 && dot[1] != '\0';
+  return valid_domain(at + 1);
 }
 
 static bool word_chars(const char *s, size_t n) {
@@ -295,7 +317,8 @@ static int check_addresses(pctx *c, const smr_node *at, const smr_strv *v,
       char *shown = smr_act_oneline(v->v[i], 200);
       int rc = perr(c, at,
                     "%s: '%s' is not an e-mail address (expected "
-                    "name@domain.tld, without spaces, quotes or brackets)",
+                    "name@host.domain or name@host, without spaces, quotes "
+                    "or brackets)",
                     what, shown);
       free(shown);
       return rc;
@@ -777,7 +800,10 @@ static int item_map(pctx *c, const item_src *s, const char *const *keys,
 static char *stop_target_text(const smr_stop_cfg *s) {
   switch (s->how) {
   case SMR_STOP_PID:
-    return smr_xasprintf("%s %lld", s->from_cli ? "--training-pid" : "pid",
+    return smr_xasprintf("%s %lld",
+                         s->launched   ? "launched command, pid"
+                         : s->from_cli ? "--training-pid"
+                                       : "pid",
                          (long long)s->pid);
   case SMR_STOP_PID_FILE:
     return smr_xasprintf("pid file %s", s->pid_file);
@@ -815,8 +841,8 @@ static int item_stop(pctx *c, const item_src *s, smr_act_item *it) {
   it->prefix = prefix ? smr_xstrdup(prefix) : NULL;
   it->key = smr_xstrdup("StopTraining");
   it->target = stop_target_text(&c->p->stop);
-  if (c->p->stop.how != SMR_STOP_NONE)
-    return SMR_OK;
+  if (c->p->stop.how != SMR_STOP_NONE || c->o->launched)
+    return SMR_OK; /* launched: the command after '--' is the target */
   if (c->o->validate_only) {
     pwarn(c, s->at,
           "StopTraining has no target here: give --training-pid "
@@ -1161,6 +1187,7 @@ int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
     p->stop.how = SMR_STOP_PID;
     p->stop.pid = o->training_pid;
     p->stop.from_cli = true;
+    p->stop.launched = o->launched;
   }
   p->rules = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *p->rules);
   p->n_rules = cfg->n_rules;

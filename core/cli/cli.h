@@ -1,8 +1,9 @@
 /* cli.h - the subcommands of the smrules binary.  Each takes the
  * arguments after its name and returns the process exit code:
  * 0 success, 1 issues found (run), 2 usage or configuration error,
- * 3 trial or value unreadable, 4 tensor or step unavailable, 5 a rule
- * failed (run, when no rule found issues). */
+ * 3 trial or value unreadable (or no trial there), 4 tensor or step
+ * unavailable (tensor) or an action failed (run), 5 a rule failed (run;
+ * see docs/cli.md for the precedence). */
 #ifndef SMR_CLI_H
 #define SMR_CLI_H
 
@@ -11,7 +12,8 @@ enum {
   SMR_EXIT_ISSUES = 1,
   SMR_EXIT_USAGE = 2,
   SMR_EXIT_UNREADABLE = 3,
-  SMR_EXIT_UNAVAILABLE = 4,
+  SMR_EXIT_UNAVAILABLE = 4,   /* tensor */
+  SMR_EXIT_ACTION_FAILED = 4, /* run */
   SMR_EXIT_RULE_ERROR = 5
 };
 

@@ -1,6 +1,8 @@
 /* params.c - rule parameters: YAML node -> typed value -> settings. */
 #include "config/params.h"
 
+#include "base/suggest.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -306,13 +308,30 @@ static int unknown_param(const char *rule, const smrules_param *table,
                          const smr_node *given, size_t i, const char *file,
                          smr_error *err) {
   smr_buf known = {0};
+  size_t n = 0;
   for (const smrules_param *p = table; p->type != SMRULES_PARAM_END; p++)
+    n++;
+  const char **names = smr_xcalloc(n ? n : 1, sizeof *names);
+  n = 0;
+  for (const smrules_param *p = table; p->type != SMRULES_PARAM_END; p++) {
     smr_buf_printf(&known, "%s%s", known.len ? ", " : "", p->name);
-  int rc = smr_error_set(
-      err, SMR_ERR_USAGE, file, -1,
-      "line %d, column %d: unknown parameter '%s' for %s (known: %s)",
-      given->key_lines[i], given->key_cols[i], given->keys[i], rule,
-      known.len ? known.data : "none");
+    names[n++] = p->name;
+  }
+  const char *near = smr_suggest(given->keys[i], names, n);
+  int rc;
+  if (near)
+    rc = smr_error_set(err, SMR_ERR_USAGE, file, -1,
+                       "line %d, column %d: unknown parameter '%s' for %s: "
+                       "did you mean '%s'? (known: %s)",
+                       given->key_lines[i], given->key_cols[i], given->keys[i],
+                       rule, near, known.len ? known.data : "none");
+  else
+    rc = smr_error_set(
+        err, SMR_ERR_USAGE, file, -1,
+        "line %d, column %d: unknown parameter '%s' for %s (known: %s)",
+        given->key_lines[i], given->key_cols[i], given->keys[i], rule,
+        known.len ? known.data : "none");
+  free(names);
   smr_buf_free(&known);
   return rc;
 }

@@ -1,6 +1,8 @@
 /* plugin.c - dlopen, ABI checks, search path. */
 #include "host/plugin.h"
 
+#include "base/suggest.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -253,20 +255,32 @@ int smr_plugin_find(const char *name, smr_plugin **out, smr_error *err) {
       *out = all[i];
       all[i] = NULL;
     }
-  smr_buf known = {0};
+  /* the error stays short enough to be whole: a suggestion, not the list
+   * of every installed rule (`smrules list` shows them) */
+  const char **names = smr_xcalloc(n ? n : 1, sizeof *names);
+  size_t k = 0;
   for (size_t i = 0; i < n; i++)
     if (all[i])
-      smr_buf_printf(&known, "%s%s", known.len ? ", " : "", all[i]->reg->name);
+      names[k++] = all[i]->reg->name;
+  int rc = SMR_OK;
+  if (!*out) {
+    const char *near = smr_suggest(name, names, k);
+    if (near)
+      rc = smr_error_set(err, SMR_ERR_USAGE, "", -1,
+                         "unknown rule '%s': did you mean '%s'? ('smrules "
+                         "list' shows the %zu installed rules)",
+                         name, near, k);
+    else
+      rc = smr_error_set(err, SMR_ERR_USAGE, "", -1,
+                         "unknown rule '%s' ('smrules list' shows the %zu "
+                         "installed rules; SMRULES_PLUGIN_PATH adds plugin "
+                         "directories)",
+                         name, k);
+  }
   for (size_t i = 0; i < n; i++)
     if (all[i])
       smr_plugin_unload(all[i]);
   free(all);
-  int rc = SMR_OK;
-  if (!*out)
-    rc = smr_error_set(err, SMR_ERR_USAGE, "", -1,
-                       "unknown rule '%s' (built-in rules: %s; set "
-                       "SMRULES_PLUGIN_PATH to add plugin directories)",
-                       name, known.len ? known.data : "none found");
-  smr_buf_free(&known);
+  free(names);
   return rc;
 }

@@ -16,6 +16,7 @@
 
 #include "base/embedded.h"
 #include "lua/lua_bind.h"
+#include "lua/lua_params.h"
 #include "lua/lua_sandbox.h"
 #include "lua/lua_state.h"
 
@@ -39,6 +40,7 @@ void smr_lua_limits_default(smr_lua_limits *l) {
 typedef struct load_job {
   lua_rule *r;
   const smr_node *params;
+  smr_lua_params decls; /* the script's -- @param declarations */
   const char *src;
   size_t len;
   const char *chunkname;
@@ -81,6 +83,7 @@ static int setup_state(lua_State *L) {
     lua_pop(L, 1);
     lua_newtable(L);
   }
+  smr_lua_params_push_defaults(L, &job->decls); /* -- @param defaults */
   lua_setglobal(L, "params");
   return 0;
 }
@@ -258,6 +261,10 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   int rc = smr_read_file(script_path, SCRIPT_MAX_BYTES, &src, &job.len, err);
   if (rc)
     return rc;
+  /* checked already (smr_lua_params_apply); a bad line here only loses
+   * the defaults */
+  smr_error ignored;
+  smr_lua_params_parse(src, job.len, script_path, &job.decls, &ignored);
   lua_rule *r = smr_xcalloc(1, sizeof *r);
   r->host.api = smr_host_api();
   set_ctx(r, ctx);
@@ -280,6 +287,7 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   }
   free(chunkname);
   free(src);
+  smr_lua_params_free(&job.decls);
   if (o.code != 0) {
     bool data = o.code != SMRULES_ERR; /* unavailable data in init() */
     smr_error_set(err, SMR_ERR_USAGE, script_path, -1, "%s%s%s",
@@ -326,8 +334,8 @@ static int lua_rule_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
   run_protected(r, call_invoke, NULL, (lua_Integer)step, &o);
   if (o.code == 0)
     return o.result;
-  if (o.code == SMRULES_ERR)
-    r->host.api->fail(ctx, "%s", o.msg);
+  if (o.code == SMRULES_ERR) /* the step, then script:line: message */
+    r->host.api->fail(ctx, "step %lld: %s", (long long)step, o.msg);
   else /* unavailable data: the runner skips, waits or stops */
     r->host.api->log(ctx, 0, "step %lld: %s", (long long)step, o.msg);
   free(o.msg);

@@ -58,6 +58,12 @@ char *smr_output_run_json(smr_runner *r, const char *trial) {
 
 char *smr_output_run_json_actions(smr_runner *r, const char *trial,
                                   const char *actions_json) {
+  return smr_output_run_json_training(r, trial, actions_json, NULL);
+}
+
+char *smr_output_run_json_training(smr_runner *r, const char *trial,
+                                   const char *actions_json,
+                                   const char *training_json) {
   smr_jw w = {0};
   smr_jw_obj(&w);
   smr_jw_key(&w, "trial");
@@ -70,6 +76,10 @@ char *smr_output_run_json_actions(smr_runner *r, const char *trial,
   /* what the actions of triggered rules did (core/action.c) */
   smr_jw_key(&w, "actions");
   smr_jw_raw(&w, actions_json ? actions_json : "[]");
+  if (training_json) {
+    smr_jw_key(&w, "training");
+    smr_jw_raw(&w, training_json);
+  }
   smr_jw_obj_end(&w);
   return smr_jw_finish(&w);
 }
@@ -102,8 +112,10 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
            smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
     if (smr_instance_waiting_at(in) >= 0)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
-    if (smr_instance_message(in))
-      printf("    %s\n", smr_instance_message(in));
+    if (smr_instance_message(in)) /* its first line: a traceback would
+                                     break the table (--json has all) */
+      printf("    %.*s\n", (int)strcspn(smr_instance_message(in), "\n"),
+             smr_instance_message(in));
   }
   for (size_t i = 0; i < smr_runner_count(r); i++)
     if (smr_instance_is_profiler(smr_runner_instance(r, i))) {

@@ -13,6 +13,11 @@ char *smr_output_run_json(smr_runner *r, const char *trial);
  * NULL: an empty array) after "rules". */
 char *smr_output_run_json_actions(smr_runner *r, const char *trial,
                                   const char *actions_json);
+/* The same with a "training" object (JSON text; NULL: no key) at the
+ * end: how the training process being followed ended. */
+char *smr_output_run_json_training(smr_runner *r, const char *trial,
+                                   const char *actions_json,
+                                   const char *training_json);
 void smr_output_run_table(smr_runner *r, const char *trial);
 /* "<instance>: HTML report written to <path>" for every profiler rule
  * that wrote <dir>/<instance>/profiler-output/profiler-report.html. */

@@ -1,6 +1,7 @@
 /* runner.c - rule instances and the invocation loop. */
 #include "run/runner.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "config/params.h"
 #include "host/plugin.h"
 #include "host/rulehost.h"
+#include "lua/lua_params.h"
 #include "run/runner_profiler.h"
 #include "run/schedule.h"
 #include "trial/catalog.h"
@@ -52,6 +54,8 @@ struct smr_runner {
   double last_activity; /* when a new step last appeared (watch) */
   bool warned_cache;    /* the record cache is small for the trial */
   size_t window;        /* lock step: lag + read-ahead, in steps */
+  /* steps walked / to walk by step rules in this run (progress display) */
+  _Atomic int64_t progress_done, progress_total;
 };
 
 const char *smr_rule_status_name(smr_rule_status s) {
@@ -226,9 +230,12 @@ static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
     char *stem = file_stem(rc->lua);
     in->rule = smr_xasprintf("lua:%s", stem);
     free(stem);
-    smr_params_apply(in->rule, (smrules_param[]){{.type = 0}}, NULL, 0, 0,
-                     cfg->path, NULL, &in->params, err);
+    /* checked against the script's -- @param declarations */
+    st = smr_lua_params_apply(in->rule, rc->lua, rc->parameters, rc->line,
+                              rc->col, cfg->path, &in->params, err);
     in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
+    if (st != SMR_OK)
+      return st;
     set_output_dir(r, in);
     in->ops = &smr_lua_rule_ops;
     st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,
@@ -452,6 +459,14 @@ static void prof_trigger(void *arg, int64_t window) {
 
 /* Windows instead of steps (runner_profiler.c); no resume from stored
  * state: a new run evaluates every window again (same results). */
+/* A rule that fired is IssuesFound from then on, also while it waits
+ * for more steps: its status never depends on how many runs it took. */
+static smr_rule_status live_status(const smr_instance *in) {
+  if (in->triggered.n)
+    return SMR_RULE_ISSUES;
+  return in->waiting_at >= 0 ? SMR_RULE_IN_PROGRESS : SMR_RULE_NO_ISSUES;
+}
+
 static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   prof_trigger_arg ta = {r, in};
   const smrules_rule *reg = in->plugin->reg;
@@ -476,10 +491,8 @@ static void evaluate_profiler(smr_runner *r, smr_instance *in) {
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
     smr_ctx_set_failure(in->ctx, msg);
     set_error(in, "the rule failed");
-  } else if (in->waiting_at >= 0) {
-    in->status = SMR_RULE_IN_PROGRESS;
   } else {
-    in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+    in->status = live_status(in);
   }
   free(msg);
   in->needs_finish |= in->evaluated > before;
@@ -527,6 +540,8 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
     int64_t g = steps->v[*pos];
     if (g <= in->last_step || g < in->start) {
       (*pos)++;
+      if (g >= in->start && (in->end < 0 || g < in->end))
+        r->progress_done++; /* resumed: done before */
       continue;
     }
     if (*pos >= limit)
@@ -542,6 +557,7 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
     in->walk_stopped = !invoke_step(r, in, g);
     in->walk_prev = g;
     (*pos)++;
+    r->progress_done++;
     if (in->walk_stopped)
       return true;
   }
@@ -556,10 +572,7 @@ static void walk_end(smr_runner *r, smr_instance *in) {
       !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
     in->waiting_at = next;
   if (in->status != SMR_RULE_ERROR) {
-    if (in->waiting_at >= 0)
-      in->status = SMR_RULE_IN_PROGRESS;
-    else
-      in->status = in->triggered.n ? SMR_RULE_ISSUES : SMR_RULE_NO_ISSUES;
+    in->status = live_status(in);
   }
   in->needs_finish |= in->walk_evaluated;
   save(r, in);
@@ -636,6 +649,24 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   }
 }
 
+/* How many (instance, step) pairs the step rules walk in this run. */
+static void count_progress_total(smr_runner *r, const bool *positional) {
+  int64_t total = 0;
+  for (size_t i = 0; i < r->n; i++) {
+    const smr_instance *in = r->v[i];
+    for (size_t k = 0; positional[i] && k < r->steps.n; k++)
+      total += r->steps.v[k] >= in->start &&
+               (in->end < 0 || r->steps.v[k] < in->end);
+  }
+  r->progress_done = 0;
+  r->progress_total = total;
+}
+
+void smr_runner_progress(smr_runner *r, int64_t *done, int64_t *total) {
+  *done = r->progress_done;
+  *total = r->progress_total;
+}
+
 int smr_runner_run(smr_runner *r, smr_error *err) {
   (void)err;
   int jobs =
@@ -647,6 +678,7 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
   }
   r->steps.n = 0;
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);
+  count_progress_total(r, positional);
   smr_sched s = {.units = r->n,
                  .positional = positional,
                  .jobs = jobs < 1 ? 1 : jobs,
@@ -702,6 +734,7 @@ static void tick_instance(smr_runner *r, smr_instance *in,
   if (!fired)
     return;
   smr_i64v_push(&in->triggered, at);
+  in->status = SMR_RULE_ISSUES; /* fired: so it stays (live_status) */
   in->needs_finish = true;
   if (r->opts.on_trigger)
     r->opts.on_trigger(r->opts.on_trigger_arg, in, at);

@@ -67,6 +67,9 @@ int smr_runner_run(smr_runner *r, smr_error *err);
  * invoke_at_time are called with the current time; `last_activity` is
  * when a new step last appeared (epoch seconds). */
 void smr_runner_tick(smr_runner *r, double last_activity);
+/* Progress of smr_runner_run, safe to read from another thread: steps
+ * walked so far and to walk in all, over the rules that go by steps. */
+void smr_runner_progress(smr_runner *r, int64_t *done, int64_t *total);
 /* Whether any rule defines invoke_at_time (needs periodic ticks). */
 bool smr_runner_has_clock_rules(const smr_runner *r);
 

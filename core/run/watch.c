@@ -1,6 +1,8 @@
 /* watch.c - the follow loop of `smrules run --watch`. */
 #include "run/watch.h"
 
+#include "run/launch.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -57,24 +59,51 @@ static void add_watches(watcher *w) {
   closedir(d);
 }
 
-/* Block until something changes or `wait_s` passes; true when the trial
- * may have changed (always, when polling). */
-static bool wait_for_change(watcher *w, double wait_s, int poll_ms) {
-  if (w->fd < 0) {
-    double s = wait_s < poll_ms / 1000.0 ? wait_s : poll_ms / 1000.0;
-    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-    return true;
+enum { WOKE_CHANGED = 1, WOKE_TRAINER = 2, WOKE_SIGNAL = 4 };
+
+/* Block until something changes, the trainer exits, a signal comes or
+ * `wait_s` passes (polling: the polling interval).  Returns WOKE_* bits;
+ * WOKE_CHANGED always when polling, as the trial may have changed. */
+static int wait_for_change(watcher *w, double wait_s, int poll_ms,
+                           const smr_watch_opts *o) {
+  struct pollfd p[3];
+  int n = 0, ino = -1, tr = -1, sg = -1;
+  if (w->fd >= 0)
+    p[ino = n++] = (struct pollfd){w->fd, POLLIN, 0};
+  if (o->follow_trainer && o->trainer_fd >= 0)
+    p[tr = n++] = (struct pollfd){o->trainer_fd, POLLIN, 0};
+  if (smr_interrupt_fd() >= 0)
+    p[sg = n++] = (struct pollfd){smr_interrupt_fd(), POLLIN, 0};
+  double s = wait_s;
+  if (w->fd < 0 && s > poll_ms / 1000.0)
+    s = poll_ms / 1000.0;
+  int ms = s > 0 ? (int)(s * 1000) + 1 : 0;
+  int woke = w->fd < 0 ? WOKE_CHANGED : 0;
+  if (poll(p, (nfds_t)n, ms) <= 0)
+    return woke;
+  if (tr >= 0 && p[tr].revents)
+    woke |= WOKE_TRAINER;
+  if (sg >= 0 && p[sg].revents) {
+    char buf[64];
+    while (read(p[sg].fd, buf, sizeof buf) > 0) /* drain */
+      ;
+    woke |= WOKE_SIGNAL;
   }
-  struct pollfd p = {w->fd, POLLIN, 0};
-  int ms = wait_s > 0 ? (int)(wait_s * 1000) + 1 : 0;
-  if (poll(&p, 1, ms) <= 0)
+  if (ino >= 0 && p[ino].revents) {
+    char buf[16 * 1024];
+    while (read(w->fd, buf, sizeof buf) > 0) /* drain; we rescan anyway */
+      ;
+    add_watches(w);
+    woke |= WOKE_CHANGED;
+  }
+  return woke;
+}
+
+static bool trainer_gone(const smr_watch_opts *o) {
+  if (!o->follow_trainer || o->trainer_fd < 0)
     return false;
-  char buf[16 * 1024];
-  while (read(w->fd, buf, sizeof buf) > 0) /* drain; we rescan anyway */
-    ;
-  add_watches(w);
-  return true;
+  struct pollfd p = {o->trainer_fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
 }
 
 /* ------------------------------------------------------------ progress */
@@ -82,6 +111,7 @@ static bool wait_for_change(watcher *w, double wait_s, int poll_ms) {
 typedef struct progress {
   FILE *f;
   bool tty;
+  double last_line; /* when a log line was last printed (now_s) */
   size_t lines_drawn;
   char **last; /* last line printed per instance (log mode) */
   size_t n;
@@ -144,8 +174,36 @@ static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
     char ts[32];
     strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&now, &tm));
     fprintf(p->f, "%s %s | %s\n", ts, head, line);
+    p->last_line = now_s();
   }
   fflush(p->f);
+}
+
+/* Log mode, nothing printed for `every` seconds: one line with the steps
+ * seen, the latest step and the triggers so far. */
+static void heartbeat(progress *p, smr_runner *r, smr_trial *t, double every) {
+  if (!p->f || p->tty || every <= 0 || now_s() - p->last_line < every)
+    return;
+  smr_i64v steps = {0};
+  smr_trial_steps(t, SMR_MODE_GLOBAL, true, &steps);
+  size_t triggers = 0, fired = 0;
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    size_t k = smr_instance_triggered(smr_runner_instance(r, i))->n;
+    triggers += k;
+    fired += k > 0;
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  char ts[32];
+  strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&now, &tm));
+  fprintf(p->f,
+          "%s watching: steps seen: %zu (latest %" PRId64 "), triggers so "
+          "far: %zu (%zu of %zu rules)\n",
+          ts, steps.n, steps.n ? steps.v[steps.n - 1] : (int64_t)-1, triggers,
+          fired, smr_runner_count(r));
+  fflush(p->f);
+  smr_i64v_free(&steps);
+  p->last_line = now_s();
 }
 
 static void progress_free(progress *p) {
@@ -163,13 +221,18 @@ static int step_once(smr_trial *t, smr_runner *r, smr_error *err) {
   return rc;
 }
 
+static void set_end(const smr_watch_opts *o, smr_watch_end e) {
+  if (o->ended)
+    *o->ended = e;
+}
+
 int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
                   smr_error *err) {
   watcher w = {-1, smr_trial_root(t)};
   if (!o->force_polling)
     w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   add_watches(&w);
-  progress p = {o->progress, o->tty, 0, NULL, 0};
+  progress p = {o->progress, o->tty, now_s(), 0, NULL, 0};
   int poll_ms = o->poll_ms > 0 ? o->poll_ms : 200;
   int poll_cur = poll_ms;
   double tick = o->tick_s > 0 ? o->tick_s : 1.0;
@@ -179,11 +242,13 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   double last_activity = (double)wall.tv_sec + wall.tv_nsec / 1e9;
   size_t steps_seen = 0;
   int rc = SMR_OK;
+  smr_watch_end end = SMR_WATCH_TIMEOUT;
   /* Without a change event only rules driven by time have work; a full
    * re-scan still runs every RESCAN_S as a safety net (an event lost while
    * a new index folder was being added to the watch). */
   bool changed = true;
   double last_scan = 0;
+  int woke = 0;
   for (;;) {
     if (changed || now_s() - last_scan >= RESCAN_S) {
       if ((rc = step_once(t, r, err)) != SMR_OK)
@@ -205,24 +270,58 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       smr_i64v_free(&steps);
     }
     smr_runner_tick(r, last_activity);
-    if (smr_trial_end_marker(t)) {
-      /* the end marker is written last; one more pass picks up anything
-       * renamed into place just before it */
+    /* Following a trainer, its exit ends the watch (it may still save a
+     * model after the end marker, or die without writing one); else the
+     * end marker does.  Either way nothing more is written: one more pass
+     * picks up anything renamed into place just before. */
+    bool over = o->follow_trainer ? (woke & WOKE_TRAINER) || trainer_gone(o)
+                                  : smr_trial_end_marker(t);
+    if (over) {
+      end = o->follow_trainer ? SMR_WATCH_TRAINER : SMR_WATCH_ENDED;
       rc = step_once(t, r, err);
       break;
     }
+    if ((woke & WOKE_SIGNAL) && !o->forwarding) {
+      end = SMR_WATCH_INTERRUPTED; /* the step in hand is done */
+      break;
+    }
     show(&p, r, t, false);
+    heartbeat(&p, r, t, o->heartbeat_s);
     double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
     if (o->timeout_s > 0 && left <= 0)
       break;
     double wait = left < tick ? left : tick;
     if (!smr_runner_has_clock_rules(r) && w.fd >= 0 && o->timeout_s <= 0)
       wait = RESCAN_S; /* nothing to do until a file appears */
-    changed = wait_for_change(&w, wait, poll_cur);
+    if (o->heartbeat_s > 0 && !o->tty && o->progress) {
+      double due = o->heartbeat_s - (now_s() - p.last_line);
+      if (due < wait)
+        wait = due > 0.01 ? due : 0.01;
+    }
+    woke = wait_for_change(&w, wait, poll_cur, o);
+    changed = woke & WOKE_CHANGED;
   }
+  set_end(o, end);
   show(&p, r, t, true);
   progress_free(&p);
   if (w.fd >= 0)
     close(w.fd);
   return rc;
+}
+
+smr_watch_end smr_watch_wait_until(bool (*ready)(void *), void *arg,
+                                   const smr_watch_opts *o) {
+  watcher none = {-1, NULL};
+  double start = now_s();
+  for (;;) {
+    if (ready(arg))
+      return SMR_WATCH_READY;
+    if (trainer_gone(o))
+      return SMR_WATCH_TRAINER;
+    if (o->timeout_s > 0 && now_s() - start >= o->timeout_s)
+      return SMR_WATCH_TIMEOUT;
+    int woke = wait_for_change(&none, 0.1, 100, o);
+    if ((woke & WOKE_SIGNAL) && !o->forwarding)
+      return SMR_WATCH_INTERRUPTED;
+  }
 }

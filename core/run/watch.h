@@ -12,6 +12,15 @@
 #include "run/runner.h"
 #include "trial/trial.h"
 
+/* Why a watch (or the wait before it) ended. */
+typedef enum smr_watch_end {
+  SMR_WATCH_ENDED,       /* training_job_end.ts appeared */
+  SMR_WATCH_TRAINER,     /* the training process exited */
+  SMR_WATCH_INTERRUPTED, /* smrules got SIGINT/SIGTERM/SIGHUP (launch.h) */
+  SMR_WATCH_TIMEOUT,     /* --timeout passed */
+  SMR_WATCH_READY        /* smr_watch_wait_until: the condition holds */
+} smr_watch_end;
+
 typedef struct smr_watch_opts {
   double timeout_s;   /* stop after this many seconds (<= 0: never) */
   int poll_ms;        /* polling interval without inotify (default 200) */
@@ -19,10 +28,30 @@ typedef struct smr_watch_opts {
   double tick_s;      /* wake at least this often (wall-clock rules) */
   FILE *progress;     /* where progress goes (NULL: none) */
   bool tty;           /* redraw a status block instead of log lines */
+  /* without a tty: a status line at least this often while nothing else
+   * is printed (<= 0: none), so a log shows the watch is alive */
+  double heartbeat_s;
+  /* the training process: `trainer_fd` becomes readable when it exits
+   * (a pidfd); its exit, not the end marker, ends the watch (after a
+   * final pass) */
+  bool follow_trainer;
+  int trainer_fd;
+  /* a signal caught by smr_interrupt_install ends the watch after the
+   * step in hand (unless `forwarding`: the launched command got it and
+   * the watch goes on until it exits) */
+  bool forwarding;
+  smr_watch_end *ended; /* where to say why it ended (NULL: nowhere) */
 } smr_watch_opts;
 
-/* Returns SMR_OK when training ended or the timeout passed. */
+/* Returns SMR_OK when training ended, the trainer exited, a signal came
+ * or the timeout passed (*o->ended says which). */
 int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
                   smr_error *err);
+
+/* Before the trial exists: wait until ready(arg) holds, checking every
+ * 100 ms, or until the trainer exits, a signal comes or o->timeout_s
+ * passes; returns why it ended. */
+smr_watch_end smr_watch_wait_until(bool (*ready)(void *), void *arg,
+                                   const smr_watch_opts *o);
 
 #endif

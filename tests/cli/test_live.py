@@ -21,7 +21,8 @@
   timeout    --timeout ends a watch on a trial that never ends (inotify and
              --poll)
   demo       examples/demo.sh runs (with the build already done: `make` is
-             a no-op stand-in) and ends with the trainer stopped, in < 60 s
+             a no-op stand-in), launches the trainer and ends with it
+             stopped, in < 60 s; the reports it lists are kept in $DEMO_DIR
 
 Every process the test starts is killed at the end; every wait is bounded.
 The trainer is the demo-trainer next to $SMRULES (or $SMRULES_DEMO_TRAINER).
@@ -445,7 +446,9 @@ def test_demo(c, tmp):
         os.path.join(lib.ROOT, p), os.X_OK)]
     if not sc.ok(not missing, "build done", "missing %s" % missing):
         return
-    env = dict(os.environ, PATH=shim + os.pathsep + os.environ.get("PATH", ""), TMPDIR=tmp)
+    demo_dir = os.path.join(tmp, "demo")
+    env = dict(os.environ, PATH=shim + os.pathsep + os.environ.get("PATH", ""), TMPDIR=tmp,
+               DEMO_DIR=demo_dir)
     out_path = os.path.join(tmp, "demo.out")
     t0 = time.time()
     with open(out_path, "wb") as out:
@@ -461,11 +464,17 @@ def test_demo(c, tmp):
     show = lib.short(text[-1500:], 1600)
     sc.eq("exit status", rc, 0) or print("     demo output: %s" % show)
     sc.ok(took < DEMO_LIMIT, "ran in under %g s" % DEMO_LIMIT, "took %.1f s" % took)
-    sc.ok(re.search(r"StopTraining\s+LossNotDecreasing\s+\d+\s+1\s+ok", text),
-          "StopTraining ran (ok) for LossNotDecreasing", show)
+    sc.ok(re.search(r"StopTraining\s+LossNotDecreasing\s+\d+\s+1\s+ok\s+launched command", text),
+          "StopTraining ran (ok) for LossNotDecreasing, on the launched trainer", show)
     sc.ok("stopped by signal" in text, "the trainer was stopped", show)
-    sc.ok(not os.listdir(tmp) or set(os.listdir(tmp)) <= {"bin", "demo.out"},
-          "the demo removed its temporary directory", str(os.listdir(tmp)))
+    sc.ok("stopped by StopTraining (rule LossNotDecreasing)" in text, "training line", show)
+    reports = os.path.join(demo_dir, "rule-output")
+    listed = text.split("reports, kept in %s:" % reports, 1)[-1].split()
+    sc.ok(listed and all(os.path.isfile(os.path.join(reports, n, "report.json")) for n in listed),
+          "the reports it lists are kept in the folder it names", show)
+    with open(os.path.join(lib.ROOT, "examples", "demo.sh")) as f:
+        script = f.read()
+    sc.ok("sh .ci/deps.sh build" in script, "installs only the build packages")
 
 
 # --------------------------------------------------------------------------

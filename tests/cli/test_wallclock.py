@@ -105,7 +105,7 @@ def main():
         if sc.process():
             rule = r.obj["rules"][0]
             sc.eq("triggered once, at the newest step", rule["triggered_steps"], [4])
-            sc.eq("status while training has not ended", rule["status"], "InProgress")
+            sc.eq("status while training has not ended (it fired)", rule["status"], "IssuesFound")
             v = rule["report"]["Details"]["last_trigger"]["violations"][0]
             sc.ok(v["seconds_since_activity"] > 1, "seconds_since_activity",
                   "%s" % v["seconds_since_activity"])

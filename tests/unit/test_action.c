@@ -177,15 +177,15 @@ static void test_plan_errors_rule_items(void) {
                        "    actions:\n      - Email: bad.email.com\n"
                        "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
             "line 4, column 16: Email: 'bad.email.com' is not an e-mail "
-            "address (expected name@domain.tld, without spaces, quotes or "
-            "brackets)");
+            "address (expected name@host.domain or name@host, without "
+            "spaces, quotes or brackets)");
   CHECK_STR(plan_error(R1
                        "    actions:\n      - Email: \"a@b.c\\r\\nBcc: "
                        "x@y.z\"\n"
                        "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
             "line 4, column 16: Email: 'a@b.c  Bcc: x@y.z' is not an "
-            "e-mail address (expected name@domain.tld, without spaces, "
-            "quotes or brackets)");
+            "e-mail address (expected name@host.domain or name@host, "
+            "without spaces, quotes or brackets)");
   CHECK_STR(plan_error(R1 "    actions:\n      - Email: a@b.cd\n"),
             "line 4, column 9: Email needs settings: add actions.Email with "
             "smtp_url (and from), sendmail, or hook");
@@ -396,7 +396,15 @@ static void test_validators(void) {
   CHECK(smr_act_valid_email("ml-team@example.com"));
   CHECK(smr_act_valid_email("first.last@sub.example.co.uk"));
   CHECK(!smr_act_valid_email("bad.email.com"));
-  CHECK(!smr_act_valid_email("a@b"));
+  CHECK(smr_act_valid_email("smrules@localhost")); /* RFC 5321: one label */
+  CHECK(smr_act_valid_email("a@b"));
+  CHECK(smr_act_valid_email("ops@mail-relay.internal"));
+  CHECK(!smr_act_valid_email("a@.b"));
+  CHECK(!smr_act_valid_email("a@b..c"));
+  CHECK(!smr_act_valid_email("a@b."));
+  CHECK(!smr_act_valid_email("a@-b.c"));
+  CHECK(!smr_act_valid_email("a@b-.c"));
+  CHECK(!smr_act_valid_email("a@b_c.d"));
   CHECK(!smr_act_valid_email("a b@c.de"));
   CHECK(!smr_act_valid_email("a@b.c\r\nBcc: x@y.z"));
   CHECK(!smr_act_valid_email("<a@b.cd>"));
