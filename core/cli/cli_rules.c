@@ -500,8 +500,11 @@ static bool trial_present(void *arg) {
     return true; /* read as it is (a listing per look is not free) */
   char *debug, *prof;
   resolve_dirs(p->a, &debug, &prof);
+  /* profiler rules alone need profiler data, and the trial folder to
+   * exist (it is opened all the same; a launched trainer makes it) */
   bool ok = has_debug_data(debug) ||
-            (!p->tensor && prof && smr_profiler_dir_looks_like(prof));
+            (!p->tensor && prof && smr_profiler_dir_looks_like(prof) &&
+             is_dir(debug));
   free(debug);
   free(prof);
   return ok;

@@ -89,6 +89,39 @@ def test_train_watch_report(c, tmp, nvml):
     sc.eq("no monitor left running", monitors_running(prof), [])
 
 
+def test_launched(c, tmp, nvml):
+    """--profile with the launcher: `smrules run --profile DIR -- TRAINER`
+    records before the trainer starts, ends when it exits, and reports."""
+    trial, prof, out = (os.path.join(tmp, n) for n in ("l-trial", "l-prof", "l-out"))
+    burners = ml.start_burners(os.cpu_count() or 2, 8)
+    env = ml.monitor_env(nvml, gpus=1, util=3)
+    args = [lib.SMRULES, "run", "--trial", trial, "--rules", rules_file(tmp), "--profile", prof,
+            "--json", "--fresh", "--output", out, "--timeout", "60", "--",
+            TRAINER, trial, "--steps", "80", "--interval-ms", "50"]
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120, cwd=lib.ROOT)
+    for b in burners:
+        b.kill()
+        b.wait()
+    sc = c.scope("--profile with a launched trainer")
+    try:
+        obj = json.loads(p.stdout)
+    except ValueError:
+        sc.ok(False, "stdout is one JSON document", p.stdout[-300:] + p.stderr[-300:])
+        return
+    res = by_name(obj)
+    cb, pr = res.get("CPUBottleneck", {}), res.get("ProfilerReport", {})
+    sc.ok(cb.get("triggered_steps"), "CPUBottleneck fires on the recording", lib.short(cb))
+    sc.eq("exit status 1: a rule found issues", p.returncode, 1)
+    sc.eq("training ended by the trainer's exit", (obj.get("training") or {}).get("ended_by"),
+          "trainer_exit")
+    sc.ok(pr.get("status") not in (None, "InProgress"), "ProfilerReport finished",
+          lib.short(pr)[:300])
+    html = os.path.join(out, "ProfilerReport", "profiler-output", "profiler-report.html")
+    sc.ok(os.path.isfile(html), "HTML report written")
+    sc.ok(os.path.isfile(os.path.join(prof, "system", "training_job_end.ts")), "end marker written")
+    sc.eq("no monitor left running", monitors_running(prof), [])
+
+
 def test_timeout(c, tmp):
     trial, prof, out = (os.path.join(tmp, n) for n in ("t-trial", "t-prof", "t-out"))
     os.makedirs(trial)
@@ -126,6 +159,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="smrules-profwatch-") as tmp:
         nvml = ml.build_fake_nvml(tmp)
         test_train_watch_report(c, tmp, nvml)
+        test_launched(c, tmp, nvml)
         test_timeout(c, tmp)
         test_usage(c, tmp)
     c.finish()
