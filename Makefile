@@ -110,6 +110,7 @@ PLUGIN_CFLAGS = -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC $(WARN) $(SANFLAGS) \
 PLUGKIT_DIRS = engines profkit kit
 PLUGKIT_HDR = $(wildcard $(patsubst %,plugins/%/*.h,$(PLUGKIT_DIRS))) \
               $(wildcard core/include/smrules/*.h)
+RULEKIT_HDR = $(wildcard plugins/kit/*.h core/include/smrules/*.h)
 RULEKIT = $(BUILD)/plugins/libsmrules-rulekit.a
 PLUGKIT = $(BUILD)/plugins/libengines.a $(BUILD)/plugins/libprofkit.a $(RULEKIT)
 kit_objs = $(patsubst plugins/%.c,$(BUILD)/plugins/%.o,$(wildcard plugins/$(1)/*.c))
@@ -125,12 +126,17 @@ $(PLUGKIT):
 	rm -f $@
 	ar rcs $@ $^
 
+# A tensor rule needs only the rule kit; a profiler rule all three kits.
+# Each plugin links exactly the archives it depends on, so that editing a
+# profiler engine rebuilds the profiler plugins only.
+plugin_kits = $(if $(wildcard plugins/tensor/$(1)/),$(RULEKIT_HDR) $(RULEKIT),$(PLUGKIT_HDR) $(PLUGKIT))
+
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(wildcard plugins/*/%/*.c) $$(wildcard plugins/*/%/*.h) \
-                       $(PLUGKIT_HDR) $(PLUGKIT)
+                       $$(call plugin_kits,$$*)
 	@mkdir -p $(dir $@)
 	$(CC) $(PLUGIN_CFLAGS) -shared -o $@ \
-	  $(filter %.c,$^) $(PLUGKIT) $(LDFLAGS_ALL) -lm
+	  $(filter %.c,$^) $(filter %.a,$^) $(LDFLAGS_ALL) -lm
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)

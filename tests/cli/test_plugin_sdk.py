@@ -3,7 +3,8 @@
 
 - `make install` into a temporary prefix installs the public headers
   (smrules.h, rulekit.h), the rule kit library (libsmrules-rulekit.a) and
-  smrules.pc, whose `--cflags --libs` are all a plugin needs;
+  smrules.pc, whose `--cflags --libs` are all a plugin needs; with DESTDIR
+  the same tree is staged under it, smrules.pc naming the final PREFIX;
 - examples/plugin/gradient_mean_abs.c (which uses the kit) builds with
   `cc -shared -fPIC -o X.so SRC $(pkg-config --cflags --libs smrules)`
   alone, loads, and gives the same results as the Lua version of the rule;
@@ -29,19 +30,47 @@ OLD = os.path.join(lib.ROOT, "tests", "cli", "plugins", "old_registration.c")
 TRIAL = lib.rel(os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr"))
 
 
+INSTALLED = ("include/smrules/smrules.h", "include/smrules/rulekit.h",
+             "lib/libsmrules-rulekit.a", "lib/pkgconfig/smrules.pc", "bin/smrules",
+             "lib/smrules/plugins/exploding_tensor.so")
+
+
+def make_install(c, what, *args):
+    build = os.path.basename(os.path.dirname(lib.SMRULES))
+    r = subprocess.run(["make", "-s", "install", "BUILD=" + build] + list(args)
+                       + (["SAN=1"] if build == "build-san" else []),
+                       cwd=lib.ROOT, capture_output=True, text=True, timeout=900)
+    return c.ok(r.returncode == 0, what, r.stderr[-800:])
+
+
 def install(c, tmp):
     """make install into tmp/prefix; returns the prefix or None."""
     prefix = os.path.join(tmp, "prefix")
-    build = os.path.basename(os.path.dirname(lib.SMRULES))
-    r = subprocess.run(["make", "-s", "install", "PREFIX=" + prefix, "BUILD=" + build]
-                       + (["SAN=1"] if build == "build-san" else []),
-                       cwd=lib.ROOT, capture_output=True, text=True, timeout=900)
-    if not c.ok(r.returncode == 0, "make install", r.stderr[-800:]):
+    if not make_install(c, "make install PREFIX=", "PREFIX=" + prefix):
         return None
-    for f in ("include/smrules/smrules.h", "include/smrules/rulekit.h",
-              "lib/libsmrules-rulekit.a", "lib/pkgconfig/smrules.pc", "bin/smrules"):
+    for f in INSTALLED:
         c.ok(os.path.isfile(os.path.join(prefix, f)), "installed " + f)
     return prefix
+
+
+def check_destdir(c, tmp):
+    """make install DESTDIR=stage PREFIX=/opt/smr: everything under stage,
+    smrules.pc naming /opt/smr; pkg-config's sysroot then finds the staged
+    SDK and the example builds from it."""
+    stage, prefix = os.path.join(tmp, "stage"), "/opt/smr-test-prefix"
+    if not make_install(c, "make install DESTDIR= PREFIX=", "DESTDIR=" + stage,
+                        "PREFIX=" + prefix):
+        return
+    for f in INSTALLED:
+        c.ok(os.path.isfile(stage + prefix + "/" + f), "staged " + f)
+    c.ok(not os.path.exists(prefix), "nothing written to PREFIX itself")
+    pc = stage + prefix + "/lib/pkgconfig/smrules.pc"
+    with open(pc) as f:
+        c.ok("prefix=%s\n" % prefix in f.read(), "smrules.pc names the final PREFIX")
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=stage)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "smrules"], env=env,
+                           capture_output=True, text=True).stdout.split()
+    build(c, "examples/plugin (staged)", EXAMPLE, os.path.join(tmp, "staged.so"), flags)
 
 
 def pkg_flags(c, prefix):
@@ -163,6 +192,7 @@ def main():
             flags = pkg_flags(c, prefix)
             check_example(c, tmp, flags)
             check_old_registration(c, tmp, flags)
+        check_destdir(c, tmp)
     c.finish()
 
 
