@@ -8,12 +8,24 @@ nor signals the wrong process -- and that it says why:
 - writes: links planted at rule-output/, rule-output/<rule>/,
   rule-output/<rule>/report.json.tmp and .smrules/ are not followed;
   rule names that are not one plain file name are refused with line/column;
+- the state file: a link, another user's file, a trigger, a view or an
+  extra table in it is refused with nothing changed; a read-only trial is
+  said to keep its state in memory, once, with what that means; stored reports and stored Lua state are
+  data, never code or raw output;
+- FIFOs in the trial and as the rules file are refused without blocking;
+- StopTraining refuses a thread id and another user's process.
 """
 
+import json
 import os
 import shutil
+import sqlite3
+import stat
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -126,11 +138,248 @@ def check_writes(c, tmp):
           lib.short(r.err))
 
 
+# ---------------------------------------------------------------------------
+# The state file is untrusted
+
+FIRE_LUA = "function invoke_at_step(step) return true end\n"
+STATEFUL_LUA = """local n = 0
+function invoke_at_step(step) n = n + 1 return false end
+function save_state() return {n = n, s = "x"} end
+function load_state(st) n = st.n end
+"""
+
+
+def db_dump(path):
+    """Schema and rows of a SQLite file (opened read-only, WAL included)."""
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        out = []
+        for typ, name, sql in con.execute(
+                "SELECT type, name, sql FROM sqlite_schema ORDER BY name"):
+            out.append((typ, name, sql))
+            if typ == "table":
+                out.append(sorted(map(repr, con.execute('SELECT * FROM "%s"' % name))))
+        return out
+    finally:
+        con.close()
+
+
+def hook_rules(trial, count_file, fire=True):
+    lua = write(os.path.join(os.path.dirname(trial), "fire.lua"),
+                FIRE_LUA if fire else FIRE_LUA.replace("true", "false"))
+    return ("actions:\n  hooks:\n    count:\n      type: exec\n"
+            "      argv: [/bin/sh, -c, \"echo fired >> %s\"]\n"
+            "rules:\n  - lua: %s\n    name: fire\n    end_step: 1\n"
+            "    actions: [count]\n" % (count_file, lua))
+
+
+def lines(path):
+    return read(path).count("\n") if os.path.exists(path) else 0
+
+
+def check_state_link(c, tmp):
+    trial, outside = new_trial(tmp, "state_link")
+    other = os.path.join(outside, "other.db")
+    con = sqlite3.connect(other)
+    con.executescript("CREATE TABLE precious(x); INSERT INTO precious VALUES (1), (2);"
+                      "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);"
+                      "INSERT INTO meta VALUES ('schema', '0');")
+    con.commit()
+    con.close()
+    before = db_dump(other)
+    os.makedirs(os.path.join(trial, ".smrules"))
+    os.symlink(other, os.path.join(trial, ".smrules", "state.db"))
+    r = run(["inspect", "--trial", trial, "--json"])
+    sc = c.scope("state.db is a link to another database", r)
+    sc.process(want_json=False)
+    sc.eq("the other database is unchanged", db_dump(other), before)
+    sc.ok(r.rc != 0 and "symbolic link" in r.err and "--state" in r.err,
+          "a clear error with the way out", lib.short(r.err))
+
+
+def check_state_schema(c, tmp):
+    for label, sql in (
+            ("trigger", "CREATE TRIGGER keep BEFORE INSERT ON action_log"
+                        " BEGIN SELECT RAISE(IGNORE); END"),
+            ("view", "CREATE VIEW v AS SELECT * FROM rule_state"),
+            ("table", "CREATE TABLE extra(x)"),
+            ("redefined", "DROP TABLE action_target; CREATE TABLE action_target(target)")):
+        trial, outside = new_trial(tmp, "schema_" + label)
+        count = os.path.join(outside, "count")
+        # a first run that triggers nothing makes every table
+        r = run_rules(trial, hook_rules(trial, count, fire=False))
+        c.scope("state with an added %s: first run" % label, r).process()
+        rules = hook_rules(trial, count)
+        db = os.path.join(trial, ".smrules", "state.db")
+        con = sqlite3.connect(db)
+        con.executescript(sql)
+        con.commit()
+        con.close()
+        before = db_dump(db)
+        for run_no in (1, 2):
+            r = run_rules(trial, rules)
+            sc = c.scope("state with an added %s, run %d" % (label, run_no), r)
+            sc.process(want_json=False)
+            sc.ok(r.rc != 0 and "state file refused" in r.err and "--state" in r.err,
+                  "refused with a clear error", lib.short(r.err))
+            sc.eq("nothing in the state file changed", db_dump(db), before)
+            # were it used, the rule would be evaluated again next time:
+            # only the action log would keep the action from repeating
+            if os.path.exists(db):
+                con = sqlite3.connect(db)
+                con.execute("DELETE FROM rule_state") if any(
+                    x[1] == "rule_state" for x in before if isinstance(x, tuple)) else None
+                con.commit()
+                con.close()
+                before = db_dump(db)
+        sc.ok(lines(count) <= 1, "the action did not run on every run",
+              "ran %d times" % lines(count))
+    # an untouched state: exactly once across runs
+    trial, outside = new_trial(tmp, "schema_clean")
+    count = os.path.join(outside, "count")
+    rules = hook_rules(trial, count)
+    for _ in range(2):
+        r = run_rules(trial, rules)
+        c.scope("untouched state", r).process()
+        con = sqlite3.connect(os.path.join(trial, ".smrules", "state.db"))
+        con.execute("DELETE FROM rule_state")
+        con.commit()
+        con.close()
+    c.scope("untouched state", r).eq("the action ran once over two runs", lines(count), 1)
+
+
+def stored_run(c, tmp, label, rules_text, update, params=()):
+    """Runs once, rewrites the stored rule state with `update` (SQL), runs
+    again: the Result of the second run."""
+    trial, outside = new_trial(tmp, label)
+    r = run_rules(trial, rules_text)
+    c.scope(label + ", first run", r).process()
+    db = os.path.join(trial, ".smrules", "state.db")
+    con = sqlite3.connect(db)
+    con.execute(update, params)
+    con.commit()
+    con.close()
+    started = time.monotonic()
+    r = run_rules(trial, rules_text, timeout=SHORT)
+    r.seconds = time.monotonic() - started
+    r.trial = trial
+    return r
+
+
+def as_nobody(args):
+    """smrules run as user nobody (the tests run as root), or None when
+    that cannot be done here."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return None
+    return lib.Result(args, *lib.run(["--reuid=65534", "--regid=65534", "--clear-groups",
+                                      lib.SMRULES] + list(args), program="setpriv"))
+
+
+def open_up(path):
+    """Lets user nobody read path and the folders above it."""
+    while path not in ("/", ""):
+        os.chmod(path, os.stat(path).st_mode | 0o005)
+        path = os.path.dirname(path)
+
+
+def check_state_owner(c, tmp):
+    trial, _ = new_trial(tmp, "state_owner")
+    r = run(["inspect", "--trial", trial, "--json"])
+    db = os.path.join(trial, ".smrules", "state.db")
+    os.chown(db, 65534, 65534)
+    before = db_dump(db)
+    r = run(["inspect", "--trial", trial, "--json"])
+    sc = c.scope("state file of another user", r)
+    sc.process(want_json=False)
+    sc.ok(r.rc != 0 and "belongs to uid 65534" in r.err, "refused, saying whose it is",
+          lib.short(r.err))
+    sc.eq("nothing in it changed", db_dump(db), before)
+    os.chown(db, 0, 0)
+    os.chmod(db, 0o666)
+    r = run(["inspect", "--trial", trial, "--json"])
+    sc = c.scope("state file others may write", r)
+    sc.process(want_json=False)
+    sc.ok(r.rc != 0 and "written by other users" in r.err, "refused", lib.short(r.err))
+
+
+def check_read_only(c, tmp):
+    trial, _ = new_trial(tmp, "read_only")
+    open_up(trial)
+    for dirpath, dirs, files in os.walk(trial):
+        for n in dirs + files:
+            os.chmod(os.path.join(dirpath, n), 0o755 if n in dirs else 0o644)
+    r = as_nobody(["inspect", "--trial", trial, "--json"])
+    if r is None:
+        print("SKIP read-only trial: cannot run as another user here")
+        return
+    sc = c.scope("read-only trial", r)
+    sc.process()
+    sc.exit_code(r, [0])
+    sc.eq("the warning is given once", r.err.count("using a state in memory"), 1)
+    sc.ok("Permission denied" in r.err, "it names the real reason", lib.short(r.err))
+    sc.ok("may be done again" in r.err and "--state PATH" in r.err,
+          "it says what that means and the way out", lib.short(r.err))
+
+
+def check_stored_text(c, tmp):
+    forged = ('{"RuleTriggered":0},"status":"IssuesFound","injected":{"a":1', "forged keys")
+    broken = ('{"a":[[[', "unbalanced brackets")
+    for text, what in (forged, broken):
+        r = stored_run(c, tmp, "stored report " + what, RULES,
+                       "UPDATE rule_state SET report = ?", (text,))
+        sc = c.scope("stored report with " + what, r)
+        sc.process()
+        rule = (r.obj or {"rules": [{}]})["rules"][0]
+        sc.eq("status", rule.get("status"), "NoIssuesFound")
+        sc.ok("injected" not in rule, "no injected key", lib.short(rule))
+        res = os.path.join(r.trial, "rule-output", "vg", "result.json")
+        try:
+            res_obj = json.loads(read(res))
+            good = res_obj["result"]["status"] == "NoIssuesFound" and \
+                "injected" not in res_obj["result"]
+        except (ValueError, KeyError, OSError) as e:
+            good = False
+            res_obj = str(e)
+        sc.ok(good, "result.json is valid JSON with the true status", lib.short(res_obj))
+
+    lua = write(os.path.join(tmp, "stateful.lua"), STATEFUL_LUA)
+    rules = "rules:\n  - lua: %s\n    name: st\n" % lua
+    slow = '{["n"]=("a"):rep(30):find(("a?"):rep(30)..("a"):rep(30)),}'
+    r = stored_run(c, tmp, "stored Lua state runs code", rules,
+                   "UPDATE rule_state SET impl_state = ?", (slow,))
+    sc = c.scope("stored Lua state holding code", r)
+    sc.process()
+    sc.ok(r.rc != lib.TIMEOUT_RC, "finishes at once (the text is not run)",
+          "%.1f s" % r.seconds)
+    sc.eq("the rule still runs", dig_status(r), "NoIssuesFound")
+    sc.ok("stored state not restored" in r.err, "says the stored state was not restored",
+          lib.short(r.err))
+    # a real stored state is restored: no warning
+    trial, _ = new_trial(tmp, "stored_lua_ok")
+    for _ in range(2):
+        r = run_rules(trial, rules)
+    sc = c.scope("stored Lua state written by smrules", r)
+    sc.process()
+    sc.ok("not restored" not in r.err, "restored without a warning", lib.short(r.err))
+
+
+def dig_status(r):
+    try:
+        return r.obj["rules"][0]["status"]
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
 def main():
     c = lib.Checker("test_hardening")
     tmp = tempfile.mkdtemp(prefix="smrules-hardening-")
     try:
         check_writes(c, tmp)
+        check_state_link(c, tmp)
+        check_state_schema(c, tmp)
+        check_state_owner(c, tmp)
+        check_read_only(c, tmp)
+        check_stored_text(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
