@@ -182,7 +182,7 @@ const char *smr_act_signal_name(int sig) {
 }
 
 int smr_act_check_secret_file(const char *path, smr_error *err) {
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return smr_error_set(
         err, SMR_ERR_USAGE, path, -1, "cannot open the credentials file: %s%s",

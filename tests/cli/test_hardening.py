@@ -13,6 +13,7 @@ nor signals the wrong process -- and that it says why:
   said to keep its state in memory, once, with what that means; stored reports and stored Lua state are
   data, never code or raw output;
 - FIFOs in the trial and as the rules file are refused without blocking;
+  an event file that shrinks while it is read is an error, never SIGBUS;
 - StopTraining refuses a thread id and another user's process.
 """
 
@@ -370,6 +371,86 @@ def dig_status(r):
         return None
 
 
+# ---------------------------------------------------------------------------
+# Files that are not regular files, or change while read
+
+EVENT0 = os.path.join("events", "000000000000", "000000000000_worker_0.tfevents")
+INDEX0 = os.path.join("index", "000000000", "000000000000_worker_0.json")
+TENSOR = ["--name", "DigitsMLP_layer1.fc.weight", "--step", "0"]
+
+
+def fifo_at(path):
+    if os.path.lexists(path):
+        os.remove(path)
+    os.mkfifo(path)
+
+
+def check_fifos(c, tmp):
+    for label, rel in (("event file", EVENT0), ("index file", INDEX0),
+                       ("training_job_end.ts", "training_job_end.ts")):
+        trial, _ = new_trial(tmp, "fifo_" + label.replace(" ", "_"))
+        fifo_at(os.path.join(trial, rel))
+        for cmd in (["inspect", "--trial", trial, "--json"],
+                    ["tensor", "--trial", trial, "--json", "--values"] + TENSOR,
+                    ["run", "--trial", trial, "--json",
+                     "--rules", write(os.path.join(tmp, "r.yaml"), RULES)]):
+            r = run(cmd, timeout=SHORT)
+            sc = c.scope("FIFO as the %s: %s" % (label, cmd[0]), r)
+            sc.process(want_json=False)
+            sc.ok(r.rc != lib.TIMEOUT_RC, "does not block")
+        if rel == EVENT0:
+            sc.ok("not a regular file" in r.err or "not a regular file" in r.out,
+                  "says it is not a regular file", lib.short(r.err + r.out))
+    trial, _ = new_trial(tmp, "fifo_rules")
+    rules = os.path.join(tmp, "fifo_rules.yaml")
+    fifo_at(rules)
+    for cmd in (["validate", rules],
+                ["run", "--trial", trial, "--rules", rules, "--json"]):
+        r = run(cmd, timeout=SHORT)
+        sc = c.scope("FIFO as the rules file: %s" % cmd[0], r)
+        sc.process(want_json=False)
+        sc.ok(r.rc not in (0, lib.TIMEOUT_RC) and "not a regular file" in r.err,
+              "refused at once: not a regular file", lib.short(r.err))
+
+
+def check_shrinking(c, tmp):
+    """The event file is truncated and written back, over and over, while
+    it is read: each read either succeeds or fails with an error, never a
+    signal."""
+    trial, _ = new_trial(tmp, "shrinking")
+    ev = os.path.join(trial, EVENT0)
+    data = read_bytes(ev)
+    stop = threading.Event()
+
+    def churn():
+        fd = os.open(ev, os.O_RDWR)
+        try:
+            while not stop.is_set():
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, data, 0)
+        finally:
+            os.close(fd)
+
+    th = threading.Thread(target=churn)
+    th.start()
+    signals = []
+    try:
+        for _ in range(40):
+            r = run(["tensor", "--trial", trial, "--json", "--values", "--fresh"] + TENSOR)
+            if r.rc < 0 or r.rc == lib.TIMEOUT_RC:
+                signals.append(r.rc)
+    finally:
+        stop.set()
+        th.join()
+    c.ok(not signals, "event file shrinking while read: 40 tensor reads, no signal",
+         "exit codes %s" % signals)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def main():
     c = lib.Checker("test_hardening")
     tmp = tempfile.mkdtemp(prefix="smrules-hardening-")
@@ -380,6 +461,8 @@ def main():
         check_state_owner(c, tmp)
         check_read_only(c, tmp)
         check_stored_text(c, tmp)
+        check_fifos(c, tmp)
+        check_shrinking(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
