@@ -277,13 +277,19 @@ static int add_payloads(smr_catalog *c, int64_t index_id, const smr_index *ix,
     int red = 0;
     bool abs = false;
     bool is_red = smr_reduction_name_parse(t->name, &base, &red, &abs);
+    if (t->problem && is_red) { /* optional: the value gives it too */
+      free(base);
+      continue;
+    }
     int64_t tid = tensor_id_for(c, is_red ? base : t->name, err);
     free(base);
     if (tid < 0)
       return SMR_ERR_SQL;
-    int rc = add_entry(c, tid, index_id,
-                       is_red ? SMR_ENTRY_REDUCTION : SMR_ENTRY_RAW, red, abs,
-                       t->start_idx, t->length, NULL, err);
+    int kind = t->problem ? SMR_ENTRY_BAD
+               : is_red   ? SMR_ENTRY_REDUCTION
+                          : SMR_ENTRY_RAW;
+    int rc = add_entry(c, tid, index_id, kind, red, abs, t->start_idx,
+                       t->length, t->problem, err);
     if (rc)
       return rc;
   }
@@ -372,6 +378,11 @@ static void entries_push(smr_entries *out, sqlite3_stmt *st) {
     parse_shape((const char *)sqlite3_column_text(st, 10), e);
   e->index_path = col_dup(st, 11);
   e->problem = col_dup(st, 12);
+  if (e->kind == SMR_ENTRY_BAD) { /* the index's own entry is wrong */
+    e->kind = SMR_ENTRY_RAW;
+    free(e->problem);
+    e->problem = col_dup(st, 10);
+  }
 }
 
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,

@@ -14,6 +14,7 @@ nor signals the wrong process -- and that it says why:
   data, never code or raw output;
 - FIFOs in the trial and as the rules file are refused without blocking;
   an event file that shrinks while it is read is an error, never SIGBUS;
+- one index entry with an absurd length costs that tensor at that step;
 - StopTraining refuses a thread id and another user's process.
 """
 
@@ -446,6 +447,37 @@ def check_shrinking(c, tmp):
          "exit codes %s" % signals)
 
 
+def check_bad_index_entry(c, tmp):
+    """One entry with an absurd length costs that tensor at that step only."""
+    trial, _ = new_trial(tmp, "bad_entry")
+    path = os.path.join(trial, INDEX0)
+    ix = json.loads(read(path))
+    names = [e["tensorname"] for e in ix["tensor_payload"]]
+    victim, other = "DigitsMLP_layer1.fc.weight", "DigitsMLP_out.bias"
+    for e in ix["tensor_payload"]:
+        if e["tensorname"] == victim:
+            e["length"] = 2 ** 62
+    write(path, json.dumps(ix))
+    r = run(["tensor", "--trial", trial, "--json", "--fresh", "--name", other, "--step", "0",
+             "--values"])
+    sc = c.scope("index with one absurd length: another tensor of that step", r)
+    sc.process()
+    sc.exit_code(r, [0])
+    sc.ok(isinstance(r.obj, dict) and r.obj.get("values"), "its values are read",
+          lib.short(r.obj))
+    r = run(["tensor", "--trial", trial, "--json", "--fresh", "--name", victim, "--step", "0"])
+    sc = c.scope("index with one absurd length: that tensor", r)
+    sc.process()
+    sc.ok(r.rc != 0 and "length" in r.out + r.err, "an error naming the bad length",
+          lib.short(r.out + r.err))
+    r = run(["inspect", "--trial", trial, "--json", "--fresh"])
+    sc = c.scope("index with one absurd length: inspect", r)
+    sc.process()
+    steps = {t["name"]: t["steps"] for t in (r.obj or {}).get("tensors", [])}
+    sc.ok(all(0 in steps.get(n, []) for n in names if n != victim),
+          "every other tensor still has step 0", lib.short(steps))
+
+
 def read_bytes(path):
     with open(path, "rb") as f:
         return f.read()
@@ -463,6 +495,7 @@ def main():
         check_stored_text(c, tmp)
         check_fifos(c, tmp)
         check_shrinking(c, tmp)
+        check_bad_index_entry(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
