@@ -15,7 +15,8 @@ nor signals the wrong process -- and that it says why:
 - FIFOs in the trial and as the rules file are refused without blocking;
   an event file that shrinks while it is read is an error, never SIGBUS;
 - one index entry with an absurd length costs that tensor at that step;
-- StopTraining refuses a thread id and another user's process.
+- StopTraining refuses a thread id, a pid beyond pid_t and another
+  user's process (unless allow_uid names that user), with the reason.
 """
 
 import json
@@ -483,6 +484,78 @@ def read_bytes(path):
         return f.read()
 
 
+# ---------------------------------------------------------------------------
+# StopTraining signals only a process it can prove
+
+THREADED = """
+import threading, time, sys
+t = threading.Thread(target=time.sleep, args=(120,), daemon=True)
+t.start()
+time.sleep(0.2)
+print(t.native_id, flush=True)
+time.sleep(120)
+"""
+
+
+def stop_rules(trial, pid_file, extra=""):
+    lua = write(os.path.join(os.path.dirname(trial), "fire.lua"), FIRE_LUA)
+    return ("actions:\n  StopTraining:\n    pid_file: %s\n    grace_seconds: 2\n%s"
+            "rules:\n  - lua: %s\n    name: fire\n    end_step: 1\n"
+            "    actions: [StopTraining]\n" % (pid_file, extra, lua))
+
+
+def stop_case(c, tmp, label, proc, pid_text, want, detail, extra=""):
+    trial, outside = new_trial(tmp, "stop_" + label.replace(" ", "_"))
+    pid_file = write(os.path.join(outside, "train.pid"), pid_text + "\n")
+    try:
+        r = run_rules(trial, stop_rules(trial, pid_file, extra), extra=["--fresh"])
+        sc = c.scope("StopTraining, " + label, r)
+        sc.process()
+        acts = (r.obj or {}).get("actions") or [{}]
+        sc.eq("outcome", acts[0].get("outcome"), want)
+        sc.ok(detail in (acts[0].get("detail") or ""), "says why",
+              lib.short(acts[0].get("detail")))
+        alive = proc.poll() is None
+        sc.ok(alive == (want != "ok"), "the process is %s" % ("stopped" if want == "ok" else
+                                                              "untouched"),
+              "alive" if alive else "exited with %s" % proc.returncode)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def spawn(argv):
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+
+
+def check_stop(c, tmp):
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "own process", p, str(p.pid), "ok", "sent SIGTERM")
+
+    p = spawn([sys.executable, "-c", THREADED])
+    tid = p.stdout.readline().strip()
+    stop_case(c, tmp, "thread id in the pid file", p, tid, "refused",
+              "is a thread of process %d" % p.pid)
+
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid beyond pid_t", p, str(2 ** 32 + p.pid), "refused",
+              "does not hold a process id")
+
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"]
+        p = spawn(nobody)
+        time.sleep(0.2)  # setpriv has become sleep
+        stop_case(c, tmp, "another user's process", p, str(p.pid), "refused",
+                  "belongs to uid 65534")
+        p = spawn(nobody)
+        time.sleep(0.2)
+        stop_case(c, tmp, "another user's process, allowed", p, str(p.pid), "ok",
+                  "sent SIGTERM", extra="    allow_uid: 65534\n")
+    else:
+        print("SKIP StopTraining of another user's process: not root here")
+
+
 def main():
     c = lib.Checker("test_hardening")
     tmp = tempfile.mkdtemp(prefix="smrules-hardening-")
@@ -496,6 +569,7 @@ def main():
         check_fifos(c, tmp)
         check_shrinking(c, tmp)
         check_bad_index_entry(c, tmp)
+        check_stop(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
