@@ -15,6 +15,9 @@ nor signals the wrong process -- and that it says why:
 - FIFOs in the trial and as the rules file are refused without blocking;
   an event file that shrinks while it is read is an error, never SIGBUS;
 - one index entry with an absurd length costs that tensor at that step;
+- a Lua rule that exceeds a budget through work done in C (patterns,
+  table.insert/remove/unpack), report data or the wall clock fails alone;
+  the other rules and their actions go on;
 - StopTraining refuses a thread id, a pid beyond pid_t and another
   user's process (unless allow_uid names that user), with the reason.
 """
@@ -556,6 +559,59 @@ def check_stop(c, tmp):
         print("SKIP StopTraining of another user's process: not root here")
 
 
+# ---------------------------------------------------------------------------
+# Lua budgets count what C does for the rule
+
+LUA_ATTACKS = (
+    ("optional pattern", 'local s = ("a"):rep(28) s:find(("a?"):rep(28)..("a"):rep(28))',
+     "instruction limit"),
+    ("balance pattern", '("("):rep(400000):find("%b()")', "instruction limit"),
+    ("table.insert at the front",
+     "local t = {} for i = 1, 200000 do t[i] = i end"
+     " for i = 1, 100000 do table.insert(t, 1, i) end", "instruction limit"),
+    ("table.remove at the front",
+     "local t = {} for i = 1, 200000 do t[i] = i end"
+     " for i = 1, 100000 do table.remove(t, 1) end", "instruction limit"),
+    ("table.unpack of a long list",
+     "local t = {} for i = 1, 100000 do t[i] = i end"
+     " for i = 1, 100000 do local n = select('#', table.unpack(t, 1, 7000)) end",
+     "instruction limit"),
+    ("report data", 'local big = ("x"):rep(20 * 1024 * 1024)'
+     ' for i = 1, 200 do report.details{["k" .. i] = big} end', "memory limit"),
+    ("endless loop under a huge instruction limit", "while true do end", "time limit"),
+)
+
+
+def check_lua_budgets(c, tmp):
+    for label, body, want in LUA_ATTACKS:
+        trial, outside = new_trial(tmp, "lua_" + label.replace(" ", "_")[:20])
+        count = os.path.join(outside, "count")
+        bad = write(os.path.join(outside, "bad.lua"),
+                    "function invoke_at_step(step)\n%s\nreturn false end\n" % body)
+        fire = write(os.path.join(outside, "fire.lua"), FIRE_LUA)
+        limit = 10 ** 12 if want == "time limit" else 1000000
+        timed = "  time_limit_seconds: 2\n" if want == "time limit" else ""
+        rules = ("lua:\n  instruction_limit: %d\n%s"
+                 "actions:\n  hooks:\n    count:\n      type: exec\n"
+                 "      argv: [/bin/sh, -c, \"echo fired >> %s\"]\n"
+                 "rules:\n  - lua: %s\n    name: bad\n    end_step: 1\n"
+                 "  - lua: %s\n    name: fire\n    end_step: 1\n    actions: [count]\n"
+                 % (limit, timed, count, bad, fire))
+        started = time.monotonic()
+        r = run_rules(trial, rules, extra=["--fresh"], timeout=SHORT * 2)
+        took = time.monotonic() - started
+        sc = c.scope("Lua rule over budget: " + label, r)
+        sc.process()
+        got = {x["name"]: x for x in (r.obj or {}).get("rules", [])}
+        bad_r, fire_r = got.get("bad", {}), got.get("fire", {})
+        sc.eq("that rule fails", bad_r.get("status"), "Error")
+        sc.ok(want in (bad_r.get("message") or ""), "with a clear error",
+              lib.short(bad_r.get("message")))
+        sc.eq("the other rule goes on", fire_r.get("status"), "IssuesFound")
+        sc.eq("its action runs", lines(count), 1)
+        sc.ok(took < SHORT, "within seconds", "%.1f s" % took)
+
+
 def main():
     c = lib.Checker("test_hardening")
     tmp = tempfile.mkdtemp(prefix="smrules-hardening-")
@@ -570,6 +626,7 @@ def main():
         check_shrinking(c, tmp)
         check_bad_index_entry(c, tmp)
         check_stop(c, tmp)
+        check_lua_budgets(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
