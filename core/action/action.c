@@ -92,7 +92,7 @@ static int store_open(smr_act_store *s, sqlite3 *shared, bool persist,
    * whatever the catalog's connection is doing. */
   if (file && file[0]) {
     /* the state file is the trial's: opened as untrusted (statedb.h) */
-    int rc = smr_statedb_open(file, flags, &s->db, err);
+    int rc = smr_statedb_open(file, flags, &s->db, NULL, err);
     if (rc != SMR_OK)
       return rc;
     s->own = true;

@@ -108,7 +108,7 @@ static int open_once(const char *path, const char *root, smr_catalog **out,
   smr_catalog *c = smr_xcalloc(1, sizeof *c);
   int flags =
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
-  int rc = smr_statedb_open(path, flags, &c->db, err);
+  int rc = smr_statedb_open(path, flags, &c->db, busy, err);
   if (rc != SMR_OK) {
     smr_catalog_close(c);
     return rc;

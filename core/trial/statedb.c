@@ -144,10 +144,27 @@ static const char *text_or(sqlite3_stmt *st, int i, const char *dflt) {
   return t ? t : dflt;
 }
 
+/* A schema that cannot be read: locked by another smrules process that is
+ * creating the file (SMR_ERR_SQL: the caller tries again), or not a
+ * database at all (refused). */
+static int unreadable(sqlite3 *db, const char *path, bool *busy,
+                      smr_error *err) {
+  int code = sqlite3_errcode(db) & 0xff;
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) {
+    if (busy)
+      *busy = true;
+    return smr_error_set(err, SMR_ERR_SQL, path, -1, "state file: %s",
+                         sqlite3_errmsg(db));
+  }
+  return refuse(err, path, "it is not a database smrules can read (%s)",
+                sqlite3_errmsg(db));
+}
+
 /* Every object of the file's schema must be one smrules creates, with the
  * same definition: an added trigger, view, table or index, or a table of
  * ours redefined, is refused before anything is written. */
-static int check_schema(sqlite3 *db, const char *path, smr_error *err) {
+static int check_schema(sqlite3 *db, const char *path, bool *busy,
+                        smr_error *err) {
   sqlite3 *ref = reference_schema();
   if (!ref)
     return smr_error_set(err, SMR_ERR_SQL, path, -1,
@@ -157,8 +174,7 @@ static int check_schema(sqlite3 *db, const char *path, smr_error *err) {
   if (sqlite3_prepare_v2(db,
                          "SELECT type, name, tbl_name, sql FROM sqlite_schema",
                          -1, &st, NULL) != SQLITE_OK) {
-    rc = refuse(err, path, "it is not a database smrules can read (%s)",
-                sqlite3_errmsg(db));
+    rc = unreadable(db, path, busy, err);
     sqlite3_close(ref);
     return rc;
   }
@@ -173,16 +189,17 @@ static int check_schema(sqlite3 *db, const char *path, smr_error *err) {
                   type, name);
   }
   if (rc == SMR_OK && step != SQLITE_DONE)
-    rc = refuse(err, path, "it is not a database smrules can read (%s)",
-                sqlite3_errmsg(db));
+    rc = unreadable(db, path, busy, err);
   sqlite3_finalize(st);
   sqlite3_close(ref);
   return rc;
 }
 
-int smr_statedb_open(const char *path, int flags, sqlite3 **db,
+int smr_statedb_open(const char *path, int flags, sqlite3 **db, bool *busy,
                      smr_error *err) {
   *db = NULL;
+  if (busy)
+    *busy = false;
   bool memory = strcmp(path, ":memory:") == 0;
   int rc = memory ? SMR_OK : check_files(path, err);
   if (rc)
@@ -202,7 +219,8 @@ int smr_statedb_open(const char *path, int flags, sqlite3 **db,
     return rc;
   }
   harden(d);
-  rc = memory ? SMR_OK : check_schema(d, path, err);
+  sqlite3_busy_timeout(d, 5000);
+  rc = memory ? SMR_OK : check_schema(d, path, busy, err);
   if (rc) {
     sqlite3_close(d);
     return rc;

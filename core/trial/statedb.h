@@ -7,6 +7,8 @@
 #ifndef SMR_STATEDB_H
 #define SMR_STATEDB_H
 
+#include <stdbool.h>
+
 #include "base/common.h"
 
 typedef struct sqlite3 sqlite3;
@@ -22,7 +24,9 @@ extern const char SMR_SCHEMA_ACTIONS[];    /* action/action.c */
  * holds schema objects smrules does not create is refused with
  * SMR_ERR_FORMAT and an error saying which and what to do; nothing in it
  * is changed.  Other failures to open are SMR_ERR_SQL with the system's
- * reason (errno) when there is one. */
-int smr_statedb_open(const char *path, int flags, sqlite3 **db, smr_error *err);
+ * reason (errno) when there is one; *busy (may be NULL) is set when the
+ * file was locked by another process creating it (worth trying again). */
+int smr_statedb_open(const char *path, int flags, sqlite3 **db, bool *busy,
+                     smr_error *err);
 
 #endif
