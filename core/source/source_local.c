@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +222,56 @@ static int local_read_all(smr_source *s, const char *rel, size_t max,
   return SMR_OK;
 }
 
+/* Records are read into a buffer kept per thread and reused: a fresh
+ * allocation per record (mapped, faulted in and unmapped again for large
+ * ones) would cost more than the read.  The buffer is lent to the caller
+ * until its next read_range on the same thread (the reader decodes a
+ * record and releases it before reading the next); records larger than
+ * KEEP_MAX get a buffer of their own. */
+#define KEEP_MAX ((size_t)64 << 20)
+
+typedef struct record_buf {
+  uint8_t *p;
+  size_t cap;
+} record_buf;
+
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_free(void *v) {
+  record_buf *b = v;
+  free(b->p);
+  free(b);
+}
+
+static void buf_key_make(void) {
+  pthread_key_create(&buf_key, buf_free);
+}
+
+static uint8_t *record_buffer(size_t len, bool *owned) {
+  *owned = len > KEEP_MAX;
+  if (*owned)
+    return malloc(len ? len : 1);
+  pthread_once(&buf_once, buf_key_make);
+  record_buf *b = pthread_getspecific(buf_key);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(buf_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->cap < len || !b->p) {
+    size_t cap = len > 4096 ? len : 4096;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p)
+      return NULL;
+    b->p = p;
+    b->cap = cap;
+  }
+  return b->p;
+}
+
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
@@ -249,7 +301,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
   /* Read, not mapped: a file that the trial's writer truncates while it
    * is read must be an error for this record, not SIGBUS (a mapping
    * faults on pages past the new end). */
-  uint8_t *p = len <= SIZE_MAX - 1 ? malloc((size_t)len) : NULL;
+  bool owned;
+  uint8_t *p = record_buffer((size_t)len, &owned);
   if (!p) {
     close(fd);
     return smr_error_set(err, SMR_ERR_NOMEM, rel, (int64_t)off,
@@ -264,7 +317,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     if (r <= 0) {
       int e = r < 0 ? errno : 0;
       close(fd);
-      free(p);
+      if (owned)
+        free(p);
       if (e)
         return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)(off + got),
                              "read failed: %s", strerror(e));
@@ -276,7 +330,7 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     got += (size_t)r;
   }
   close(fd);
-  out->heap_ = p;
+  out->heap_ = owned ? p : NULL;
   out->data = p;
   out->len = (size_t)len;
   return SMR_OK;
