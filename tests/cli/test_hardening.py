@@ -598,7 +598,7 @@ def check_lua_budgets(c, tmp):
                  "  - lua: %s\n    name: fire\n    end_step: 1\n    actions: [count]\n"
                  % (limit, timed, count, bad, fire))
         started = time.monotonic()
-        r = run_rules(trial, rules, extra=["--fresh"], timeout=SHORT * 2)
+        r = run_rules(trial, rules, extra=["--fresh"], timeout=SHORT * 3)
         took = time.monotonic() - started
         sc = c.scope("Lua rule over budget: " + label, r)
         sc.process()
@@ -609,7 +609,9 @@ def check_lua_budgets(c, tmp):
               lib.short(bad_r.get("message")))
         sc.eq("the other rule goes on", fire_r.get("status"), "IssuesFound")
         sc.eq("its action runs", lines(count), 1)
-        sc.ok(took < SHORT, "within seconds", "%.1f s" % took)
+        # before: minutes to hours (and 4 GB for the report data); the
+        # bound leaves room for a sanitizer build on a busy machine
+        sc.ok(took < SHORT * 2, "within seconds", "%.1f s" % took)
 
 
 def main():
