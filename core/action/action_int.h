@@ -132,8 +132,9 @@ typedef struct smr_stop_cfg {
   int sig;            /* first signal (default SIGTERM) */
   double grace;       /* seconds before SIGKILL */
   bool kill_after_grace;
-  char *prefix;   /* default training_job_prefix or NULL */
-  char *job_name; /* the local job name */
+  int64_t allow_uid; /* another user whose processes may be stopped; -1 */
+  char *prefix;      /* default training_job_prefix or NULL */
+  char *job_name;    /* the local job name */
   /* run time: the process as first seen in this run */
   bool have_seen;
   smr_proc_id seen;

@@ -204,7 +204,7 @@ const char *smr_act_signal_name(int sig) {
 }
 
 int smr_act_check_secret_file(const char *path, smr_error *err) {
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return smr_error_set(
         err, SMR_ERR_USAGE, path, -1, "cannot open the credentials file: %s%s",
@@ -546,8 +546,8 @@ static int parse_stop_target(pctx *c, const smr_node *m, smr_stop_cfg *s) {
   }
   const smr_node *v;
   if ((v = child(m, "pid"))) {
-    if (v->type != SMR_NODE_INT || v->i < 2)
-      return perr(c, v, "pid: expected a process id >= 2");
+    if (v->type != SMR_NODE_INT || v->i < 2 || v->i > INT32_MAX)
+      return perr(c, v, "pid: expected a process id from 2 to 2147483647");
     s->how = SMR_STOP_PID;
     s->pid = v->i;
   } else if ((v = child(m, "pid_file"))) {
@@ -588,6 +588,12 @@ static int parse_stop(pctx *c, const smr_node *m) {
     rc = get_num(c, m, "grace_seconds", 0, 86400, &s->grace);
   if (!rc)
     rc = get_bool(c, m, "kill_after_grace", &s->kill_after_grace);
+  double uid = -1;
+  if (!rc)
+    rc = get_num(c, m, "allow_uid", 0, 4294967294.0, &uid);
+  if (!rc && uid >= 0 && uid != (double)(int64_t)uid)
+    return perr(c, child(m, "allow_uid"), "allow_uid: expected a user id");
+  s->allow_uid = (int64_t)uid;
   if (!rc)
     rc = get_str(c, m, "training_job_prefix", &s->prefix);
   if (!rc && s->prefix && !smr_act_valid_prefix(s->prefix))
@@ -1156,6 +1162,7 @@ static void defaults(smr_act_plan *p, const smr_actions_opts *o) {
   p->stop.sig = SIGTERM;
   p->stop.grace = 30;
   p->stop.kill_after_grace = true;
+  p->stop.allow_uid = -1;
   p->stop.job_name = trial_basename(o->trial_dir);
   p->email.timeout = p->sns.timeout = 30;
   p->email.retry = p->sns.retry = (smr_act_retry){2, 1};

@@ -8,14 +8,19 @@
  * have them, so a pid that was reused by another process is never
  * signalled.  A pid file must not be older than the process it names
  * (a stale file points at a recycled pid).  A command line must match
- * exactly one process.  The signal goes through a pidfd opened before
- * the identity check, so the check and the signal concern the same
- * process even if it exits in between. */
+ * exactly one process.  The process must belong to the user smrules
+ * runs as (or to actions.StopTraining.allow_uid) and be a thread-group
+ * leader (a thread id in a pid file names no process); pids are range-
+ * checked in pid_t's width before anything is narrowed.  The signal goes
+ * only through a pidfd opened before the identity check -- there is no
+ * kill() fallback -- so the check and the signal concern the same process
+ * even if it exits in between. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +38,7 @@
 /* ----------------------------------------------------------- /proc */
 
 static ssize_t read_small(const char *path, char *buf, size_t n) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return -1;
   size_t used = 0;
@@ -103,6 +108,22 @@ int smr_proc_identity(int64_t pid, smr_proc_id *out) {
   return 0;
 }
 
+/* The thread group (process) and real user of the task at `pid`, from
+ * /proc/<pid>/status; -1 when it cannot be read. */
+static int proc_status(int64_t pid, int64_t *tgid, int64_t *uid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%lld/status", (long long)pid);
+  if (read_small(path, buf, sizeof buf) <= 0)
+    return -1;
+  const char *t = strstr(buf, "\nTgid:");
+  const char *u = strstr(buf, "\nUid:");
+  if (!t || !u)
+    return -1;
+  *tgid = strtoll(t + 6, NULL, 10);
+  *uid = strtoll(u + 5, NULL, 10);
+  return 0;
+}
+
 /* argv of a process; empty for kernel threads and zombies. */
 static void proc_cmdline(int64_t pid, smr_strv *out) {
   char path[64];
@@ -150,24 +171,34 @@ static smr_act_rc from_pid_file(const smr_stop_cfg *c, target *t,
                                 smr_act_result *r) {
   char buf[64];
   struct stat st;
-  int fd = open(c->pid_file, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO there must not block the action worker */
+  int fd = open(c->pid_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return smr_act_set(r, errno == ENOENT ? SMR_ACT_RETRY : SMR_ACT_REFUSED,
                        "pid file %s: %s", c->pid_file, strerror(errno));
-  ssize_t n = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s is not a regular file; nothing signalled",
+                       c->pid_file);
+  }
+  ssize_t n = read(fd, buf, sizeof buf - 1);
   close(fd);
   if (n < 0)
     return smr_act_set(r, SMR_ACT_REFUSED, "pid file %s: cannot read",
                        c->pid_file);
   buf[n] = '\0';
   char *end;
+  errno = 0;
   long long pid = strtoll(buf, &end, 10);
+  bool overflow = errno == ERANGE;
   while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
     end++;
-  if (end == buf || *end || pid < 2)
+  /* checked in the width of a process id (pid_t), before any narrowing */
+  if (end == buf || *end || overflow || pid < 2 || pid > INT32_MAX)
     return smr_act_set(r, SMR_ACT_REFUSED,
                        "pid file %s does not hold a "
-                       "process id",
+                       "process id (2 to 2147483647); nothing signalled",
                        c->pid_file);
   t->pid = pid;
   t->file_mtime = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec / 1e9;
@@ -342,7 +373,10 @@ void smr_stop_prime(smr_stop_cfg *c, smr_act_store *s, bool persist) {
 
 /* -------------------------------------------------------- signalling */
 
-static int pidfd_open_compat(int64_t pid) {
+/* Only through a pidfd: it names one process for as long as it is held,
+ * so a pid reused in the meantime is never signalled.  No kill()
+ * fallback. */
+static int pidfd_open_checked(int64_t pid) {
 #ifdef SYS_pidfd_open
   return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 #else
@@ -352,44 +386,37 @@ static int pidfd_open_compat(int64_t pid) {
 #endif
 }
 
-static int send_signal(int pidfd, int64_t pid, int sig) {
+static int send_signal(int pidfd, int sig) {
 #ifdef SYS_pidfd_send_signal
-  if (pidfd >= 0)
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+  return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+#else
+  (void)pidfd;
+  (void)sig;
+  errno = ENOSYS;
+  return -1;
 #endif
-  return kill((pid_t)pid, sig);
 }
 
-static bool gone(int pidfd, const smr_proc_id *id) {
-  if (pidfd >= 0) {
-    struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    return poll(&p, 1, 0) > 0;
-  }
-  smr_proc_id now;
-  return smr_proc_identity(id->pid, &now) != 0 || now.state == 'Z' ||
-         !same_process(&now, id);
+static bool gone(int pidfd) {
+  struct pollfd p = {.fd = pidfd, .events = POLLIN};
+  return poll(&p, 1, 0) > 0;
 }
 
 /* Seconds until the process exited, or -1 if it still runs after max. */
-static double wait_exit(int pidfd, const smr_proc_id *id, double max) {
+static double wait_exit(int pidfd, double max) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double el =
         (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    if (gone(pidfd, id))
+    if (gone(pidfd))
       return el;
     if (el >= max)
       return -1;
-    if (pidfd >= 0) {
-      struct pollfd p = {.fd = pidfd, .events = POLLIN};
-      double left = max - el;
-      poll(&p, 1, left > 0.05 ? 50 : (int)(left * 1000) + 1);
-    } else {
-      struct timespec ts = {0, 20 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-    }
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    double left = max - el;
+    poll(&p, 1, left > 0.05 ? 50 : (int)(left * 1000) + 1);
   }
 }
 
@@ -405,14 +432,14 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
                             const char *cmd, smr_act_result *r) {
   char sname[24];
   signal_text(c->sig, sname, sizeof sname);
-  if (send_signal(pidfd, id->pid, c->sig) != 0) {
+  if (send_signal(pidfd, c->sig) != 0) {
     smr_act_set(r, errno == ESRCH ? SMR_ACT_SKIPPED : SMR_ACT_FAILED,
                 "cannot send %s to pid %lld: %s", sname, (long long)id->pid,
                 strerror(errno));
     return;
   }
   bool escalate = c->kill_after_grace && c->sig != SIGKILL;
-  double t = wait_exit(pidfd, id, escalate ? c->grace : 1.0);
+  double t = wait_exit(pidfd, escalate ? c->grace : 1.0);
   if (t >= 0) {
     smr_act_set(r, SMR_ACT_OK,
                 "sent %s to pid %lld (%s); it exited after "
@@ -425,15 +452,8 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
                 (long long)id->pid, cmd);
     return;
   }
-  smr_proc_id again;
-  if (pidfd < 0 &&
-      (smr_proc_identity(id->pid, &again) != 0 || !same_process(&again, id))) {
-    smr_act_set(r, SMR_ACT_OK, "sent %s to pid %lld (%s); it exited", sname,
-                (long long)id->pid, cmd);
-    return;
-  }
-  send_signal(pidfd, id->pid, SIGKILL);
-  double k = wait_exit(pidfd, id, KILL_WAIT);
+  send_signal(pidfd, SIGKILL);
+  double k = wait_exit(pidfd, KILL_WAIT);
   smr_act_set(r, SMR_ACT_OK,
               "sent %s to pid %lld (%s); still running after "
               "%g s, sent SIGKILL%s",
@@ -457,18 +477,43 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
   if (check_prefix(c, prefix, r) != SMR_ACT_OK ||
       resolve(c, &t, r) != SMR_ACT_OK)
     return;
-  if (t.pid < 2 || t.pid == (int64_t)getpid()) {
-    smr_act_set(r, SMR_ACT_REFUSED, "pid %lld is not a training process",
+  if (t.pid < 2 || t.pid > INT32_MAX || t.pid == (int64_t)getpid()) {
+    smr_act_set(r, SMR_ACT_REFUSED,
+                "pid %lld is not a training process; nothing signalled",
                 (long long)t.pid);
     free(t.key);
     return;
   }
-  int pidfd = pidfd_open_compat(t.pid);
+  int pidfd = pidfd_open_checked(t.pid);
+  int open_errno = errno;
   smr_proc_id now;
-  if ((pidfd < 0 && errno == ESRCH) || smr_proc_identity(t.pid, &now) != 0 ||
-      now.state == 'Z') {
+  int64_t tgid = -1, uid = -1;
+  bool have_status = proc_status(t.pid, &tgid, &uid) == 0;
+  if (pidfd < 0 && open_errno == ESRCH && !have_status) {
     smr_act_set(r, SMR_ACT_SKIPPED, "process %lld is not running",
                 (long long)t.pid);
+  } else if (have_status && tgid != t.pid) {
+    smr_act_set(r, SMR_ACT_REFUSED,
+                "%lld is a thread of process %lld, not a process: smrules "
+                "signals only the process a target names; nothing signalled",
+                (long long)t.pid, (long long)tgid);
+  } else if (pidfd < 0) {
+    smr_act_set(r, SMR_ACT_REFUSED,
+                "cannot get a pidfd for pid %lld (%s): smrules signals only "
+                "through a pidfd, so that a reused pid is never signalled; "
+                "nothing signalled",
+                (long long)t.pid, strerror(open_errno));
+  } else if (!have_status || smr_proc_identity(t.pid, &now) != 0 ||
+             now.state == 'Z') {
+    smr_act_set(r, SMR_ACT_SKIPPED, "process %lld is not running",
+                (long long)t.pid);
+  } else if (uid != (int64_t)geteuid() && uid != c->allow_uid) {
+    smr_act_set(r, SMR_ACT_REFUSED,
+                "process %lld belongs to uid %lld, not to the user smrules "
+                "runs as (uid %u); allow it with actions.StopTraining."
+                "allow_uid: %lld; nothing signalled",
+                (long long)t.pid, (long long)uid, (unsigned)geteuid(),
+                (long long)uid);
   } else if (check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
     char *cmd = cmdline_text(t.pid);
     if (dry_run) {

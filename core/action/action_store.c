@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "action/action_store.h"
+#include "trial/statedb.h"
 
 struct smr_act_store {
   sqlite3 *db;
@@ -24,18 +25,6 @@ static double wall_seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static const char *STORE_SCHEMA =
-    "CREATE TABLE IF NOT EXISTS action_log("
-    " instance TEXT NOT NULL, action TEXT NOT NULL,"
-    " trigger_ordinal INTEGER NOT NULL, step INTEGER NOT NULL,"
-    " status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,"
-    " detail TEXT, started REAL, finished REAL,"
-    " PRIMARY KEY(instance, action, trigger_ordinal));"
-    "CREATE TABLE IF NOT EXISTS action_target("
-    " target TEXT PRIMARY KEY, pid INTEGER NOT NULL,"
-    " start_ticks INTEGER NOT NULL, boot_id TEXT NOT NULL,"
-    " start_wall REAL, seen REAL NOT NULL);";
-
 int smr_act_store_open(smr_act_store **out, sqlite3 *shared, bool persist,
                        smr_error *err) {
   smr_act_store *s = smr_xcalloc(1, sizeof *s);
@@ -48,13 +37,10 @@ int smr_act_store_open(smr_act_store **out, sqlite3 *shared, bool persist,
   /* A connection of our own: the log is written in its own transactions,
    * whatever the catalog's connection is doing. */
   if (file && file[0]) {
-    if (sqlite3_open_v2(file, &s->db, flags, NULL) != SQLITE_OK) {
-      smr_error_set(err, SMR_ERR_SQL, file, -1, "action log: %s",
-                    s->db ? sqlite3_errmsg(s->db) : "cannot open");
-      sqlite3_close(s->db);
-      s->db = NULL;
-      return SMR_ERR_SQL;
-    }
+    /* the state file is the trial's: opened as untrusted (statedb.h) */
+    int rc = smr_statedb_open(file, flags, &s->db, NULL, err);
+    if (rc != SMR_OK)
+      return rc;
     s->own = true;
   } else if (shared) {
     s->db = shared;
@@ -66,7 +52,7 @@ int smr_act_store_open(smr_act_store **out, sqlite3 *shared, bool persist,
   sqlite3_busy_timeout(s->db, 10000);
   sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL);
   if (persist &&
-      sqlite3_exec(s->db, STORE_SCHEMA, NULL, NULL, NULL) != SQLITE_OK)
+      sqlite3_exec(s->db, SMR_SCHEMA_ACTIONS, NULL, NULL, NULL) != SQLITE_OK)
     return smr_error_set(err, SMR_ERR_SQL, file ? file : "", -1,
                          "action log: %s", sqlite3_errmsg(s->db));
   return SMR_OK;

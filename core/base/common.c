@@ -173,7 +173,9 @@ int smr_read_file(const char *path, size_t max, char **out, size_t *len,
                   smr_error *err) {
   *out = NULL;
   *len = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO in place of the file must not block the open (it
+   * is then refused as not a regular file) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return smr_error_set(err, SMR_ERR_IO, path, -1, "cannot open: %s",
                          strerror(errno));

@@ -53,14 +53,33 @@ int smr_regex_compile(const char *pattern, smr_regex **out, smr_error *err) {
   return SMR_OK;
 }
 
+/* Every match runs under a bound: a catastrophic pattern (a Lua rule's,
+ * or one from rules.yaml) against a name from the trial stops after this
+ * much backtracking instead of running for minutes. */
+#define MATCH_LIMIT 1000000u
+#define DEPTH_LIMIT 10000u
+
+static pcre2_match_context *bounded_context(void) {
+  pcre2_match_context *mc = pcre2_match_context_create(NULL);
+  if (mc) {
+    pcre2_set_match_limit(mc, MATCH_LIMIT);
+    pcre2_set_depth_limit(mc, DEPTH_LIMIT);
+  }
+  return mc;
+}
+
 bool smr_regex_search(const smr_regex *re, const char *subject) {
   if (!re || !subject)
     return false;
   pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-  if (!md)
+  pcre2_match_context *mc = md ? bounded_context() : NULL;
+  if (!mc) {
+    pcre2_match_data_free(md);
     return false;
-  int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, strlen(subject), 0, 0, md,
-                       NULL);
+  }
+  int rc =
+      pcre2_match(re->code, (PCRE2_SPTR)subject, strlen(subject), 0, 0, md, mc);
+  pcre2_match_context_free(mc);
   pcre2_match_data_free(md);
   /* rc < 0: no match, or an error such as the match limit; both mean the
    * name is not selected. */

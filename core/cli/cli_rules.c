@@ -91,6 +91,9 @@ static void apply_settings(const smr_config *cfg, smr_run_opts *o) {
   if (cfg->lua && (n = smr_node_get(cfg->lua, "memory_limit_mb")) &&
       n->type == SMR_NODE_INT)
     o->lua.memory_bytes = (size_t)n->i << 20;
+  if (cfg->lua && (n = smr_node_get(cfg->lua, "time_limit_seconds")) &&
+      (n->type == SMR_NODE_INT || n->type == SMR_NODE_FLOAT))
+    o->lua.seconds = n->type == SMR_NODE_INT ? (double)n->i : n->f;
   if (o->jobs <= 0 && cfg->root && (n = smr_node_get(cfg->root, "jobs")) &&
       n->type == SMR_NODE_INT)
     o->jobs = (int)n->i;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "base/embedded.h"
+#include "base/safefs.h"
 #include "config/config.h"
 
 #define CONFIG_MAX_BYTES (4u << 20)
@@ -131,8 +132,24 @@ static void build_rule(const smr_config *c, const smr_node *item,
   r->end_step = step_of(item, "end_step");
 }
 
+/* The name becomes a folder under rule-output/ and a key of the state:
+ * one plain path component. */
+static int check_name(const smr_config *c, const smr_node *item,
+                      const smr_rule_config *r, smr_error *err) {
+  const char *why;
+  if (smr_safe_name(r->name, &why))
+    return SMR_OK;
+  return config_error(err, c, name_node(item),
+                      "rule name '%s' %s; a rule name becomes a folder under "
+                      "rule-output/, so it must be one plain file name",
+                      r->name, why);
+}
+
 static int check_rule(const smr_config *c, const smr_node *item,
                       const smr_rule_config *r, smr_error *err) {
+  int nrc = check_name(c, item, r, err);
+  if (nrc)
+    return nrc;
   if (r->lua) {
     int rc = check_lua_script(c, smr_node_get(item, "lua"), r->lua, err);
     if (rc)

@@ -141,22 +141,23 @@ static int parse_meta(const parse_ctx *c, const cJSON *root, smr_index *ix) {
   return parse_event_file_name(c, member(meta, "event_file_name"), ix);
 }
 
-static int parse_tensor_entry(const parse_ctx *c, size_t i, const cJSON *e,
-                              smr_index_tensor *t) {
-  if (!cJSON_IsObject(e))
-    return bad(c, "tensor_payload[%zu]: expected an object", i);
+/* One tensor_payload entry.  1: left out (no usable name, so it belongs
+ * to no tensor); 0: kept, with t->problem set when its place in the event
+ * file is not valid. */
+static int parse_tensor_entry(size_t i, const cJSON *e, smr_index_tensor *t) {
   const cJSON *name = member(e, "tensorname");
   if (!cJSON_IsString(name) || !name->valuestring[0])
-    return bad(c,
-               "tensor_payload[%zu].tensorname: expected a non-empty "
-               "string",
-               i);
-  if (!json_int(member(e, "start_idx"), 0, &t->start_idx))
-    return bad(c, "tensor_payload[%zu].start_idx: expected an integer >= 0", i);
-  if (!json_int(member(e, "length"), SMR_RECORD_OVERHEAD, &t->length))
-    return bad(c, "tensor_payload[%zu].length: expected an integer >= 16", i);
+    return 1;
   t->name = smr_xstrdup(name->valuestring);
-  return SMR_OK;
+  if (!json_int(member(e, "start_idx"), 0, &t->start_idx))
+    t->problem = smr_xasprintf(
+        "tensor_payload[%zu].start_idx: expected an integer >= 0", i);
+  else if (!json_int(member(e, "length"), SMR_RECORD_OVERHEAD, &t->length))
+    t->problem = smr_xasprintf(
+        "tensor_payload[%zu].length: expected an integer from 16 to 2^53", i);
+  if (t->problem)
+    t->start_idx = t->length = 0;
+  return 0;
 }
 
 static int parse_shape_list(const parse_ctx *c, size_t i, const cJSON *v,
@@ -229,12 +230,10 @@ static int parse_payloads(const parse_ctx *c, const cJSON *root,
   ix->shapes = smr_xcalloc(ns, sizeof *ix->shapes);
   /* count an entry only once it is complete, so that freeing after an
    * error releases exactly what was allocated */
-  for (const cJSON *e = tp ? tp->child : NULL; e; e = e->next) {
-    if ((rc = parse_tensor_entry(c, ix->n_tensors, e,
-                                 &ix->tensors[ix->n_tensors])))
-      return rc;
-    ix->n_tensors++;
-  }
+  size_t k = 0;
+  for (const cJSON *e = tp ? tp->child : NULL; e; e = e->next, k++)
+    if (parse_tensor_entry(k, e, &ix->tensors[ix->n_tensors]) == 0)
+      ix->n_tensors++;
   for (const cJSON *e = sp ? sp->child : NULL; e; e = e->next) {
     if ((rc = parse_shape_entry(c, ix->n_shapes, e, &ix->shapes[ix->n_shapes])))
       return rc;
@@ -266,8 +265,10 @@ int smr_index_parse(const char *json, size_t len, const char *file,
 void smr_index_free(smr_index *ix) {
   if (!ix)
     return;
-  for (size_t i = 0; i < ix->n_tensors; i++)
+  for (size_t i = 0; i < ix->n_tensors; i++) {
     free(ix->tensors[i].name);
+    free(ix->tensors[i].problem);
+  }
   for (size_t i = 0; i < ix->n_shapes; i++) {
     free(ix->shapes[i].name);
     free(ix->shapes[i].originalname);

@@ -16,6 +16,9 @@
 typedef struct smr_index_tensor {
   char *name;
   int64_t start_idx, length;
+  /* Set when this entry's start_idx or length is not valid: the entry
+   * (that tensor at that step) cannot be read, the rest of the index can. */
+  char *problem;
 } smr_index_tensor;
 
 typedef struct smr_index_shape {
@@ -40,7 +43,10 @@ typedef struct smr_index {
  * the problem when known) when it is not JSON, lacks `meta`, has neither
  * payload list, has entries of the wrong type, negative offsets/lengths,
  * or an unknown mode.  An unsafe event_file_name (see smr_path_is_safe,
- * base/path.h) is not a parse failure: see smr_index.event_file_problem. */
+ * base/path.h)
+ * is not a parse failure: see smr_index.event_file_problem.  Nor is one
+ * bad tensor_payload entry: one with an invalid start_idx or length is
+ * kept with its `problem`, one without a usable tensorname is left out. */
 int smr_index_parse(const char *json, size_t len, const char *file,
                     smr_index *out, smr_error *err);
 void smr_index_free(smr_index *ix);

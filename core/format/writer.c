@@ -270,6 +270,7 @@ static void add_index_tensor(smr_writer *w, const char *name, int64_t start,
   t->name = smr_xstrdup(name);
   t->start_idx = start;
   t->length = length;
+  t->problem = NULL;
 }
 
 /* Frame the payload as a TFRecord and append it to the step's event file. */

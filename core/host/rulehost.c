@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/jsonw.h"
+#include "base/safefs.h"
 #include "profiler/profiler.h"
 
 /* ------------------------------------------------------ report objects */
@@ -709,24 +711,25 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   return SMRULES_NO_TRIGGER;
 }
 
-static void make_dirs(const char *path) {
-  char *p = smr_xstrdup(path);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      mkdir(p, 0755);
-      *s = '/';
-    }
-  mkdir(p, 0755);
-  free(p);
-}
-
+/* The instance's folder, made step by step without following a link
+ * below the trial (base/safefs.h); NULL, with the rule failed and the
+ * reason given, when that cannot be done. */
 static const char *api_output_dir(smrules_ctx *c) {
   if (!c->output_dir)
     c->output_dir =
         smr_xasprintf("%s/rule-output/%s", smr_trial_root(c->trial), c->name);
   if (!c->output_dir_made) {
-    make_dirs(c->output_dir);
+    int fd;
+    smr_error e;
+    smr_error_clear(&e);
+    if (smr_safe_dir_open(c->output_dir, smr_trial_root(c->trial), true, &fd,
+                          &e) != SMR_OK) {
+      char msg[SMR_ERR_MSG_MAX + 64];
+      smr_error_format(&e, msg, sizeof msg);
+      api_fail(c, "output folder: %s", msg);
+      return NULL;
+    }
+    close(fd);
     c->output_dir_made = true;
   }
   return c->output_dir;

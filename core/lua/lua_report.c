@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "lua/lua_util.h"
+#include "lua/lua_sandbox.h"
 
 /* Nesting of report tables. */
 #define MAX_DEPTH 32
@@ -108,11 +109,21 @@ static void emit_list(lua_State *L, const smrules_api *api, smrules_json *j,
 static void emit_table(lua_State *L, const smrules_api *api, smrules_json *j,
                        int idx, int depth);
 
+/* Bytes the host will hold for the values checked so far (the check
+ * pass runs before anything is emitted; one state is one thread). */
+static _Thread_local size_t checked_bytes;
+
 /* Emit the value on top of the stack under `key` (j NULL: only check). */
 static void emit_value(lua_State *L, const smrules_api *api, smrules_json *j,
                        const char *key, int depth) {
   int top = lua_gettop(L);
   size_t n;
+  if (!j) {
+    size_t len = 0;
+    if (lua_type(L, top) == LUA_TSTRING)
+      lua_tolstring(L, top, &len);
+    checked_bytes += strlen(key) + len + 32; /* node overhead */
+  }
   switch (lua_type(L, top)) {
   case LUA_TBOOLEAN:
     if (j)
@@ -160,11 +171,21 @@ static void emit_table(lua_State *L, const smrules_api *api, smrules_json *j,
 
 /* Check the whole table first so a bad value adds nothing to the report. */
 static void report_into(lua_State *L, smrules_json *(*make)(smrules_ctx *),
-                        const char *what) {
+                        const char *what, size_t *held) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
   smr_lua_host *h = smr_lua_host_of(L);
+  checked_bytes = 0;
   emit_table(L, h->api, NULL, 1, 0);
+  /* the host keeps this data outside the Lua heap: it counts toward the
+   * rule's memory limit all the same */
+  if (!smr_lua_sandbox_charge(L, checked_bytes)) {
+    char msg[96];
+    smr_lua_sandbox_memory_message(L, msg, sizeof msg);
+    luaL_error(L, "report.%s: %s (report data counts toward the limit)", what,
+               msg);
+  }
+  *held += checked_bytes;
   smrules_json *j = make(h->ctx);
   if (!j)
     luaL_error(L, "report.%s: not available here", what);
@@ -172,12 +193,14 @@ static void report_into(lua_State *L, smrules_json *(*make)(smrules_ctx *),
 }
 
 static int report_violation(lua_State *L) {
-  report_into(L, smr_lua_host_of(L)->api->violation, "violation");
+  smr_lua_host *h = smr_lua_host_of(L);
+  report_into(L, h->api->violation, "violation", &h->step_bytes);
   return 0;
 }
 
 static int report_details(lua_State *L) {
-  report_into(L, smr_lua_host_of(L)->api->details, "details");
+  smr_lua_host *h = smr_lua_host_of(L);
+  report_into(L, h->api->details, "details", &h->details_bytes);
   return 0;
 }
 

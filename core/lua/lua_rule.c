@@ -34,6 +34,7 @@ typedef struct lua_rule {
 void smr_lua_limits_default(smr_lua_limits *l) {
   l->instructions = 10 * 1000 * 1000;
   l->memory_bytes = (size_t)64 << 20;
+  l->seconds = 60;
 }
 
 /* What the loading steps need inside the protected calls. */
@@ -330,6 +331,9 @@ int smr_lua_rule_check(const char *script_path, smr_error *err) {
 static int lua_rule_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
   lua_rule *r = impl;
   set_ctx(r, ctx);
+  /* the host drops the last step's violations now: so does the charge */
+  smr_lua_sandbox_uncharge(r->L, r->host.step_bytes);
+  r->host.step_bytes = 0;
   outcome o;
   run_protected(r, call_invoke, NULL, (lua_Integer)step, &o);
   if (o.code == 0)

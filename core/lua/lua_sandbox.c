@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -114,6 +115,21 @@ void smr_lua_sandbox_uncharge(lua_State *L, size_t bytes) {
 
 /* -------------------------------------------------------- instructions */
 
+static double monotonic_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The wall clock, read at each hook tick: whatever the counts miss (work
+ * in C that no charge foresaw), a call ends by its deadline. */
+static bool past_deadline(smr_lua_sandbox *sb) {
+  if (!sb->time_exceeded && sb->seconds > 0 &&
+      monotonic_seconds() > sb->deadline)
+    sb->time_exceeded = true;
+  return sb->time_exceeded;
+}
+
 static bool memory_broken(smr_lua_sandbox *sb) {
   /* a refusal still pending when Lua code runs again was final */
   if (sb->mem_pending)
@@ -127,7 +143,7 @@ static bool memory_broken(smr_lua_sandbox *sb) {
 static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   smr_lua_sandbox *sb = sandbox_of(L);
-  if (!sb->budget_exceeded && !memory_broken(sb)) {
+  if (!sb->budget_exceeded && !memory_broken(sb) && !past_deadline(sb)) {
     int count = lua_gethookcount(L);
     sb->executed += count;
     if (sb->executed <= sb->budget) {
@@ -141,6 +157,8 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   if (sb->budget_exceeded) {
     lua_pushfstring(L, "instruction limit of %I exceeded",
                     (lua_Integer)sb->budget);
+  } else if (sb->time_exceeded) {
+    lua_pushfstring(L, "time limit of %f s per call exceeded", sb->seconds);
   } else {
     char msg[96];
     smr_lua_sandbox_memory_message(L, msg, sizeof msg);
@@ -156,9 +174,18 @@ static int raise_budget(lua_State *L, smr_lua_sandbox *sb) {
                     (lua_Integer)sb->budget);
 }
 
+/* Work charged beyond the budget, or a call past its deadline, raises
+ * before the work is done. */
+
 void smr_lua_sandbox_charge_work(lua_State *L, double instructions) {
   smr_lua_sandbox *sb = sandbox_of(L);
-  if (sb->budget <= 0 || !(instructions > 0))
+  if (!(instructions > 0))
+    return;
+  if (past_deadline(sb)) {
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    luaL_error(L, "time limit of %f s per call exceeded", sb->seconds);
+  }
+  if (sb->budget <= 0)
     return;
   if (instructions > (double)(sb->budget - sb->executed))
     raise_budget(L, sb);
@@ -171,7 +198,9 @@ void smr_lua_sandbox_begin_call(lua_State *L) {
   sb->budget_exceeded = false;
   sb->mem_pending = false;
   sb->mem_exceeded = false;
-  if (sb->budget > 0)
+  sb->time_exceeded = false;
+  sb->deadline = monotonic_seconds() + sb->seconds;
+  if (sb->budget > 0 || sb->seconds > 0)
     lua_sethook(L, count_hook, LUA_MASKCOUNT, sb->chunk);
 }
 
@@ -186,6 +215,10 @@ bool smr_lua_sandbox_broken(lua_State *L, char *msg, size_t n) {
     smr_lua_sandbox_memory_message(L, msg, n);
     return true;
   }
+  if (sb->time_exceeded) {
+    snprintf(msg, n, "time limit of %g s per call exceeded", sb->seconds);
+    return true;
+  }
   return false;
 }
 
@@ -195,6 +228,7 @@ lua_State *smr_lua_sandbox_new(smr_lua_sandbox *sb, const smr_lua_limits *l) {
   memset(sb, 0, sizeof *sb);
   sb->limit = l->memory_bytes > 0 ? l->memory_bytes : SIZE_MAX;
   sb->budget = l->instructions;
+  sb->seconds = l->seconds;
   sb->chunk = sb->budget > 0 && sb->budget < HOOK_INTERVAL ? (int)sb->budget
                                                            : HOOK_INTERVAL;
   return lua_newstate(sandbox_alloc, sb);
@@ -348,10 +382,15 @@ static size_t skip_set(const char *p, size_t m, size_t i) {
   return i + 1;
 }
 
-/* Number of variable-length repetitions ('*', '+', '-') in a pattern: each
- * multiplies the worst case of a match by the subject length. */
-static int pattern_repetitions(const char *p, size_t m) {
-  int k = 0;
+/* What multiplies the worst case of a match: each variable-length
+ * repetition ('*', '+', '-') and each balance ("%b") by the subject
+ * length, each optional item ('?') by two (backtracking tries both). */
+typedef struct pattern_shape {
+  int repetitions, optionals;
+} pattern_shape;
+
+static pattern_shape pattern_shape_of(const char *p, size_t m) {
+  pattern_shape k = {0, 0};
   size_t i = 0;
   while (i < m) {
     if (p[i] == '(' || p[i] == ')') {
@@ -359,6 +398,7 @@ static int pattern_repetitions(const char *p, size_t m) {
       continue;
     }
     if (p[i] == '%' && i + 1 < m && p[i + 1] == 'b') {
+      k.repetitions++;
       i += 4;
       continue;
     }
@@ -368,9 +408,10 @@ static int pattern_repetitions(const char *p, size_t m) {
     }
     i = p[i] == '%' ? i + 2 : p[i] == '[' ? skip_set(p, m, i) : i + 1;
     if (i < m && (p[i] == '*' || p[i] == '+' || p[i] == '-')) {
-      k++;
+      k.repetitions++;
       i++;
     } else if (i < m && p[i] == '?') {
+      k.optionals++;
       i++;
     }
   }
@@ -378,7 +419,8 @@ static int pattern_repetitions(const char *p, size_t m) {
 }
 
 /* Worst-case steps of matching pattern (arg 2) in subject (arg 1), in
- * instructions: (start positions) x (pattern length) x n^repetitions. */
+ * instructions: (start positions) x (pattern length) x n^repetitions x
+ * 2^optionals (each capped by what the subject allows). */
 static double pattern_cost(lua_State *L, bool plain_ok, bool anchor_ok) {
   double n = arg_len(L, 1) + 1;
   size_t m = 0;
@@ -390,9 +432,11 @@ static double pattern_cost(lua_State *L, bool plain_ok, bool anchor_ok) {
   if (p && !plain) {
     if (anchor_ok && m > 0 && p[0] == '^')
       cost = (double)m + 1;
-    int k = pattern_repetitions(p, m);
-    for (int i = 0; i < k && cost < 1e30; i++)
+    pattern_shape k = pattern_shape_of(p, m);
+    for (int i = 0; i < k.repetitions && cost < 1e30; i++)
       cost *= n;
+    for (int i = 0; i < k.optionals && i < n && cost < 1e30; i++)
+      cost *= 2;
   }
   return cost / PATTERN_STEPS_PER_INSTRUCTION;
 }
@@ -444,6 +488,53 @@ static int guarded_sort(lua_State *L) {
   return call_original(L, steps / ELEMENTS_PER_INSTRUCTION);
 }
 
+/* table.insert(t, pos, v) / table.remove(t, pos) shift the elements
+ * after pos; appending or removing the last is one step. */
+static double shifted(lua_State *L, int pos_arg) {
+  if (lua_type(L, 1) != LUA_TTABLE || lua_type(L, pos_arg) != LUA_TNUMBER)
+    return 0;
+  double n = (double)lua_rawlen(L, 1), pos = (double)lua_tointeger(L, pos_arg);
+  return n >= pos ? n - pos + 1 : 0;
+}
+
+static int guarded_insert(lua_State *L) {
+  double moved = lua_gettop(L) >= 3 ? shifted(L, 2) : 0;
+  return call_original(L, moved / ELEMENTS_PER_INSTRUCTION);
+}
+
+static int guarded_remove(lua_State *L) {
+  double moved = lua_gettop(L) >= 2 ? shifted(L, 2) : 0;
+  return call_original(L, moved / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* table.concat(t, sep, i, j) and table.unpack(t, i, j) visit j - i + 1
+ * elements (j defaults to #t). */
+static double range_count(lua_State *L, int i_arg) {
+  double n = lua_type(L, 1) == LUA_TTABLE ? (double)lua_rawlen(L, 1) : 0;
+  double i =
+      lua_type(L, i_arg) == LUA_TNUMBER ? (double)lua_tointeger(L, i_arg) : 1;
+  double j = lua_type(L, i_arg + 1) == LUA_TNUMBER
+                 ? (double)lua_tointeger(L, i_arg + 1)
+                 : n;
+  return j >= i ? j - i + 1 : 0;
+}
+
+static int guarded_concat(lua_State *L) {
+  return call_original(L, range_count(L, 3) / ELEMENTS_PER_INSTRUCTION);
+}
+
+static int guarded_unpack(lua_State *L) {
+  return call_original(L, range_count(L, 2) / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* string.format copies every string argument. */
+static int guarded_format(lua_State *L) {
+  double bytes = 0;
+  for (int i = 1; i <= lua_gettop(L); i++)
+    bytes += arg_len(L, i);
+  return call_original(L, bytes / ALLOC_BYTES_PER_INSTRUCTION);
+}
+
 static int guarded_scan(lua_State *L) {
   return call_original(L, arg_len(L, 1) / ALLOC_BYTES_PER_INSTRUCTION);
 }
@@ -488,6 +579,11 @@ static void guard_costly_functions(lua_State *L) {
   guard(L, LUA_STRLIBNAME, "rep", guarded_rep);
   guard(L, LUA_TABLIBNAME, "move", guarded_move);
   guard(L, LUA_TABLIBNAME, "sort", guarded_sort);
+  guard(L, LUA_TABLIBNAME, "insert", guarded_insert);
+  guard(L, LUA_TABLIBNAME, "remove", guarded_remove);
+  guard(L, LUA_TABLIBNAME, "concat", guarded_concat);
+  guard(L, LUA_TABLIBNAME, "unpack", guarded_unpack);
+  guard(L, LUA_STRLIBNAME, "format", guarded_format);
   guard(L, LUA_UTF8LIBNAME, "len", guarded_scan);
   guard(L, LUA_UTF8LIBNAME, "offset", guarded_scan);
 }

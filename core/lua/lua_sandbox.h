@@ -29,6 +29,9 @@ typedef struct smr_lua_sandbox {
   int64_t executed; /* instructions counted in the current call */
   int chunk;        /* hook interval */
   bool budget_exceeded;
+  double seconds;  /* wall clock per call (<= 0: none) */
+  double deadline; /* CLOCK_MONOTONIC seconds the current call ends by */
+  bool time_exceeded;
 } smr_lua_sandbox;
 
 /* A new state whose allocations are counted in (and capped by) `sb`.  NULL

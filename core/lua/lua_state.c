@@ -1,8 +1,8 @@
 /* lua_state.c - what a Lua rule keeps across runs (docs/lua-api.md,
  * "Keeping state across runs"): the value the script's save_state()
  * returns, written as a Lua constructor expression ("{[\"best\"]=0.5,...}")
- * and read back with the sandbox's text-only loader in an empty
- * environment, so stored text can only build plain values.
+ * and read back by a reader of exactly that form (never run as code), so
+ * stored text can only build plain values.
  *
  * Values: nil, booleans, integers, floats (nan and infinities included,
  * written as 0/0, 1/0, -1/0), strings (any bytes), and tables of those
@@ -10,7 +10,9 @@
  * without cycles.  Anything else is an error naming the key path. */
 #include "lua/lua_state.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,19 +203,177 @@ int smr_lua_state_save(lua_State *L) {
   return 1;
 }
 
+/* ------------------------------------------------------------ reading */
+
+/* The stored text is the trial's (anyone who can write the state file
+ * can change it): it is never run.  This reader accepts exactly the form
+ * the writer above produces and builds plain values with raw table
+ * accesses; no string method, metatable or function is ever reached, and
+ * its work is linear in the text. */
+typedef struct in {
+  lua_State *L;
+  const char *s, *p, *end;
+} in;
+
+static int bad(in *t, const char *what) {
+  return luaL_error(t->L, "stored state: byte %d: %s", (int)(t->p - t->s),
+                    what);
+}
+
+static bool eat(in *t, const char *lit) {
+  size_t n = strlen(lit);
+  if ((size_t)(t->end - t->p) < n || memcmp(t->p, lit, n) != 0)
+    return false;
+  t->p += n;
+  return true;
+}
+
+static void get_value(in *t, int depth);
+
+static void get_string(in *t) {
+  luaL_Buffer b;
+  luaL_buffinit(t->L, &b);
+  t->p++; /* the opening quote */
+  for (;;) {
+    if (t->p >= t->end)
+      bad(t, "unterminated string");
+    char c = *t->p++;
+    if (c == '"')
+      break;
+    if (c != '\\') {
+      luaL_addchar(&b, c);
+      continue;
+    }
+    if (t->p < t->end && (*t->p == '"' || *t->p == '\\')) {
+      luaL_addchar(&b, *t->p++);
+      continue;
+    }
+    int v = 0;
+    for (int k = 0; k < 3; k++, t->p++) {
+      if (t->p >= t->end || *t->p < '0' || *t->p > '9')
+        bad(t, "expected \\\" \\\\ or \\ and three digits");
+      v = v * 10 + (*t->p - '0');
+    }
+    if (v > 255)
+      bad(t, "character code above 255");
+    luaL_addchar(&b, (char)v);
+  }
+  luaL_pushresult(&b);
+}
+
+static bool number_char(const char *q, const char *start) {
+  if ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
+      *q == '+')
+    return true;
+  /* a sign: leading, or of an exponent */
+  return *q == '-' && (q == start || q[-1] == 'e' || q[-1] == 'E');
+}
+
+/* "(N-1)": the smallest integer, which has no literal. */
+static void get_min_integer(in *t) {
+  if (!eat(t, "(-9223372036854775807-1)"))
+    bad(t, "expected a number");
+  lua_pushinteger(t->L, LUA_MININTEGER);
+}
+
+static void get_number(in *t) {
+  if (eat(t, "(0/0)")) {
+    lua_pushnumber(t->L, NAN);
+    return;
+  }
+  if (eat(t, "(1/0)")) {
+    lua_pushnumber(t->L, HUGE_VAL);
+    return;
+  }
+  if (eat(t, "(-1/0)")) {
+    lua_pushnumber(t->L, -HUGE_VAL);
+    return;
+  }
+  if (*t->p == '(') {
+    get_min_integer(t);
+    return;
+  }
+  const char *q = t->p;
+  bool is_float = false;
+  for (; q < t->end && number_char(q, t->p); q++)
+    is_float = is_float || *q == '.' || *q == 'e' || *q == 'E';
+  char num[64];
+  size_t n = (size_t)(q - t->p);
+  if (n == 0 || n >= sizeof num)
+    bad(t, "expected a number");
+  memcpy(num, t->p, n);
+  num[n] = '\0';
+  char *stop;
+  errno = 0;
+  if (is_float) {
+    double d = strtod(num, &stop);
+    if (*stop)
+      bad(t, "expected a number");
+    lua_pushnumber(t->L, d);
+  } else {
+    long long v = strtoll(num, &stop, 10);
+    if (*stop || errno == ERANGE)
+      bad(t, "expected an integer in range");
+    lua_pushinteger(t->L, (lua_Integer)v);
+  }
+  t->p = q;
+}
+
+static void get_table(in *t, int depth) {
+  if (depth > MAX_DEPTH)
+    bad(t, "tables nested too deep");
+  luaL_checkstack(t->L, 4, "stored state");
+  t->p++; /* { */
+  lua_newtable(t->L);
+  while (!eat(t, "}")) {
+    if (!eat(t, "["))
+      bad(t, "expected '[' or '}'");
+    get_value(t, depth + 1);
+    int kt = lua_type(t->L, -1);
+    if (kt == LUA_TNIL || kt == LUA_TTABLE ||
+        (kt == LUA_TNUMBER && isnan(lua_tonumber(t->L, -1))))
+      bad(t, "a key must be a string, a number or a boolean");
+    if (!eat(t, "]="))
+      bad(t, "expected ']='");
+    get_value(t, depth + 1);
+    if (!eat(t, ","))
+      bad(t, "expected ','");
+    lua_rawset(t->L, -3);
+  }
+}
+
+static void get_value(in *t, int depth) {
+  if (t->p >= t->end)
+    bad(t, "the text ends early");
+  char c = *t->p;
+  if (c == '{')
+    get_table(t, depth);
+  else if (c == '"')
+    get_string(t);
+  else if (eat(t, "nil"))
+    lua_pushnil(t->L);
+  else if (eat(t, "true"))
+    lua_pushboolean(t->L, 1);
+  else if (eat(t, "false"))
+    lua_pushboolean(t->L, 0);
+  else if (c == '(' || c == '-' || (c >= '0' && c <= '9'))
+    get_number(t);
+  else
+    bad(t, "expected a value");
+}
+
 int smr_lua_state_load(lua_State *L) {
   const char *text = lua_touserdata(L, 1);
   int type = lua_getglobal(L, "load_state");
   if (type != LUA_TFUNCTION)
     return luaL_error(L, "the script defines no function load_state(state)");
-  char *chunk = smr_xasprintf("return %s", text);
-  int st = smr_lua_sandbox_load(L, chunk, strlen(chunk), "=stored state");
-  free(chunk);
-  if (st != LUA_OK)
-    return lua_error(L);
-  lua_newtable(L); /* an empty environment: plain values only */
-  lua_setupvalue(L, -2, 1);
-  lua_call(L, 0, 1);
+  size_t n = strlen(text);
+  if (n > MAX_TEXT)
+    return luaL_error(L, "stored state: larger than %u bytes", MAX_TEXT);
+  in t = {L, text, text, text + n};
+  get_value(&t, 0);
+  if (t.p != t.end)
+    bad(&t, "text after the value");
   lua_call(L, 1, 0);
   return 0;
 }

@@ -19,6 +19,10 @@ typedef struct smr_lua_host {
   smrules_ctx *ctx;
   const smrules_api *api;
   smr_trial *trial;
+  /* report data held by the host on the rule's behalf, charged to its
+   * memory limit (lua_report.c): details for the run, violations for the
+   * current step */
+  size_t details_bytes, step_bytes;
 } smr_lua_host;
 
 /* Host work charged to the instruction budget (see lua_sandbox.c): one

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/jsonw.h"
+#include "base/safefs.h"
 
 static void result_json(smr_jw *w, smr_instance *in) {
   const smr_i64v *trig = smr_instance_triggered(in);
@@ -144,71 +145,68 @@ void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f) {
   }
 }
 
-static int mkdirs(const char *path) {
-  char *p = smr_xstrdup(path);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    mkdir(p, 0755);
-    *s = '/';
+/* `text` and a newline replace `name` in the directory `dirfd`. */
+static int write_text(int dirfd, const char *dir, const char *name,
+                      const char *text, smr_error *err) {
+  char *shown = smr_xasprintf("%s/%s", dir, name);
+  size_t n = strlen(text);
+  char *data = smr_xmalloc(n + 1);
+  memcpy(data, text, n);
+  data[n] = '\n';
+  int rc = smr_safe_write_at(dirfd, name, data, n + 1, shown, err);
+  free(data);
+  free(shown);
+  return rc;
+}
+
+/* One instance's report.json and result.json in <dir>/<name>/. */
+static int write_instance(smr_instance *in, const char *dir, const char *trial,
+                          smr_error *err) {
+  /* everything below the trial folder is someone else's: no link there
+   * is followed (base/safefs.h) */
+  char *d = smr_xasprintf("%s/%s", dir, smr_instance_name(in));
+  int dfd;
+  if (smr_safe_dir_open(d, trial, true, &dfd, err) != SMR_OK) {
+    free(d);
+    return SMR_ERR_IO;
   }
-  int rc = mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
-  free(p);
+  char *rep = smr_instance_report(in);
+  int rc = write_text(dfd, d, "report.json", rep, err);
+  free(rep);
+  smr_jw w = {0};
+  smr_jw_obj(&w);
+  smr_jw_key(&w, "trial");
+  smr_jw_str(&w, trial);
+  smr_jw_key(&w, "result");
+  result_json(&w, in);
+  smr_jw_obj_end(&w);
+  char *res = smr_jw_finish(&w);
+  if (rc == SMR_OK)
+    rc = write_text(dfd, d, "result.json", res, err);
+  free(res);
+  close(dfd);
+  free(d);
   return rc;
 }
 
-static int write_text(const char *path, const char *text, smr_error *err) {
-  char *tmp = smr_xasprintf("%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
-  int rc = SMR_OK;
-  if (!f || fputs(text, f) < 0 || fputs("\n", f) < 0)
-    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot write: %s",
-                       strerror(errno));
-  if (f && fclose(f) != 0 && rc == SMR_OK)
-    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot write: %s",
-                       strerror(errno));
-  if (rc == SMR_OK && rename(tmp, path) != 0)
-    rc = smr_error_set(err, SMR_ERR_IO, path, -1, "cannot rename: %s",
-                       strerror(errno));
-  if (rc != SMR_OK)
-    unlink(tmp);
-  free(tmp);
-  return rc;
-}
-
+/* A folder refused for one rule does not keep the others' files from
+ * being written; the first error is returned. */
 int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
                            smr_error *err) {
+  int first = SMR_OK;
   for (size_t i = 0; i < smr_runner_count(r); i++) {
-    smr_instance *in = smr_runner_instance(r, i);
-    char *d = smr_xasprintf("%s/%s", dir, smr_instance_name(in));
-    if (mkdirs(d) != 0) {
-      int rc = smr_error_set(err, SMR_ERR_IO, d, -1, "cannot create: %s",
-                             strerror(errno));
-      free(d);
-      return rc;
+    smr_error e;
+    smr_error_clear(&e);
+    int rc = write_instance(smr_runner_instance(r, i), dir, trial, &e);
+    if (rc != SMR_OK && first == SMR_OK) {
+      first = rc;
+      if (err)
+        *err = e;
+    } else if (rc != SMR_OK) {
+      char msg[SMR_ERR_MSG_MAX + 64];
+      smr_error_format(&e, msg, sizeof msg);
+      fprintf(stderr, "smrules: %s\n", msg);
     }
-    char *rep = smr_instance_report(in);
-    char *path = smr_xasprintf("%s/report.json", d);
-    int rc = write_text(path, rep, err);
-    free(path);
-    free(rep);
-    smr_jw w = {0};
-    smr_jw_obj(&w);
-    smr_jw_key(&w, "trial");
-    smr_jw_str(&w, trial);
-    smr_jw_key(&w, "result");
-    result_json(&w, in);
-    smr_jw_obj_end(&w);
-    char *res = smr_jw_finish(&w);
-    path = smr_xasprintf("%s/result.json", d);
-    if (rc == SMR_OK)
-      rc = write_text(path, res, err);
-    free(path);
-    free(res);
-    free(d);
-    if (rc != SMR_OK)
-      return rc;
   }
-  return SMR_OK;
+  return first;
 }

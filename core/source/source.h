@@ -27,7 +27,9 @@ typedef struct smr_source_listing {
   size_t n, cap;
 } smr_source_listing;
 
-/* A byte range of a file, owned until smr_range_release. */
+/* A byte range of a file, valid until smr_range_release.  A local source
+ * may lend a buffer of the calling thread: release a range before the
+ * same thread reads the next one. */
 typedef struct smr_range {
   const uint8_t *data;
   size_t len;

@@ -10,10 +10,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -73,7 +74,10 @@ static bool resolved_inside(const local_source *s, const char *rel) {
   return ok;
 }
 
-/* Open `rel` read-only, confined to the root.  Returns fd or -1 (errno). */
+/* Open `rel` read-only, confined to the root.  Returns fd or -1 (errno).
+ * O_NONBLOCK: opening a FIFO planted in the trial must not wait for a
+ * writer (callers then refuse anything but a regular file); reads of
+ * regular files are not affected. */
 static int open_beneath(smr_source *src, const char *rel, int flags) {
   local_source *s = L(src);
   if (!smr_path_is_safe(rel)) {
@@ -82,7 +86,7 @@ static int open_beneath(smr_source *src, const char *rel, int flags) {
   }
   if (s->have_openat2) {
     struct open_how how = {0};
-    how.flags = (uint64_t)(flags | O_CLOEXEC);
+    how.flags = (uint64_t)(flags | O_CLOEXEC | O_NONBLOCK);
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     long fd = syscall(SYS_openat2, s->rootfd, rel, &how, sizeof how);
     if (fd >= 0 || errno != ENOSYS)
@@ -93,7 +97,7 @@ static int open_beneath(smr_source *src, const char *rel, int flags) {
     errno = EXDEV;
     return -1;
   }
-  return openat(s->rootfd, rel, flags | O_CLOEXEC);
+  return openat(s->rootfd, rel, flags | O_CLOEXEC | O_NONBLOCK);
 }
 
 static const char *open_error(int e) {
@@ -218,6 +222,56 @@ static int local_read_all(smr_source *s, const char *rel, size_t max,
   return SMR_OK;
 }
 
+/* Records are read into a buffer kept per thread and reused: a fresh
+ * allocation per record (mapped, faulted in and unmapped again for large
+ * ones) would cost more than the read.  The buffer is lent to the caller
+ * until its next read_range on the same thread (the reader decodes a
+ * record and releases it before reading the next); records larger than
+ * KEEP_MAX get a buffer of their own. */
+#define KEEP_MAX ((size_t)64 << 20)
+
+typedef struct record_buf {
+  uint8_t *p;
+  size_t cap;
+} record_buf;
+
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_free(void *v) {
+  record_buf *b = v;
+  free(b->p);
+  free(b);
+}
+
+static void buf_key_make(void) {
+  pthread_key_create(&buf_key, buf_free);
+}
+
+static uint8_t *record_buffer(size_t len, bool *owned) {
+  *owned = len > KEEP_MAX;
+  if (*owned)
+    return malloc(len ? len : 1);
+  pthread_once(&buf_once, buf_key_make);
+  record_buf *b = pthread_getspecific(buf_key);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(buf_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->cap < len || !b->p) {
+    size_t cap = len > 4096 ? len : 4096;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p)
+      return NULL;
+    b->p = p;
+    b->cap = cap;
+  }
+  return b->p;
+}
+
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
@@ -244,21 +298,40 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     close(fd);
     return SMR_OK;
   }
-  /* Map the page-aligned span covering the range; MAP_POPULATE avoids a
-   * fault per page since the whole range is about to be decoded. */
-  long page = sysconf(_SC_PAGESIZE);
-  uint64_t start = off - off % (uint64_t)page;
-  size_t map_len = (size_t)(off + len - start);
-  void *m = mmap(NULL, map_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
-                 (off_t)start);
+  /* Read, not mapped: a file that the trial's writer truncates while it
+   * is read must be an error for this record, not SIGBUS (a mapping
+   * faults on pages past the new end). */
+  bool owned;
+  uint8_t *p = record_buffer((size_t)len, &owned);
+  if (!p) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_NOMEM, rel, (int64_t)off,
+                         "cannot allocate %llu bytes for the record",
+                         (unsigned long long)len);
+  }
+  size_t got = 0;
+  while (got < len) {
+    ssize_t r = pread(fd, p + got, (size_t)len - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      int e = r < 0 ? errno : 0;
+      close(fd);
+      if (owned)
+        free(p);
+      if (e)
+        return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)(off + got),
+                             "read failed: %s", strerror(e));
+      return smr_error_set(err, SMR_ERR_FORMAT, rel, (int64_t)(off + got),
+                           "the file shrank while it was read (%llu of the "
+                           "%llu bytes of the record were there)",
+                           (unsigned long long)got, (unsigned long long)len);
+    }
+    got += (size_t)r;
+  }
   close(fd);
-  if (m == MAP_FAILED)
-    return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)off,
-                         "cannot map %llu bytes: %s", (unsigned long long)len,
-                         strerror(errno));
-  out->map_ = m;
-  out->map_len_ = map_len;
-  out->data = (const uint8_t *)m + (off - start);
+  out->heap_ = owned ? p : NULL;
+  out->data = p;
   out->len = (size_t)len;
   return SMR_OK;
 }

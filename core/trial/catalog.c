@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "format/tensor.h"
+#include "trial/statedb.h"
 
 #define SCHEMA_VERSION "3"
 
@@ -17,25 +18,10 @@ struct smr_catalog {
   sqlite3_stmt *q_entries_any, *q_entries_key;
 };
 
-static const char *SCHEMA =
-    "PRAGMA journal_mode=WAL;"
-    "PRAGMA synchronous=NORMAL;"
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);"
-    /* one row per index file seen; status 0 = read, 1 = failed */
-    "CREATE TABLE IF NOT EXISTS index_files("
-    " id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL, step INTEGER,"
-    " worker TEXT, mode INTEGER, mode_step INTEGER, event_file TEXT,"
-    " status INTEGER NOT NULL, error TEXT, err_offset INTEGER);"
-    "CREATE INDEX IF NOT EXISTS index_files_mode"
-    " ON index_files(mode, mode_step);"
-    "CREATE TABLE IF NOT EXISTS tensors(id INTEGER PRIMARY KEY,"
-    " name TEXT UNIQUE NOT NULL);"
-    /* kind 0 raw value, 1 shape only, 2 saved reduction */
-    "CREATE TABLE IF NOT EXISTS entries(tensor INTEGER NOT NULL,"
-    " index_id INTEGER NOT NULL, kind INTEGER NOT NULL, reduction INTEGER,"
-    " abs INTEGER, start INTEGER, length INTEGER, shape TEXT);"
-    "CREATE INDEX IF NOT EXISTS entries_tensor ON entries(tensor, index_id);"
-    "CREATE INDEX IF NOT EXISTS entries_index ON entries(index_id, tensor);";
+/* The tables are SMR_SCHEMA_CATALOG (statedb.c: the state file's whole
+ * schema is defined in one place, to be checked against). */
+static const char *PRAGMAS = "PRAGMA journal_mode=WAL;"
+                             "PRAGMA synchronous=NORMAL;";
 
 static int sql_fail(smr_catalog *c, smr_error *err, const char *what) {
   return smr_error_set(err, SMR_ERR_SQL, "", -1, "catalog: %s: %s", what,
@@ -122,14 +108,15 @@ static int open_once(const char *path, const char *root, smr_catalog **out,
   smr_catalog *c = smr_xcalloc(1, sizeof *c);
   int flags =
       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
-  if (sqlite3_open_v2(path, &c->db, flags, NULL) != SQLITE_OK) {
-    smr_error_set(err, SMR_ERR_SQL, path, -1, "cannot open catalog: %s",
-                  c->db ? sqlite3_errmsg(c->db) : "out of memory");
+  int rc = smr_statedb_open(path, flags, &c->db, busy, err);
+  if (rc != SMR_OK) {
     smr_catalog_close(c);
-    return SMR_ERR_SQL;
+    return rc;
   }
   sqlite3_busy_timeout(c->db, 5000);
-  int rc = exec(c, SCHEMA, err);
+  rc = exec(c, PRAGMAS, err);
+  if (rc == SMR_OK)
+    rc = exec(c, SMR_SCHEMA_CATALOG, err);
   if (rc == SMR_OK)
     rc = prepare_all(c, err);
   if (rc == SMR_OK)
@@ -290,13 +277,19 @@ static int add_payloads(smr_catalog *c, int64_t index_id, const smr_index *ix,
     int red = 0;
     bool abs = false;
     bool is_red = smr_reduction_name_parse(t->name, &base, &red, &abs);
+    if (t->problem && is_red) { /* optional: the value gives it too */
+      free(base);
+      continue;
+    }
     int64_t tid = tensor_id_for(c, is_red ? base : t->name, err);
     free(base);
     if (tid < 0)
       return SMR_ERR_SQL;
-    int rc = add_entry(c, tid, index_id,
-                       is_red ? SMR_ENTRY_REDUCTION : SMR_ENTRY_RAW, red, abs,
-                       t->start_idx, t->length, NULL, err);
+    int kind = t->problem ? SMR_ENTRY_BAD
+               : is_red   ? SMR_ENTRY_REDUCTION
+                          : SMR_ENTRY_RAW;
+    int rc = add_entry(c, tid, index_id, kind, red, abs, t->start_idx,
+                       t->length, t->problem, err);
     if (rc)
       return rc;
   }
@@ -385,6 +378,11 @@ static void entries_push(smr_entries *out, sqlite3_stmt *st) {
     parse_shape((const char *)sqlite3_column_text(st, 10), e);
   e->index_path = col_dup(st, 11);
   e->problem = col_dup(st, 12);
+  if (e->kind == SMR_ENTRY_BAD) { /* the index's own entry is wrong */
+    e->kind = SMR_ENTRY_RAW;
+    free(e->problem);
+    e->problem = col_dup(st, 10);
+  }
 }
 
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,

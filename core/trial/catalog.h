@@ -39,6 +39,9 @@ int smr_catalog_add_index(smr_catalog *c, const char *path, int64_t step,
 
 /* Kinds of entries. */
 enum { SMR_ENTRY_RAW = 0, SMR_ENTRY_SHAPE = 1, SMR_ENTRY_REDUCTION = 2 };
+/* Stored only: an index entry whose place is not valid (the why is kept
+ * in the shape column); read back as a raw entry with `problem` set. */
+enum { SMR_ENTRY_BAD = 3 };
 
 typedef struct smr_entry {
   int64_t step; /* global step */

@@ -6,19 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trial/statedb.h"
+
 static int fail(sqlite3 *db, smr_error *err, const char *what) {
   return smr_error_set(err, SMR_ERR_SQL, "", -1, "rule state: %s: %s", what,
                        sqlite3_errmsg(db));
 }
 
 int smr_state_init(sqlite3 *db, smr_error *err) {
-  const char *sql =
-      "CREATE TABLE IF NOT EXISTS rule_state(instance TEXT PRIMARY KEY,"
-      " config_hash TEXT, last_step INTEGER, status INTEGER,"
-      " triggered TEXT, skipped TEXT, evaluated INTEGER, violations INTEGER,"
-      " datapoints INTEGER, last_trigger TEXT, impl_state TEXT, report TEXT,"
-      " message TEXT, updated REAL)";
-  if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+  if (sqlite3_exec(db, SMR_SCHEMA_RULE_STATE, NULL, NULL, NULL) != SQLITE_OK)
     return fail(db, err, "create table");
   return SMR_OK;
 }
@@ -40,6 +36,24 @@ static void json_i64v(const char *text, smr_i64v *out) {
       smr_i64v_push(out, (int64_t)it->valuedouble);
   }
   cJSON_Delete(a);
+}
+
+/* Stored JSON is never passed on as stored: it is parsed and written
+ * again, so only a well-formed value of the expected kind comes out (a
+ * forged key or an unbalanced bracket cannot reach the output); NULL when
+ * it does not parse or is not an object. */
+static char *json_object_col(sqlite3_stmt *st, int i) {
+  const char *t = (const char *)sqlite3_column_text(st, i);
+  int n = sqlite3_column_bytes(st, i);
+  cJSON *v = t ? cJSON_ParseWithLength(t, (size_t)n) : NULL;
+  char *out = NULL;
+  if (cJSON_IsObject(v)) {
+    char *p = cJSON_PrintUnformatted(v);
+    out = p ? smr_xstrdup(p) : NULL;
+    cJSON_free(p);
+  }
+  cJSON_Delete(v);
+  return out;
 }
 
 static char *col(sqlite3_stmt *st, int i) {
@@ -70,9 +84,9 @@ int smr_state_load(sqlite3 *db, const char *instance, smr_rule_state *out,
     out->evaluated = sqlite3_column_int64(st, 5);
     out->violations = sqlite3_column_int64(st, 6);
     out->datapoints = sqlite3_column_int64(st, 7);
-    out->last_trigger = col(st, 8);
+    out->last_trigger = json_object_col(st, 8);
     out->impl_state = col(st, 9);
-    out->report = col(st, 10);
+    out->report = json_object_col(st, 10);
     out->message = col(st, 11);
   }
   sqlite3_finalize(st);

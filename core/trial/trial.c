@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/regex.h"
+#include "base/safefs.h"
 #include "format/event.h"
 #include "format/record.h"
 #include "source/source.h"
@@ -74,32 +76,89 @@ const char *smr_availability_name(smr_availability a) {
 
 /* ---------------------------------------------------------------- state */
 
-static bool make_dir(const char *path) {
-  return mkdir(path, 0755) == 0 || errno == EEXIST;
+/* <root>/.smrules, made without following a link planted there: 1 when
+ * it is there, 0 when it cannot be made (a read-only trial: *why says
+ * what the system said), an error when something that is not our
+ * directory (a link) stands there. */
+static int make_state_dir(const char *root, const char *dir, char *why,
+                          size_t nwhy, smr_error *err) {
+  int fd;
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_safe_dir_open(dir, root, true, &fd, &e) == SMR_OK) {
+    close(fd);
+    return 1;
+  }
+  struct stat st;
+  if (lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+    if (err)
+      *err = e;
+    return -1;
+  }
+  snprintf(why, nwhy, "%s", e.msg);
+  return 0;
 }
 
-/* Open the catalog at the configured place, falling back to memory when
- * the trial directory is read-only. */
+/* Said once, loudly: without a state file nothing is remembered. */
+static void warn_state_in_memory(const char *where, const char *why) {
+  fprintf(stderr,
+          "smrules: WARNING: the state cannot be kept in %s: %s\n"
+          "smrules: WARNING: using a state in memory instead: nothing is "
+          "resumed, and actions done by earlier runs (StopTraining, "
+          "messages, hooks) may be done again.\n"
+          "smrules: WARNING: pass --state PATH (a file in a writable "
+          "folder) to keep the state there.\n",
+          where, why);
+}
+
+/* The default state file, or NULL (in memory) with *why set. */
+static char *default_state_path(smr_trial *t, char *why, size_t nwhy,
+                                smr_error *err, int *rc) {
+  const char *root = smr_source_root(t->src);
+  *rc = SMR_OK;
+  if (smr_source_is_remote(t->src)) {
+    /* no catalog in the bucket: a local cache file per trial URL */
+    char *dir = smr_location_state_dir(root);
+    char *path = dir ? smr_xasprintf("%s/state.db", dir) : NULL;
+    if (!dir)
+      snprintf(why, nwhy, "there is no local cache folder for S3 trials");
+    free(dir);
+    return path;
+  }
+  char *dir = smr_xasprintf("%s/.smrules", root);
+  int made = make_state_dir(root, dir, why, nwhy, err);
+  char *path = made > 0 ? smr_xasprintf("%s/state.db", dir) : NULL;
+  free(dir);
+  if (made < 0)
+    *rc = SMR_ERR_IO;
+  return path;
+}
+
+/* Open the catalog at the configured place.  When the default place
+ * cannot be written (a read-only trial) the state is kept in memory, and
+ * that is said once.  A state file refused as untrusted (statedb.h) is an
+ * error: smrules does not quietly carry on without it. */
 static int open_catalog(smr_trial *t, const smr_trial_opts *o, smr_error *err) {
   const char *root = smr_source_root(t->src);
-  char *path;
+  char why[SMR_ERR_MSG_MAX + 64] = "";
+  char *path = NULL;
+  int rc = SMR_OK;
   if (o->fresh)
     path = smr_xstrdup(":memory:");
   else if (o->state_path)
     path = smr_xstrdup(o->state_path);
-  else if (smr_source_is_remote(t->src)) {
-    /* no catalog in the bucket: a local cache file per trial URL */
-    char *dir = smr_location_state_dir(root);
-    path = dir ? smr_xasprintf("%s/state.db", dir) : smr_xstrdup(":memory:");
-    free(dir);
-  } else {
-    char *dir = smr_xasprintf("%s/.smrules", root);
-    path = make_dir(dir) ? smr_xasprintf("%s/state.db", dir)
-                         : smr_xstrdup(":memory:");
-    free(dir);
+  else if (!(path = default_state_path(t, why, sizeof why, err, &rc))) {
+    if (rc != SMR_OK)
+      return rc;
+    warn_state_in_memory("the trial folder", why);
+    path = smr_xstrdup(":memory:");
   }
-  int rc = smr_catalog_open(path, root, &t->cat, err);
-  if (rc != SMR_OK && strcmp(path, ":memory:") != 0 && !o->state_path) {
+  rc = smr_catalog_open(path, root, &t->cat, err);
+  if (rc != SMR_OK && rc != SMR_ERR_FORMAT && strcmp(path, ":memory:") != 0 &&
+      !o->state_path) {
+    char msg[SMR_ERR_MSG_MAX + SMR_ERR_FILE_MAX];
+    smr_error_format(err, msg, sizeof msg);
+    warn_state_in_memory(path, msg);
     free(path);
     path = smr_xstrdup(":memory:");
     rc = smr_catalog_open(path, root, &t->cat, err);

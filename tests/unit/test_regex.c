@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "base/regex.h"
 #include "unit.h"
@@ -95,6 +97,20 @@ static void *thread_search(void *arg) {
   return NULL;
 }
 
+/* A catastrophic pattern stops at PCRE2's match limit: not a match, and
+ * at once (2^40 steps otherwise). */
+static void test_catastrophic_pattern_is_bounded(void) {
+  char subject[64];
+  memset(subject, 'a', 40);
+  subject[40] = '\0';
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK(!search("^(a|a)*[bc]", subject));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  CHECK(s < 5.0);
+}
+
 static void test_threads_share_pattern(void) {
   CHECK_EQ_INT(smr_regex_compile("^(?!gradient).*weight", &shared_re, NULL),
                SMR_OK);
@@ -119,5 +135,6 @@ int main(void) {
   TEST_RUN(test_compile_error);
   TEST_RUN(test_invalid_utf8_subject);
   TEST_RUN(test_threads_share_pattern);
+  TEST_RUN(test_catastrophic_pattern_is_bounded);
   return TEST_REPORT("test_regex");
 }

@@ -312,7 +312,10 @@ typedef struct smrules_api {
   int (*stats)(const smrules_tensor *t, smrules_stats *out);
 
   /* the directory where this rule instance may write files (reports),
-   * created on first call: <output>/<instance name> */
+   * created on first call: <output>/<instance name>.  NULL when it cannot
+   * be made without following a symbolic link inside the trial (the rule
+   * has then failed, with the reason).  Create files in it with
+   * O_CREAT|O_EXCL|O_NOFOLLOW: the trial's writer may plant links. */
   const char *(*output_dir)(smrules_ctx *ctx);
 
   /* ---- profiler rules (SMRULES_KIND_PROFILER).  Appended: check

@@ -18,11 +18,13 @@
  * directory (rule-output/<instance>/): profiler-output/profiler-report.html
  * and profiler-output/profiler-reports/<Rule>.json. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "rpt_int.h"
 
@@ -190,10 +192,13 @@ static int init(smrules_ctx *ctx, const void *settings, void **out) {
 
 /* --------------------------------------------------------------- files */
 
+/* A directory that exists as one, not as a link planted by the trial's
+ * writer. */
 static int make_dir(const char *path) {
-  if (mkdir(path, 0755) == 0 || errno == EEXIST)
-    return 0;
-  return -1;
+  struct stat st;
+  if (mkdir(path, 0755) != 0 && errno != EEXIST)
+    return -1;
+  return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
 /* Write text to path through a temporary file and a rename, so readers
@@ -204,7 +209,14 @@ static int write_atomic(const char *path, const char *text) {
   if (!tmp)
     return -1;
   snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
+  /* a link or file planted at the temporary name is removed, never
+   * written through */
+  remove(tmp);
+  int fd =
+      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f)
+    close(fd);
   int rc = -1;
   if (f) {
     size_t len = strlen(text);
@@ -222,6 +234,8 @@ static const char *out_dir(smrules_ctx *ctx, rpt_state *st) {
   if (st->dir)
     return st->dir;
   const char *base = rpt_host->output_dir(ctx);
+  if (!base)
+    return NULL;
   size_t n = strlen(base) + 64;
   st->dir = malloc(n);
   if (!st->dir)

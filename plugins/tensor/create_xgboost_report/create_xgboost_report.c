@@ -5,9 +5,11 @@
  * first and the last evaluated step, so the state is just those two
  * steps. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "xgb_report.h"
 
@@ -75,7 +77,14 @@ static char *write_report(smrules_ctx *ctx, const char *dir, const char *text) {
   }
   snprintf(path, n, "%s/%s", dir, REPORT_FILE);
   snprintf(tmp, n, "%s.tmp", path);
-  FILE *f = fopen(tmp, "w");
+  /* a link or file planted at the temporary name is removed, never
+   * written through */
+  remove(tmp);
+  int fd =
+      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f)
+    close(fd);
   bool ok = f && fputs(text, f) >= 0;
   ok = f && fclose(f) == 0 && ok;
   ok = ok && rename(tmp, path) == 0;

@@ -1,0 +1,172 @@
+/* safefs.c - confined creation of directories and files (see safefs.h). */
+#include "base/safefs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool smr_safe_name(const char *name, const char **why) {
+  const char *w = NULL;
+  if (!name || !name[0])
+    w = "is empty";
+  else if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+    w = "is '.' or '..'";
+  else
+    for (const unsigned char *p = (const unsigned char *)name; *p && !w; p++)
+      if (*p == '/')
+        w = "contains '/'";
+      else if (*p < 0x20 || *p == 0x7f)
+        w = "contains a control character";
+  if (why)
+    *why = w;
+  return w == NULL;
+}
+
+const char *smr_path_below(const char *path, const char *root) {
+  size_t n = strlen(root);
+  while (n > 1 && root[n - 1] == '/')
+    n--;
+  if (strncmp(path, root, n) != 0)
+    return NULL;
+  if (path[n] == '\0')
+    return path + n;
+  if (path[n] == '/' || (n == 1 && root[0] == '/'))
+    return path + n + (path[n] == '/');
+  return NULL;
+}
+
+/* mkdir -p of a trusted path (the user's own). */
+static void mkdirs_trusted(const char *path) {
+  char *p = smr_xstrdup(path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = '\0';
+      mkdir(p, 0755);
+      *s = '/';
+    }
+  mkdir(p, 0755);
+  free(p);
+}
+
+static int step_error(smr_error *err, const char *dir, const char *comp,
+                      int parent, int e) {
+  struct stat st;
+  if (fstatat(parent, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(st.st_mode))
+    return smr_error_set(err, SMR_ERR_IO, dir, -1,
+                         "'%s' is a symbolic link: smrules does not follow "
+                         "links inside the trial when it writes",
+                         comp);
+  if (e == ENOTDIR || (e == 0))
+    return smr_error_set(err, SMR_ERR_IO, dir, -1, "'%s' is not a directory",
+                         comp);
+  return smr_error_set(err, SMR_ERR_IO, dir, -1, "cannot open '%s': %s", comp,
+                       strerror(e));
+}
+
+/* One component below `parent`: made when asked, then opened without
+ * following a link.  Returns the new descriptor or -1. */
+static int open_step(int parent, const char *comp, bool create, const char *dir,
+                     smr_error *err) {
+  if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+    smr_error_set(err, SMR_ERR_IO, dir, -1,
+                  "'%s' in a path below the trial is refused", comp);
+    return -1;
+  }
+  if (create && mkdirat(parent, comp, 0755) != 0 && errno != EEXIST) {
+    smr_error_set(err, SMR_ERR_IO, dir, -1, "cannot create '%s': %s", comp,
+                  strerror(errno));
+    return -1;
+  }
+  int fd =
+      openat(parent, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    step_error(err, dir, comp, parent, errno);
+  return fd;
+}
+
+int smr_safe_dir_open(const char *dir, const char *confine, bool create,
+                      int *fd, smr_error *err) {
+  *fd = -1;
+  const char *below =
+      confine && confine[0] ? smr_path_below(dir, confine) : NULL;
+  char *trusted =
+      below ? smr_xstrndup(dir, (size_t)(below - dir)) : smr_xstrdup(dir);
+  if (!trusted[0]) {
+    free(trusted);
+    trusted = smr_xstrdup("/");
+  }
+  if (create && !below)
+    mkdirs_trusted(trusted);
+  int cur = open(trusted, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (cur < 0) {
+    int rc = smr_error_set(err, SMR_ERR_IO, trusted, -1, "cannot open: %s",
+                           strerror(errno));
+    free(trusted);
+    return rc;
+  }
+  free(trusted);
+  char *rest = smr_xstrdup(below ? below : "");
+  char *save = NULL;
+  for (char *c = strtok_r(rest, "/", &save); c;
+       c = strtok_r(NULL, "/", &save)) {
+    int next = open_step(cur, c, create, dir, err);
+    close(cur);
+    cur = next;
+    if (cur < 0)
+      break;
+  }
+  free(rest);
+  if (cur < 0)
+    return SMR_ERR_IO;
+  *fd = cur;
+  return SMR_OK;
+}
+
+static int write_all(int fd, const char *p, size_t len) {
+  while (len) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int smr_safe_write_at(int dirfd, const char *name, const void *data, size_t len,
+                      const char *shown, smr_error *err) {
+  char *tmp = smr_xasprintf("%s.tmp", name);
+  int rc = SMR_OK;
+  /* whatever is at the temporary name (a link, a hard link to another
+   * file) is removed, never opened */
+  if (unlinkat(dirfd, tmp, 0) != 0 && errno != ENOENT)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1,
+                       "cannot remove the old %s: %s", tmp, strerror(errno));
+  int fd =
+      rc ? -1
+         : openat(dirfd, tmp,
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (!rc && fd < 0)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot create %s: %s", tmp,
+                       strerror(errno));
+  if (!rc && write_all(fd, data, len) != 0)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot write: %s",
+                       strerror(errno ? errno : EIO));
+  if (fd >= 0 && close(fd) != 0 && !rc)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot write: %s",
+                       strerror(errno));
+  if (!rc && renameat(dirfd, tmp, dirfd, name) != 0)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot rename: %s",
+                       strerror(errno));
+  if (rc && fd >= 0)
+    unlinkat(dirfd, tmp, 0);
+  free(tmp);
+  return rc;
+}

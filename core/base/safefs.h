@@ -1,0 +1,39 @@
+/* safefs.h - creating and replacing files inside a folder that someone
+ * else may write (a trial folder): no symbolic link is followed below the
+ * trusted part of a path, directories are made one step at a time, and a
+ * file is replaced by writing a fresh temporary file and renaming it. */
+#ifndef SMR_SAFEFS_H
+#define SMR_SAFEFS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/common.h"
+
+/* Opens directory `dir` (O_DIRECTORY, close-on-exec) into *fd, creating
+ * the missing directories when `create`.  The part of `dir` below
+ * `confine` (a prefix of it ending at a '/' or the whole of it; NULL or ""
+ * when nothing of `dir` is untrusted) is walked one component at a time
+ * with mkdirat/openat(O_NOFOLLOW): a symbolic link there, a '..' or a
+ * component that is not a directory is an error naming it.  The trusted
+ * part is opened as given (symbolic links in it are the user's). */
+int smr_safe_dir_open(const char *dir, const char *confine, bool create,
+                      int *fd, smr_error *err);
+
+/* Replaces `name` in the directory `dirfd` with `len` bytes of `data`:
+ * `name`.tmp is removed, created with O_EXCL|O_NOFOLLOW (a link planted
+ * there is never written through), filled and renamed over `name`.
+ * `shown` is the path used in error messages. */
+int smr_safe_write_at(int dirfd, const char *name, const void *data, size_t len,
+                      const char *shown, smr_error *err);
+
+/* Whether `name` is usable as one path component that smrules creates
+ * below a trial: not empty, not "." or "..", no '/', no control
+ * characters.  On false, *why says what is wrong. */
+bool smr_safe_name(const char *name, const char **why);
+
+/* The part of `path` below `root` ("" when equal), or NULL when `path` is
+ * not lexically inside `root`. */
+const char *smr_path_below(const char *path, const char *root);
+
+#endif
