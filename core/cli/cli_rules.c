@@ -474,7 +474,8 @@ static bool trial_present(void *arg) {
   char *debug, *prof;
   resolve_dirs(p->a, &debug, &prof);
   bool ok = has_debug_data(debug) ||
-            (!p->tensor && prof && smr_profiler_dir_looks_like(prof));
+            (!p->tensor && prof &&
+             (smr_is_s3_location(prof) || smr_profiler_dir_looks_like(prof)));
   free(debug);
   free(prof);
   return ok;
