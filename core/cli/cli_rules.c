@@ -506,8 +506,9 @@ static bool trial_present(void *arg) {
   /* profiler rules alone need profiler data, and the trial folder to
    * exist (it is opened all the same; a launched trainer makes it) */
   bool ok = has_debug_data(debug) ||
-            (!p->tensor && prof && smr_profiler_dir_looks_like(prof) &&
-             is_dir(debug));
+            (!p->tensor && prof &&
+             (smr_location_is_remote(prof) ||
+              (smr_profiler_dir_looks_like(prof) && is_dir(debug))));
   free(debug);
   free(prof);
   return ok;

@@ -11,9 +11,9 @@ smdebug's hook does).
              launched trainer shares smrules' stdout
   errors     a command that cannot be run: 127 and a message; a bad
              rules.yaml: exit 2 and nothing launched; `--` alone: exit 2;
-             a rule whose init fails on the trial (found only once the
-             trial exists): exit 2, and the launched trainer is stopped,
-             not left running
+             a Lua rule whose init fails (init runs only once the trial
+             exists, after the launch): exit 2, and the launched trainer is
+             stopped, not left running
   signals    SIGTERM/SIGINT/SIGHUP sent to smrules reach the launched
              trainer, smrules makes its final pass and exits with the
              trainer's status (143, 130, 129)
@@ -231,7 +231,7 @@ def test_errors(c, tmp):
 def test_init_error(c, tmp):
     trial, log = os.path.join(tmp, "trial-init"), os.path.join(tmp, "init.log")
     write(os.path.join(tmp, "init_fails.lua"),
-          "function init(p)\n  if #trial:tensor_names{} > 0 then error('cannot start') end\nend\n"
+          "function init(p)\n  error('cannot start')\nend\n"
           "function invoke_at_step(s) return false end\n")
     rules = write(os.path.join(tmp, "init.yaml"), "rules:\n  - lua: init_fails.lua\n")
     args = ["run", "--trial", trial, "--rules", rules, "--fresh", "--output",

@@ -109,12 +109,15 @@ def check_same_results(c, tmp):
     rules = write(os.path.join(tmp, "many.yaml"), MANY)
     trials = [os.path.join(TRIALS, n) for n in sorted(os.listdir(TRIALS))
               if os.path.isdir(os.path.join(TRIALS, n))]
-    trials += [os.path.join(SYN, n) for n in sorted(os.listdir(SYN)) if n.startswith("invoker_")]
+    for n in sorted(os.listdir(SYN)):  # the trial of a case is its trial_dir
+        if n.startswith("invoker_"):
+            sub = lib.load_json(os.path.join(SYN, n, "EXPECT.json")).get("trial_dir") or ""
+            trials.append(os.path.join(SYN, n, sub))
     variants = [("rules", 1), ("steps", 1), ("steps", 2), ("rules", 2)]
     jobs, keys = [], []
     for t in trials:
         for sched, j in variants:
-            o = os.path.join(tmp, "out", os.path.basename(t), "%s-%d" % (sched, j))
+            o = os.path.join(tmp, "out", lib.rel(t).replace("/", "_"), "%s-%d" % (sched, j))
             jobs.append(run_set(t, rules, o, sched, j, ["--fresh"]))
             keys.append((t, sched, j, o))
     res = lib.run_all(jobs)
