@@ -983,6 +983,32 @@ static void fill_loc(smr_value_loc *loc, const smr_entry *e) {
 
 /* Read and decode the record an entry points at; the record's tag must be
  * the name the index gave it. */
+/* A tensor decoded in place keeps its record's range (a mapping of the
+ * event file, or a buffer) until it is released. */
+typedef struct range_owner {
+  smr_range range;
+  void *owner;
+  void (*release)(void *owner);
+} range_owner;
+
+static void range_owner_release(void *p) {
+  range_owner *ro = p;
+  if (ro->release)
+    ro->release(ro->owner);
+  smr_range_release(&ro->range);
+  free(ro);
+}
+
+static void keep_range(smr_tensor *t, smr_range *r) {
+  range_owner *ro = smr_xcalloc(1, sizeof *ro);
+  ro->range = *r;
+  ro->owner = t->owner_;
+  ro->release = t->release_;
+  t->owner_ = ro;
+  t->release_ = range_owner_release;
+  memset(r, 0, sizeof *r);
+}
+
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
   if (e->problem)
@@ -1012,9 +1038,11 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                        "is %lld bytes long (expected payload + 16)",
                        (unsigned long long)plen, (long long)e->length);
   char *name = NULL;
+  if (rc == SMR_OK) /* the elements stay where they lie in the range */
+    rc = smr_event_decode_borrow(payload, (size_t)plen, e->event_file,
+                                 (uint64_t)e->start, out, &name, err);
   if (rc == SMR_OK)
-    rc = smr_event_decode(payload, (size_t)plen, e->event_file,
-                          (uint64_t)e->start, out, &name, err);
+    keep_range(out, &r);
   smr_range_release(&r);
   if (rc == SMR_OK && (!name || strcmp(name, tag) != 0)) {
     smr_error_set(err, SMR_ERR_FORMAT, e->event_file, e->start,

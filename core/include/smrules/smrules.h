@@ -123,7 +123,9 @@ typedef struct smrules_trial smrules_trial; /* a trial the rule reads */
 typedef struct smrules_json smrules_json;   /* a report object being built */
 
 /* A tensor value.  `data` holds `count` little-endian elements of `dtype`
- * (row-major); use api->get() to read elements as double. */
+ * (row-major); use api->get() to read elements as double.  `data` usually
+ * points into the event file itself (not copied) and has no particular
+ * alignment: read raw elements with memcpy, not through a cast pointer. */
 typedef struct smrules_tensor {
   int dtype;
   int ndim;
