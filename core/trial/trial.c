@@ -17,6 +17,7 @@
 #include "source/source.h"
 #include "source/source_s3.h"
 #include "trial/catalog.h"
+#include "trial/stats_cache.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -60,6 +61,7 @@ struct smr_trial {
    * the trial had step_bytes_at steps (under mu) */
   int64_t step_bytes;
   size_t step_bytes_at;
+  smr_stats_cache *stats; /* per-(tensor, step) statistics rules share */
 };
 
 const char *smr_availability_name(smr_availability a) {
@@ -536,6 +538,7 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   *out = NULL;
   smr_trial *t = smr_xcalloc(1, sizeof *t);
   pthread_mutex_init(&t->mu, NULL);
+  t->stats = smr_stats_cache_new();
   t->live = o->live;
   int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
@@ -563,8 +566,15 @@ void smr_trial_close(smr_trial *t) {
   clear_problems(t);
   free(t->steps);
   free(t->pf_upto);
+  smr_stats_cache_free(t->stats);
   pthread_mutex_destroy(&t->mu);
   free(t);
+}
+
+smr_stats_cache *smr_trial_stats_cache(smr_trial *t) {
+  /* While training writes, a step's default worker may still change
+   * (a smaller worker name saves it later): nothing is shared then. */
+  return t->live && !t->marker ? NULL : t->stats;
 }
 
 /* ------------------------------------------------------------ accessors */

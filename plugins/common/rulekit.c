@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,22 @@ int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out) {
 int rk_value(smrules_trial *t, const char *name, int64_t g,
              smrules_tensor *out) {
   return rk_api->value(t, name, g, SMRULES_MODE_GLOBAL, out);
+}
+
+int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
+                   smrules_stats *out) {
+  if (rk_api->struct_size >=
+          offsetof(smrules_api, value_stats) + sizeof(void *) &&
+      rk_api->value_stats)
+    return rk_api->value_stats(t, name, g, SMRULES_MODE_GLOBAL, out);
+  smrules_tensor v;
+  memset(out, 0, sizeof *out);
+  int rc = rk_value(t, name, g, &v);
+  if (rc != 0)
+    return rc;
+  rc = v.dtype == SMRULES_DT_STRING ? SMRULES_ERR : rk_api->stats(&v, out);
+  rk_api->release(&v);
+  return rc;
 }
 
 bool rk_is_scalar(const smrules_tensor *v) {

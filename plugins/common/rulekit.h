@@ -35,6 +35,12 @@ int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out);
 int rk_value(smrules_trial *t, const char *name, int64_t g,
              smrules_tensor *out);
 
+/* api->value_stats of `name` at global step g (any mode): statistics
+ * shared with the other rules of the run.  On a host without it, the
+ * value is read and api->stats computed here (same results). */
+int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
+                   smrules_stats *out);
+
 /* Exactly one element (shape (), (1,), (1,1), ...). */
 bool rk_is_scalar(const smrules_tensor *v);
 bool rk_is_numeric(const smrules_tensor *v);

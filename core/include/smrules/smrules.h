@@ -373,6 +373,18 @@ typedef struct smrules_api {
   /* Wall-clock facts for rules driven by time (StalledTrainingRule): see
    * smrules_live_info and smrules_rule.invoke_at_time. */
   int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
+
+  /* ---- appended: check api->struct_size >= offsetof(smrules_api,
+   * value_stats) + sizeof(void *) before use on an older host. ---- */
+
+  /* api->stats of the value of `name` at `step` (as api->value takes
+   * them), computed once and shared by every rule that asks for the same
+   * value while it is recent (the rules of a run move in lock step over a
+   * local or remote trial): the record is not read again.  Returns what
+   * api->value returns when the value cannot be read; SMRULES_ERR for a
+   * string tensor.  out->count is 0 for an empty tensor. */
+  int (*value_stats)(smrules_trial *t, const char *name, int64_t step, int mode,
+                     smrules_stats *out);
 } smrules_api;
 
 /* -------------------------------------------------------- the plugin */
