@@ -140,6 +140,34 @@ if [ "$have_exploding" = 1 ]; then
     --rules "$TMP/all_rules.yaml" --fresh --output "$TMP/rule-output-all"
 fi
 
+# ------------------------------------ 1b. rules at the speed of reading
+# VanishingGradient alone and the twelve rules of examples/many-rules.yaml
+# against `cat` of the same event files, warm cache, medians (issue 16).
+# The large trial is half gradients by bytes; GRAD is all gradients.
+echo
+echo "== 1b. rules against cat of the event files (warm page cache)"
+have_vg=0
+if [ -f "$B/plugins/vanishing_gradient.so" ] && [ -x "$B/bench/scale_gen" ]; then
+  have_vg=1
+  GRAD=$TMP/grad
+  "$B/bench/scale_gen" "$GRAD" $(((BENCH_STEPS + 1) / 2)) 8 262144 1 0 \
+    >"$TMP/grad_bytes" || die "scale_gen failed"
+  printf 'rules:\n  - rule: VanishingGradient\n' >"$TMP/vg.yaml"
+  for t in big grad; do
+    [ $t = big ] && dir=$BIG || dir=$GRAD
+    cat "$dir"/events/*/*.tfevents >/dev/null # warm the page cache
+    timed "cat_$t" "$CLI_REPEAT" sh -c "cat '$dir'/events/*/*.tfevents >/dev/null"
+    timed "vg_$t" "$CLI_REPEAT" "$SMRULES" run --trial "$dir" \
+      --rules "$TMP/vg.yaml" --fresh --output "$TMP/rule-output-vg"
+  done
+  timed many_rules "$CLI_REPEAT" "$SMRULES" run --trial "$BIG" \
+    --rules "$ROOT/examples/many-rules.yaml" --fresh \
+    --output "$TMP/rule-output-many"
+  rm -rf "$GRAD"
+else
+  echo "  skipped: no $B/plugins/vanishing_gradient.so or bench/scale_gen"
+fi
+
 # ---------------------------------------------------------------- 2. re-open
 echo "  ($SECONDS s)"
 SMALL=$TMP/small
@@ -369,6 +397,23 @@ if [ "$have_all" = 1 ]; then
   row "all 20 debugging rules peak RSS MB" \
     "$(calc1 "$(get cli_all_rules_rss) / 1024")" "-" "-" "< 64" \
     "$(verdict "$(calc "$(get cli_all_rules_rss) / 1024")" "<" 64)"
+fi
+if [ "$have_vg" = 1 ]; then
+  # ratio_row LABEL KEY CATKEY TARGET: wall time of KEY against `cat`.
+  ratio_row() {
+    local w cw r
+    w=$(get "${2}_wall")
+    cw=$(get "${3}_wall")
+    r=$(calc "$w / $cw")
+    row "$1 (wall s)" "$w" "cat $cw" "$r" "<= $4x" "$(verdict "$r" "<=" "$4")"
+    row "$1 (cpu s)" "$(get "${2}_cpu")" "cat $(get "${3}_cpu")" "-" "-" "info"
+  }
+  ratio_row "VG alone, half gradients" vg_big cat_big 0.75
+  ratio_row "VG alone, all gradients" vg_grad cat_grad 1.25
+  ratio_row "many-rules.yaml, 12 rules" many_rules cat_big 3
+  row "many-rules.yaml peak RSS MB" \
+    "$(calc1 "$(get many_rules_rss) / 1024")" "-" "-" "< 64" \
+    "$(verdict "$(calc "$(get many_rules_rss) / 1024")" "<" 64)"
 fi
 first=$(get first_open_ms)
 reopen=$(get reopen_median_ms)

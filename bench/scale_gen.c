@@ -4,11 +4,15 @@
  * collections `weights`, `gradients`, `losses`, and the end marker.
  * Written with the C writer (core/writer.h), as smdebug writes trials.
  *
- *   scale_gen DIR STEPS TENSORS ELEMENTS [WORKERS]
+ *   scale_gen DIR STEPS TENSORS ELEMENTS [WORKERS [WEIGHTS]]
+ *
+ * WEIGHTS 0 writes the gradients (and the loss) only: a trial that is all
+ * gradients, for benchmark 1b of bench/run.sh.
  *
  * Values are small random numbers that change a little every step, so the
  * built-in rules read everything and find nothing wrong.  Prints the bytes
  * written. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +49,11 @@ static void write_collections(smr_writer *w, int workers) {
 }
 
 static void write_step(smr_writer *w, int64_t step, int tensors, float *buf,
-                       int64_t elems) {
+                       int64_t elems, bool weights) {
   smr_error err;
   if (smr_writer_step_begin(w, step, SMR_MODE_TRAIN, step, &err))
     die("step_begin", &err);
-  for (int k = 0; k < 2 * tensors; k++) {
+  for (int k = weights ? 0 : tensors; k < 2 * tensors; k++) {
     char name[64];
     snprintf(name, sizeof name,
              k < tensors ? "layer%d.weight" : "gradient/layer%d.weight",
@@ -72,12 +76,14 @@ static void write_step(smr_writer *w, int64_t step, int tensors, float *buf,
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: scale_gen DIR STEPS TENSORS ELEMENTS [WORKERS]\n");
+    fprintf(stderr, "usage: scale_gen DIR STEPS TENSORS ELEMENTS [WORKERS "
+                    "[WEIGHTS]]\n");
     return 2;
   }
   const char *dir = argv[1];
   int64_t steps = atoll(argv[2]), elems = atoll(argv[4]);
   int tensors = atoi(argv[3]), workers = argc > 5 ? atoi(argv[5]) : 1;
+  bool weights = argc > 6 ? atoi(argv[6]) != 0 : true;
   if (steps < 1 || tensors < 1 || elems < 1 || workers < 1)
     return 2;
   float *buf = malloc((size_t)elems * sizeof *buf);
@@ -94,7 +100,7 @@ int main(int argc, char **argv) {
       die("open", &err);
     write_collections(w, workers);
     for (int64_t s = 0; s < steps; s++)
-      write_step(w, s, tensors, buf, elems);
+      write_step(w, s, tensors, buf, elems, weights);
     if (smr_writer_close(w, &err))
       die("close", &err);
   }
@@ -103,7 +109,7 @@ int main(int argc, char **argv) {
     die("end marker", &err);
   free(buf);
   double bytes = (double)workers * (double)steps *
-                 (2.0 * tensors * (double)elems * 4.0 + 4.0);
+                 ((weights ? 2.0 : 1.0) * tensors * (double)elems * 4.0 + 4.0);
   printf("%.0f\n", bytes);
   return 0;
 }

@@ -192,7 +192,7 @@ static const char *RUN_HELP =
     "  --jobs N           rules evaluated in parallel (default: cores)\n"
     "  --schedule ORDER   rules: each rule over all steps, side by side;\n"
     "                     steps: all rules step by step (each record read\n"
-    "                     once); auto (default): steps for s3:// trials\n"
+    "                     once); auto (default): steps for several rules\n"
     "  --live             smdebug's view of a run still writing: stop at\n"
     "                     a step not yet complete (status InProgress)\n"
     "  --state PATH       catalog and rule state (default "

@@ -6,7 +6,9 @@
  * message naming the field, which protobuf-c's unpack cannot give), then
  * protobuf_c_message_unpack.  The decoded tensor points into the unpacked
  * message (tensor_content, string_val) or into a buffer built here from the
- * typed *_val fields; the tensor owns both until smr_tensor_release. */
+ * typed *_val fields; the tensor owns both until smr_tensor_release.
+ * smr_event_decode_borrow unpacks the payload without its tensor_content
+ * (protobuf-c would copy it) and points at the elements in the payload. */
 #include "format/event.h"
 
 #include <ctype.h>
@@ -391,6 +393,9 @@ static int walk_message(const wire_ctx *c, const msg_schema *s,
 /* Everything a decoded tensor keeps alive. */
 typedef struct event_owner {
   Smdebug__Event *ev;
+  /* a borrowed decode's tensor_content, where it lies in the caller's
+   * payload (not copied into ev); len 0 when not borrowed */
+  ProtobufCBinaryData content;
   uint8_t *typed;          /* values built from typed fields */
   const uint8_t **strings; /* string tensors */
   size_t *string_lens;
@@ -493,9 +498,9 @@ static int decode_strings(const dec_ctx *d, const Smdebug__TensorProto *tp,
   return SMR_OK;
 }
 
-static int decode_content(const dec_ctx *d, const Smdebug__TensorProto *tp,
+static int decode_content(const dec_ctx *d, const ProtobufCBinaryData *content,
                           const dtype_info *di, smr_tensor *t) {
-  size_t have = tp->tensor_content.len;
+  size_t have = content->len;
   uint64_t want;
   if (__builtin_mul_overflow((uint64_t)t->count, (uint64_t)di->size, &want))
     return dec_fail(d,
@@ -507,7 +512,7 @@ static int decode_content(const dec_ctx *d, const Smdebug__TensorProto *tp,
                     "tensor_content has %zu bytes, expected %" PRIu64
                     " (%" PRId64 " elements x %u bytes of %s)",
                     have, want, t->count, (unsigned)di->size, di->name);
-  t->data = have ? tp->tensor_content.data : empty_bytes;
+  t->data = have ? content->data : empty_bytes;
   t->nbytes = have;
   return SMR_OK;
 }
@@ -653,8 +658,10 @@ static int decode_values(const dec_ctx *d, const Smdebug__TensorProto *tp,
                     di ? di->name : "unknown");
   }
   t->dtype = tp->dtype;
+  if (o->content.len > 0)
+    return decode_content(d, &o->content, di, t);
   if (tp->tensor_content.len > 0)
-    return decode_content(d, tp, di, t);
+    return decode_content(d, &tp->tensor_content, di, t);
   return decode_typed(d, tp, di, t, o);
 }
 
@@ -751,9 +758,171 @@ static int decode_event(const dec_ctx *dc, event_owner *o, smr_tensor *out,
   return SMR_OK;
 }
 
-int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
-                     uint64_t offset, smr_tensor *out, char **name,
-                     smr_error *err) {
+/* ---- borrowed tensor_content ------------------------------------------ */
+
+/* The field path to the tensor_content the decoder uses:
+ * Event.summary -> Summary.value (the first) -> Value.tensor ->
+ * TensorProto.tensor_content. */
+enum { PATH_DEPTH = 3 };
+static const uint32_t content_path[PATH_DEPTH + 1] = {5, 1, 8, 4};
+
+/* Where the tensor_content field lies in a payload, with the length
+ * prefixes of the three messages that enclose it. */
+typedef struct content_loc {
+  const uint8_t *len_at[PATH_DEPTH]; /* length prefix of each enclosing field */
+  const uint8_t *body[PATH_DEPTH];   /* its contents */
+  uint64_t body_len[PATH_DEPTH];
+  const uint8_t *field, *field_end; /* the tensor_content field, key to end */
+  const uint8_t *data;              /* its bytes */
+  size_t len;
+} content_loc;
+
+/* The length-delimited occurrences of field `num` in [p, end): how many,
+ * and where the first (len_at/body/n) and the last (key/next) lie.  false
+ * for a malformed message (already refused by the wire walk). */
+typedef struct field_hits {
+  size_t count;
+  const uint8_t *len_at, *body, *key, *next;
+  uint64_t n;
+} field_hits;
+
+static bool find_len_field(const uint8_t *p, const uint8_t *end, uint32_t num,
+                           field_hits *h) {
+  memset(h, 0, sizeof *h);
+  while (p < end) {
+    const uint8_t *key_at = p;
+    uint64_t key, v;
+    size_t k = read_varint(p, end, &key);
+    if (!k)
+      return false;
+    p += k;
+    unsigned wt = (unsigned)(key & 7);
+    const uint8_t *len_at = p;
+    if (wt == WT_VARINT) {
+      if (!(k = read_varint(p, end, &v)))
+        return false;
+      p += k;
+    } else if (wt == WT_I64 || wt == WT_I32) {
+      k = wt == WT_I64 ? 8 : 4;
+      if ((size_t)(end - p) < k)
+        return false;
+      p += k;
+    } else if (wt == WT_LEN) {
+      if (!(k = read_varint(p, end, &v)) || v > (uint64_t)(end - p) - k)
+        return false;
+      p += k + v;
+      if ((key >> 3) == num) {
+        if (h->count++ == 0) {
+          h->len_at = len_at;
+          h->body = len_at + k;
+          h->n = v;
+        }
+        h->key = key_at;
+        h->next = p;
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Locates the tensor_content when the layout is the plain one smdebug
+ * writes: one summary, one tensor in the first value, one non-empty
+ * tensor_content.  Anything else (repeated sub-messages that protobuf
+ * merges) is decoded by copying, as before. */
+static bool locate_content(const uint8_t *payload, size_t len,
+                           content_loc *loc) {
+  const uint8_t *p = payload, *end = payload + len;
+  for (int level = 0; level <= PATH_DEPTH; level++) {
+    field_hits h;
+    if (!find_len_field(p, end, content_path[level], &h) || h.count == 0)
+      return false;
+    if (h.count > 1 && level != 1) /* repeated Summary.value: the first */
+      return false;
+    if (level == PATH_DEPTH) {
+      if (h.n == 0)
+        return false;
+      loc->field = h.key;
+      loc->field_end = h.next;
+      loc->data = h.body;
+      loc->len = (size_t)h.n;
+      return true;
+    }
+    loc->len_at[level] = h.len_at;
+    loc->body[level] = h.body;
+    loc->body_len[level] = h.n;
+    p = h.body;
+    end = h.body + h.n;
+  }
+  return false;
+}
+
+static size_t put_varint(uint8_t *out, uint64_t v) {
+  size_t n = 0;
+  do {
+    out[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  return n;
+}
+
+/* The payload without the tensor_content field, the enclosing lengths
+ * shortened to match: what protobuf-c unpacks (a few hundred bytes for a
+ * tensor of any size).  NULL when out of memory. */
+static uint8_t *strip_content(const uint8_t *payload, size_t len,
+                              const content_loc *loc, size_t *out_len) {
+  /* Inside out: each message loses the field and whatever its inner
+   * length prefixes lost by getting shorter. */
+  uint64_t new_len[PATH_DEPTH];
+  size_t shrink = (size_t)(loc->field_end - loc->field);
+  uint8_t scratch[10];
+  for (int level = PATH_DEPTH - 1; level >= 0; level--) {
+    new_len[level] = loc->body_len[level] - shrink;
+    shrink += (size_t)(loc->body[level] - loc->len_at[level]) -
+              put_varint(scratch, new_len[level]);
+  }
+  uint8_t *out = malloc(len - shrink + 1);
+  if (!out)
+    return NULL;
+  size_t n = 0;
+  const uint8_t *pos = payload;
+  for (int level = 0; level < PATH_DEPTH; level++) {
+    memcpy(out + n, pos, (size_t)(loc->len_at[level] - pos));
+    n += (size_t)(loc->len_at[level] - pos);
+    n += put_varint(out + n, new_len[level]);
+    pos = loc->body[level];
+  }
+  memcpy(out + n, pos, (size_t)(loc->field - pos));
+  n += (size_t)(loc->field - pos);
+  memcpy(out + n, loc->field_end, (size_t)(payload + len - loc->field_end));
+  n += (size_t)(payload + len - loc->field_end);
+  *out_len = n;
+  return out;
+}
+
+/* protobuf-c copies every bytes field it unpacks; a borrowed decode
+ * unpacks the payload without its tensor_content and keeps a pointer to
+ * where the elements lie instead. */
+static Smdebug__Event *unpack_event(const uint8_t *payload, size_t len,
+                                    bool borrow, event_owner *o) {
+  content_loc loc;
+  if (!borrow || !locate_content(payload, len, &loc))
+    return smdebug__event__unpack(NULL, len, payload);
+  size_t slen;
+  uint8_t *stripped = strip_content(payload, len, &loc, &slen);
+  if (!stripped)
+    return NULL;
+  Smdebug__Event *ev = smdebug__event__unpack(NULL, slen, stripped);
+  free(stripped);
+  o->content.data = (uint8_t *)(uintptr_t)loc.data;
+  o->content.len = loc.len;
+  return ev;
+}
+
+static int decode(const uint8_t *payload, size_t len, const char *file,
+                  uint64_t offset, bool borrow, smr_tensor *out, char **name,
+                  smr_error *err) {
   memset(out, 0, sizeof *out);
   if (name)
     *name = NULL;
@@ -767,7 +936,7 @@ int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
   if (!o)
     return smr_error_set(err, SMR_ERR_NOMEM, file, (int64_t)offset,
                          "out of memory");
-  o->ev = smdebug__event__unpack(NULL, len, payload);
+  o->ev = unpack_event(payload, len, borrow, o);
   dec_ctx d = {file, offset, NULL, err};
   rc = o->ev ? decode_event(&d, o, out, name)
              : dec_fail(&d, "not a valid Event protobuf (unpack failed)");
@@ -779,6 +948,18 @@ int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
   out->owner_ = o;
   out->release_ = owner_release;
   return SMR_OK;
+}
+
+int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
+                     uint64_t offset, smr_tensor *out, char **name,
+                     smr_error *err) {
+  return decode(payload, len, file, offset, false, out, name, err);
+}
+
+int smr_event_decode_borrow(const uint8_t *payload, size_t len,
+                            const char *file, uint64_t offset, smr_tensor *out,
+                            char **name, smr_error *err) {
+  return decode(payload, len, file, offset, true, out, name, err);
 }
 
 /* ---- encoding ---------------------------------------------------------- */

@@ -22,6 +22,16 @@ int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
                      uint64_t offset, smr_tensor *out, char **name,
                      smr_error *err);
 
+/* The same, but the elements are not copied: when the payload holds them
+ * as one tensor_content (as smdebug writes), out->data points into
+ * `payload` itself, which must stay valid and unchanged until
+ * smr_tensor_release(out).  Such data has the payload's alignment (any):
+ * read elements with memcpy or smr_tensor_get.  Results are identical to
+ * smr_event_decode's. */
+int smr_event_decode_borrow(const uint8_t *payload, size_t len,
+                            const char *file, uint64_t offset, smr_tensor *out,
+                            char **name, smr_error *err);
+
 /* Encode a tensor the way smdebug does (fields in number order, metadata
  * entries mode_step then mode).  `t` supplies dtype, shape, data/strings,
  * step (global), wall_time, mode and mode_step.  *out is malloc'ed. */

@@ -14,6 +14,7 @@
 #include "base/jsonw.h"
 #include "base/safefs.h"
 #include "profiler/profiler.h"
+#include "trial/stats_cache.h"
 
 /* ------------------------------------------------------ report objects */
 
@@ -687,6 +688,8 @@ static int api_reduce(const smrules_tensor *t, int reduction, bool abs,
              : SMRULES_ERR;
 }
 
+static void stats_out(const smr_stats *s, smrules_stats *out);
+
 static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   if (!t->host_)
     return SMRULES_ERR;
@@ -694,6 +697,42 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   smr_error e;
   if (smr_tensor_stats(core_tensor(t), &s, &e) != SMR_OK)
     return SMRULES_ERR;
+  stats_out(&s, out);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
+                           int mode, smrules_stats *out) {
+  memset(out, 0, sizeof *out);
+  smr_stats_cache *cache = smr_trial_stats_cache(T(t));
+  smr_stats s;
+  memset(&s, 0, sizeof s);
+  int rc;
+  if (cache && smr_stats_cache_claim(cache, name, step, mode, &s, &rc)) {
+    if (rc == SMRULES_NO_TRIGGER)
+      stats_out(&s, out);
+    return rc;
+  }
+  smrules_tensor v;
+  rc = api_value(t, name, step, mode, &v);
+  if (rc == SMRULES_NO_TRIGGER) {
+    smr_error e;
+    rc = smr_tensor_stats(core_tensor(&v), &s, &e) == SMR_OK
+             ? SMRULES_NO_TRIGGER
+             : SMRULES_ERR;
+    api_release(&v);
+  }
+  if (rc == SMRULES_NO_TRIGGER)
+    stats_out(&s, out);
+  /* a damaged record's warning is printed once whoever reads it, so
+   * every status can be shared */
+  if (cache)
+    smr_stats_cache_fill(cache, name, step, mode, rc, &s);
+  return rc;
+}
+
+static void stats_out(const smr_stats *ps, smrules_stats *out) {
+  smr_stats s = *ps;
   out->count = s.count;
   out->finite = s.finite;
   out->nan = s.nan;
@@ -708,7 +747,6 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   out->l1 = s.l1;
   out->l2 = s.l2;
   out->linf = s.linf;
-  return SMRULES_NO_TRIGGER;
 }
 
 /* The instance's folder, made step by step without following a link
@@ -931,6 +969,7 @@ static const smrules_api API = {
     .json_text = api_json_text,
     .json_free = json_free,
     .live_info = api_live_info,
+    .value_stats = api_value_stats,
 };
 
 const smrules_api *smr_host_api(void) {

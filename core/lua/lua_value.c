@@ -230,6 +230,12 @@ static void set_num(lua_State *L, const char *k, double x) {
 static int value_stats(lua_State *L) {
   smr_stats s;
   stats_of(L, check_value(L), &s);
+  smr_lua_push_stats(L, &s);
+  return 1;
+}
+
+void smr_lua_push_stats(lua_State *L, const smr_stats *ps) {
+  smr_stats s = *ps;
   lua_createtable(L, 0, 16);
   set_int(L, "count", s.count);
   set_int(L, "finite", s.finite);
@@ -249,7 +255,6 @@ static int value_stats(lua_State *L) {
     set_num(L, "l2", s.l2);
     set_num(L, "linf", s.linf);
   }
-  return 1;
 }
 
 static int value_count_nan(lua_State *L) {

@@ -22,4 +22,7 @@ void smr_lua_value_push(lua_State *L, int name_idx, smr_tensor **t,
  * does not fit) and whose reading is charged to the budget. */
 void smr_lua_value_ready(lua_State *L, int idx);
 
+/* Push the table v:stats() returns. */
+void smr_lua_push_stats(lua_State *L, const smr_stats *s);
+
 #endif

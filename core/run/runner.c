@@ -623,9 +623,10 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   for (size_t i = 0; i < r->n; i++)
     positional += !is_profiler_rule(r->v[i]);
   size_t cached = smr_trial_cached_steps(r->trial);
-  bool lock =
-      r->opts.schedule == SMR_SCHEDULE_STEPS ||
-      (r->opts.schedule == SMR_SCHEDULE_AUTO && cached > 0 && positional > 1);
+  /* Local trials too: rules asking for the same value's statistics at
+   * about the same time share them (trial/stats_cache.h). */
+  bool lock = r->opts.schedule == SMR_SCHEDULE_STEPS ||
+              (r->opts.schedule == SMR_SCHEDULE_AUTO && positional > 1);
   if (cached && cached < 4 && !r->warned_cache) {
     r->warned_cache = true;
     fprintf(stderr,

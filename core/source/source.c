@@ -58,6 +58,8 @@ int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
 }
 
 void smr_range_release(smr_range *r) {
+  if (r->give_back_)
+    r->give_back_(r->lent_);
   if (r->map_)
     munmap(r->map_, r->map_len_);
   free(r->heap_);

@@ -36,6 +36,10 @@ typedef struct smr_range {
   void *map_;
   size_t map_len_;
   void *heap_;
+  /* a buffer lent by the source, given back on release (tensor values
+   * point into it until then, so it is never reused while lent) */
+  void *lent_;
+  void (*give_back_)(void *lent);
 } smr_range;
 
 /* What a kind of source implements (local disk, S3, ...).  Each

@@ -222,54 +222,117 @@ static int local_read_all(smr_source *s, const char *rel, size_t max,
   return SMR_OK;
 }
 
-/* Records are read into a buffer kept per thread and reused: a fresh
+/* Records are read into buffers kept per thread and reused: a fresh
  * allocation per record (mapped, faulted in and unmapped again for large
- * ones) would cost more than the read.  The buffer is lent to the caller
- * until its next read_range on the same thread (the reader decodes a
- * record and releases it before reading the next); records larger than
- * KEEP_MAX get a buffer of their own. */
+ * ones) would cost more than the read.  A buffer is lent with its range
+ * and comes back to the pool of the thread that releases the range; a
+ * range is never given a buffer that another live range holds (tensor
+ * values point into it: a rule reading two steps at once holds two).
+ * Each thread keeps at most POOL_MAX free buffers and POOL_BYTES bytes;
+ * records larger than KEEP_MAX get a buffer of their own. */
 #define KEEP_MAX ((size_t)64 << 20)
+#define POOL_MAX 8
+#define POOL_BYTES ((size_t)128 << 20)
 
 typedef struct record_buf {
   uint8_t *p;
   size_t cap;
+  struct record_buf *next;
 } record_buf;
 
-static pthread_key_t buf_key;
-static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+typedef struct buf_pool {
+  record_buf *free;
+  size_t n, bytes;
+} buf_pool;
 
-static void buf_free(void *v) {
-  record_buf *b = v;
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void buf_destroy(record_buf *b) {
   free(b->p);
   free(b);
 }
 
-static void buf_key_make(void) {
-  pthread_key_create(&buf_key, buf_free);
+static void pool_free(void *v) {
+  buf_pool *pool = v;
+  while (pool->free) {
+    record_buf *b = pool->free;
+    pool->free = b->next;
+    buf_destroy(b);
+  }
+  free(pool);
 }
 
-static uint8_t *record_buffer(size_t len, bool *owned) {
-  *owned = len > KEEP_MAX;
-  if (*owned)
-    return malloc(len ? len : 1);
-  pthread_once(&buf_once, buf_key_make);
-  record_buf *b = pthread_getspecific(buf_key);
-  if (!b) {
-    b = calloc(1, sizeof *b);
-    if (!b || pthread_setspecific(buf_key, b) != 0) {
-      free(b);
-      return NULL;
+static void pool_key_make(void) {
+  pthread_key_create(&pool_key, pool_free);
+}
+
+static buf_pool *thread_pool(void) {
+  pthread_once(&pool_once, pool_key_make);
+  buf_pool *pool = pthread_getspecific(pool_key);
+  if (!pool) {
+    pool = calloc(1, sizeof *pool);
+    if (pool && pthread_setspecific(pool_key, pool) != 0) {
+      free(pool);
+      pool = NULL;
     }
   }
+  return pool;
+}
+
+/* Back to this thread's pool, or freed when the pool is full. */
+static void buf_give_back(void *lent) {
+  record_buf *b = lent;
+  buf_pool *pool = thread_pool();
+  if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
+      pool->bytes + b->cap > POOL_BYTES) {
+    buf_destroy(b);
+    return;
+  }
+  b->next = pool->free;
+  pool->free = b;
+  pool->n++;
+  pool->bytes += b->cap;
+}
+
+/* The smallest free buffer that holds `len` bytes, else the largest. */
+static record_buf **best_fit(buf_pool *pool, size_t len) {
+  record_buf **fit = NULL, **largest = NULL;
+  for (record_buf **q = &pool->free; *q; q = &(*q)->next) {
+    if ((*q)->cap >= len && (!fit || (*q)->cap < (*fit)->cap))
+      fit = q;
+    if (!largest || (*q)->cap > (*largest)->cap)
+      largest = q;
+  }
+  return fit ? fit : largest;
+}
+
+/* A buffer of at least `len` bytes, owned by the caller until given
+ * back (buf_give_back). */
+static record_buf *buf_take(size_t len) {
+  buf_pool *pool = len <= KEEP_MAX ? thread_pool() : NULL;
+  record_buf **pick = pool ? best_fit(pool, len) : NULL;
+  record_buf *b = NULL;
+  if (pick) {
+    b = *pick;
+    *pick = b->next;
+    pool->n--;
+    pool->bytes -= b->cap;
+  } else if (!(b = calloc(1, sizeof *b))) {
+    return NULL;
+  }
+  b->next = NULL;
   if (b->cap < len || !b->p) {
     size_t cap = len > 4096 ? len : 4096;
     uint8_t *p = realloc(b->p, cap);
-    if (!p)
+    if (!p) {
+      buf_destroy(b);
       return NULL;
+    }
     b->p = p;
     b->cap = cap;
   }
-  return b->p;
+  return b;
 }
 
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
@@ -301,8 +364,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
   /* Read, not mapped: a file that the trial's writer truncates while it
    * is read must be an error for this record, not SIGBUS (a mapping
    * faults on pages past the new end). */
-  bool owned;
-  uint8_t *p = record_buffer((size_t)len, &owned);
+  record_buf *b = buf_take((size_t)len);
+  uint8_t *p = b ? b->p : NULL;
   if (!p) {
     close(fd);
     return smr_error_set(err, SMR_ERR_NOMEM, rel, (int64_t)off,
@@ -317,8 +380,7 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     if (r <= 0) {
       int e = r < 0 ? errno : 0;
       close(fd);
-      if (owned)
-        free(p);
+      buf_give_back(b);
       if (e)
         return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)(off + got),
                              "read failed: %s", strerror(e));
@@ -330,7 +392,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     got += (size_t)r;
   }
   close(fd);
-  out->heap_ = owned ? p : NULL;
+  out->lent_ = b;
+  out->give_back_ = buf_give_back;
   out->data = p;
   out->len = (size_t)len;
   return SMR_OK;

@@ -18,6 +18,7 @@
 #include "format/record.h"
 #include "source/source.h"
 #include "trial/catalog.h"
+#include "trial/stats_cache.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -61,6 +62,7 @@ struct smr_trial {
    * the trial had step_bytes_at steps (under mu) */
   int64_t step_bytes;
   size_t step_bytes_at;
+  smr_stats_cache *stats; /* per-(tensor, step) statistics rules share */
 };
 
 const char *smr_availability_name(smr_availability a) {
@@ -594,6 +596,7 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   *out = NULL;
   smr_trial *t = smr_xcalloc(1, sizeof *t);
   pthread_mutex_init(&t->mu, NULL);
+  t->stats = smr_stats_cache_new();
   t->live = o->live;
   int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
@@ -621,8 +624,15 @@ void smr_trial_close(smr_trial *t) {
   clear_problems(t);
   free(t->steps);
   free(t->pf_upto);
+  smr_stats_cache_free(t->stats);
   pthread_mutex_destroy(&t->mu);
   free(t);
+}
+
+smr_stats_cache *smr_trial_stats_cache(smr_trial *t) {
+  /* While training writes, a step's default worker may still change
+   * (a smaller worker name saves it later): nothing is shared then. */
+  return t->live && !t->marker ? NULL : t->stats;
 }
 
 /* ------------------------------------------------------------ accessors */
@@ -1041,6 +1051,32 @@ static void fill_loc(smr_value_loc *loc, const smr_entry *e) {
 
 /* Read and decode the record an entry points at; the record's tag must be
  * the name the index gave it. */
+/* A tensor decoded in place keeps its record's range (a mapping of the
+ * event file, or a buffer) until it is released. */
+typedef struct range_owner {
+  smr_range range;
+  void *owner;
+  void (*release)(void *owner);
+} range_owner;
+
+static void range_owner_release(void *p) {
+  range_owner *ro = p;
+  if (ro->release)
+    ro->release(ro->owner);
+  smr_range_release(&ro->range);
+  free(ro);
+}
+
+static void keep_range(smr_tensor *t, smr_range *r) {
+  range_owner *ro = smr_xcalloc(1, sizeof *ro);
+  ro->range = *r;
+  ro->owner = t->owner_;
+  ro->release = t->release_;
+  t->owner_ = ro;
+  t->release_ = range_owner_release;
+  memset(r, 0, sizeof *r);
+}
+
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
   if (e->problem)
@@ -1070,9 +1106,11 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                        "is %lld bytes long (expected payload + 16)",
                        (unsigned long long)plen, (long long)e->length);
   char *name = NULL;
+  if (rc == SMR_OK) /* the elements stay where they lie in the range */
+    rc = smr_event_decode_borrow(payload, (size_t)plen, e->event_file,
+                                 (uint64_t)e->start, out, &name, err);
   if (rc == SMR_OK)
-    rc = smr_event_decode(payload, (size_t)plen, e->event_file,
-                          (uint64_t)e->start, out, &name, err);
+    keep_range(out, &r);
   smr_range_release(&r);
   if (rc == SMR_OK && (!name || strcmp(name, tag) != 0)) {
     smr_error_set(err, SMR_ERR_FORMAT, e->event_file, e->start,

@@ -43,6 +43,9 @@ int smr_trial_num_workers(const smr_trial *t);
  * threads share (an S3 trial's), at the trial's mean bytes per step; 0
  * when the trial has no shared cache (local: the page cache serves). */
 size_t smr_trial_cached_steps(smr_trial *t);
+/* The statistics cache the rules reading this trial share
+ * (trial/stats_cache.h); NULL while a live trial has no end marker. */
+struct smr_stats_cache *smr_trial_stats_cache(smr_trial *t);
 /* Read ahead (remote trials only; 0 turns it off): after a value of a
  * tensor is read at a step, its records at the next `steps` steps (before
  * `end_step` when >= 0) are fetched in the background, once each. */

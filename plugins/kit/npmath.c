@@ -29,24 +29,34 @@ double np_pairwise_sum(const double *a, size_t n) {
   return np_pairwise_sum(a, n2) + np_pairwise_sum(a + n2, n - n2);
 }
 
-double np_quantile_sorted(const double *s, size_t n, double q) {
-  if (n == 0)
-    return NAN;
+np_qpos np_quantile_pos(size_t n, double q) {
   double vi = (double)(n - 1) * q, prev;
-  size_t lo, hi;
+  np_qpos p;
   if (vi >= (double)(n - 1)) {
-    lo = hi = n - 1;
+    p.lo = p.hi = n - 1;
     prev = -1; /* NumPy takes the last element; the fraction is unused */
   } else if (vi < 0) {
-    lo = hi = 0;
+    p.lo = p.hi = 0;
     prev = 0;
   } else {
     prev = floor(vi);
-    lo = (size_t)prev;
-    hi = lo + 1;
+    p.lo = (size_t)prev;
+    p.hi = p.lo + 1;
   }
-  double a = s[lo], b = s[hi], t = vi - prev, d = b - a;
-  if (lo == hi)
+  p.t = vi - prev;
+  return p;
+}
+
+double np_quantile_lerp(np_qpos p, double a, double b) {
+  double d = b - a;
+  if (p.lo == p.hi)
     return a;
-  return t >= 0.5 ? b - d * (1 - t) : a + d * t;
+  return p.t >= 0.5 ? b - d * (1 - p.t) : a + d * p.t;
+}
+
+double np_quantile_sorted(const double *s, size_t n, double q) {
+  if (n == 0)
+    return NAN;
+  np_qpos p = np_quantile_pos(n, q);
+  return np_quantile_lerp(p, s[p.lo], s[p.hi]);
 }

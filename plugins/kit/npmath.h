@@ -16,4 +16,14 @@ double np_pairwise_sum(const double *a, size_t n);
  * computes from the upper neighbour for fractions >= 0.5. */
 double np_quantile_sorted(const double *s, size_t n, double q);
 
+/* The same in two parts, for callers that find the two neighbours
+ * without sorting: their sorted positions lo <= hi (n > 0) and the
+ * fraction, then the lerp of their values a = s[lo], b = s[hi]. */
+typedef struct np_qpos {
+  size_t lo, hi;
+  double t;
+} np_qpos;
+np_qpos np_quantile_pos(size_t n, double q);
+double np_quantile_lerp(np_qpos p, double a, double b);
+
 #endif

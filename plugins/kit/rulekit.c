@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,22 @@ int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out) {
 int rk_value(smrules_trial *t, const char *name, int64_t g,
              smrules_tensor *out) {
   return rk_api->value(t, name, g, SMRULES_MODE_GLOBAL, out);
+}
+
+int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
+                   smrules_stats *out) {
+  if (rk_api->struct_size >=
+          offsetof(smrules_api, value_stats) + sizeof(void *) &&
+      rk_api->value_stats)
+    return rk_api->value_stats(t, name, g, SMRULES_MODE_GLOBAL, out);
+  smrules_tensor v;
+  memset(out, 0, sizeof *out);
+  int rc = rk_value(t, name, g, &v);
+  if (rc != 0)
+    return rc;
+  rc = v.dtype == SMRULES_DT_STRING ? SMRULES_ERR : rk_api->stats(&v, out);
+  rk_api->release(&v);
+  return rc;
 }
 
 bool rk_is_scalar(const smrules_tensor *v) {
@@ -93,7 +110,7 @@ double *rk_values(const smrules_tensor *t) {
   for (int64_t i = 0; i < t->count; i++)
     v[i] = strings ? parse_string_number(t->strings ? t->strings[i] : NULL,
                                          t->string_lens ? t->string_lens[i] : 0)
-                   : rk_api->get(t, i);
+                   : rk_elem(t, i);
   return v;
 }
 
@@ -110,6 +127,110 @@ double rk_quantile(double *x, size_t n, double q) {
       return NAN;
   qsort(x, n, sizeof *x, cmp_double);
   return np_quantile_sorted(x, n, q);
+}
+
+static void swap_d(double *x, ptrdiff_t i, ptrdiff_t j) {
+  double t = x[i];
+  x[i] = x[j];
+  x[j] = t;
+}
+
+static double median3(double a, double b, double c) {
+  if (a < b)
+    return b < c ? b : a < c ? c : a;
+  return a < c ? a : b < c ? c : b;
+}
+
+/* The value at sorted position k of x (no NaN; x is reordered so that
+ * everything after position k is >= it).  Quickselect with a three-way
+ * partition (runs of equal values, such as zeros, end it at once); after
+ * 2 log2(n) + 8 rounds without an answer the rest is sorted, so crafted
+ * data cannot make it quadratic. */
+static double select_kth(double *x, size_t n, size_t k) {
+  ptrdiff_t lo = 0, hi = (ptrdiff_t)n - 1, want = (ptrdiff_t)k;
+  int budget = 8;
+  for (size_t m = n; m > 1; m >>= 1)
+    budget += 2;
+  while (hi > lo) {
+    if (budget-- == 0) {
+      qsort(x + lo, (size_t)(hi - lo + 1), sizeof *x, cmp_double);
+      return x[want];
+    }
+    double pivot = median3(x[lo], x[lo + (hi - lo) / 2], x[hi]);
+    ptrdiff_t lt = lo, i = lo, gt = hi;
+    while (i <= gt) {
+      if (x[i] < pivot)
+        swap_d(x, lt++, i++);
+      else if (x[i] > pivot)
+        swap_d(x, i, gt--);
+      else
+        i++;
+    }
+    if (want < lt)
+      hi = lt - 1;
+    else if (want > gt)
+      lo = gt + 1;
+    else
+      return x[want];
+  }
+  return x[want];
+}
+
+/* Which zero a stable sort puts at sorted position k, when that position
+ * holds a zero: NumPy-compatible results keep the sign of that zero. */
+typedef struct zero_ranks {
+  size_t neg, zeros;
+} zero_ranks;
+
+static zero_ranks count_zeros(const double *x, size_t n) {
+  zero_ranks z = {0, 0};
+  for (size_t i = 0; i < n; i++) {
+    z.neg += x[i] < 0;
+    z.zeros += x[i] == 0;
+  }
+  return z;
+}
+
+/* -1 when position k is not a zero, else the sign bit of that zero. */
+static int zero_sign_at(const double *x, size_t n, zero_ranks z, size_t k) {
+  if (k < z.neg || k >= z.neg + z.zeros)
+    return -1;
+  size_t rank = k - z.neg;
+  for (size_t i = 0; i < n; i++)
+    if (x[i] == 0 && rank-- == 0)
+      return signbit(x[i]) ? 1 : 0;
+  return -1;
+}
+
+static double with_zero_sign(double v, int sign) {
+  return sign < 0 || v != 0 ? v : sign ? -0.0 : 0.0;
+}
+
+void rk_quantiles(double *x, size_t n, const double *q, double *out, size_t m) {
+  bool nan = n == 0;
+  for (size_t i = 0; i < n && !nan; i++)
+    nan = isnan(x[i]);
+  for (size_t j = 0; nan && j < m; j++)
+    out[j] = NAN;
+  if (nan)
+    return;
+  /* the zeros' signs are read in the original order, before x moves */
+  zero_ranks z = count_zeros(x, n);
+  np_qpos pos[m ? m : 1];
+  int sign_lo[m ? m : 1], sign_hi[m ? m : 1];
+  for (size_t j = 0; j < m; j++) {
+    pos[j] = np_quantile_pos(n, q[j]);
+    sign_lo[j] = zero_sign_at(x, n, z, pos[j].lo);
+    sign_hi[j] = zero_sign_at(x, n, z, pos[j].hi);
+  }
+  for (size_t j = 0; j < m; j++) {
+    double a = select_kth(x, n, pos[j].lo), b = a;
+    for (size_t i = pos[j].lo + 1; pos[j].hi > pos[j].lo && i < n; i++)
+      if (i == pos[j].lo + 1 || x[i] < b)
+        b = x[i]; /* everything after lo is >= a: hi is their minimum */
+    out[j] = np_quantile_lerp(pos[j], with_zero_sign(a, sign_lo[j]),
+                              with_zero_sign(b, sign_hi[j]));
+  }
 }
 
 double rk_round_half_away(double v) {
@@ -148,7 +269,7 @@ int rk_inactive_units(const smrules_tensor *t,
     return -1;
   for (int64_t b = 0; b < batch; b++)
     for (int64_t u = 0; u < units; u++)
-      hits[u] += active(rk_api->get(t, b * units + u), arg);
+      hits[u] += active(rk_elem(t, b * units + u), arg);
   int64_t inactive = 0;
   for (int64_t u = 0; u < units; u++)
     inactive += 100.0 * (double)hits[u] / (double)batch < threshold_inactivity;
@@ -371,8 +492,8 @@ bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
   } else if (close) {
     for (int64_t i = 0; i < a->count; i++) {
       double d;
-      if (!element_close(rk_api->get(a, i), rk_api->get(b, i), rtol, atol,
-                         equal_nan, &d))
+      if (!element_close(rk_elem(a, i), rk_elem(b, i), rtol, atol, equal_nan,
+                         &d))
         close = false;
       if (d > worst)
         worst = d;

@@ -108,9 +108,52 @@ static void wrap_tensor(pb *ev, const pb *tensor, bool with_metadata) {
   pb_sub(ev, 5, &summary);
 }
 
-static int decode_pb(const pb *ev, smr_tensor *t, smr_error *err) {
+/* The borrowing decoder must give the same tensor (or the same error) as
+ * the copying one, whatever the layout of the payload. */
+static void same_tensor(const smr_tensor *a, const smr_tensor *b) {
+  CHECK_EQ_INT(a->dtype, b->dtype);
+  CHECK_EQ_INT(a->stored_dtype, b->stored_dtype);
+  CHECK_EQ_INT(a->ndim, b->ndim);
+  CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
+  CHECK_EQ_INT(a->count, b->count);
+  CHECK_EQ_INT(a->nbytes, b->nbytes);
+  CHECK(a->nbytes == b->nbytes && memcmp(a->data, b->data, a->nbytes) == 0);
+  CHECK_EQ_INT(a->step, b->step);
+  CHECK(a->wall_time == b->wall_time);
+  CHECK_EQ_INT(a->mode, b->mode);
+  CHECK_EQ_INT(a->mode_step, b->mode_step);
+  bool strings = a->strings && b->strings;
+  CHECK(strings || (!a->strings && !b->strings));
+  for (int64_t i = 0; strings && i < a->count; i++)
+    CHECK(a->string_lens[i] == b->string_lens[i] &&
+          memcmp(a->strings[i], b->strings[i], a->string_lens[i]) == 0);
+}
+
+static int decode_both(const uint8_t *p, size_t n, uint64_t off, smr_tensor *t,
+                       char **name, smr_error *err) {
   smr_error_clear(err);
-  return smr_event_decode(ev->b, ev->n, "x.tfevents", 40, t, NULL, err);
+  int rc = smr_event_decode(p, n, "x.tfevents", off, t, name, err);
+  smr_tensor b;
+  smr_error berr;
+  smr_error_clear(&berr);
+  char *bname = NULL;
+  int brc = smr_event_decode_borrow(p, n, "x.tfevents", off, &b,
+                                    name ? &bname : NULL, &berr);
+  CHECK_EQ_INT(brc, rc);
+  if (rc == SMR_OK && brc == SMR_OK) {
+    same_tensor(t, &b);
+    if (name)
+      CHECK_STR(bname, *name);
+  } else {
+    CHECK_STR(berr.msg, err->msg);
+  }
+  free(bname);
+  smr_tensor_release(&b);
+  return rc;
+}
+
+static int decode_pb(const pb *ev, smr_tensor *t, smr_error *err) {
+  return decode_both(ev->b, ev->n, 40, t, NULL, err);
 }
 
 static int decode_tensor_pb(const pb *tensor, smr_tensor *t, smr_error *err) {
@@ -798,6 +841,73 @@ static void test_merge_and_override(void) {
   smr_tensor_release(&t);
 }
 
+/* tensor_content is not copied when the layout is smdebug's; repeated
+ * sub-messages (which protobuf merges) are decoded by copying. */
+static void test_borrowed_content(void) {
+  static const int64_t s2[] = {2};
+  static const char four[] = "\x01\x00\x00\x00\x02\x00\x00\x00";
+  pb tp = {.n = 0};
+  pb_uint(&tp, 1, SMR_DT_INT32);
+  pb_shape(&tp, 1, s2);
+  pb_bytes(&tp, 4, four, 8);
+  pb ev;
+  wrap_tensor(&ev, &tp, true);
+  smr_tensor t;
+  smr_error err;
+  CHECK_EQ_INT(smr_event_decode_borrow(ev.b, ev.n, "f", 0, &t, NULL, &err),
+               SMR_OK);
+  CHECK(t.data > ev.b && t.data + 8 <= ev.b + ev.n);
+  CHECK(memcmp(t.data, four, 8) == 0);
+  CHECK(smr_tensor_get(&t, 1) == 2.0);
+  smr_tensor_release(&t);
+  /* the copying decoder never points into the payload */
+  CHECK_EQ_INT(smr_event_decode(ev.b, ev.n, "f", 0, &t, NULL, &err), SMR_OK);
+  CHECK(t.data < ev.b || t.data >= ev.b + ev.n);
+  smr_tensor_release(&t);
+  /* tensor_content twice: the last one wins, by copying */
+  pb tp2 = tp;
+  pb_bytes(&tp2, 4, "\x05\x00\x00\x00\x06\x00\x00\x00", 8);
+  wrap_tensor(&ev, &tp2, false);
+  CHECK_EQ_INT(decode_pb(&ev, &t, &err), SMR_OK);
+  CHECK(smr_tensor_get(&t, 0) == 5.0);
+  CHECK(t.data < ev.b || t.data >= ev.b + ev.n);
+  smr_tensor_release(&t);
+  /* Value.tensor twice (protobuf-c keeps the last): decoded by copying,
+   * never from the first one's content */
+  pb value = {.n = 0}, summary = {.n = 0}, first = {.n = 0};
+  pb_uint(&first, 1, SMR_DT_INT32);
+  pb_shape(&first, 1, s2);
+  pb_bytes(&first, 4, "\x09\x00\x00\x00\x09\x00\x00\x00", 8);
+  pb_str(&value, 1, "x");
+  pb_sub(&value, 8, &first);
+  pb_sub(&value, 8, &tp);
+  pb_sub(&summary, 1, &value);
+  ev.n = 0;
+  pb_uint(&ev, 2, 3);
+  pb_sub(&ev, 5, &summary);
+  CHECK_EQ_INT(decode_pb(&ev, &t, &err), SMR_OK);
+  CHECK_EQ_INT(t.count, 2);
+  CHECK(smr_tensor_get(&t, 1) == 2.0);
+  smr_tensor_release(&t);
+  /* a long tensor: the shortened length prefixes take fewer bytes */
+  enum { N = 1500 }; /* 6000 bytes: two-byte length prefixes */
+  static int32_t big[N];
+  for (int i = 0; i < N; i++)
+    big[i] = i * 3 - 7;
+  int64_t sn[] = {N};
+  pb *tb = calloc(1, sizeof *tb);
+  pb *eb = calloc(1, sizeof *eb);
+  pb_uint(tb, 1, SMR_DT_INT32);
+  pb_shape(tb, 1, sn);
+  pb_bytes(tb, 4, big, sizeof big);
+  wrap_tensor(eb, tb, true);
+  CHECK_EQ_INT(decode_pb(eb, &t, &err), SMR_OK);
+  CHECK(smr_tensor_get(&t, N - 1) == (double)((N - 1) * 3 - 7));
+  smr_tensor_release(&t);
+  free(tb);
+  free(eb);
+}
+
 static void test_metadata(void) {
   static const int64_t s1[] = {1};
   pb tp = {.n = 0};
@@ -967,7 +1077,7 @@ static int reencode_all(const char *rel) {
     char *name = NULL;
     uint8_t *again = NULL;
     size_t alen = 0;
-    CHECK_EQ_INT(smr_event_decode(p, plen, "f", off, &t, &name, &err), SMR_OK);
+    CHECK_EQ_INT(decode_both(p, plen, off, &t, &name, &err), SMR_OK);
     CHECK_EQ_INT(smr_event_encode(&t, name, &again, &alen, &err), SMR_OK);
     CHECK_EQ_INT(alen, plen);
     CHECK(again && alen == plen && memcmp(again, p, alen) == 0);
@@ -1177,6 +1287,7 @@ int main(void) {
   TEST_RUN(test_truncated_and_garbage);
   TEST_RUN(test_unknown_fields_everywhere);
   TEST_RUN(test_merge_and_override);
+  TEST_RUN(test_borrowed_content);
   TEST_RUN(test_metadata);
   TEST_RUN(test_not_a_tensor);
   TEST_RUN(test_encode_errors);

@@ -1,10 +1,14 @@
 /* test_fwkit.c - the NumPy-exact statistics and the ordered map of
  * plugins/profkit/fwkit.h (used by the framework-metric profiler rules):
  * expected values were computed with NumPy 1.24 and must match bit for
- * bit, since rule reports are compared with the reference exactly. */
+ * bit, since rule reports are compared with the reference exactly.
+ * Also rk_quantiles (plugins/common/rulekit.h), which must give the bits
+ * that sorting gives. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../plugins/profkit/fwkit.h"
+#include "smrules/rulekit.h"
 #include "unit.h"
 
 #define N 1000
@@ -89,11 +93,74 @@ static void test_map(void) {
   CHECK_EQ_INT(fk_map_find(&m, "k0"), -1);
 }
 
+/* rk_quantiles against a stable sort + np_quantile_sorted (rk_quantile):
+ * the same bits, including the sign of a zero, on data with runs of equal
+ * values, both zeros, sorted and reversed input. */
+static bool same_bits(double a, double b) {
+  return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void check_quantiles(const double *x, size_t n) {
+  static const double q[] = {0.95, 0.05, 0, 1, 0.5, 0.25, 0.999};
+  enum { M = sizeof q / sizeof q[0] };
+  double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), out[M];
+  memcpy(a, x, n * sizeof *a);
+  rk_quantiles(a, n, q, out, M);
+  for (size_t j = 0; j < M; j++) {
+    memcpy(b, x, n * sizeof *b);
+    CHECK(same_bits(out[j], rk_quantile(b, n, q[j])));
+  }
+  free(a);
+  free(b);
+}
+
+static void test_rk_quantiles(void) {
+  enum { L = 5001 };
+  double *x = malloc(L * sizeof *x);
+  uint64_t r = 12345;
+  for (int kind = 0; kind < 6; kind++) {
+    for (size_t i = 0; i < L; i++) {
+      r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+      double v = (double)(r >> 40) / 16777216.0 - 0.3;
+      switch (kind) {
+      case 0: /* distinct values */
+        x[i] = v;
+        break;
+      case 1: /* mostly zeros of both signs */
+        x[i] = (r >> 20) % 5 ? ((r >> 30) & 1 ? -0.0 : 0.0) : v;
+        break;
+      case 2: /* few distinct values */
+        x[i] = (double)((r >> 33) % 4) - 1.5;
+        break;
+      case 3: /* ascending */
+        x[i] = (double)i;
+        break;
+      case 4: /* descending with zeros in the middle */
+        x[i] =
+            i > L / 3 && i < L / 2 ? (i & 1 ? -0.0 : 0.0) : (double)L - 2.0 * i;
+        break;
+      default: /* all equal */
+        x[i] = -0.0;
+      }
+    }
+    check_quantiles(x, L);
+    check_quantiles(x, 1);
+    check_quantiles(x, 2);
+    check_quantiles(x, 20);
+  }
+  x[7] = NAN;
+  double out[1], q = 0.5;
+  rk_quantiles(x, L, &q, out, 1);
+  CHECK(isnan(out[0]));
+  free(x);
+}
+
 int main(void) {
   TEST_RUN(test_mean_std);
   TEST_RUN(test_quantiles);
   TEST_RUN(test_histogram);
   TEST_RUN(test_round);
   TEST_RUN(test_map);
+  TEST_RUN(test_rk_quantiles);
   return TEST_REPORT("test_fwkit");
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "smrules/smrules.h"
 
@@ -36,6 +37,12 @@ int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out);
 /* The raw value of `name` at global step g (any mode). */
 int rk_value(smrules_trial *t, const char *name, int64_t g,
              smrules_tensor *out);
+
+/* api->value_stats of `name` at global step g (any mode): statistics
+ * shared with the other rules of the run.  On a host without it, the
+ * value is read and api->stats computed here (same results). */
+int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
+                   smrules_stats *out);
 
 /* Exactly one element (shape (), (1,), (1,1), ...). */
 bool rk_is_scalar(const smrules_tensor *v);
@@ -63,6 +70,26 @@ static inline int rk_result(int64_t evaluated, int64_t violations) {
 
 /* ------------------------------------------------ numbers (formats.md §14) */
 
+/* Element i (in range) as double, like api->get but without a call per
+ * element for float32/float64 on a little-endian host.  The data may lie
+ * unaligned in the event file, hence memcpy (a plain load). */
+static inline double rk_elem(const smrules_tensor *t, int64_t i) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const unsigned char *p = (const unsigned char *)t->data;
+  if (t->dtype == SMRULES_DT_FLOAT && p) {
+    float f;
+    memcpy(&f, p + (size_t)i * sizeof f, sizeof f);
+    return f;
+  }
+  if (t->dtype == SMRULES_DT_DOUBLE && p) {
+    double d;
+    memcpy(&d, p + (size_t)i * sizeof d, sizeof d);
+    return d;
+  }
+#endif
+  return rk_api->get(t, i);
+}
+
 /* All elements as doubles, or NULL when the tensor is empty (free() it).
  * String elements are parsed as decimal numbers (NaN when they are not),
  * so XGBoost columns saved as strings read like numeric ones. */
@@ -71,6 +98,10 @@ double *rk_values(const smrules_tensor *t);
 /* NumPy's quantile with linear interpolation: sorts x (n > 0) in place;
  * NaN when any element is NaN. */
 double rk_quantile(double *x, size_t n, double q);
+
+/* The same for m quantiles q[j] -> out[j], bit for bit, without sorting:
+ * O(n) per quantile (x is reordered). */
+void rk_quantiles(double *x, size_t n, const double *q, double *out, size_t m);
 
 /* Rounding to the nearest integer, halves away from zero (rules.md R6). */
 double rk_round_half_away(double v);

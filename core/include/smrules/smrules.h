@@ -128,7 +128,9 @@ typedef struct smrules_trial smrules_trial; /* a trial the rule reads */
 typedef struct smrules_json smrules_json;   /* a report object being built */
 
 /* A tensor value.  `data` holds `count` little-endian elements of `dtype`
- * (row-major); use api->get() to read elements as double. */
+ * (row-major); use api->get() to read elements as double.  `data` usually
+ * points into the event file itself (not copied) and has no particular
+ * alignment: read raw elements with memcpy, not through a cast pointer. */
 typedef struct smrules_tensor {
   int dtype;
   int ndim;
@@ -379,6 +381,18 @@ typedef struct smrules_api {
   /* Wall-clock facts for rules driven by time (StalledTrainingRule): see
    * smrules_live_info and smrules_rule.invoke_at_time. */
   int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
+
+  /* ---- appended: check api->struct_size >= offsetof(smrules_api,
+   * value_stats) + sizeof(void *) before use on an older host. ---- */
+
+  /* api->stats of the value of `name` at `step` (as api->value takes
+   * them), computed once and shared by every rule that asks for the same
+   * value while it is recent (the rules of a run move in lock step over a
+   * local or remote trial): the record is not read again.  Returns what
+   * api->value returns when the value cannot be read; SMRULES_ERR for a
+   * string tensor.  out->count is 0 for an empty tensor. */
+  int (*value_stats)(smrules_trial *t, const char *name, int64_t step, int mode,
+                     smrules_stats *out);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (it was appended after the

@@ -32,15 +32,10 @@ static int init(smrules_ctx *ctx, const void *s, void **state) {
 
 /* 100 * zeros / size, or -1 when the tensor is not checked here. */
 static double zero_percent(smrules_trial *t, const char *name, int64_t g) {
-  smrules_tensor v;
-  if (rk_value(t, name, g, &v) != 0)
+  smrules_stats st; /* shared with ExplodingTensor & co */
+  if (rk_value_stats(t, name, g, &st) != 0 || st.count == 0)
     return -1;
-  double pct = -1;
-  smrules_stats st;
-  if (rk_is_numeric(&v) && rk_api->stats(&v, &st) == 0)
-    pct = 100.0 * (double)st.zeros / (double)st.count;
-  rk_api->release(&v);
-  return pct;
+  return 100.0 * (double)st.zeros / (double)st.count;
 }
 
 static int invoke(smrules_ctx *ctx, void *state, int64_t g) {

@@ -50,8 +50,8 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    smrules_tensor v;
-    int rc = rk_value(t, names.v[i], g, &v);
+    smrules_stats st; /* shared with AllZero & co: one pass per value */
+    int rc = rk_value_stats(t, names.v[i], g, &st);
     if (rc == SMRULES_TENSOR_UNAVAILABLE_FOR_STEP) {
       bool any;
       if (reductions_explode(t, names.v[i], g, s->only_nan, &any)) {
@@ -61,14 +61,8 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
       evaluated += any;
       continue;
     }
-    if (rc != 0 || !rk_is_numeric(&v)) {
-      if (rc == 0)
-        rk_api->release(&v);
+    if (rc != 0 || st.count == 0) /* unreadable, strings, empty */
       continue;
-    }
-    smrules_stats st;
-    rk_api->stats(&v, &st);
-    rk_api->release(&v);
     evaluated++;
     int64_t inf = st.pinf + st.ninf;
     if (st.nan > 0 || (!s->only_nan && inf > 0)) {

@@ -87,7 +87,7 @@ static int64_t previous_step(state *st, smrules_trial *t, const char *name,
 static double l2_diff(const smrules_tensor *a, const smrules_tensor *b) {
   double scale = 0, ssq = 1;
   for (int64_t i = 0; i < a->count; i++) {
-    double d = fabs(rk_api->get(a, i) - rk_api->get(b, i));
+    double d = fabs(rk_elem(a, i) - rk_elem(b, i));
     if (isnan(d))
       return NAN;
     if (d == 0)

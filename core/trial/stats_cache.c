@@ -1,0 +1,137 @@
+/* stats_cache.c - see stats_cache.h.  Entries are replaced in insertion
+ * order (a ring), so an entry lives for the next SMR_STATS_CACHE_SLOTS
+ * insertions; lookups search newest first. */
+#include "trial/stats_cache.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+typedef struct slot {
+  char *name; /* NULL: empty */
+  int64_t step;
+  int mode;
+  bool pending; /* claimed: a thread is computing the statistics */
+  bool dead;    /* abandoned: matches nothing */
+  int status;   /* the reader's status: 0, or why there are no stats */
+  smr_stats stats;
+} slot;
+
+struct smr_stats_cache {
+  pthread_mutex_t mu;
+  pthread_cond_t done; /* a pending entry was filled or abandoned */
+  slot ring[SMR_STATS_CACHE_SLOTS];
+  size_t next; /* the ring slot the next insertion replaces */
+  uint64_t lookups, hits;
+};
+
+smr_stats_cache *smr_stats_cache_new(void) {
+  smr_stats_cache *c = smr_xcalloc(1, sizeof *c);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->done, NULL);
+  return c;
+}
+
+/* SMRULES_STATS_CACHE=1: how often rules shared statistics, on stderr
+ * (benchmarks, tests). */
+static void print_counts(smr_stats_cache *c) {
+  const char *e = getenv("SMRULES_STATS_CACHE");
+  if (!e || !*e || strcmp(e, "0") == 0 || !c->lookups)
+    return;
+  fprintf(stderr, "smrules: statistics cache: lookups=%llu hits=%llu\n",
+          (unsigned long long)c->lookups, (unsigned long long)c->hits);
+}
+
+void smr_stats_cache_free(smr_stats_cache *c) {
+  if (!c)
+    return;
+  print_counts(c);
+  for (size_t i = 0; i < SMR_STATS_CACHE_SLOTS; i++)
+    free(c->ring[i].name);
+  pthread_cond_destroy(&c->done);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+static bool matches(const slot *s, const char *name, int64_t step, int mode) {
+  return s->name && !s->dead && s->step == step && s->mode == mode &&
+         strcmp(s->name, name) == 0;
+}
+
+/* Newest first: rules in lock step ask for what was just stored. */
+static slot *find(smr_stats_cache *c, const char *name, int64_t step,
+                  int mode) {
+  for (size_t k = 1; k <= SMR_STATS_CACHE_SLOTS; k++) {
+    slot *s =
+        &c->ring[(c->next + SMR_STATS_CACHE_SLOTS - k) % SMR_STATS_CACHE_SLOTS];
+    if (!s->name)
+      return NULL; /* the ring fills in order: nothing older */
+    if (matches(s, name, step, mode))
+      return s;
+  }
+  return NULL;
+}
+
+/* A new entry in the ring slot the next insertion replaces.  Under mu. */
+static slot *insert(smr_stats_cache *c, char *name, int64_t step, int mode) {
+  slot *s = &c->ring[c->next];
+  c->next = (c->next + 1) % SMR_STATS_CACHE_SLOTS;
+  free(s->name); /* a waiter on an evicted pending entry computes itself */
+  *s = (slot){.name = name, .step = step, .mode = mode};
+  return s;
+}
+
+bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
+                           int mode, smr_stats *out, int *status) {
+  char *copy = smr_xstrdup(name);
+  pthread_mutex_lock(&c->mu);
+  c->lookups++;
+  slot *s;
+  while ((s = find(c, name, step, mode)) != NULL && s->pending)
+    pthread_cond_wait(&c->done, &c->mu);
+  if (s) {
+    c->hits++;
+    *out = s->stats;
+    *status = s->status;
+  } else {
+    insert(c, copy, step, mode)->pending = true;
+    copy = NULL;
+  }
+  pthread_mutex_unlock(&c->mu);
+  free(copy);
+  return s != NULL;
+}
+
+void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
+                          int mode, int status, const smr_stats *st) {
+  pthread_mutex_lock(&c->mu);
+  slot *s = find(c, name, step, mode);
+  if (!s) /* evicted while it was computed */
+    s = insert(c, smr_xstrdup(name), step, mode);
+  s->stats = *st;
+  s->status = status;
+  s->pending = false;
+  pthread_cond_broadcast(&c->done);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void smr_stats_cache_abandon(smr_stats_cache *c, const char *name, int64_t step,
+                             int mode) {
+  pthread_mutex_lock(&c->mu);
+  slot *s = find(c, name, step, mode);
+  if (s && s->pending)
+    s->dead = true;
+  pthread_cond_broadcast(&c->done);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void smr_stats_cache_counts(smr_stats_cache *c, uint64_t *lookups,
+                            uint64_t *hits) {
+  pthread_mutex_lock(&c->mu);
+  *lookups = c->lookups;
+  *hits = c->hits;
+  pthread_mutex_unlock(&c->mu);
+}

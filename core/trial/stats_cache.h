@@ -1,0 +1,46 @@
+/* stats_cache.h - per-(tensor, step) statistics shared by the rules that
+ * read one trial.
+ *
+ * Several rules ask for the same one-pass statistics of the same value
+ * (ExplodingTensor its NaN/inf counts, AllZero its zeros, ...).  The first
+ * computes them (smr_tensor_stats) and stores them here; the others find
+ * them without reading or decoding the record again.  Rules evaluated in
+ * lock step (run/schedule.h) ask within a step or two of each other, so a
+ * small table of the most recent entries serves them; the memory is fixed
+ * (SMR_STATS_CACHE_SLOTS entries of ~150 bytes).  Thread-safe; a value
+ * two threads ask for at once is computed by one while the other waits. */
+#ifndef SMR_STATS_CACHE_H
+#define SMR_STATS_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/tensor.h"
+
+#define SMR_STATS_CACHE_SLOTS 1024
+
+typedef struct smr_stats_cache smr_stats_cache;
+
+smr_stats_cache *smr_stats_cache_new(void);
+void smr_stats_cache_free(smr_stats_cache *c);
+
+/* The statistics of `name` at `step` in `mode` (the step as the reader
+ * was asked, see smr_trial_value): true, *out and *status when stored
+ * (waiting while another thread computes them).  Otherwise false: the
+ * caller has claimed the entry and must compute it, then fill or abandon
+ * it.  `status` is the caller's: 0 with the statistics, or why there are
+ * none (a value not saved at the step, ...), so that is found out once
+ * too. */
+bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
+                           int mode, smr_stats *out, int *status);
+void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
+                          int mode, int status, const smr_stats *s);
+/* Nothing to store: whoever waits for the entry finds out for itself. */
+void smr_stats_cache_abandon(smr_stats_cache *c, const char *name, int64_t step,
+                             int mode);
+
+/* Lookups and hits so far (for tests and SMRULES_STATS_CACHE=1). */
+void smr_stats_cache_counts(smr_stats_cache *c, uint64_t *lookups,
+                            uint64_t *hits);
+
+#endif

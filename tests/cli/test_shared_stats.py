@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""End-to-end: statistics shared between the rules of a run
+(core/trial/stats_cache.c, api->value_stats, Lua t:stats()).
+
+1. AllZero and ExplodingTensor together compute each value's statistics
+   once: with SMRULES_STATS_CACHE=1 the run reports as many lookups as the
+   two rules made and exactly half of them as hits, with one and with two
+   threads (in lock step, the default for several rules), and the results
+   are those of each rule run alone.
+2. A Lua rule asking t:stats(step) shares the same entries, and its table
+   equals v:stats() of the value it would read (the rule fails otherwise);
+   a string tensor raises, a worker option reads the value itself.
+3. With --schedule rules the results are the same (hits are then
+   whatever the recent entries give: not checked).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+
+NAME = "test_shared_stats"
+TRIALS = os.path.join(lib.FIXTURES, "trials")
+COUNTS = re.compile(r"statistics cache: lookups=(\d+) hits=(\d+)")
+
+LUA = """local keys = {"count", "finite", "nan", "pinf", "ninf", "inf", "zeros",
+              "has_finite", "min", "max", "sum", "mean", "l1", "l2", "linf"}
+function invoke_at_step(step)
+  local n = 0
+  for _, name in ipairs(trial:tensor_names()) do
+    local t = trial:tensor(name)
+    if t:has_value(step) then
+      local v = t:value(step)
+      if v.dtype ~= "str" and #v > 0 then
+        local shared, own = t:stats(step), v:stats()
+        for _, k in ipairs(keys) do
+          local a, b = shared[k], own[k]
+          if not (a == b or (a ~= a and b ~= b)) then
+            error(string.format("%s at %d: %s differs: %s vs %s", name, step, k,
+                                tostring(a), tostring(b)))
+          end
+        end
+        local w = t:stats(step, {worker = v.worker})
+        if w.count ~= own.count then error("worker option") end
+        n = n + 1
+      end
+    end
+  end
+  report.datapoints(n)
+  return false
+end
+"""
+
+STRINGS = """function invoke_at_step(step)
+  for _, name in ipairs(trial:tensor_names()) do
+    local t = trial:tensor(name)
+    if t:has_value(step) and t:value(step).dtype == "str" then
+      local ok, err = pcall(function() return t:stats(step) end)
+      log(ok and "no error" or ("raised: " .. tostring(err)))
+      return true
+    end
+  end
+  return false
+end
+"""
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run_env(args, env_extra):
+    env = dict(os.environ, **env_extra)
+    p = subprocess.run([lib.SMRULES] + args, capture_output=True, env=env,
+                       timeout=lib.TIMEOUT, cwd=lib.ROOT, stdin=subprocess.DEVNULL)
+    return lib.Result(args, p.returncode, p.stdout.decode(), p.stderr.decode())
+
+
+def rule_results(r):
+    return {x["name"]: x for x in (r.obj or {}).get("rules", [])}
+
+
+def check_two_rules(c, tmp):
+    both = write(os.path.join(tmp, "both.yaml"),
+                 "rules:\n  - rule: AllZero\n  - rule: ExplodingTensor\n")
+    for trial in ("healthy_mlp_digits", "exploding_mse_high_lr", "two_workers_ddp"):
+        path = os.path.join(TRIALS, trial)
+        alone = {}
+        for rule in ("AllZero", "ExplodingTensor"):
+            y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
+            r = lib.run_json(["run", "--trial", path, "--rules", y, "--fresh", "--json",
+                              "--output", os.path.join(tmp, "out-" + rule)])
+            alone.update(rule_results(r))
+        for jobs in ("1", "2"):
+            r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
+                         "--jobs", jobs, "--output", os.path.join(tmp, "out")],
+                        {"SMRULES_STATS_CACHE": "1"})
+            sc = c.scope("%s --jobs %s" % (trial, jobs), r)
+            sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+            m = COUNTS.search(r.err)
+            if not sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
+                continue
+            lookups, hits = int(m.group(1)), int(m.group(2))
+            sc.ok(lookups > 0 and hits * 2 == lookups,
+                  "each value's statistics computed once",
+                  "lookups=%d hits=%d" % (lookups, hits))
+            got = rule_results(r)
+            for rule in ("AllZero", "ExplodingTensor"):
+                sc.ok(got.get(rule) == alone.get(rule), "%s result = alone" % rule,
+                      lib.first_difference(got.get(rule), alone.get(rule)))
+        r = lib.run_json(["run", "--trial", path, "--rules", both, "--fresh", "--json",
+                          "--schedule", "rules", "--output", os.path.join(tmp, "out")])
+        sc = c.scope("%s --schedule rules" % trial, r)
+        got = rule_results(r)
+        for rule in ("AllZero", "ExplodingTensor"):
+            sc.ok(got.get(rule) == alone.get(rule), "%s result = alone" % rule,
+                  lib.first_difference(got.get(rule), alone.get(rule)))
+
+
+def check_lua(c, tmp):
+    lua = write(os.path.join(tmp, "stats.lua"), LUA)
+    y = write(os.path.join(tmp, "lua.yaml"),
+              "rules:\n  - rule: ExplodingTensor\n  - name: SharedStats\n    lua: %s\n" % lua)
+    for trial in ("healthy_mlp_digits", "two_workers_ddp", "xgboost_balanced_features"):
+        r = run_env(["run", "--trial", os.path.join(TRIALS, trial), "--rules", y, "--fresh",
+                     "--json", "--output", os.path.join(tmp, "out-lua")],
+                    {"SMRULES_STATS_CACHE": "1"})
+        sc = c.scope("Lua t:stats on %s" % trial, r)
+        lua_r = rule_results(r).get("SharedStats", {})
+        sc.eq("Lua rule status", lua_r.get("status"), "NoIssuesFound")
+        m = COUNTS.search(r.err)
+        sc.ok(m and int(m.group(2)) > 0, "the Lua rule and ExplodingTensor share entries",
+              r.err.strip()[-300:])
+    s = write(os.path.join(tmp, "strings.lua"), STRINGS)
+    y = write(os.path.join(tmp, "strings.yaml"), "rules:\n  - name: Strings\n    lua: %s\n" % s)
+    r = lib.run_json(["run", "--trial", os.path.join(TRIALS, "xgboost_balanced_features"),
+                      "--rules", y, "--fresh", "--json", "-v",
+                      "--output", os.path.join(tmp, "out-str")])
+    sc = c.scope("Lua t:stats of a string tensor", r)
+    sc.ok("raised: " in r.err and "numeric" in r.err, "raises, naming what was expected",
+          r.err.strip()[-300:])
+
+
+def main():
+    c = lib.Checker(NAME)
+    tmp = tempfile.mkdtemp(prefix="smrules-shared-stats-")
+    try:
+        check_two_rules(c, tmp)
+        check_lua(c, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+/* test_stats_cache.c - the statistics rules share (trial/stats_cache.h):
+ * a claimed entry is computed once and then served, stored statuses are
+ * served too, abandoned entries are claimed again, the ring forgets the
+ * oldest entries after SMR_STATS_CACHE_SLOTS insertions, and a thread
+ * asking for an entry another thread is computing waits for it. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "trial/stats_cache.h"
+#include "unit.h"
+
+static smr_stats stats_with(int64_t count) {
+  smr_stats s;
+  memset(&s, 0, sizeof s);
+  s.count = count;
+  s.sum = (double)count / 2;
+  return s;
+}
+
+static void test_claim_fill_hit(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, s = stats_with(7);
+  int status = -99;
+  CHECK(!smr_stats_cache_claim(c, "a", 3, 4, &out, &status));
+  smr_stats_cache_fill(c, "a", 3, 4, 0, &s);
+  CHECK(smr_stats_cache_claim(c, "a", 3, 4, &out, &status));
+  CHECK_EQ_INT(status, 0);
+  CHECK_EQ_INT(out.count, 7);
+  CHECK(out.sum == 3.5);
+  /* another step, mode or name is another entry */
+  CHECK(!smr_stats_cache_claim(c, "a", 4, 4, &out, &status));
+  smr_stats_cache_abandon(c, "a", 4, 4);
+  CHECK(!smr_stats_cache_claim(c, "a", 3, 1, &out, &status));
+  smr_stats_cache_fill(c, "a", 3, 1, -3, &s); /* a stored status */
+  CHECK(smr_stats_cache_claim(c, "a", 3, 1, &out, &status));
+  CHECK_EQ_INT(status, -3);
+  /* abandoned: the next one claims it again */
+  CHECK(!smr_stats_cache_claim(c, "a", 4, 4, &out, &status));
+  smr_stats_cache_fill(c, "a", 4, 4, 0, &s);
+  uint64_t lookups, hits;
+  smr_stats_cache_counts(c, &lookups, &hits);
+  CHECK_EQ_INT(lookups, 6);
+  CHECK_EQ_INT(hits, 2);
+  smr_stats_cache_free(c);
+}
+
+static void test_ring_forgets_oldest(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, s = stats_with(1);
+  int status;
+  for (int i = 0; i < SMR_STATS_CACHE_SLOTS + 10; i++) {
+    CHECK(!smr_stats_cache_claim(c, "t", i, 4, &out, &status));
+    smr_stats_cache_fill(c, "t", i, 4, 0, &s);
+  }
+  for (int i = 0; i < 10; i++) /* the first ten were replaced */
+    CHECK(!smr_stats_cache_claim(c, "t", i, 4, &out, &status));
+  /* ... and claiming them replaced the next ten oldest */
+  for (int i = 20; i < SMR_STATS_CACHE_SLOTS + 10; i++)
+    CHECK(smr_stats_cache_claim(c, "t", i, 4, &out, &status));
+  smr_stats_cache_free(c); /* pending entries are freed too */
+}
+
+typedef struct waiter {
+  smr_stats_cache *c;
+  bool hit;
+  int64_t count;
+} waiter;
+
+static void *wait_for(void *arg) {
+  waiter *w = arg;
+  smr_stats out;
+  int status;
+  w->hit = smr_stats_cache_claim(w->c, "x", 1, 4, &out, &status);
+  w->count = w->hit ? out.count : -1;
+  if (!w->hit)
+    smr_stats_cache_abandon(w->c, "x", 1, 4);
+  return NULL;
+}
+
+static void test_waits_for_the_computing_thread(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, s = stats_with(42);
+  int status;
+  CHECK(!smr_stats_cache_claim(c, "x", 1, 4, &out, &status));
+  waiter w = {c, false, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, wait_for, &w);
+  usleep(50 * 1000); /* the other thread is waiting now (or soon) */
+  smr_stats_cache_fill(c, "x", 1, 4, 0, &s);
+  pthread_join(th, NULL);
+  CHECK(w.hit);
+  CHECK_EQ_INT(w.count, 42);
+  /* abandoned while another waits: that one claims it */
+  CHECK(!smr_stats_cache_claim(c, "y", 1, 4, &out, &status));
+  smr_stats_cache_abandon(c, "y", 1, 4);
+  CHECK(!smr_stats_cache_claim(c, "y", 1, 4, &out, &status));
+  smr_stats_cache_fill(c, "y", 1, 4, 0, &s);
+  smr_stats_cache_free(c);
+}
+
+int main(void) {
+  TEST_RUN(test_claim_fill_hit);
+  TEST_RUN(test_ring_forgets_oldest);
+  TEST_RUN(test_waits_for_the_computing_thread);
+  return TEST_REPORT("test_stats_cache");
+}
