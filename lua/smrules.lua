@@ -66,7 +66,7 @@ end
 -- Iterator over the tensors of `names` (names or tensor objects) that have
 -- something at `step`: for t, v in smrules.values_at(names, step, opts)
 -- gives each tensor and its value; tensors without a value at the step are
--- skipped (rules.md §0.3).  `opts` as for t:value.
+-- skipped (docs/rule-semantics.md#steps-modes-and-missing-data).  `opts` as for t:value.
 function smrules.values_at(names, step, opts)
   local i = 0
   return function()

@@ -1,4 +1,4 @@
-/* action.h - what smrules does when a rule fires (rules.md §6.2): stop
+/* action.h - what smrules does when a rule fires (docs/actions.md): stop
  * the training process, send an e-mail, an SMS through SNS, or run a
  * configured exec/webhook hook.
  *

@@ -47,8 +47,8 @@ typedef struct smr_act_event {
   char *details;         /* "  - tensor=... ...\n" lines, may be empty */
   char *violations;      /* JSON array text */
 } smr_act_event;
-/* `report` is the instance's report JSON (rules.md §0.4); the violations
- * of Details.last_trigger are used when it is this step's. */
+/* `report` is the instance's report JSON (docs/rule-semantics.md#the-report);
+ * the violations of Details.last_trigger are used when it is this step's. */
 smr_act_event *smr_act_event_new(const char *rule, const char *rule_type,
                                  int64_t step, int64_t trigger,
                                  const char *trial, const char *job,

@@ -1085,7 +1085,7 @@ static bool truthy(const smr_node *v) {
 }
 
 /* StalledTrainingRule's stop_training_on_fire is a StopTraining with its
- * training_job_name_prefix (rules.md §6.1). */
+ * training_job_name_prefix (docs/actions.md#differences-from-sagemaker). */
 static int implicit_stop(pctx *c, const smr_rule_config *rc,
                          smr_act_rule_plan *rp) {
   if (!rc->rule || strcmp(rc->rule, "StalledTrainingRule") != 0 ||

@@ -9,8 +9,9 @@
 #include <stdint.h>
 
 /* Status codes.  Every fallible function returns one of these; 0 is success.
- * The availability codes mirror smdebug's exceptions (formats.md F§11.2) so
- * the rule runtime can reproduce the reference invocation loop. */
+ * The availability codes mirror smdebug's exceptions
+ * (docs/formats.md#when-a-value-is-not-there) so the rule runtime can reproduce
+ * the reference invocation loop. */
 typedef enum smr_status {
   SMR_OK = 0,
   SMR_ERR_IO = -1,            /* a file could not be opened or read */

@@ -1,6 +1,6 @@
 /* regex.h - Python-compatible regular expressions (PCRE2) with "search"
  * semantics: a pattern matches when it matches anywhere in the subject, as
- * Python's re.search does (formats.md conventions). */
+ * Python's re.search does (docs/formats.md#collections-files). */
 #ifndef SMR_REGEX_H
 #define SMR_REGEX_H
 

@@ -78,7 +78,7 @@ static char *trim(char *s) {
   return s;
 }
 
-/* "None", "" and null mean unset (rules.md §0.1). */
+/* "None", "" and null mean unset (docs/rule-semantics.md#parameter-values). */
 static bool is_unset(const pval *v) {
   if (v->node && v->node->type == SMR_NODE_NULL)
     return true;

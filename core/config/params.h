@@ -1,7 +1,8 @@
 /* params.h - parsing rule parameters from configuration nodes into a
  * plugin's settings struct, driven by its declarative parameter table
- * (rules.md §0.1).  The host, not the rule, checks names, types, bounds
- * and allowed values, so every rule rejects bad parameters the same way. */
+ * (docs/rule-semantics.md#parameter-values).  The host, not the rule, checks
+ * names, types, bounds and allowed values, so every rule rejects bad parameters
+ * the same way. */
 #ifndef SMR_PARAMS_H
 #define SMR_PARAMS_H
 

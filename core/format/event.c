@@ -1,5 +1,6 @@
-/* event.c - decoding and encoding of smdebug's Event records (formats.md
- * F§3, F§4).
+/* event.c - decoding and encoding of smdebug's Event records (see
+ * docs/formats.md#inside-a-record-the-event-message,
+ * docs/formats.md#data-types).
  *
  * Decoding is two passes over the payload: a small wire-format walk that
  * checks the wire type of every field we declare (so a damaged record gets a
@@ -588,7 +589,7 @@ static void store_le(uint8_t *dst, uint64_t bits, size_t width) {
 }
 
 /* Elements from typed fields: as many values as elements, or one value
- * repeated (formats.md F§4.2 Decision). */
+ * repeated (docs/formats.md#data-types Decision). */
 static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
                         const dtype_info *di, smr_tensor *t, event_owner *o) {
   const char *field;

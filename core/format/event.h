@@ -1,6 +1,8 @@
 /* event.h - decoding and encoding of the Event/Summary/TensorProto messages
- * that smdebug writes, one tensor per record (formats.md F§3, F§4).
- * Uses protobuf-c with the messages declared in core/proto/. */
+ * that smdebug writes, one tensor per record
+ * (docs/formats.md#inside-a-record-the-event-message,
+ * docs/formats.md#data-types). Uses protobuf-c with the messages declared in
+ * core/proto/. */
 #ifndef SMR_EVENT_H
 #define SMR_EVENT_H
 

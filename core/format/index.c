@@ -1,5 +1,7 @@
 /* index.c - index files, collections files, smdebug file names and
- * reduction tensor names (formats.md F§1, F§5, F§6, F§7.1).
+ * reduction tensor names (docs/formats.md#the-trial-directory,
+ * docs/formats.md#index-files, docs/formats.md#collections-files,
+ * docs/formats.md#reductions).
  *
  * Parsing goes through cJSON; serializing is done by hand so that the bytes
  * are exactly what Python's json.dumps() writes (", " and ": " separators,
@@ -602,7 +604,7 @@ char *smr_collections_to_json(const smr_collections *c) {
 /* ------------------------------------------------------------------ */
 /* file names                                                           */
 
-/* TF device names: '_' -> '/', then '-' -> ':' (F§1.3). */
+/* TF device names: '_' -> '/', then '-' -> ':' (docs/formats.md#workers). */
 static char *worker_deserialize(const char *s, size_t n) {
   char *w = smr_xstrndup(s, n);
   for (char *p = w; *p; p++)
@@ -690,7 +692,8 @@ char *smr_collections_file_relpath(const char *worker) {
 
 #define REDUCTION_PREFIX "smdebug/reductions/"
 
-/* The reductions that can appear in a stored name (F§7.2). */
+/* The reductions that can appear in a stored name (docs/formats.md#reductions).
+ */
 static bool reduction_storable(int r) {
   return r >= SMR_RED_MIN && r <= SMR_RED_L2;
 }

@@ -1,6 +1,7 @@
 /* index.h - the JSON side of a trial: index files, collections files, and
- * the file-name conventions of smdebug (formats.md F§1, F§5, F§6, F§7.1).
- * Parsing uses cJSON; nothing here opens files. */
+ * the file-name conventions of smdebug (docs/formats.md#the-trial-directory,
+ * docs/formats.md#index-files, docs/formats.md#collections-files,
+ * docs/formats.md#reductions). Parsing uses cJSON; nothing here opens files. */
 #ifndef SMR_INDEX_H
 #define SMR_INDEX_H
 
@@ -12,7 +13,7 @@
 #include "format/mode.h"
 #include "format/tensor.h"
 
-/* ---- index files (F§5) ---- */
+/* ---- index files (docs/formats.md#index-files) ---- */
 typedef struct smr_index_tensor {
   char *name;
   int64_t start_idx, length;
@@ -53,7 +54,7 @@ void smr_index_free(smr_index *ix);
 /* Serialize as smdebug does (keys meta/tensor_payload/shape_payload). */
 char *smr_index_to_json(const smr_index *ix);
 
-/* ---- collections files (F§6) ---- */
+/* ---- collections files (docs/formats.md#collections-files) ---- */
 typedef struct smr_collection {
   char *name;
   char **include_regex;
@@ -76,7 +77,8 @@ int smr_collections_parse(const char *json, size_t len, const char *file,
 void smr_collections_free(smr_collections *c);
 char *smr_collections_to_json(const smr_collections *c);
 
-/* ---- file names (F§1.2, F§1.3) ---- */
+/* ---- file names (docs/formats.md#the-trial-directory,
+ * docs/formats.md#workers) ---- */
 /* Parse "<digits>_<worker>.json" / ".tfevents" basenames.  TF device names
  * (a worker part starting with '_', i.e. "__" right after the digits) are
  * deserialized ('_' -> '/', then '-' -> ':').  Returns SMR_OK and a
@@ -91,7 +93,7 @@ char *smr_event_file_relpath(int64_t step, const char *worker);
 char *smr_index_file_relpath(int64_t step, const char *worker);
 char *smr_collections_file_relpath(const char *worker);
 
-/* ---- reduction tensor names (F§7.1) ---- */
+/* ---- reduction tensor names (docs/formats.md#reductions) ---- */
 /* "smdebug/reductions/abs_mean/gradient/x" -> base "gradient/x",
  * reduction SMR_RED_MEAN, abs true.  Returns true when `stored` is a
  * reduction name with a known reduction (outputs malloc'ed base). */

@@ -1,5 +1,6 @@
-/* record.c - TFRecord framing (formats.md F§2): CRC-32C, masking, parsing
- * one record and producing the writer's header and footer bytes. */
+/* record.c - TFRecord framing
+ * (docs/formats.md#event-files-records-and-checksums): CRC-32C, masking,
+ * parsing one record and producing the writer's header and footer bytes. */
 #include "format/record.h"
 
 #include <pthread.h>

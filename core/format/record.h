@@ -1,4 +1,5 @@
-/* record.h - TFRecord framing of event files (formats.md F§2).
+/* record.h - TFRecord framing of event files
+ * (docs/formats.md#event-files-records-and-checksums).
  *
  * A record is: u64 LE payload length, u32 masked CRC32C of those 8 bytes,
  * the payload, u32 payload checksum (smdebug's constant or the masked

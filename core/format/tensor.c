@@ -1,5 +1,6 @@
 /* tensor.c - dtype tables, element widening, reductions, summary statistics
- * and the tensor fingerprint (formats.md F§4, F§7, F§14).
+ * and the tensor fingerprint (docs/formats.md#data-types,
+ * docs/formats.md#reductions, docs/rule-semantics.md#numeric-conventions).
  *
  * Hot loops are generated per element kind by macros, so the dtype is
  * dispatched once per call, never per element.  Sums use 8 independent

@@ -14,9 +14,9 @@
 
 #include "base/common.h"
 
-/* smdebug/TensorFlow DataType values (formats.md F§4.1).  SMR_DT_STRING is
- * used for every string tensor, whatever the stored dtype (smdebug stores
- * strings with DT_INVALID). */
+/* smdebug/TensorFlow DataType values (docs/formats.md#data-types).
+ * SMR_DT_STRING is used for every string tensor, whatever the stored dtype
+ * (smdebug stores strings with DT_INVALID). */
 enum {
   SMR_DT_INVALID = 0,
   SMR_DT_FLOAT = 1,
@@ -78,7 +78,7 @@ void smr_tensor_release(smr_tensor *t);
 /* Element i widened to double (real part for complex; 0/1 for bool). */
 double smr_tensor_get(const smr_tensor *t, int64_t i);
 
-/* Reductions (formats.md F§7).  Names as in smdebug. */
+/* Reductions (docs/formats.md#reductions).  Names as in smdebug. */
 typedef enum smr_reduction {
   SMR_RED_MIN,
   SMR_RED_MAX,

@@ -1,11 +1,11 @@
-/* writer.c - writes smdebug-compatible trials (formats.md F§1-F§6).
+/* writer.c - writes smdebug-compatible trials (docs/formats.md).
  *
  * One writer per worker.  Within a step, records are appended to
  * events/<S>/<S>_<W>.tfevents.tmp as tensors arrive (only the tensor being
  * added is in memory) while the index entries are collected; closing the
  * step renames the event file into place and then writes the index file the
- * same way, which is the order smdebug uses (F§1.5), so a reader that sees
- * an index also sees its event file. */
+ * same way, which is the order smdebug uses (docs/formats.md#write-order), so a
+ * reader that sees an index also sees its event file. */
 #include "format/writer.h"
 
 #include <errno.h>
@@ -225,7 +225,7 @@ int smr_writer_step_end(smr_writer *w, smr_error *err) {
   if (!w->in_step)
     return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no step is open");
   int rc = w->ev ? finish_event_file(w, err) : SMR_OK;
-  /* nothing saved: no files at all (F§1.2) */
+  /* nothing saved: no files at all (docs/formats.md#the-trial-directory) */
   if (!rc && (w->n_tensors || w->n_shapes))
     rc = write_index(w, err);
   step_reset(w);

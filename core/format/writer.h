@@ -1,4 +1,4 @@
-/* writer.h - writes smdebug-compatible trials (formats.md F§1-F§6): event
+/* writer.h - writes smdebug-compatible trials (docs/formats.md): event
  * files of TFRecord-framed Events, index files, collections files and the
  * end-of-training marker.  Every file is written as <name>.tmp and renamed
  * when complete, as smdebug does, so a live reader never sees half a file.

@@ -186,7 +186,8 @@ struct smrules_ctx {
   smr_trial **others; /* trials opened with open_trial */
   char **other_paths;
   size_t nothers;
-  /* profiler rules (rules.md §3): the reader, the window, the report */
+  /* profiler rules (docs/rule-semantics.md#profiler-rules-windows): the reader,
+   * the window, the report */
   bool profiler_rule;
   smr_profiler *prof; /* not owned */
   bool in_window;
@@ -480,8 +481,8 @@ static smrules_trial *api_trial(smrules_ctx *c) {
   return (smrules_trial *)c->trial;
 }
 
-/* Other trials are read as finished trials (rules.md §2.3) with a private
- * catalog, opened once per path per rule instance. */
+/* Other trials are read as finished trials (docs/rules/SimilarAcrossRuns.md)
+ * with a private catalog, opened once per path per rule instance. */
 static smrules_trial *api_open_trial(smrules_ctx *c, const char *path) {
   for (size_t i = 0; i < c->nothers; i++)
     if (strcmp(c->other_paths[i], path) == 0)

@@ -1,7 +1,7 @@
 /* rulehost.h - creating rule contexts and collecting what a rule reports
  * (violations per step, details, datapoints, warnings) into the report of
- * rules.md §0.4.  Used by the runner; rule implementations only see the
- * smrules_api table and rulectx.h. */
+ * docs/rule-semantics.md#the-report.  Used by the runner; rule implementations
+ * only see the smrules_api table and rulectx.h. */
 #ifndef SMR_RULEHOST_H
 #define SMR_RULEHOST_H
 
@@ -37,14 +37,15 @@ void smr_ctx_set_output_dir(smrules_ctx *ctx, const char *dir);
 void smr_ctx_restore(smrules_ctx *ctx, int64_t violations, int64_t datapoints,
                      bool datapoints_reported, const char *last_trigger);
 
-/* The report JSON object (rules.md §0.4) for the given triggered steps and
- * number of evaluated steps. */
+/* The report JSON object (docs/rule-semantics.md#the-report) for the given
+ * triggered steps and number of evaluated steps. */
 char *smr_ctx_report_json(smrules_ctx *ctx, const smr_i64v *triggered,
                           int64_t evaluated);
 
-/* Profiler rules (rules.md §3): the reader the rule queries (not owned;
- * NULL: no profiler data, queries fail), the window of the invocation in
- * progress, and the reference report envelope for smr_ctx_report_json. */
+/* Profiler rules (docs/rule-semantics.md#profiler-rules-windows): the reader
+ * the rule queries (not owned; NULL: no profiler data, queries fail), the
+ * window of the invocation in progress, and the reference report envelope for
+ * smr_ctx_report_json. */
 struct smr_profiler;
 void smr_ctx_set_profiler(smrules_ctx *ctx, struct smr_profiler *p);
 struct smr_profiler *smr_ctx_profiler(const smrules_ctx *ctx);

@@ -156,7 +156,9 @@ static int raise_trial_error(lua_State *L, int status, const smr_error *err) {
     /* A value that cannot be read (corrupt record, missing event file) is
      * as if it had not been saved: the step is skipped for this rule, as
      * smdebug's TensorUnavailableForStep, and the reason is logged
-     * (formats.md Decision F10; rules.md R17), exactly as for C plugins. */
+     * (docs/formats.md#differences-from-smdebug, Decision F10;
+     * docs/rule-semantics.md#decisions, Decision R17), exactly as for C
+     * plugins. */
     char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
     smr_error_format(err, msg, sizeof msg);
     fprintf(stderr, "smrules: warning: %s\n", msg);
@@ -326,8 +328,9 @@ static int trial_steps(lua_State *L) {
   return 1;
 }
 
-/* Union of collection members and regex matches (rules.md §0.2); every
- * saved name when neither is given. */
+/* Union of collection members and regex matches
+ * (docs/rule-semantics.md#tensor-selection); every saved name when neither is
+ * given. */
 static int select_names(lua_State *L, smr_trial *t, scratch *g) {
   size_t nc, nr;
   const char **colls = opt_strings(L, 2, "collection", &nc);

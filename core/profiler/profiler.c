@@ -1,6 +1,6 @@
 /* profiler.c - the profiler-output reader: file lists, the reference's
  * file selection for a time range, the parsed-file cache, queries and the
- * profiler trial's first/latest timestamps (formats.md F§13.5-F§13.7).
+ * profiler trial's first/latest timestamps (docs/formats.md#profiler-output).
  *
  * Files come through the source interface (source.h), so the folder may
  * be local or in S3: listings of system/ and framework/ give the files
@@ -51,7 +51,8 @@ typedef struct listed {
   pfile *f;
 } listed;
 
-/* How the rule stop signal file stood at the last look (F§13.7). */
+/* How the rule stop signal file stood at the last look
+ * (docs/formats.md#timestamps-and-windows). */
 enum { STOP_NONE, STOP_AT, STOP_PASSED };
 
 typedef struct plist {
@@ -242,7 +243,8 @@ static pfile *framework_fields(smr_profiler *p, const char *path,
   } else if (ends_with(path, "trace.json.gz") &&
              strstr(path, "tensorflow/detailed_profiling")) {
     if (!tf_metadata(p, path, ls, &f->tf_start, &f->ts))
-      return NULL; /* timestamp 0: never selected (F§13.6) */
+      return NULL; /* timestamp 0: never selected
+                      (docs/formats.md#which-files-a-time-range-reads) */
     f->node = smr_intern_get(&p->names, b, strcspn(b, "."));
     f->kind = SMR_FW_TFPROFILER;
   } else {
@@ -557,12 +559,12 @@ static void first_last(const plist *l, int64_t *first, int64_t *last) {
   *last = l->n ? l->v[l->n - 1]->ts : 0;
 }
 
-/* The rule stop signal (F§13.7): a file named by the environment in the
- * profiler directory holding an epoch second; finished once it plus the
- * grace time has passed (an unreadable file counts as passed).  Looked at
- * with each listing, so a remote source is asked at most once a second;
- * a name the source refuses (leading outside the folder) counts as
- * absent. */
+/* The rule stop signal (docs/formats.md#timestamps-and-windows): a file named
+ * by the environment in the profiler directory holding an epoch second;
+ * finished once it plus the grace time has passed (an unreadable file counts as
+ * passed).  Looked at with each listing, so a remote source is asked at most
+ * once a second; a name the source refuses (leading outside the folder) counts
+ * as absent. */
 static void read_stop_signal(smr_profiler *p) {
   p->stop = STOP_NONE;
   const char *name = getenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE");
@@ -715,7 +717,8 @@ static int64_t sat_add(int64_t a, int64_t b) {
 }
 
 /* The files of timestamps ts[lo..hi] inclusive, hi = bisect_left(end+buf)
- * (F§13.6); lo_ts is the first timestamp taken.  [*a, *b) in the list. */
+ * (docs/formats.md#which-files-a-time-range-reads); lo_ts is the first
+ * timestamp taken.  [*a, *b) in the list. */
 static void select_upto(const plist *l, int64_t lo_ts, int64_t end_buf,
                         size_t *a, size_t *b) {
   *a = bisect(l, lo_ts, false);

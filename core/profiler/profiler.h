@@ -1,8 +1,9 @@
-/* profiler.h - reading a SageMaker profiler-output directory (formats.md
- * F§13): system metrics (JSON lines under system/incremental/) and
- * framework trace files (Chrome trace arrays under framework/pevents/, TF
- * profiler trace.json.gz), with the reference reader's file selection for
- * a time range, event filtering, event order and trace-parser state.
+/* profiler.h - reading a SageMaker profiler-output directory (see
+ * docs/formats.md#profiler-output): system metrics (JSON lines under
+ * system/incremental/) and framework trace files (Chrome trace arrays under
+ * framework/pevents/, TF profiler trace.json.gz), with the reference reader's
+ * file selection for a time range, event filtering, event order and
+ * trace-parser state.
  *
  * Memory stays bounded however long the job: a query parses only the files
  * its range selects (range +- the 3-minute buffer), parsed files are kept
@@ -75,14 +76,16 @@ bool smr_profiler_dir_looks_like(const char *dir);
  * version's).  A failure keeps what is known, with a warning. */
 void smr_profiler_refresh(smr_profiler *p);
 
-/* First/latest timestamps, file counts, job state (F§13.7, Decision F13:
- * minimum over the sources that have files). */
+/* First/latest timestamps, file counts, job state
+ * (docs/formats.md#timestamps-and-windows, Decision F13: minimum over the
+ * sources that have files). */
 void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out);
 bool smr_profiler_job_finished(smr_profiler *p);
 
-/* What the invoker does before window [start, end] (F§13.7
- * wait_for_data, without sleeping): 0 evaluate, SMR_NO_MORE_DATA the rule
- * is done, SMR_STEP_NOT_YET (live only) the data is not there yet. */
+/* What the invoker does before window [start, end]
+ * (docs/formats.md#timestamps-and-windows wait_for_data, without sleeping): 0
+ * evaluate, SMR_NO_MORE_DATA the rule is done, SMR_STEP_NOT_YET (live only) the
+ * data is not there yet. */
 int smr_profiler_window_status(smr_profiler *p, int64_t start_us,
                                int64_t end_us);
 

@@ -60,7 +60,8 @@ void smr_intern_free(smr_intern *t);
 
 /* ------------------------------------------------------- trace objects
  * One object of a trace file, kept in the cache between queries; the
- * parser state machine replays them in every query (F§13.4). */
+ * parser state machine replays them in every query
+ * (docs/formats.md#framework-traces). */
 enum {
   TO_TS = 1 << 0,     /* ts present and a number */
   TO_TS_INT = 1 << 1, /* ... written as an integer */

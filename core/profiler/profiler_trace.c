@@ -1,5 +1,6 @@
 /* profiler_trace.c - parsing system-metric lines and trace files, and the
- * reference TraceEventParser state machine (formats.md F§13.2-F§13.4). */
+ * reference TraceEventParser state machine (docs/formats.md#profiler-output).
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -503,7 +503,7 @@ static smrules_live_info live_info(smr_runner *r);
 
 /* Steps between two saved ones were never written; live, smdebug waits at
  * the first of them while the step after the gap is not complete yet
- * (has_passed_step is NOT_YET_AVAILABLE there, formats.md F§11.1). */
+ * (has_passed_step is NOT_YET_AVAILABLE there, docs/formats.md#step-states). */
 static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
   return g > prev + 1 &&
          smr_trial_has_passed_step(r->trial, prev + 1, SMR_MODE_GLOBAL) ==

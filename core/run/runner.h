@@ -1,7 +1,7 @@
-/* runner.h - the rule invocation loop (formats.md F§12 with Decision
- * F12): every configured rule instance, independent of the others, over
- * the trial's saved global steps in [start_step, end_step), in parallel
- * across instances. */
+/* runner.h - the rule invocation loop
+ * (docs/rule-semantics.md#how-rules-are-invoked with Decision F12): every
+ * configured rule instance, independent of the others, over the trial's saved
+ * global steps in [start_step, end_step), in parallel across instances. */
 #ifndef SMR_RUNNER_H
 #define SMR_RUNNER_H
 
@@ -90,7 +90,7 @@ int64_t smr_instance_evaluated(const smr_instance *i);
 const smr_i64v *smr_instance_skipped(const smr_instance *i);
 int64_t smr_instance_waiting_at(const smr_instance *i); /* -1 if not */
 const char *smr_instance_message(const smr_instance *i);
-/* The report object (rules.md §0.4) as JSON text. */
+/* The report object (docs/rule-semantics.md#the-report) as JSON text. */
 char *smr_instance_report(smr_instance *i);
 const smr_rule_config *smr_instance_config(const smr_instance *i);
 /* A profiler rule: its steps are time windows (runner_profiler.h). */

@@ -1,8 +1,9 @@
-/* runner_profiler.h - the invocation loop of profiler rules (formats.md
- * F§13.8, rules.md §3.1): window k = [first + k*S, first + (k+1)*S], both
- * ends inclusive, S = the rule's scan_interval_us; the loop ends with
- * NoMoreProfilerData at the first window starting at or after `latest`
- * once the job has finished (offline runs: always, Decision F11).
+/* runner_profiler.h - the invocation loop of profiler rules (see
+ * docs/formats.md#timestamps-and-windows,
+ * docs/rule-semantics.md#profiler-rules-windows): window k = [first + k*S,
+ * first + (k+1)*S], both ends inclusive, S = the rule's scan_interval_us; the
+ * loop ends with NoMoreProfilerData at the first window starting at or after
+ * `latest` once the job has finished (offline runs: always, Decision F11).
  * `triggered_steps` are window indices.  Used by runner.c only. */
 #ifndef SMR_RUNNER_PROFILER_H
 #define SMR_RUNNER_PROFILER_H

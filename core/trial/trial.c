@@ -23,7 +23,8 @@
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
 #define MAX_COLLECTIONS_BYTES (16u << 20)
-/* SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW default (F§10). */
+/* SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW default
+ * (docs/formats.md#complete-steps-and-the-end-of-training). */
 #define INCOMPLETE_STEP_WAIT_WINDOW 1000
 
 typedef struct step_info {
@@ -293,12 +294,13 @@ static size_t known_steps(const smr_strv *known, known_step **out,
 }
 
 /* Where a remote listing of index files can start (S3 lists in key order
- * and bills per page; the reference lists everything, formats.md F§5.4
- * skips what it read).  Keys sort by step, so everything at or after the
- * first step that may still gain index files is listed again: the first
- * step, among the last INCOMPLETE_STEP_WAIT_WINDOW known ones, written by
- * fewer workers than seen in the trial, else the newest known step (so a
- * trial rewritten in place is still noticed).  NULL: list everything. */
+ * and bills per page; the reference lists everything,
+ * docs/formats.md#reading-index-files skips what it read).  Keys sort by step,
+ * so everything at or after the first step that may still gain index files is
+ * listed again: the first step, among the last INCOMPLETE_STEP_WAIT_WINDOW
+ * known ones, written by fewer workers than seen in the trial, else the newest
+ * known step (so a trial rewritten in place is still noticed).  NULL: list
+ * everything. */
 static char *index_start_after(const smr_strv *known) {
   known_step *v;
   size_t nw = 0, n = known_steps(known, &v, &nw);
@@ -515,8 +517,8 @@ static void workers_from_rows(smr_trial *t, smr_step_row *rows, size_t n) {
     t->num_workers = t->workers.n ? (int)t->workers.n : 1;
 }
 
-/* F§10: last_complete_step by worker count, the incomplete-step window,
- * and the end of training. */
+/* docs/formats.md#complete-steps-and-the-end-of-training: last_complete_step by
+ * worker count, the incomplete-step window, and the end of training. */
 static void compute_completeness(smr_trial *t) {
   int64_t lcs = -1;
   for (size_t i = 0; i < t->nsteps; i++)
@@ -547,7 +549,8 @@ static int rebuild_steps(smr_trial *t, smr_error *err) {
   for (size_t i = 0; i < n; i++) {
     step_info *last = t->nsteps ? &t->steps[t->nsteps - 1] : NULL;
     if (last && last->step == rows[i].step) {
-      /* first writer wins for the mode (F§8.2); count distinct workers */
+      /* first writer wins for the mode
+       * (docs/formats.md#modes-steps-and-workers); count distinct workers */
       if (strcmp(rows[i].worker, rows[i - 1].worker) != 0)
         last->nworkers++;
       continue;
@@ -776,7 +779,7 @@ bool smr_trial_global_step(const smr_trial *t, int mode, int64_t mode_step,
   return false;
 }
 
-/* F§11.1, literally. */
+/* docs/formats.md#step-states, literally. */
 smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
                                            int mode) {
   const step_info *best = NULL;
@@ -958,7 +961,8 @@ int smr_trial_tensor_step_list(smr_trial *t, const char *name, int mode,
 /* --------------------------------------------------------------- values */
 
 /* When nothing is stored at the step: a broken index file for that step
- * explains it; otherwise availability decides (F§11.2). */
+ * explains it; otherwise availability decides
+ * (docs/formats.md#when-a-value-is-not-there). */
 static int explain_missing(smr_trial *t, const char *name, int64_t step,
                            int mode, int64_t g, smr_error *err) {
   for (size_t i = 0; !find_step(t, g) && i < t->nproblems; i++) {
@@ -993,7 +997,8 @@ static int explain_missing(smr_trial *t, const char *name, int64_t step,
                        (long long)step);
 }
 
-/* Entries of the tensor at a step (F§8.3 lookup), for one worker. */
+/* Entries of the tensor at a step (docs/formats.md#modes-steps-and-workers
+ * lookup), for one worker. */
 static int lookup(smr_trial *t, const char *name, int64_t step, int mode,
                   const char *worker, smr_entries *out, smr_error *err) {
   int rc = tensor_entries(t, name, mode, step, out, err);

@@ -1,5 +1,5 @@
 /* trial.h - a SageMaker Debugger trial as smdebug's reader sees it
- * (formats.md F§5-F§11): steps, modes, workers, collections, tensors,
+ * (docs/formats.md): steps, modes, workers, collections, tensors,
  * availability, and tensor values read through the catalog.
  *
  * Offline (the default) a trial counts as finished, so every known step is
@@ -91,7 +91,8 @@ smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
 /* ---- collections ---- */
 /* Names of all collections (sorted). */
 void smr_trial_collection_names(const smr_trial *t, smr_strv *out);
-/* members(c) ∩ saved tensor names, sorted (F§6.6); empty for unknown c. */
+/* members(c) ∩ saved tensor names, sorted (docs/formats.md#collections-files);
+ * empty for unknown c. */
 int smr_trial_collection_members(smr_trial *t, const char *collection,
                                  smr_strv *out, smr_error *err);
 /* Non-NULL when a collections file could not be read. */

@@ -1,7 +1,8 @@
-/* Dataloader (rules.md §4.11): the median number of parallel data-loading
- * processes (distinct pids of DataLoaderWorker/DataLoaderIter events per
- * second) compared with the number of CPU cores, plus the data loader's
- * settings and timings for ProfilerReport. */
+/* Dataloader (docs/profiler-framework-rules.md#dataloader): the median number
+ * of parallel data-loading processes (distinct pids of
+ * DataLoaderWorker/DataLoaderIter events per second) compared with the number
+ * of CPU cores, plus the data loader's settings and timings for ProfilerReport.
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

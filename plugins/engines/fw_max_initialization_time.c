@@ -1,6 +1,7 @@
-/* MaxInitializationTime (rules.md §4.6): the training loop has not started
- * (no Step:ModeKeys event seen) more than `threshold` minutes after the
- * trial's first timestamp.  Also records the job's first/last system
+/* MaxInitializationTime
+ * (docs/profiler-framework-rules.md#maxinitializationtime): the training loop
+ * has not started (no Step:ModeKeys event seen) more than `threshold` minutes
+ * after the trial's first timestamp.  Also records the job's first/last system
  * timestamps and the first/last step start for ProfilerReport's job
  * summary. */
 #include <math.h>

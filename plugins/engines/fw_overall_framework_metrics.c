@@ -1,7 +1,8 @@
-/* OverallFrameworkMetrics (rules.md §4.9): where framework time goes -
- * training phases (with the time between steps as "others"), forward and
- * backward passes, CPU and GPU operators, data loading.  Never triggers;
- * its Details feed ProfilerReport's framework summary. */
+/* OverallFrameworkMetrics
+ * (docs/profiler-framework-rules.md#overallframeworkmetrics): where framework
+ * time goes - training phases (with the time between steps as "others"),
+ * forward and backward passes, CPU and GPU operators, data loading.  Never
+ * triggers; its Details feed ProfilerReport's framework summary. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -19,9 +19,9 @@ const smrules_rule *fw_max_initialization_time(const smrules_api *api);
 const smrules_rule *fw_overall_framework_metrics(const smrules_api *api);
 
 /* Under ProfilerReport the reference never advances a sub-rule's own
- * last_timestamp (rules.md §5.2): MaxInitializationTime's clock stays at
- * the trial's first timestamp and it never triggers.  `state` is what the
- * registration's init created. */
+ * last_timestamp (docs/profiler-report.md#evaluation): MaxInitializationTime's
+ * clock stays at the trial's first timestamp and it never triggers.  `state` is
+ * what the registration's init created. */
 void fw_max_initialization_time_fix_clock(void *state);
 
 #endif

@@ -1,6 +1,8 @@
-/* StepOutlier (rules.md §4.10): steps whose duration exceeds the mean by
- * more than `stddev` standard deviations, per node and step phase, with a
- * framework breakdown (rules.md §3.4) of the outlier steps. */
+/* StepOutlier (docs/profiler-framework-rules.md#stepoutlier): steps whose
+ * duration exceeds the mean by more than `stddev` standard deviations, per node
+ * and step phase, with a framework breakdown
+ * (docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown) of the
+ * outlier steps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* pr_batch_size.c - BatchSize (rules.md §4.5): CPU, GPU and GPU memory all
- * lightly used. */
+/* pr_batch_size.c - BatchSize (docs/profiler.md#batchsize): CPU, GPU and GPU
+ * memory all lightly used. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
-/* pr_bottleneck.c - CPUBottleneck and IOBottleneck (rules.md §4.1, §4.2):
- * sampling snapshots where GPUs idle while CPUs are busy (or wait for
- * I/O), and the framework breakdown around them. */
+/* pr_bottleneck.c - CPUBottleneck and IOBottleneck
+ * (docs/profiler.md#cpubottleneck, docs/profiler.md#iobottleneck): sampling
+ * snapshots where GPUs idle while CPUs are busy (or wait for I/O), and the
+ * framework breakdown around them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* pr_gpu.c - LowGPUUtilization and GPUMemoryIncrease (rules.md §4.3,
- * §4.4): per-GPU histories of utilization and memory. */
+/* pr_gpu.c - LowGPUUtilization and GPUMemoryIncrease
+ * (docs/profiler.md#lowgpuutilization, docs/profiler.md#gpumemoryincrease):
+ * per-GPU histories of utilization and memory. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* pr_system.c - LoadBalancing and OverallSystemUsage (rules.md §4.7,
- * §4.8). */
+/* pr_system.c - LoadBalancing and OverallSystemUsage
+ * (docs/profiler.md#loadbalancing, docs/profiler.md#overallsystemusage). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,7 +245,7 @@ static void add(pk_dict *m, const smrules_sys_event *e) {
       e->value;
 }
 
-/* The conditions are independent (rules.md §4.8). */
+/* The conditions are independent (docs/profiler.md#overallsystemusage). */
 static void os_event(usage *u, const smrules_sys_event *e) {
   const char *d = e->dimension;
   if (!strcmp(d, "GPUMemoryUtilization"))

@@ -1,7 +1,8 @@
-/* prof_rules.h - the profiler rules as engines (rules.md §4): each rule's
- * reference logic behind one interface, so that its plugin and
- * ProfilerReport (which feeds every sub-rule the same window's events)
- * run the same code.  A plugin folder only names its engine:
+/* prof_rules.h - the profiler rules as engines
+ * (docs/rules/README.md#profiler-rules): each rule's reference logic behind one
+ * interface, so that its plugin and ProfilerReport (which feeds every sub-rule
+ * the same window's events) run the same code.  A plugin folder only names its
+ * engine:
  *
  *     #include "prof_rules.h"
  *     PR_PLUGIN(pr_cpu_bottleneck)
@@ -17,7 +18,8 @@
 typedef struct pr_window {
   int64_t index, start_us, end_us;
   /* the rule's own last_timestamp: the window start when run alone, the
-   * trial's first timestamp under ProfilerReport (rules.md §5.2) */
+   * trial's first timestamp under ProfilerReport
+   * (docs/profiler-report.md#evaluation) */
   int64_t last_timestamp;
   const smrules_sys_event *sys;
   size_t nsys;
@@ -46,7 +48,8 @@ typedef struct pr_engine_ops {
   int (*window)(void *engine, const pr_window *w, bool *condition);
   /* the report as it stands (details completed) */
   void (*report)(void *engine, pr_report *out);
-  /* the RuleParameters string (rules.md §3.2) */
+  /* the RuleParameters string
+   * (docs/rule-semantics.md#profiler-rules-the-report) */
   void (*rule_parameters)(const void *settings, char *buf, size_t n);
   void (*destroy)(void *engine);
 } pr_engine_ops;
@@ -68,8 +71,9 @@ void pr_fill_rule(smrules_rule *reg, const pr_engine_ops *ops);
     return &pr_reg_;                                                           \
   }
 
-/* Parameter-table entries with the validators of rules.md §3.3 (the
- * Decision accepting 0); `field` is the offset (SMRULES_OFFSET). */
+/* Parameter-table entries with the validators of
+ * docs/rule-semantics.md#profiler-rules-parameter-validation (the Decision
+ * accepting 0); `field` is the offset (SMRULES_OFFSET). */
 #define PR_PERCENT(type_, name_, def, field, desc)                             \
   {                                                                            \
     .type = (type_), .name = (name_), .default_value = (def),                  \

@@ -1,7 +1,9 @@
 /* fwkit.h - helpers of the framework-metric profiler rules (Dataloader,
  * MaxInitializationTime, OverallFrameworkMetrics, StepOutlier) and of
- * ProfilerReport: NumPy-exact statistics (formats.md §14), an ordered
- * string map, and the framework-metric breakdown of rules.md §3.4
+ * ProfilerReport: NumPy-exact statistics
+ * (docs/rule-semantics.md#numeric-conventions), an ordered string map, and the
+ * framework-metric breakdown of
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown
  * (aggregate_framework_metrics) with its Details writer.
  *
  * Header-only (every function static inline): each file that uses it
@@ -177,7 +179,8 @@ static inline double fk_round2(double v) {
   return rint(v * 100.0) / 100.0;
 }
 
-/* np.histogram(x, bins=B): counts[B], edges[B + 1] (formats.md §14). */
+/* np.histogram(x, bins=B): counts[B], edges[B + 1]
+ * (docs/rule-semantics.md#numeric-conventions). */
 static inline void fk_histogram(const double *x, size_t n, size_t B,
                                 int64_t *counts, double *edges) {
   double lo = 0, hi = 1;
@@ -220,9 +223,10 @@ static inline void fk_histogram(const double *x, size_t n, size_t B,
 /* A percentage as the reference computes it. */
 #define FK_PCT(part, total) ((part) / (total)*100)
 
-/* --------------------------------------- rules.md §3.4: the breakdown
- * Seven accumulators of framework-event time, each an ordered map to µs;
- * cpu/gpu map a phase to an ordered map of operator names. */
+/* ---------------------------------------
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown: the
+ * breakdown Seven accumulators of framework-event time, each an ordered map to
+ * µs; cpu/gpu map a phase to an ordered map of operator names. */
 typedef struct fk_named {
   fk_map keys;
   double *us; /* per key */
@@ -297,7 +301,9 @@ static inline bool fk_contains_ci(const char *hay, const char *needle) {
   return false;
 }
 
-/* Branches 1-7 of the §3.4 classification; returns the branch taken. */
+/* Branches 1-7 of the
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown
+ * classification; returns the branch taken. */
 static inline int fk_classify(fk_breakdown *b, const smrules_fw_event *e) {
   double us = e->end_us - e->start_us;
   if (fk_contains_ci(e->phase, "cpu")) {
@@ -351,9 +357,11 @@ static inline void fk_json_us(const smrules_api *api, smrules_json *j,
     api->json_num(j, key, us);
 }
 
-/* filter(events, 2) of §3.4 written as Details[pct_key] (percent) and
- * Details[total_key] (µs): operator time summed over phases (first-seen
- * order), kept when its share > 2 %, kept shares re-normalised. */
+/* filter(events, 2) of
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown written
+ * as Details[pct_key] (percent) and Details[total_key] (µs): operator time
+ * summed over phases (first-seen order), kept when its share > 2 %, kept shares
+ * re-normalised. */
 static inline void fk_write_ops(const smrules_api *api, smrules_json *d,
                                 const fk_phased *p, const char *pct_key,
                                 const char *total_key) {
@@ -392,10 +400,12 @@ static inline void fk_write_shares(const smrules_api *api, smrules_json *d,
     api->json_num(o, m->keys.keys[i], FK_PCT(m->us[i], total));
 }
 
-/* ratio: 100 * total / Σ over the CPU and GPU phases.  `quirk` (§3.4):
+/* ratio: 100 * total / Σ over the CPU and GPU phases.  `quirk`
+ * (docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown):
  * labels are CPU phases then GPU phases while the totals are GPU then
- * CPU; OverallFrameworkMetrics (§4.9) labels and totals both GPU then
- * CPU. */
+ * CPU; OverallFrameworkMetrics
+ * (docs/profiler-framework-rules.md#overallframeworkmetrics) labels and totals
+ * both GPU then CPU. */
 static inline void fk_write_ratio(const smrules_api *api, smrules_json *d,
                                   const fk_breakdown *b, bool quirk) {
   size_t nc = b->cpu.phases.n, ng = b->gpu.phases.n, n = nc + ng;
@@ -472,7 +482,8 @@ static inline void fk_breakdown_keys(const fk_breakdown *b, fk_map *order) {
 }
 
 /* Write Details[key] from the breakdown; false when `key` is not one of
- * its keys.  `quirk`: the ratio label/total mismatch of §3.4. */
+ * its keys.  `quirk`: the ratio label/total mismatch of
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown. */
 static inline bool fk_breakdown_emit(const smrules_api *api, smrules_json *d,
                                      const fk_breakdown *b, const char *key,
                                      bool quirk) {

@@ -1,6 +1,7 @@
 /* pk_framework.c - aggregate_framework_metrics and filter_events
- * (rules.md §3.4): where framework time went around bottlenecks and
- * outlier steps, accumulated over the rule's whole run. */
+ * (docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown): where
+ * framework time went around bottlenecks and outlier steps, accumulated over
+ * the rule's whole run. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,9 @@ static void add(pk_dict *d, const char *key, double v) {
   pk_dict_put(d, key, NULL)->num += v;
 }
 
-/* The branches of rules.md §3.4, first match wins. */
+/* The branches of
+ * docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown, first
+ * match wins. */
 static void classify(const smrules_fw_event *e, pk_fwbuf *b) {
   const char *ph = e->phase;
   double t = e->end_us - e->start_us;

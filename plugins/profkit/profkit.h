@@ -1,10 +1,10 @@
-/* profkit.h - shared mechanics of the profiler rule plugins (rules.md §3):
- * Python-like ordered dicts (the reference keeps its state and reports in
- * dicts, whose insertion order shows in the reports), NumPy's quantile,
- * mean, histogram and round, Python's str() of floats, the framework-metric
- * breakdown aggregate_framework_metrics, and helpers for parameters and the
- * window loop.  Compiled into every plugin; uses only the smrules_api
- * table (rk_api from rulekit.h). */
+/* profkit.h - shared mechanics of the profiler rule plugins
+ * (docs/rule-semantics.md#profiler-rules-windows): Python-like ordered dicts
+ * (the reference keeps its state and reports in dicts, whose insertion order
+ * shows in the reports), NumPy's quantile, mean, histogram and round, Python's
+ * str() of floats, the framework-metric breakdown aggregate_framework_metrics,
+ * and helpers for parameters and the window loop.  Compiled into every plugin;
+ * uses only the smrules_api table (rk_api from rulekit.h). */
 #ifndef PROFKIT_H
 #define PROFKIT_H
 
@@ -169,7 +169,8 @@ typedef struct pk_fw_source {
 /* The events (fetching them from the host on first call). */
 int pk_fw_events(pk_fw_source *src, const smrules_fw_event **ev, size_t *n);
 
-/* ------------------------------ aggregate_framework_metrics (rules.md §3.4) */
+/* ------------------------------ aggregate_framework_metrics
+ * (docs/rule-semantics.md#profiler-rules-the-framework-metric-breakdown) */
 typedef struct pk_fwbuf {
   pk_dict *cpu_events, *gpu_events;       /* phase -> (name -> µs) */
   pk_dict *step_phases, *phase_durations; /* phase -> µs */

@@ -27,6 +27,9 @@ CITATION = re.compile(r"(?<![\w-])docs/((?:[\w.-]+/)*[\w.-]+\.md)(?:#([\w-]+))?"
 MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 # a path outside the repository: "../shared", or built with
 # os.path.join(…, "shared", "fixtures", …)
+# a section of a specification that is not in the repository: "rules.md §2.1",
+# "formats.md F§5", a bare "F§12" (every citation names a docs/ page instead)
+FOREIGN = re.compile(r"(?<![\w/.-])(?:rules|formats)\.md (?:F?§|R\d|Decision)|(?<!\w)F§\d")
 OUTSIDE = re.compile(r"\.\./shared|[\"']shared[\"']\s*,\s*[\"']fixtures[\"']")
 
 
@@ -162,6 +165,15 @@ def main():
         m = OUTSIDE.search(text)
         t.ok(m is None, "%s:%d" % (rel, line_of(text, m.start()) if m else 0),
              "refers to %r outside the repository" % (m.group(0) if m else ""))
+
+    # 4. no citation of a document that is not in the repository
+    for rel, text in text_files(CITING):
+        if rel == SELF or rel.endswith((".tfevents", ".json", ".gz")):
+            continue
+        m = FOREIGN.search(text)
+        t.ok(m is None, "%s:%d cites only the repository's own documents" %
+             (rel, line_of(text, m.start()) if m else 0),
+             "cites %r, a document not in the repository" % (m.group(0) if m else ""))
 
     # the check must have had something to check
     t.ok(len(cited) >= 5, "citations found", "only %d distinct documents cited" % len(cited))

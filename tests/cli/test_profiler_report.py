@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""ProfilerReport (rules.md §5) against every case of tests/fixtures/profiler:
+"""ProfilerReport (docs/profiler-report.md) against every case of tests/fixtures/profiler:
 
 - EXPECT.json `profiler_report`: how the run ends (ending_step, whether the
   condition was met at the end), per sub-rule RuleTriggered, Violations,
   Datapoints and windows whose condition was met, the triggered and
   condition-met lists, and the report files written;
-- sub-rule parameters passed as "<Rule>_<param>" (§5.1): with the
+- sub-rule parameters passed as "<Rule>_<param>" (docs/profiler-report.md#parameters): with the
   non-default parameter sets of `expect`, each sub-rule ends as its own run
   does (except MaxInitializationTime, whose clock never advances under
   ProfilerReport, and runs that change the window length);

@@ -13,7 +13,7 @@ details_strings.  The report must be exactly the reference envelope
 {RuleTriggered, Violations, Details, Datapoints, RuleParameters}.
 
 A parameter set the reference was called with directly but that the
-rule-config validators refuse (a percentile above 100, rules.md §3.3) must
+rule-config validators refuse (a percentile above 100, docs/rule-semantics.md#profiler-rules-parameter-validation) must
 be rejected as a configuration error instead; it is not evaluated.
 
 Also: --trial given the job folder or --profiler, and a rule with no
@@ -31,7 +31,7 @@ import lib  # noqa: E402
 RULES = ("CPUBottleneck", "IOBottleneck", "LowGPUUtilization", "GPUMemoryIncrease",
          "BatchSize", "LoadBalancing", "OverallSystemUsage")
 ENVELOPE = ["RuleTriggered", "Violations", "Details", "Datapoints", "RuleParameters"]
-RULE_PARAMETERS = {  # rules.md §3.2, default parameters
+RULE_PARAMETERS = {  # docs/rule-semantics.md#profiler-rules-the-report, default parameters
     "CPUBottleneck": "threshold:50\ncpu_threshold:90\ngpu_threshold:10\npatience:1000",
     "IOBottleneck": "threshold:50\nio_threshold:50\ngpu_threshold:10\npatience:1000",
     "LowGPUUtilization": "threshold_p95:70\nthreshold_p5:10\nwindow:500\npatience:1000",
@@ -164,7 +164,7 @@ PERCENT_PARAMS = {"threshold", "gpu_threshold", "cpu_threshold", "io_threshold",
 
 
 def refused(rule, params):
-    """Parameters the validators of rules.md §3.3 refuse."""
+    """Parameters the validators of docs/rule-semantics.md#profiler-rules-parameter-validation refuse."""
     for k, v in params.items():
         if k in PERCENT_PARAMS and not 0 <= v <= 100:
             return k

@@ -11,9 +11,9 @@ the fixtures expect, plus cases of our own.
    (--state), as smdebug invokes one rule object again.  Trial entries give
    `status` and `first_trigger_step` (checked when not null).  A rule that
    does not exist is a failed check, not a skip.
-2. For the rules of group A (rules.md §2.3-2.7, 2.13-2.15, 2.19): a case
+2. For the rules of group A (pages under docs/rules/, see docs/rules/README.md): a case
    where each must fire and one where it must not, with the violation
-   fields rules.md lists; the defaults shown in RuleParameters; resuming a
+   fields the rule's page under docs/rules/ lists; the defaults shown in RuleParameters; resuming a
    stateful rule from stored state gives the same triggers as one run; and
    invalid parameters (wrong type, out of range, not allowed, unknown name,
    missing required) exit 2 naming the parameter and its line:column.
@@ -211,7 +211,7 @@ def real(case):
 
 SIMILAR = "invoker_exploding_vanishing_similar"
 
-# Fields rules.md §2 lists for each violation (plus "tensor" where named).
+# Fields docs/rules/README.md lists for each violation (plus "tensor" where named).
 FIELDS = {
     "LossNotDecreasing": ["tensor", "step", "reference_step", "loss", "reference_loss",
                           "change_percent", "diverging"],
@@ -322,7 +322,7 @@ def run_cases(c, ws):
         check_case(c.scope("%s: %s" % (rule, label), r), r, rule, want, extra)
 
 
-# Declared defaults in rules.md §2 order, as RuleParameters shows them.
+# Declared defaults in docs/rules/README.md order, as RuleParameters shows them.
 DEFAULTS = [
     ("LossNotDecreasing", {}, "collection_names:None\ntensor_regex:None\nuse_losses_collection:True\n"
      "num_steps:10\ndiff_percent:0.1\nincrease_threshold_percent:5\nmode:None"),

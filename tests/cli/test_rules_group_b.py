@@ -2,7 +2,7 @@
 """End-to-end: the built-in rules CheckInputImages, DeadRelu, Confusion,
 TreeDepth, ClassImbalance, PoorWeightInitialization, SaturatedActivation,
 NLPSequenceRatio, FeatureImportanceOverweight and CreateXgboostReport
-(rules.md §2.8-2.12, 2.16-2.18, 2.20, 2.21) through `smrules run --json`.
+(their pages under docs/rules/, see docs/rules/README.md) through `smrules run --json`.
 
 The EXPECT.json `expect` entries of the fixtures are run generically by
 test_rule_fixtures.py; this file adds, per rule, cases where it must fire
@@ -165,7 +165,7 @@ def add(label, trial_dir, entries, check, **kw):
     CASES.append((label, run_args(trial_dir, entries, **kw), check))
 
 
-# ---- CheckInputImages (rules.md §2.8)
+# ---- CheckInputImages (docs/rules/CheckInputImages.md)
 
 def unnormalized_mean():
     """Mean over steps 0-9 of the single channel, from the fixture's stats."""
@@ -209,7 +209,7 @@ add("CheckInputImages channel axis 1 of a 2-D activation", trial("dead_relu_nega
     one(lambda sc, r: check_outcome(sc, r, "IssuesFound", 6) and check_violation(
         sc, r, {"tensor": "layer1.relu_output_0"}, keys=("images", "channel_means"))))
 
-# ---- DeadRelu (rules.md §2.9)
+# ---- DeadRelu (docs/rules/DeadRelu.md)
 
 
 def dead_relu_fires(sc, r):
@@ -237,7 +237,7 @@ add("DeadRelu healthy synthetic does not fire", syn("rule_dead_relu_healthy"),
     [rule_yaml("DeadRelu", {"threshold_inactivity": 1.0, "threshold_layer": 50.0})],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=5)))
 
-# ---- Confusion (rules.md §2.10)
+# ---- Confusion (docs/rules/Confusion.md)
 
 
 def confusion_row4(sc, r):
@@ -277,7 +277,7 @@ add("Confusion XGBoost probabilities rounded to classes", trial("xgboost_balance
     [rule_yaml("Confusion")],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=6)))
 
-# ---- TreeDepth (rules.md §2.11)
+# ---- TreeDepth (docs/rules/TreeDepth.md)
 
 
 def tree_depth_5(sc, r):
@@ -300,7 +300,7 @@ add("TreeDepth without trees evaluates nothing", trial("xgboost_balanced_feature
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0,
                                     skipped=[0, 4, 8, 12, 16, 20])))
 
-# ---- ClassImbalance (rules.md §2.12)
+# ---- ClassImbalance (docs/rules/ClassImbalance.md)
 
 
 def class_imbalance_digits(sc, r):
@@ -331,7 +331,7 @@ add("ClassImbalance ratio 99 below threshold 100", syn("rule_class_imbalance"),
                                   "threshold_imbalance": 100})],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=1)))
 
-# ---- PoorWeightInitialization (rules.md §2.16)
+# ---- PoorWeightInitialization (docs/rules/PoorWeightInitialization.md)
 
 
 def pwi_gradients(sc, r):
@@ -368,7 +368,7 @@ add("PoorWeightInitialization healthy MLP does not fire", trial("healthy_mlp_dig
     [rule_yaml("PoorWeightInitialization")],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=2)))
 
-# ---- SaturatedActivation (rules.md §2.17)
+# ---- SaturatedActivation (docs/rules/SaturatedActivation.md)
 
 
 def saturated(sc, r):
@@ -399,7 +399,7 @@ add("SaturatedActivation selection by collection", trial("vanishing_gradient_sig
     [rule_yaml("SaturatedActivation", {"collection_names": "sigmoid_inputs", "tensor_regex": "",
                                        "threshold_sigmoid": "(-0.01, 0.01)"})], one(saturated))
 
-# ---- NLPSequenceRatio (rules.md §2.18)
+# ---- NLPSequenceRatio (docs/rules/NLPSequenceRatio.md)
 
 
 def nlp_fires(sc, r):
@@ -427,7 +427,7 @@ add("NLPSequenceRatio healthy activations do not fire", trial("healthy_mlp_digit
     [rule_yaml("NLPSequenceRatio", {"tensor_regex": "relu_output"})],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=16)))
 
-# ---- FeatureImportanceOverweight (rules.md §2.20)
+# ---- FeatureImportanceOverweight (docs/rules/FeatureImportanceOverweight.md)
 
 
 def fio_balanced_02(sc, r):
@@ -548,7 +548,7 @@ CASES.append(("NLPSequenceRatio 3 thresholds for 2 tokens rejected",
 
 
 # --------------------------------------------------------------------------
-# CreateXgboostReport (rules.md §2.21)
+# CreateXgboostReport (docs/rules/CreateXgboostReport.md)
 
 REPORT = "xgboost_report.html"
 EXTERNAL = re.compile(r"""(?:src|href|xlink:href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
@@ -633,7 +633,7 @@ CASES.append(("CreateXgboostReport on a PyTorch trial",
 
 # --------------------------------------------------------------------------
 # Stored state: a later run over later steps continues the same rule state
-# (rules.md §0.4; HELPERS: the synthetic fixtures invoke one rule object on
+# (docs/rule-semantics.md#the-report; HELPERS: the synthetic fixtures invoke one rule object on
 # consecutive step ranges).
 
 def split_runs(sc, trial_dir, rule, params, cut, end, want):

@@ -4,7 +4,7 @@ trials in tests/fixtures/synthetic (EXPECT.json `summary`, `trial_api`,
 `tensors`, `reduction_api`, `computed_reductions`).  `expect` (rule
 invocations) is tested elsewhere.
 
-Offline inspect (formats.md Decision F11) treats training as ended: every
+Offline inspect (docs/formats.md#differences-from-smdebug, Decision F11) treats training as ended: every
 known step is complete, so `steps` == trial_api.steps_show_incomplete.
 `inspect --live` follows smdebug: `steps` == trial_api.steps and
 `last_complete_step` == trial_api.last_complete_step."""
@@ -242,7 +242,7 @@ def vector_norm(values, order, abs_):
 
 def computed_reduction_jobs(case, trial, exp):
     """hook_mixed: reductions computed on read from raw values.  smrules uses
-    vector norms for every rank (formats.md Decision F9) and the population
+    vector norms for every rank (docs/formats.md#differences-from-smdebug, Decision F9) and the population
     std/variance; smdebug's matrix norms (2-D) and errors (>2-D) are replaced
     by the vector norm of the written values."""
     if "computed_reductions" not in exp:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Rules driven by time while following a run: StalledTrainingRule fires
 under `run --watch` when nothing new is written for `threshold` seconds
-(rules.md §2.19, live form), once per stall, and not once training ended."""
+(docs/rules/StalledTrainingRule.md, live form), once per stall, and not once training ended."""
 
 import json
 import os

@@ -1,6 +1,7 @@
-/* test_event.c - Event/TensorProto decoding and encoding (formats.md F§3,
- * F§4), against the worked example, hand-built wire bytes and real smdebug
- * files from the fixtures. */
+/* test_event.c - Event/TensorProto decoding and encoding
+ * (docs/formats.md#inside-a-record-the-event-message,
+ * docs/formats.md#data-types), against the worked example, hand-built wire
+ * bytes and real smdebug files from the fixtures. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,8 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* The 74-byte payload of the worked example (formats.md F§2.4). */
+/* The 74-byte payload of the worked example (docs/formats.md#a-worked-example).
+ */
 static const uint8_t example_payload[74] = {
     0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f, 0x10, 0x03,
     0x2a, 0x3d, 0x0a, 0x3b, 0x0a, 0x04, 0x6c, 0x6f, 0x73, 0x73, 0x42,

@@ -1,5 +1,7 @@
 /* test_index.c - index files, collections files, file names, reduction
- * names (formats.md F§1, F§5, F§6, F§7.1).  Run from the repository root. */
+ * names (docs/formats.md#the-trial-directory, docs/formats.md#index-files,
+ * docs/formats.md#collections-files, docs/formats.md#reductions).  Run from the
+ * repository root. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>

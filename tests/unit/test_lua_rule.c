@@ -638,8 +638,10 @@ static void test_unavailable_statuses(void) {
 }
 
 /* Unreadable data (here a record whose checksum is wrong) counts as not
- * saved: the step is skipped as for C plugins (formats.md Decision F10,
- * rules.md R17); the error object names file and offset. */
+ * saved: the step is skipped as for C plugins
+ * (docs/formats.md#differences-from-smdebug, Decision F10,
+ * docs/rule-semantics.md#decisions, Decision R17); the error object names file
+ * and offset. */
 static void test_unreadable_value(void) {
   smr_trial *t = open_trial(CRC_CASE);
   expect_invoke(t, "return trial:tensor('weights'):value(1):max() > 0", 1,

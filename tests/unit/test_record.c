@@ -1,4 +1,5 @@
-/* test_record.c - CRC-32C, masking and TFRecord framing (formats.md F§2). */
+/* test_record.c - CRC-32C, masking and TFRecord framing
+ * (docs/formats.md#event-files-records-and-checksums). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +7,8 @@
 #include "format/record.h"
 #include "unit.h"
 
-/* The 74-byte payload of the worked example (formats.md F§2.4). */
+/* The 74-byte payload of the worked example (docs/formats.md#a-worked-example).
+ */
 static const uint8_t example_payload[74] = {
     0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf0, 0x3f, 0x10, 0x03,
     0x2a, 0x3d, 0x0a, 0x3b, 0x0a, 0x04, 0x6c, 0x6f, 0x73, 0x73, 0x42,

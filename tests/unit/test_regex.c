@@ -1,5 +1,6 @@
 /* test_regex.c - the PCRE2 wrapper with the Python regexes smdebug data
- * uses (formats.md F§6.5), re.search semantics and thread safety. */
+ * uses (docs/formats.md#default-collections), re.search semantics and thread
+ * safety. */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* test_writer.c - the trial writer: exact file names, write order results
  * (no .tmp left, lazy event files), records decoded back byte for byte,
- * index and collections contents, smdebug's bytes for the F§2.4 example. */
+ * index and collections contents, smdebug's bytes for the
+ * docs/formats.md#a-worked-example example. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -339,7 +340,8 @@ static void test_small_trial(void) {
   free(trial);
 }
 
-/* ---- the worked example of F§2.4, byte for byte ---- */
+/* ---- the worked example of docs/formats.md#a-worked-example, byte for byte
+ * ---- */
 
 static const char example_hex[] =
     "4a00000000000000af77dbb009000000000000f03f10032a3d0a3b0a046c6f73"

@@ -25,8 +25,9 @@ extern const smrules_api *rk_api;
     return &(reg);                                                             \
   }
 
-/* rules.md §0.2: members of the collections ∪ names the regexes search.
- * With both lists empty: every tensor when `all_if_empty`, else none. */
+/* docs/rule-semantics.md#tensor-selection: members of the collections ∪ names
+ * the regexes search. With both lists empty: every tensor when `all_if_empty`,
+ * else none. */
 int rk_select(smrules_trial *t, const smrules_strlist *collections,
               const smrules_strlist *regexes, bool all_if_empty,
               smrules_strlist *out);
@@ -49,7 +50,8 @@ bool rk_is_scalar(const smrules_tensor *v);
 bool rk_is_numeric(const smrules_tensor *v);
 
 /* Whether a status from a value/reduction means "not saved here": the
- * tensor is skipped at this step (rules.md §0.3, R17). */
+ * tensor is skipped at this step
+ * (docs/rule-semantics.md#steps-modes-and-missing-data, R17). */
 bool rk_unavailable(int status);
 
 /* Complete steps of a tensor in `mode` (global steps for GLOBAL) that are
@@ -68,7 +70,8 @@ static inline int rk_result(int64_t evaluated, int64_t violations) {
   return violations ? SMRULES_TRIGGERED : SMRULES_NO_TRIGGER;
 }
 
-/* ------------------------------------------------ numbers (formats.md §14) */
+/* ------------------------------------------------ numbers
+ * (docs/rule-semantics.md#numeric-conventions) */
 
 /* Element i (in range) as double, like api->get but without a call per
  * element for float32/float64 on a little-endian host.  The data may lie
@@ -103,7 +106,8 @@ double rk_quantile(double *x, size_t n, double q);
  * O(n) per quantile (x is reordered). */
 void rk_quantiles(double *x, size_t n, const double *q, double *out, size_t m);
 
-/* Rounding to the nearest integer, halves away from zero (rules.md R6). */
+/* Rounding to the nearest integer, halves away from zero
+ * (docs/rule-semantics.md#decisions, Decision R6). */
 double rk_round_half_away(double v);
 
 /* Class indices: argmax over the last axis when rank >= 2 and the last
@@ -112,12 +116,12 @@ double rk_round_half_away(double v);
  * length in *n. */
 double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n);
 
-/* Per-unit activity (rules.md §2.9, §2.17): axis 0 is the batch
- * (B = shape[0]; rank <= 1: B = 1) and every remaining index a unit
- * (U = count / B).  A unit is inactive when 100 * (samples for which
- * `active` holds) / B < threshold_inactivity.  Sets *percent to
- * 100 * inactive units / U.  Returns 0, or -1 when the tensor has no
- * elements. */
+/* Per-unit activity (docs/rules/DeadRelu.md,
+ * docs/rules/SaturatedActivation.md): axis 0 is the batch (B = shape[0]; rank
+ * <= 1: B = 1) and every remaining index a unit (U = count / B).  A unit is
+ * inactive when 100 * (samples for which `active` holds) / B <
+ * threshold_inactivity.  Sets *percent to 100 * inactive units / U.  Returns 0,
+ * or -1 when the tensor has no elements. */
 int rk_inactive_units(const smrules_tensor *t,
                       bool (*active)(double x, const void *arg),
                       const void *arg, double threshold_inactivity,

@@ -156,10 +156,11 @@ typedef struct smrules_stats {
 } smrules_stats;
 
 /* ------------------------------------------------------ profiler data
- * What SMRULES_KIND_PROFILER rules read (formats.md F§13, rules.md §3).
- * Events returned by api->system_events / api->framework_events are
- * host-owned and stay valid until the next call of the same function by
- * the same rule, or until invoke_at_step returns. */
+ * What SMRULES_KIND_PROFILER rules read (docs/formats.md#profiler-output,
+ * docs/rule-semantics.md#profiler-rules-windows). Events returned by
+ * api->system_events / api->framework_events are host-owned and stay valid
+ * until the next call of the same function by the same rule, or until
+ * invoke_at_step returns. */
 
 /* One system-metrics reading: a line of a system/incremental file. */
 typedef struct smrules_sys_event {
@@ -178,7 +179,8 @@ typedef struct smrules_sys_event {
 } smrules_sys_event;
 
 /* One framework trace event (Chrome trace "X" object or a B/E pair), with
- * the reference parser's semantics (F§13.4): absolute times in µs. */
+ * the reference parser's semantics (docs/formats.md#framework-traces): absolute
+ * times in µs. */
 typedef struct smrules_fw_event {
   const char *name;      /* event name (operator, module, step phase) */
   const char *phase;     /* training phase: the process_name of its pid
@@ -215,7 +217,8 @@ typedef struct smrules_arg {
                        compare these to tell "12" from 12 as Python does */
 } smrules_arg;
 
-/* The profiler trial (F§13.7 with Decision F13). */
+/* The profiler trial (docs/formats.md#timestamps-and-windows with Decision
+ * F13). */
 typedef struct smrules_profiler_info {
   int64_t first_us;  /* start of window 0 */
   int64_t latest_us; /* the invoker stops at the first window starting at
@@ -281,7 +284,8 @@ typedef struct smrules_api {
   /* names: results are host-owned and valid until strlist_free */
   int (*tensor_names)(smrules_trial *t, smrules_strlist *out);
   int (*collection)(smrules_trial *t, const char *name, smrules_strlist *out);
-  /* union of collection members and regex matches (rules.md §0.2) */
+  /* union of collection members and regex matches
+   * (docs/rule-semantics.md#tensor-selection) */
   int (*select)(smrules_trial *t, const smrules_strlist *collections,
                 const smrules_strlist *regexes, smrules_strlist *out);
   void (*strlist_free)(smrules_strlist *l);
@@ -326,8 +330,9 @@ typedef struct smrules_api {
 
   /* The window being evaluated: index k (the "step" handed to
    * invoke_at_step) and [start_us, end_us], both ends inclusive:
-   * start = first + k * scan_interval_us (F§13.8).  SMRULES_ERR when the
-   * rule is not a profiler rule. */
+   * start = first + k * scan_interval_us
+   * (docs/formats.md#timestamps-and-windows).  SMRULES_ERR when the rule is not
+   * a profiler rule. */
   int (*window)(smrules_ctx *ctx, int64_t *index, int64_t *start_us,
                 int64_t *end_us);
   /* System metrics with start_us <= Timestamp <= end_us (compared in ns
@@ -352,7 +357,8 @@ typedef struct smrules_api {
 
   /* The report of a profiler rule is exactly the reference's
    * {"RuleTriggered", "Violations", "Details", "Datapoints",
-   * "RuleParameters"} (rules.md §3.2), all set by the rule: */
+   * "RuleParameters"} (docs/rule-semantics.md#profiler-rules-the-report), all
+   * set by the rule: */
   void (*report_set)(smrules_ctx *ctx, int64_t rule_triggered,
                      int64_t violations, int64_t datapoints);
   /* Empty the Details object and return it for rebuilding. */

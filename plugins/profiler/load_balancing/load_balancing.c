@@ -1,4 +1,4 @@
-/* LoadBalancing (rules.md §4.7): GPU workload histograms.
+/* LoadBalancing (docs/profiler.md#loadbalancing): GPU workload histograms.
  * The logic is the engine in plugins/engines/ (shared with ProfilerReport). */
 #include "prof_rules.h"
 

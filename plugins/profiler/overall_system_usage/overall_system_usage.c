@@ -1,5 +1,6 @@
-/* OverallSystemUsage (rules.md §4.8): per-node usage statistics.
- * The logic is the engine in plugins/engines/ (shared with ProfilerReport). */
+/* OverallSystemUsage (docs/profiler.md#overallsystemusage): per-node usage
+ * statistics. The logic is the engine in plugins/engines/ (shared with
+ * ProfilerReport). */
 #include "prof_rules.h"
 
 PR_PLUGIN(pr_overall_system_usage)

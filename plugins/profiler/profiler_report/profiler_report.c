@@ -1,12 +1,13 @@
-/* ProfilerReport (rules.md §5): runs the eleven profiler rules over the
- * same windows, writes each one's report and an HTML profiling report.
+/* ProfilerReport (docs/profiler-report.md): runs the eleven profiler rules over
+ * the same windows, writes each one's report and an HTML profiling report.
  *
  * Why a plugin that runs the sub-rules' code itself, rather than a host
  * feature or a plugin that loads the other plugins: the sub-rules must be
  * fed the window's events directly and must not be driven by the host's
- * window loop (their own clocks never advance, §5.2), their reports must
- * stay separate, and parameters arrive as "<Rule>_<param>" keys validated
- * with each sub-rule's own table (§5.1).  The system-metric rules are
+ * window loop (their own clocks never advance,
+ * docs/profiler-report.md#evaluation), their reports must stay separate, and
+ * parameters arrive as "<Rule>_<param>" keys validated with each sub-rule's own
+ * table (docs/profiler-report.md#parameters).  The system-metric rules are
  * engines built for exactly this (plugins/engines/prof_rules.h); the
  * framework-metric rules are engines that hand out their registration
  * bound to a function table (plugins/engines/fw_rules.h), here
@@ -14,9 +15,10 @@
  * dependency on where other plugins are installed, and nothing in the
  * host specific to ProfilerReport.
  *
- * Outputs, rewritten after every window (§5.3), under the rule's output
- * directory (rule-output/<instance>/): profiler-output/profiler-report.html
- * and profiler-output/profiler-reports/<Rule>.json. */
+ * Outputs, rewritten after every window (docs/profiler-report.md#outputs),
+ * under the rule's output directory (rule-output/<instance>/):
+ * profiler-output/profiler-report.html and
+ * profiler-output/profiler-reports/<Rule>.json. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,7 +36,8 @@ static const struct {
   const char *name;
   const pr_engine_ops *eng; /* a system-metric engine, or */
   rpt_sub_init_fn init;     /* a framework-metric engine */
-  bool takes_params;        /* OverallFrameworkMetrics takes none (§5.1) */
+  bool takes_params;        /* OverallFrameworkMetrics takes none
+                               (docs/profiler-report.md#parameters) */
 } SUBS[RPT_NSUB] = {
     {"CPUBottleneck", &pr_cpu_bottleneck, NULL, true},
     {"IOBottleneck", &pr_io_bottleneck, NULL, true},
@@ -202,7 +205,8 @@ static int make_dir(const char *path) {
 }
 
 /* Write text to path through a temporary file and a rename, so readers
- * never see a half-written report (§3.2). */
+ * never see a half-written report
+ * (docs/rule-semantics.md#profiler-rules-the-report). */
 static int write_atomic(const char *path, const char *text) {
   size_t n = strlen(path) + 8;
   char *tmp = malloc(n);
@@ -340,7 +344,8 @@ static void write_own_report(smrules_ctx *ctx, const rpt_state *st) {
 
 /* ---------------------------------------------------------- evaluation */
 
-/* An engine's window: its own clock is the trial start (§5.2). */
+/* An engine's window: its own clock is the trial start
+ * (docs/profiler-report.md#evaluation). */
 static int run_engine(rpt_sub *s, const rpt_window *w, bool *met) {
   pk_fw_source fw = {.ctx = w->host_ctx,
                      .start_us = w->start,
@@ -437,7 +442,7 @@ static int finish(smrules_ctx *ctx, void *p) {
 
 /* Whether window k is the last one: the job has ended and the next window
  * starts at or after the latest timestamp (the invoker then stops with
- * NoMoreProfilerData, F§13.8). */
+ * NoMoreProfilerData, docs/formats.md#timestamps-and-windows). */
 static bool is_last_window(smrules_ctx *ctx, int64_t end) {
   smrules_profiler_info in;
   if (rpt_host->profiler_info(ctx, &in) < 0)

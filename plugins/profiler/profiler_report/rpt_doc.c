@@ -1,8 +1,9 @@
 /* rpt_doc.c - ProfilerReport's HTML document: page frame and style, the
  * training job summary, the rules summary and the analysis of the phase
- * that dominates (rules.md §5.4, sections 1, 2, 5, 6), and the order of
- * the other sections (rpt_html_sys.c, rpt_html_fw.c).  One self-contained
- * file: inline CSS and SVG, no scripts, no fonts or images from anywhere. */
+ * that dominates (docs/profiler-report.md#reading-the-report, sections 1, 2, 5,
+ * 6), and the order of the other sections (rpt_html_sys.c, rpt_html_fw.c).  One
+ * self-contained file: inline CSS and SVG, no scripts, no fonts or images from
+ * anywhere. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

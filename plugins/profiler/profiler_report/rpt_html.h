@@ -1,7 +1,7 @@
-/* rpt_html.h - building blocks of ProfilerReport's HTML document (rules.md
- * §5.4).  The document is drawn from the sub-rules' reports only (as
- * SageMaker's notebook read the JSON reports), so every section reads
- * rpt_sub reports through these helpers. */
+/* rpt_html.h - building blocks of ProfilerReport's HTML document (see
+ * docs/profiler-report.md#reading-the-report).  The document is drawn from the
+ * sub-rules' reports only (as SageMaker's notebook read the JSON reports), so
+ * every section reads rpt_sub reports through these helpers. */
 #ifndef RPT_HTML_H
 #define RPT_HTML_H
 

@@ -1,6 +1,6 @@
 /* rpt_html_fw.c - the report sections drawn from the framework-metric
- * rules (rules.md §5.4: 4 framework metrics summary, 7 step duration
- * analysis, 10 data loading). */
+ * rules (docs/profiler-report.md#reading-the-report: 4 framework metrics
+ * summary, 7 step duration analysis, 10 data loading). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* rpt_html_sys.c - the report sections drawn from the system-metric rules
- * (rules.md §5.4: 3 system usage, 8 GPU utilization, 9 workload
- * balancing, 11 batch size, 12-13 CPU and I/O bottlenecks, 14 GPU
- * memory). */
+ * (docs/profiler-report.md#reading-the-report: 3 system usage, 8 GPU
+ * utilization, 9 workload balancing, 11 batch size, 12-13 CPU and I/O
+ * bottlenecks, 14 GPU memory). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,12 +1,13 @@
 /* rpt_int.h - ProfilerReport internals shared by its files.
  *
- * How it works (rules.md §5): ProfilerReport is one plugin that runs the
- * eleven profiler rules itself, each with its own state and report, over
- * the window the host hands it.  Two kinds of sub-rules:
+ * How it works (docs/profiler-report.md): ProfilerReport is one plugin that
+ * runs the eleven profiler rules itself, each with its own state and report,
+ * over the window the host hands it.  Two kinds of sub-rules:
  *
  * - the system-metric rules are "engines" (plugins/engines/prof_rules.h):
  *   ProfilerReport calls them with the window's events and their own
- *   clock pinned at the trial start (§5.2), and reads their reports;
+ *   clock pinned at the trial start (docs/profiler-report.md#evaluation), and
+ * reads their reports;
  * - the framework-metric rules are engines too (plugins/engines/
  *   fw_rules.h), written as plugin registrations bound to whatever
  *   function table they are handed.  ProfilerReport hands them one of its
@@ -14,7 +15,8 @@
  *   really an rpt_sub, window and event queries are answered from the
  *   window being evaluated (the host is asked once per window), each gets
  *   its own report (Details as an rpt_json tree), and parameter queries
- *   map to ProfilerReport's "<Rule>_<param>" parameters (§5.1). */
+ *   map to ProfilerReport's "<Rule>_<param>" parameters
+ * (docs/profiler-report.md#parameters). */
 #ifndef RPT_INT_H
 #define RPT_INT_H
 
@@ -36,7 +38,8 @@ extern smrules_api rpt_shim;
 typedef struct rpt_window {
   smrules_ctx *host_ctx;
   int64_t index, start, end;
-  int64_t first_us; /* the sub-rules' own clock (§5.2) */
+  int64_t first_us; /* the sub-rules' own clock
+                       (docs/profiler-report.md#evaluation) */
   bool have_sys, have_fw;
   const smrules_sys_event *sys;
   size_t nsys;

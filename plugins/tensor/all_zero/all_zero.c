@@ -1,5 +1,5 @@
-/* AllZero (rules.md §2.5): tensors whose share of elements equal to zero
- * reaches `threshold` percent. */
+/* AllZero (docs/rules/AllZero.md): tensors whose share of elements equal to
+ * zero reaches `threshold` percent. */
 #include "smrules/rulekit.h"
 
 typedef struct settings {

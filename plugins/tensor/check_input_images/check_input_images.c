@@ -1,8 +1,8 @@
-/* CheckInputImages (rules.md §2.8): input images are not normalized.  Per
- * input tensor the per-channel sums and element counts accumulate over the
- * steps; once `threshold_samples` images have been seen, a channel whose
- * mean is farther than `threshold_mean` from 0 is a violation.  The
- * accumulated sums are the rule's state (save_state/load_state). */
+/* CheckInputImages (docs/rules/CheckInputImages.md): input images are not
+ * normalized.  Per input tensor the per-channel sums and element counts
+ * accumulate over the steps; once `threshold_samples` images have been seen, a
+ * channel whose mean is farther than `threshold_mean` from 0 is a violation.
+ * The accumulated sums are the rule's state (save_state/load_state). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* ClassImbalance (rules.md §2.12): label classes whose counts differ by
- * more than threshold_imbalance, and classes mostly mispredicted.  Counts
- * accumulate over the steps (the rule's state); the checks start once
+/* ClassImbalance (docs/rules/ClassImbalance.md): label classes whose counts
+ * differ by more than threshold_imbalance, and classes mostly mispredicted.
+ * Counts accumulate over the steps (the rule's state); the checks start once
  * `samples` labels have been seen. */
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* Confusion (rules.md §2.10): the confusion matrix of a classifier at one
- * step.  For every predicted class (column) the share of right predictions
+/* Confusion (docs/rules/Confusion.md): the confusion matrix of a classifier at
+ * one step.  For every predicted class (column) the share of right predictions
  * must reach min_diag and the share of each wrong true class must not
  * exceed max_off_diag; both are normalised by the column sum (R5). */
 #include <math.h>

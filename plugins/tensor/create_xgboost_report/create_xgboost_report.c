@@ -1,7 +1,7 @@
-/* CreateXgboostReport (rules.md §2.21): writes an HTML training report of
- * an XGBoost trial, xgboost_report.html, into the rule instance's output
- * directory.  Never triggers.  Each step only records that it was seen;
- * the report is built in finish() from everything saved between the
+/* CreateXgboostReport (docs/rules/CreateXgboostReport.md): writes an HTML
+ * training report of an XGBoost trial, xgboost_report.html, into the rule
+ * instance's output directory.  Never triggers.  Each step only records that it
+ * was seen; the report is built in finish() from everything saved between the
  * first and the last evaluated step, so the state is just those two
  * steps. */
 #include <errno.h>

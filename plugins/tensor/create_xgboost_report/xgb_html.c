@@ -1,8 +1,8 @@
 /* xgb_html.c - the XGBoost report as one self-contained HTML page: inline
- * CSS, inline SVG, no scripts and no external references (rules.md §2.21:
- * hyperparameters, metric curves, feature importance, label/prediction
- * distributions with a confusion matrix or residual statistics).  Sections
- * without data are left out. */
+ * CSS, inline SVG, no scripts and no external references
+ * (docs/rules/CreateXgboostReport.md: hyperparameters, metric curves, feature
+ * importance, label/prediction distributions with a confusion matrix or
+ * residual statistics).  Sections without data are left out. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

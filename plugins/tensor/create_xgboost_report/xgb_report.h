@@ -1,6 +1,7 @@
-/* xgb_report.h - CreateXgboostReport (rules.md §2.21): what is read from
- * an XGBoost trial (xgb_collect.c), how it becomes a self-contained HTML
- * page (xgb_html.c) and the inline SVG charts (xgb_svg.c). */
+/* xgb_report.h - CreateXgboostReport (docs/rules/CreateXgboostReport.md): what
+ * is read from an XGBoost trial (xgb_collect.c), how it becomes a
+ * self-contained HTML page (xgb_html.c) and the inline SVG charts (xgb_svg.c).
+ */
 #ifndef XGB_REPORT_H
 #define XGB_REPORT_H
 
@@ -92,8 +93,9 @@ void xgb_svg_histogram(rk_text *t, const char *title, const char *const *names,
                        const double *const *values, const size_t *counts,
                        size_t nsets, int bins);
 
-/* NumPy's histogram with `bins` equal bins (formats.md §14); counts has
- * `bins` entries, edges bins+1.  Non-finite values are not counted. */
+/* NumPy's histogram with `bins` equal bins
+ * (docs/rule-semantics.md#numeric-conventions); counts has `bins` entries,
+ * edges bins+1.  Non-finite values are not counted. */
 void xgb_histogram(const double *x, size_t n, int bins, int64_t *counts,
                    double *edges);
 

@@ -1,5 +1,5 @@
-/* DeadRelu (rules.md §2.9): layers in which more than threshold_layer % of
- * the ReLU units are active (> 0) in less than threshold_inactivity % of
+/* DeadRelu (docs/rules/DeadRelu.md): layers in which more than threshold_layer
+ * % of the ReLU units are active (> 0) in less than threshold_inactivity % of
  * the samples of a batch. */
 #include <stdlib.h>
 
@@ -45,7 +45,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   }
   st->s = s;
   st->regexes = st->s->tensor_regex;
-  if (st->regexes.n == 0) /* the rules.md §2.9 Decision */
+  if (st->regexes.n == 0) /* the docs/rules/DeadRelu.md Decision */
     st->regexes = (smrules_strlist){1, default_regex};
   *out = st;
   return 0;

@@ -1,5 +1,5 @@
-/* ExplodingTensor (rules.md §2.2): NaN, and unless only_nan also +-inf, in
- * any selected tensor. */
+/* ExplodingTensor (docs/rules/ExplodingTensor.md): NaN, and unless only_nan
+ * also +-inf, in any selected tensor. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -27,7 +27,7 @@ static int init(smrules_ctx *ctx, const void *s, void **state) {
 }
 
 /* Non-finite saved reductions stand in when only reductions were saved
- * (the rules.md §2.2 Decision). */
+ * (the docs/rules/ExplodingTensor.md Decision). */
 static bool reductions_explode(smrules_trial *t, const char *name, int64_t g,
                                bool only_nan, bool *any) {
   *any = false;

@@ -1,6 +1,6 @@
-/* FeatureImportanceOverweight (rules.md §2.20): the nfeatures most
- * important features of an XGBoost model carry more than `threshold` of
- * the total importance. */
+/* FeatureImportanceOverweight (docs/rules/FeatureImportanceOverweight.md): the
+ * nfeatures most important features of an XGBoost model carry more than
+ * `threshold` of the total importance. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,7 +94,8 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   for (size_t i = 0; i < n; i++)
     total += f[i].value;
   /* At most nfeatures features hold 100 % trivially: not evaluated (the
-   * rules.md §2.20 Decision); nor is a step without positive total. */
+   * docs/rules/FeatureImportanceOverweight.md Decision); nor is a step without
+   * positive total. */
   if (n > (size_t)s->nfeatures && total > 0) {
     qsort(f, n, sizeof *f, by_importance);
     for (size_t i = 0; i < (size_t)s->nfeatures; i++)

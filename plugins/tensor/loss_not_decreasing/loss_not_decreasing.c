@@ -1,5 +1,5 @@
-/* LossNotDecreasing (rules.md §2.7): a scalar loss that did not fall by at
- * least `diff_percent` percent over `num_steps` steps. */
+/* LossNotDecreasing (docs/rules/LossNotDecreasing.md): a scalar loss that did
+ * not fall by at least `diff_percent` percent over `num_steps` steps. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

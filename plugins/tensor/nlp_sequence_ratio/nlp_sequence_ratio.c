@@ -1,6 +1,6 @@
-/* NLPSequenceRatio (rules.md §2.18): input sequences in which a token
- * (padding, unknown word, ...) makes up more than its threshold percent of
- * the elements. */
+/* NLPSequenceRatio (docs/rules/NLPSequenceRatio.md): input sequences in which a
+ * token (padding, unknown word, ...) makes up more than its threshold percent
+ * of the elements. */
 #include <stdlib.h>
 
 #include "smrules/rulekit.h"

@@ -1,4 +1,4 @@
-/* Overfit (rules.md §2.13): the mean validation loss of an EVAL phase
+/* Overfit (docs/rules/Overfit.md): the mean validation loss of an EVAL phase
  * exceeds the mean training loss of the TRAIN phase before it by more than
  * `ratio_threshold` (relative), `patience` evaluations in a row. */
 #include <math.h>

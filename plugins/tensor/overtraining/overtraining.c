@@ -1,5 +1,5 @@
-/* Overtraining (rules.md §2.15): a training or validation loss that has
- * not improved by more than `delta` for `patience_*` saved steps (the
+/* Overtraining (docs/rules/Overtraining.md): a training or validation loss that
+ * has not improved by more than `delta` for `patience_*` saved steps (the
  * signal to stop early). */
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-/* PoorWeightInitialization (rules.md §2.16): in the first `steps` global
- * steps, three signs of a poor initialization: activation inputs whose
- * variances differ by more than `threshold` across layers (or are
+/* PoorWeightInitialization (docs/rules/PoorWeightInitialization.md): in the
+ * first `steps` global steps, three signs of a poor initialization: activation
+ * inputs whose variances differ by more than `threshold` across layers (or are
  * constant), a gradient whose 5 %..95 % quantile spread is below
  * `distribution_range`, and a loss that has not reached a new minimum for
  * `patience` evaluated steps.  The loss minima and waits are the rule's

@@ -1,12 +1,13 @@
-/* SaturatedActivation (rules.md §2.17): tanh/sigmoid layers in which more
- * than threshold_layer % of the units see their input inside (min, max)
- * for less than threshold_inactivity % of the samples, i.e. mostly sit in
- * the flat parts of the function.
+/* SaturatedActivation (docs/rules/SaturatedActivation.md): tanh/sigmoid layers
+ * in which more than threshold_layer % of the units see their input inside
+ * (min, max) for less than threshold_inactivity % of the samples, i.e. mostly
+ * sit in the flat parts of the function.
  *
  * The older pair parameters threshold_tanh / threshold_sigmoid ("(min,
- * max)", "min,max" or a YAML list; rules.md R10) cannot be table aliases
- * of two scalars, so they are list parameters resolved here: when given,
- * a pair replaces the corresponding _min/_max values. */
+ * max)", "min,max" or a YAML list; docs/rule-semantics.md#decisions, Decision
+ * R10) cannot be table aliases of two scalars, so they are list parameters
+ * resolved here: when given, a pair replaces the corresponding _min/_max
+ * values. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>

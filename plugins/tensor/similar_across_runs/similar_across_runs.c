@@ -1,11 +1,12 @@
-/* SimilarAcrossRuns (rules.md §2.3): tensors of this trial that differ
- * from the same tensor at the same global step of another (reference)
- * trial. */
+/* SimilarAcrossRuns (docs/rules/SimilarAcrossRuns.md): tensors of this trial
+ * that differ from the same tensor at the same global step of another
+ * (reference) trial. */
 #include <stdlib.h>
 
 #include "smrules/rulekit.h"
 
-/* NumPy's allclose defaults (rules.md R13). */
+/* NumPy's allclose defaults (docs/rule-semantics.md#decisions, Decision R13).
+ */
 #define RTOL 1e-5
 #define ATOL 1e-8
 

@@ -1,6 +1,6 @@
-/* StalledTrainingRule (rules.md §2.19).  Offline: a gap of more than
- * `threshold` seconds between the times at which consecutive saved steps
- * were written (the wall_time every saved event carries).  Live (run
+/* StalledTrainingRule (docs/rules/StalledTrainingRule.md).  Offline: a gap of
+ * more than `threshold` seconds between the times at which consecutive saved
+ * steps were written (the wall_time every saved event carries).  Live (run
  * --watch): invoke_at_time fires when nothing new appeared for more than
  * `threshold` seconds while training has not ended, and re-arms only when
  * new activity is seen. */
@@ -117,7 +117,7 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   return stalled ? SMRULES_TRIGGERED : SMRULES_NO_TRIGGER;
 }
 
-/* Live, clock-driven evaluation (rules.md §2.19). */
+/* Live, clock-driven evaluation (docs/rules/StalledTrainingRule.md). */
 static int invoke_at_time(smrules_ctx *ctx, void *p, double now) {
   state *st = p;
   smrules_live_info li;

@@ -1,5 +1,5 @@
-/* TensorVariance (rules.md §2.14): tensors whose variance is above
- * `max_threshold` or below `min_threshold`. */
+/* TensorVariance (docs/rules/TensorVariance.md): tensors whose variance is
+ * above `max_threshold` or below `min_threshold`. */
 #include <stdlib.h>
 
 #include "smrules/rulekit.h"

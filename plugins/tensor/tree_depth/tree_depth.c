@@ -1,4 +1,4 @@
-/* TreeDepth (rules.md §2.11): the depth of the XGBoost tree built at a
+/* TreeDepth (docs/rules/TreeDepth.md): the depth of the XGBoost tree built at a
  * boosting round, log2 of its largest node id, is below `depth` (R15). */
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* UnchangedTensor (rules.md §2.6): a tensor whose value at its last
- * `num_steps` saved steps is the same (allclose) at each of them. */
+/* UnchangedTensor (docs/rules/UnchangedTensor.md): a tensor whose value at its
+ * last `num_steps` saved steps is the same (allclose) at each of them. */
 #include <stdlib.h>
 
 #include "smrules/rulekit.h"

@@ -1,5 +1,5 @@
-/* VanishingGradient (rules.md §2.1): the mean absolute value of a gradient
- * below `threshold`. */
+/* VanishingGradient (docs/rules/VanishingGradient.md): the mean absolute value
+ * of a gradient below `threshold`. */
 #include <math.h>
 
 #include "smrules/rulekit.h"

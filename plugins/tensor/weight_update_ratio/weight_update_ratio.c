@@ -1,5 +1,5 @@
-/* WeightUpdateRatio (rules.md §2.4): the L2 norm of a weight update
- * relative to the L2 norm of the weights, too large or too small. */
+/* WeightUpdateRatio (docs/rules/WeightUpdateRatio.md): the L2 norm of a weight
+ * update relative to the L2 norm of the weights, too large or too small. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -63,7 +63,8 @@ static int numbering(state *st, smrules_trial *t,
   return SMRULES_MODE_GLOBAL;
 }
 
-/* The step to compare step s with (rules.md §2.4 step 1), or -1. */
+/* The step to compare step s with (docs/rules/WeightUpdateRatio.md step 1), or
+ * -1. */
 static int64_t previous_step(state *st, smrules_trial *t, const char *name,
                              int mode, int64_t s) {
   size_t n;
