@@ -683,6 +683,11 @@ static void report_results(const run_args *a, smr_runner *r, smr_actions *acts,
   }
 }
 
+/* An offline run stops at the next step once SIGINT/SIGTERM/SIGHUP came. */
+static bool offline_interrupted(void) {
+  return smr_interrupt_signal() != 0;
+}
+
 /* Open the trial, evaluate (follow it with --watch), write the reports
  * and state, print the results; returns the exit status. */
 static int evaluate(run_args *a, const smr_config *cfg, smr_launch *child,
@@ -705,6 +710,10 @@ static int evaluate(run_args *a, const smr_config *cfg, smr_launch *child,
   smr_actions *acts = NULL;
   char *dir = a->output ? smr_xstrdup(a->output) : default_output_dir(a);
   a->ropts.output_dir = dir;
+  if (!a->watch) { /* Ctrl-C: finish the step in hand, report, keep state */
+    smr_interrupt_install(NULL);
+    a->ropts.interrupted = offline_interrupted;
+  }
   training_end te = {.how = SMR_WATCH_TIMEOUT,
                      .child = child,
                      .pid = child ? smr_launch_pid(child) : a->training_pid};
@@ -739,6 +748,13 @@ static int evaluate(run_args *a, const smr_config *cfg, smr_launch *child,
       smr_cli_print_error(&err);
     report_results(a, r, acts, a->watch ? &te : NULL);
     rc = exit_for_results(r, acts, a->watch ? &te : NULL);
+    if (!a->watch && smr_interrupt_signal()) {
+      fprintf(stderr,
+              "smrules: interrupted by %s: the results are partial (rules "
+              "not finished are InProgress); run again to go on from there\n",
+              smr_signal_text(smr_interrupt_signal()));
+      rc = 128 + smr_interrupt_signal();
+    }
   }
   smr_runner_free(r);
   smr_actions_free(acts);

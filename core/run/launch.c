@@ -192,6 +192,12 @@ void smr_launch_free(smr_launch *l) {
 
 static void on_signal(int sig) {
   int saved = errno;
+  /* a second signal while nothing is passed on: stop at once, as the
+   * default action would (the first one finishes the step in hand) */
+  if (caught && forward_pgid <= 0) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
   if (!caught)
     caught = sig;
   if (forward_pgid > 0)

@@ -553,6 +553,11 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
       in->walk_stopped = true;
       return true;
     }
+    if (r->opts.interrupted && r->opts.interrupted()) {
+      in->waiting_at = g; /* not evaluated: InProgress, resumed there */
+      in->walk_stopped = true;
+      return true;
+    }
     in->walk_evaluated = true;
     in->walk_stopped = !invoke_step(r, in, g);
     in->walk_prev = g;

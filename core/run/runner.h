@@ -51,6 +51,10 @@ typedef struct smr_run_opts {
   bool sagemaker_windows;
   smr_trigger_fn on_trigger;
   void *on_trigger_arg;
+  /* Asked before each step (NULL: never): true stops every rule where it
+   * is, InProgress, its state kept so that a later run goes on there (an
+   * offline run interrupted by SIGINT/SIGTERM). */
+  bool (*interrupted)(void);
 } smr_run_opts;
 
 typedef struct smr_runner smr_runner;
