@@ -89,11 +89,62 @@ static int open_step(int parent, const char *comp, bool create, const char *dir,
   return fd;
 }
 
-int smr_safe_dir_open(const char *dir, const char *confine, bool create,
+/* `path` made absolute (against the working directory) with ".", ".."
+ * and repeated slashes resolved as text.  No link is followed: a link
+ * inside the trial cannot move where the result points. */
+static char *abs_lexical(const char *path) {
+  char cwd[4096];
+  char *full = path[0] == '/' || !getcwd(cwd, sizeof cwd)
+                   ? smr_xstrdup(path)
+                   : smr_xasprintf("%s/%s", cwd, path);
+  char *out = smr_xmalloc(strlen(full) + 2);
+  size_t n = 0;
+  char *save = NULL;
+  for (char *c = strtok_r(full, "/", &save); c;
+       c = strtok_r(NULL, "/", &save)) {
+    if (strcmp(c, ".") == 0)
+      continue;
+    if (strcmp(c, "..") == 0) {
+      while (n > 0 && out[n - 1] != '/')
+        n--;
+      if (n > 0)
+        n--; /* the slash before the dropped component */
+      continue;
+    }
+    out[n++] = '/';
+    size_t k = strlen(c);
+    memcpy(out + n, c, k);
+    n += k;
+  }
+  if (n == 0)
+    out[n++] = '/';
+  out[n] = '\0';
+  free(full);
+  return out;
+}
+
+/* The part of `dir` (absolute, lexical) inside the trial `confine`, as
+ * the user spelled it or as it really is (--trial ./t with --output
+ * /abs/path/t/rule-output, or a trial reached through a link of the
+ * user's own); NULL when outside. */
+static const char *inside_confine(const char *dir, const char *confine) {
+  char *lex = abs_lexical(confine);
+  const char *below = smr_path_below(dir, lex);
+  free(lex);
+  if (below)
+    return below;
+  char *real = realpath(confine, NULL);
+  below = real ? smr_path_below(dir, real) : NULL;
+  free(real);
+  return below;
+}
+
+int smr_safe_dir_open(const char *dir_given, const char *confine, bool create,
                       int *fd, smr_error *err) {
   *fd = -1;
+  char *dir = abs_lexical(dir_given);
   const char *below =
-      confine && confine[0] ? smr_path_below(dir, confine) : NULL;
+      confine && confine[0] ? inside_confine(dir, confine) : NULL;
   char *trusted =
       below ? smr_xstrndup(dir, (size_t)(below - dir)) : smr_xstrdup(dir);
   if (!trusted[0]) {
@@ -107,6 +158,7 @@ int smr_safe_dir_open(const char *dir, const char *confine, bool create,
     int rc = smr_error_set(err, SMR_ERR_IO, trusted, -1, "cannot open: %s",
                            strerror(errno));
     free(trusted);
+    free(dir);
     return rc;
   }
   free(trusted);
@@ -114,13 +166,14 @@ int smr_safe_dir_open(const char *dir, const char *confine, bool create,
   char *save = NULL;
   for (char *c = strtok_r(rest, "/", &save); c;
        c = strtok_r(NULL, "/", &save)) {
-    int next = open_step(cur, c, create, dir, err);
+    int next = open_step(cur, c, create, dir_given, err);
     close(cur);
     cur = next;
     if (cur < 0)
       break;
   }
   free(rest);
+  free(dir);
   if (cur < 0)
     return SMR_ERR_IO;
   *fd = cur;

@@ -112,6 +112,24 @@ def check_writes(c, tmp):
     sc.ok("'rule-output' is a symbolic link" in r.err, "a clear error names it",
           lib.short(r.err))
 
+    # --output into the trial, spelled otherwise than --trial: an absolute
+    # path while --trial is relative, or through ".." -- still the trial's
+    # folder, so a link there is not followed
+    for label in ("abs_output", "dotdot_output"):
+        trial, outside = new_trial(tmp, label)
+        os.symlink(outside, os.path.join(trial, "rule-output"))
+        os.makedirs(os.path.join(trial, "sub"))
+        out = (os.path.abspath(os.path.join(trial, "rule-output")) if label == "abs_output"
+               else os.path.join(trial, "sub", "..", "rule-output"))
+        rules = write(os.path.join(os.path.dirname(trial), "rules.yaml"), RULES)
+        rc, o, e = lib.run(["run", "--trial", os.path.relpath(trial), "--rules", rules,
+                            "--json", "--output", out])
+        r = lib.Result([], rc, o, e)
+        sc = c.scope("--output %s into the trial, through a link" % label, r)
+        sc.process(want_json=False)
+        sc.eq("nothing created where the link points", sorted(os.listdir(outside)), [])
+        sc.ok("symbolic link" in r.err, "a clear error names the link", lib.short(r.err))
+
     # names that are not one plain file name
     for label, name in (("dotdot", ".."), ("dot", "."), ("slash", "../../outside/x"),
                         ("control", "a\\x01b"), ("dotdot_lua", None)):
