@@ -8,6 +8,7 @@
 #include "profiler/profiler.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,13 @@ typedef struct node_names {
   name_set cpus, gpus;
 } node_names;
 
-struct smr_profiler {
+/* The files of a profiler folder, shared by every reader opened on it with
+ * smr_profiler_share (see profiler.h): listings, the parsed-file cache,
+ * interned strings, the names seen, the job's state.  Every public call
+ * holds its lock. */
+typedef struct pstore pstore;
+
+struct pstore {
   smr_source *src;
   const char *root; /* smr_source_root(src) */
   bool remote;      /* not the local disk: listings are rationed */
@@ -92,7 +99,6 @@ struct smr_profiler {
   long long stop_at; /* STOP_AT: the epoch second it holds */
   smr_intern names;  /* event strings */
   smr_regex *re_sys_name, *re_sys_path, *re_fw_name;
-  trace_state states[SMR_FW_KINDS];
   size_t cached_bytes;
   uint64_t tick;
   node_names *nn;
@@ -104,12 +110,30 @@ struct smr_profiler {
   int64_t sys_end_us;
   size_t sys_end_n;
   int64_t sys_end_size, sys_end_mtime;
+  pthread_mutex_t mu;
+  int readers; /* smr_profiler handles on this store */
 };
 
-static void warn(smr_profiler *p, pfile *f, const char *fmt, ...)
+/* One reader: the shared files, and the reference TraceEventParser state
+ * of this reader's own queries (it depends on which windows were asked
+ * for, so two rules never share it). */
+struct smr_profiler {
+  pstore *s;
+  trace_state states[SMR_FW_KINDS];
+};
+
+static void lock(pstore *p) {
+  pthread_mutex_lock(&p->mu);
+}
+
+static void unlock(pstore *p) {
+  pthread_mutex_unlock(&p->mu);
+}
+
+static void warn(pstore *p, pfile *f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static void warn(smr_profiler *p, pfile *f, const char *fmt, ...) {
+static void warn(pstore *p, pfile *f, const char *fmt, ...) {
   if (p->o.quiet || (f && f->warned))
     return;
   char msg[1024];
@@ -162,7 +186,7 @@ typedef struct listings {
   const smr_source_listing *sys, *fw;
 } listings;
 
-static pfile *new_pfile(const smr_profiler *p, const smr_source_file *sf) {
+static pfile *new_pfile(const pstore *p, const smr_source_file *sf) {
   pfile *f = smr_xcalloc(1, sizeof *f);
   f->path = smr_xasprintf("%s/%s", p->root, sf->path);
   f->rel = f->path + strlen(p->root) + 1;
@@ -171,7 +195,7 @@ static pfile *new_pfile(const smr_profiler *p, const smr_source_file *sf) {
   return f;
 }
 
-static pfile *add_system_file(smr_profiler *p, const smr_source_file *sf,
+static pfile *add_system_file(pstore *p, const smr_source_file *sf,
                               const listings *ls) {
   (void)ls;
   char *path = smr_xasprintf("%s/%s", p->root, sf->path);
@@ -216,12 +240,12 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 /* The TF profiler's .metadata file 4 levels up: "<node>_<start>_<end>". */
-static bool tf_metadata(const smr_profiler *p, const char *path,
-                        const listings *ls, int64_t *start, int64_t *end);
+static bool tf_metadata(const pstore *p, const char *path, const listings *ls,
+                        int64_t *start, int64_t *end);
 
 /* Framework fields of a file, NULL when it is never selected. */
-static pfile *framework_fields(smr_profiler *p, const char *path,
-                               const listings *ls, pfile *f) {
+static pfile *framework_fields(pstore *p, const char *path, const listings *ls,
+                               pfile *f) {
   const char *b = base_name(path);
   if (!smr_regex_search(p->re_fw_name, b))
     return NULL;
@@ -253,7 +277,7 @@ static pfile *framework_fields(smr_profiler *p, const char *path,
   return f->ts > 0 ? f : NULL;
 }
 
-static pfile *add_framework_file(smr_profiler *p, const smr_source_file *sf,
+static pfile *add_framework_file(pstore *p, const smr_source_file *sf,
                                  const listings *ls) {
   pfile *f = new_pfile(p, sf);
   if (!framework_fields(p, f->path, ls, f)) {
@@ -265,7 +289,7 @@ static pfile *add_framework_file(smr_profiler *p, const smr_source_file *sf,
   return f;
 }
 
-typedef pfile *(*add_fn)(smr_profiler *p, const smr_source_file *sf,
+typedef pfile *(*add_fn)(pstore *p, const smr_source_file *sf,
                          const listings *ls);
 
 static bool is_end_marker(const char *rel) {
@@ -276,7 +300,7 @@ static bool is_end_marker(const char *rel) {
 /* Merge a listing (sorted) into the known paths (sorted): new paths
  * become files of the reader, known files take the listed size and
  * mtime (acquire() compares them with the parsed version's). */
-static void merge_listing(smr_profiler *p, const smr_source_listing *l,
+static void merge_listing(pstore *p, const smr_source_listing *l,
                           const listings *ls, add_fn add) {
   listed *out = smr_xmalloc((p->nknown + l->n + 1) * sizeof *out);
   size_t i = 0, j = 0, n = 0;
@@ -312,10 +336,10 @@ static int64_t mono_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static void read_stop_signal(smr_profiler *p);
+static void read_stop_signal(pstore *p);
 
 /* List system/ and framework/ and take in what changed. */
-static int relist(smr_profiler *p, smr_error *err) {
+static int relist(pstore *p, smr_error *err) {
   smr_source_listing sys = {0}, fw = {0};
   int rc = smr_source_list(p->src, "system", "", &sys, err);
   if (rc == SMR_OK)
@@ -344,7 +368,7 @@ static int relist(smr_profiler *p, smr_error *err) {
   return rc;
 }
 
-void smr_profiler_refresh(smr_profiler *p) {
+static void refresh(pstore *p) {
   smr_error e;
   smr_error_clear(&e);
   if (relist(p, &e) == SMR_OK) {
@@ -359,12 +383,18 @@ void smr_profiler_refresh(smr_profiler *p) {
 /* Live: bring the file lists up to date before answering.  The local
  * disk is listed at every call (a file that appears is seen at once); a
  * remote source at most once a second. */
-static void live_refresh(smr_profiler *p) {
+static void live_refresh(pstore *p) {
   if (!p->o.live)
     return;
   if (p->remote && mono_ns() - p->listed_at < REMOTE_RELIST_NS)
     return;
-  smr_profiler_refresh(p);
+  refresh(p);
+}
+
+void smr_profiler_refresh(smr_profiler *r) {
+  lock(r->s);
+  refresh(r->s);
+  unlock(r->s);
 }
 
 /* ----------------------------------------------------- TF metadata file */
@@ -392,7 +422,7 @@ static const char *first_metadata(const smr_source_listing *l,
  * the trace file, from this refresh's listings (the paths under a folder
  * are one run of a sorted listing).  A folder at or above the root holds
  * every listed file; nothing outside the root is looked at. */
-static char *find_metadata(const smr_profiler *p, const char *path,
+static char *find_metadata(const pstore *p, const char *path,
                            const listings *ls) {
   char *dir = smr_xstrdup(path);
   for (int up = 0; up < 4; up++) {
@@ -414,8 +444,8 @@ static char *find_metadata(const smr_profiler *p, const char *path,
   return best ? smr_xstrdup(best) : NULL;
 }
 
-static bool tf_metadata(const smr_profiler *p, const char *path,
-                        const listings *ls, int64_t *start, int64_t *end) {
+static bool tf_metadata(const pstore *p, const char *path, const listings *ls,
+                        int64_t *start, int64_t *end) {
   char *best = find_metadata(p, path, ls);
   if (!best)
     return false;
@@ -451,10 +481,20 @@ static int64_t buffer_from_env(void) {
   return *end == '\0' && v >= 0 ? v : DEFAULT_BUFFER_US;
 }
 
+static void store_free(pstore *p);
+
+static smr_profiler *new_reader(pstore *p) {
+  smr_profiler *r = smr_xcalloc(1, sizeof *r);
+  r->s = p;
+  p->readers++;
+  return r;
+}
+
 int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
                              smr_profiler **out, smr_error *err) {
   *out = NULL;
-  smr_profiler *p = smr_xcalloc(1, sizeof *p);
+  pstore *p = smr_xcalloc(1, sizeof *p);
+  pthread_mutex_init(&p->mu, NULL);
   p->src = src;
   p->root = smr_source_root(src);
   p->remote = strcmp(src->ops->kind, "local") != 0;
@@ -470,18 +510,25 @@ int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
       smr_regex_compile("^(.+)\\.(json|csv|json.gz)$", &p->re_fw_name, &e) !=
           SMR_OK) {
     int rc = smr_error_set(err, SMR_ERR_USAGE, p->root, -1, "%s", e.msg);
-    smr_profiler_close(p);
+    store_free(p);
     return rc;
   }
   p->dim_cpu = smr_intern_get(&p->names, "CPUUtilization", 14);
   p->dim_gpu = smr_intern_get(&p->names, "GPUUtilization", 14);
   int rc = relist(p, err);
   if (rc != SMR_OK) {
-    smr_profiler_close(p);
+    store_free(p);
     return rc;
   }
-  *out = p;
+  *out = new_reader(p);
   return SMR_OK;
+}
+
+smr_profiler *smr_profiler_share(smr_profiler *r) {
+  lock(r->s);
+  smr_profiler *n = new_reader(r->s);
+  unlock(r->s);
+  return n;
 }
 
 int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
@@ -500,7 +547,7 @@ int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
   return smr_profiler_open_source(src, opts, out, err);
 }
 
-static void drop_data(smr_profiler *p, pfile *f) {
+static void drop_data(pstore *p, pfile *f) {
   if (!f->data)
     return;
   if (f->framework) {
@@ -516,7 +563,7 @@ static void drop_data(smr_profiler *p, pfile *f) {
   f->bytes = 0;
 }
 
-static void plist_free(smr_profiler *p, plist *l) {
+static void plist_free(pstore *p, plist *l) {
   for (size_t i = 0; i < l->n; i++) {
     drop_data(p, l->v[i]);
     free(l->v[i]->path);
@@ -525,13 +572,23 @@ static void plist_free(smr_profiler *p, plist *l) {
   free(l->v);
 }
 
-void smr_profiler_close(smr_profiler *p) {
-  if (!p)
+void smr_profiler_close(smr_profiler *r) {
+  if (!r)
     return;
+  for (int k = 0; k < SMR_FW_KINDS; k++)
+    trace_state_free(&r->states[k]);
+  pstore *p = r->s;
+  free(r);
+  lock(p);
+  bool last = --p->readers == 0;
+  unlock(p);
+  if (last)
+    store_free(p);
+}
+
+static void store_free(pstore *p) {
   plist_free(p, &p->sys);
   plist_free(p, &p->fw);
-  for (int k = 0; k < SMR_FW_KINDS; k++)
-    trace_state_free(&p->states[k]);
   for (size_t i = 0; i < p->nnn; i++) {
     free(p->nn[i].cpus.v);
     free(p->nn[i].gpus.v);
@@ -545,11 +602,12 @@ void smr_profiler_close(smr_profiler *p) {
   free(p->known);
   smr_intern_free(&p->names);
   smr_source_close(p->src);
+  pthread_mutex_destroy(&p->mu);
   free(p);
 }
 
-const char *smr_profiler_root(const smr_profiler *p) {
-  return p->root;
+const char *smr_profiler_root(const smr_profiler *r) {
+  return r->s->root;
 }
 
 /* ------------------------------------------------------------ trial info */
@@ -565,7 +623,7 @@ static void first_last(const plist *l, int64_t *first, int64_t *last) {
  * passed).  Looked at with each listing, so a remote source is asked at most
  * once a second; a name the source refuses (leading outside the folder) counts
  * as absent. */
-static void read_stop_signal(smr_profiler *p) {
+static void read_stop_signal(pstore *p) {
   p->stop = STOP_NONE;
   const char *name = getenv("SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE");
   if (!name || !*name)
@@ -592,7 +650,7 @@ static void read_stop_signal(smr_profiler *p) {
   free(text);
 }
 
-static bool stop_signalled(const smr_profiler *p) {
+static bool stop_signalled(const pstore *p) {
   if (p->stop != STOP_AT)
     return p->stop == STOP_PASSED;
   const char *g = getenv("rule_stop_grace_time_secs");
@@ -601,25 +659,29 @@ static bool stop_signalled(const smr_profiler *p) {
 }
 
 /* From what the last listing showed: an end marker, or the stop signal. */
-static bool finished(const smr_profiler *p) {
+static bool finished(const pstore *p) {
   return !p->o.live || p->end_marker || stop_signalled(p);
 }
 
-bool smr_profiler_job_finished(smr_profiler *p) {
+bool smr_profiler_job_finished(smr_profiler *r) {
+  pstore *p = r->s;
   if (!p->o.live)
     return true; /* offline: training has ended (Decision F11) */
+  lock(p);
   live_refresh(p);
-  return finished(p);
+  bool yes = finished(p);
+  unlock(p);
+  return yes;
 }
 
-static void *acquire(smr_profiler *p, pfile *f, bool framework);
-static void evict_all_lists(smr_profiler *p);
+static void *acquire(pstore *p, pfile *f, bool framework);
+static void evict_all_lists(pstore *p);
 
 /* The latest reading of the newest system files, in µs rounded up (a
  * window starting there would see nothing the previous one did not), or
  * the newest file's name when those files hold no reading.  Recomputed
  * only when the newest file changes. */
-static int64_t system_data_end(smr_profiler *p) {
+static int64_t system_data_end(pstore *p) {
   const pfile *newest = p->sys.v[p->sys.n - 1];
   if (p->sys_end_n == p->sys.n && p->sys_end_size == newest->list_size &&
       p->sys_end_mtime == newest->list_mtime_ns)
@@ -646,13 +708,13 @@ static int64_t system_data_end(smr_profiler *p) {
 
 /* final_window: once the job has ended, the data ends at the later of the
  * system readings' and the trace files' ends. */
-static int64_t data_end(smr_profiler *p, const smrules_profiler_info *in) {
+static int64_t data_end(pstore *p, const smrules_profiler_info *in) {
   int64_t sys = p->sys.n ? system_data_end(p) : INT64_MIN;
   int64_t fw = p->fw.n ? in->framework_latest_us : INT64_MIN;
   return sys > fw ? sys : fw;
 }
 
-void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
+static void info(pstore *p, smrules_profiler_info *out) {
   memset(out, 0, sizeof *out);
   live_refresh(p);
   first_last(&p->sys, &out->system_first_us, &out->system_latest_us);
@@ -679,10 +741,16 @@ void smr_profiler_info(smr_profiler *p, smrules_profiler_info *out) {
     out->latest_us = data_end(p, out);
 }
 
-int smr_profiler_window_status(smr_profiler *p, int64_t start_us,
+void smr_profiler_info(smr_profiler *r, smrules_profiler_info *out) {
+  lock(r->s);
+  info(r->s, out);
+  unlock(r->s);
+}
+
+int smr_profiler_window_status(smr_profiler *r, int64_t start_us,
                                int64_t end_us) {
   smrules_profiler_info in;
-  smr_profiler_info(p, &in);
+  smr_profiler_info(r, &in);
   if (end_us < in.latest_us)
     return SMR_OK;
   if (end_us > in.latest_us && !in.job_finished)
@@ -730,8 +798,8 @@ static void select_upto(const plist *l, int64_t lo_ts, int64_t end_buf,
   *b = bisect(l, l->v[hi]->ts, true); /* every file of that timestamp */
 }
 
-static void select_system(const smr_profiler *p, int64_t s, int64_t e,
-                          size_t *a, size_t *b) {
+static void select_system(const pstore *p, int64_t s, int64_t e, size_t *a,
+                          size_t *b) {
   *a = *b = 0;
   if (!p->sys.n)
     return;
@@ -741,8 +809,8 @@ static void select_system(const smr_profiler *p, int64_t s, int64_t e,
   select_upto(&p->sys, lo_ts, sat_add(e, p->buffer), a, b);
 }
 
-static void select_framework(const smr_profiler *p, int64_t s, int64_t e,
-                             size_t *a, size_t *b) {
+static void select_framework(const pstore *p, int64_t s, int64_t e, size_t *a,
+                             size_t *b) {
   *a = *b = 0;
   size_t lo = bisect(&p->fw, sat_add(s, -p->buffer), false);
   if (lo >= p->fw.n)
@@ -752,7 +820,7 @@ static void select_framework(const smr_profiler *p, int64_t s, int64_t e,
 
 /* ---------------------------------------------------------------- cache */
 
-static void evict(smr_profiler *p, plist *l) {
+static void evict(pstore *p, plist *l) {
   for (size_t i = 0; i < l->n && p->cached_bytes > p->o.cache_bytes; i++) {
     (void)i;
     pfile *best = NULL;
@@ -767,7 +835,7 @@ static void evict(smr_profiler *p, plist *l) {
   }
 }
 
-static void evict_all_lists(smr_profiler *p) {
+static void evict_all_lists(pstore *p) {
   if (p->cached_bytes <= p->o.cache_bytes)
     return;
   evict(p, &p->sys);
@@ -777,8 +845,8 @@ static void evict_all_lists(smr_profiler *p) {
 /* The whole file through the source; a TF trace.json.gz is inflated in
  * memory (profiler_gz.c).  The version read is the one listed last (a
  * file that grows meanwhile is read again after the next listing). */
-static int read_file(smr_profiler *p, pfile *f, bool gz, char **text,
-                     size_t *len, smr_error *err) {
+static int read_file(pstore *p, pfile *f, bool gz, char **text, size_t *len,
+                     smr_error *err) {
   f->size = f->list_size;
   f->mtime_ns = f->list_mtime_ns;
   int rc = smr_source_read_all(p->src, f->rel, MAX_FILE_BYTES, text, len, err);
@@ -793,12 +861,12 @@ static int read_file(smr_profiler *p, pfile *f, bool gz, char **text,
 
 /* Live, a parsed file is read again when the listing shows another size
  * or mtime than the parsed version had (unless a query holds it). */
-static bool changed(const smr_profiler *p, const pfile *f) {
+static bool changed(const pstore *p, const pfile *f) {
   return p->o.live && f->data && !f->pins &&
          (f->list_size != f->size || f->list_mtime_ns != f->mtime_ns);
 }
 
-static bool to_read(const smr_profiler *p, const pfile *f) {
+static bool to_read(const pstore *p, const pfile *f) {
   return !f->data || changed(p, f);
 }
 
@@ -810,7 +878,7 @@ static int cmp_source_file(const void *a, const void *b) {
 /* A remote source fetches the files a query is about to read together, in
  * parallel (smr_source_read_ahead, which wants them in path order);
  * files of no parser are never read. */
-static void prefetch(smr_profiler *p, const plist *l, size_t a, size_t b) {
+static void prefetch(pstore *p, const plist *l, size_t a, size_t b) {
   if (!p->remote)
     return;
   smr_source_listing want = {0};
@@ -837,7 +905,7 @@ static void set_add(name_set *s, const char *name) {
 }
 
 /* Names are interned, so pointers identify them. */
-static void note_name(smr_profiler *p, const smrules_sys_event *e) {
+static void note_name(pstore *p, const smrules_sys_event *e) {
   bool cpu = e->dimension == p->dim_cpu, gpu = e->dimension == p->dim_gpu;
   if (!cpu && !gpu && p->nnn && p->nn[p->nnn - 1].node == e->node)
     return;
@@ -857,13 +925,13 @@ static void note_name(smr_profiler *p, const smrules_sys_event *e) {
 
 /* Consecutive lines mostly repeat their strings: compare with the previous
  * line's before hashing. */
-static const char *intern_cached(smr_profiler *p, int slot, const char *s) {
+static const char *intern_cached(pstore *p, int slot, const char *s) {
   if (p->last[slot] && strcmp(p->last[slot], s) == 0)
     return p->last[slot];
   return p->last[slot] = smr_intern_get(&p->names, s, strlen(s));
 }
 
-static void sys_push(smr_profiler *p, sys_file *s, size_t *cap,
+static void sys_push(pstore *p, sys_file *s, size_t *cap,
                      const smr_sys_line *l) {
   if (s->n == *cap) {
     *cap = *cap ? *cap * 2 : 256;
@@ -891,8 +959,8 @@ static bool only_blanks(const char *s, size_t n) {
 }
 
 /* Lines end at "\n", "\r\n" or "\r" (Python's universal newlines). */
-static void parse_system_text(smr_profiler *p, pfile *f, const char *text,
-                              size_t len, sys_file *s) {
+static void parse_system_text(pstore *p, pfile *f, const char *text, size_t len,
+                              sys_file *s) {
   size_t cap = 0, lineno = 0;
   char *scratch = smr_xmalloc(len + 8);
   for (size_t i = 0; i < len;) {
@@ -921,7 +989,7 @@ static void parse_system_text(smr_profiler *p, pfile *f, const char *text,
   free(scratch);
 }
 
-static void load_system(smr_profiler *p, pfile *f) {
+static void load_system(pstore *p, pfile *f) {
   sys_file *s = smr_xcalloc(1, sizeof *s);
   char *text = NULL;
   size_t len = 0;
@@ -940,7 +1008,7 @@ static void load_system(smr_profiler *p, pfile *f) {
 
 /* --------------------------------------------------------- trace files */
 
-static void load_trace(smr_profiler *p, pfile *f) {
+static void load_trace(pstore *p, pfile *f) {
   trace_file *t = smr_xcalloc(1, sizeof *t);
   char *text = NULL;
   size_t len = 0;
@@ -963,7 +1031,7 @@ static void load_trace(smr_profiler *p, pfile *f) {
 }
 
 /* The parsed data of a file, loaded if needed, pinned for the caller. */
-static void *acquire(smr_profiler *p, pfile *f, bool framework) {
+static void *acquire(pstore *p, pfile *f, bool framework) {
   if (changed(p, f)) {
     drop_data(p, f);
     f->warned = false;
@@ -984,7 +1052,7 @@ static void pin_note(void ***pins, size_t *n, pfile *f) {
   (*pins)[(*n)++] = f;
 }
 
-static void unpin_all(smr_profiler *p, void **pins, size_t n) {
+static void unpin_all(pstore *p, void **pins, size_t n) {
   for (size_t i = 0; i < n; i++)
     ((pfile *)pins[i])->pins--;
   free(pins);
@@ -1009,11 +1077,13 @@ static void sys_out_push(smr_sys_events *o, const smrules_sys_event *e) {
   o->v[o->n++] = *e;
 }
 
-int smr_profiler_system_events(smr_profiler *p, int64_t start_us,
+int smr_profiler_system_events(smr_profiler *r, int64_t start_us,
                                int64_t end_us, smr_sys_events *out,
                                smr_error *err) {
   (void)err;
+  pstore *p = r->s;
   memset(out, 0, sizeof *out);
+  lock(p);
   live_refresh(p);
   size_t a, b;
   select_system(p, start_us, end_us, &a, &b);
@@ -1027,6 +1097,7 @@ int smr_profiler_system_events(smr_profiler *p, int64_t start_us,
       if (lo <= s->ns[k] && s->ns[k] <= hi)
         sys_out_push(out, &s->ev[k]);
   }
+  unlock(p);
   return SMR_OK;
 }
 
@@ -1047,11 +1118,13 @@ static void fw_keep(void *arg, const smrules_fw_event *e) {
   o->v[o->n++] = *e;
 }
 
-int smr_profiler_framework_events(smr_profiler *p, int64_t start_us,
+int smr_profiler_framework_events(smr_profiler *r, int64_t start_us,
                                   int64_t end_us, smr_fw_events *out,
                                   smr_error *err) {
   (void)err;
+  pstore *p = r->s;
   memset(out, 0, sizeof *out);
+  lock(p);
   live_refresh(p);
   size_t a, b;
   select_framework(p, start_us, end_us, &a, &b);
@@ -1066,26 +1139,33 @@ int smr_profiler_framework_events(smr_profiler *p, int64_t start_us,
       trace_file *t = acquire(p, f, true);
       pin_note(&out->pins, &out->npins, f);
       rc.node = f->node;
-      trace_replay(&p->states[k], t, &rc);
+      trace_replay(&r->states[k], t, &rc);
     }
   }
+  unlock(p);
   return SMR_OK;
 }
 
-void smr_profiler_release_sys(smr_profiler *p, smr_sys_events *ev) {
+void smr_profiler_release_sys(smr_profiler *r, smr_sys_events *ev) {
   free(ev->v);
-  unpin_all(p, ev->pins, ev->npins);
+  lock(r->s);
+  unpin_all(r->s, ev->pins, ev->npins);
+  unlock(r->s);
   memset(ev, 0, sizeof *ev);
 }
 
-void smr_profiler_release_fw(smr_profiler *p, smr_fw_events *ev) {
+void smr_profiler_release_fw(smr_profiler *r, smr_fw_events *ev) {
   free(ev->v);
-  unpin_all(p, ev->pins, ev->npins);
+  lock(r->s);
+  unpin_all(r->s, ev->pins, ev->npins);
+  unlock(r->s);
   memset(ev, 0, sizeof *ev);
 }
 
-void smr_profiler_names(smr_profiler *p, int what, const char *node,
+void smr_profiler_names(smr_profiler *r, int what, const char *node,
                         smr_strv *out) {
+  pstore *p = r->s;
+  lock(p);
   for (size_t i = 0; i < p->nnn; i++) {
     node_names *nn = &p->nn[i];
     if (what == SMRULES_NAMES_NODES) {
@@ -1098,4 +1178,5 @@ void smr_profiler_names(smr_profiler *p, int what, const char *node,
     for (size_t k = 0; k < v->n; k++)
       smr_strv_push(out, v->v[k]);
   }
+  unlock(p);
 }

@@ -10,9 +10,16 @@
  * in an LRU cache with a byte budget, and only the events of one query are
  * materialised at a time.
  *
- * One reader belongs to one thread.  The trace parsers keep state across
- * queries (pid -> phase, base time, open "B" events) exactly like the
- * reference, so two readers given the same queries answer the same. */
+ * Readers can share the files (smr_profiler_share): the listings, the
+ * parsed-file cache, the names seen and the job's state are then kept once
+ * for all of them, so each file is read (downloaded, from S3) and parsed
+ * once however many rules ask for it, and the cache budget holds for them
+ * all.  Each reader keeps its own trace-parser state: the parsers keep
+ * state across queries (pid -> phase, base time, open "B" events) exactly
+ * like the reference, so two readers given the same queries answer the
+ * same, and what one rule asks never changes what another one reads.
+ * Readers sharing files may be used from different threads (a lock
+ * serialises their calls); one reader belongs to one thread at a time. */
 #ifndef SMR_PROFILER_H
 #define SMR_PROFILER_H
 
@@ -61,6 +68,9 @@ int smr_profiler_open(const char *location, const smr_profiler_opts *opts,
  * second. */
 int smr_profiler_open_source(smr_source *src, const smr_profiler_opts *opts,
                              smr_profiler **out, smr_error *err);
+/* Another reader over the same files (see above), with its own parser
+ * state.  The files stay open until their last reader is closed. */
+smr_profiler *smr_profiler_share(smr_profiler *p);
 void smr_profiler_close(smr_profiler *p);
 /* The source's root (an absolute path or "s3://bucket/prefix"); file
  * paths in warnings and the name regexes are root + "/" + relative path. */
@@ -127,7 +137,8 @@ void smr_profiler_release_fw(smr_profiler *p, smr_fw_events *ev);
 int smr_profiler_fw_arg(const smrules_fw_event *e, const char *key,
                         smrules_arg *out, smr_strv *scratch);
 
-/* Names seen in the system metrics parsed so far (SMRULES_NAMES_*). */
+/* Names seen in the system metrics parsed so far (SMRULES_NAMES_*), by
+ * any reader sharing the files. */
 void smr_profiler_names(smr_profiler *p, int what, const char *node,
                         smr_strv *out);
 

@@ -54,6 +54,10 @@ struct smr_runner {
   double last_activity; /* when a new step last appeared (watch) */
   bool warned_cache;    /* the record cache is small for the trial */
   size_t window;        /* lock step: lag + read-ahead, in steps */
+  /* profiler rules: the reader they share, and the instance whose turn
+   * evaluates them all (SIZE_MAX: none), see evaluate_profilers */
+  struct smr_profiler *prof_shared;
+  size_t prof_lead;
   /* steps walked / to walk by step rules in this run (progress display) */
   _Atomic int64_t progress_done, progress_total;
 };
@@ -298,6 +302,7 @@ void smr_runner_free(smr_runner *r) {
     return;
   for (size_t i = 0; i < r->n; i++)
     instance_free(r->v[i]);
+  smr_prof_shared_close(&r->prof_shared);
   free(r->v);
   smr_i64v_free(&r->steps);
   free(r);
@@ -467,36 +472,82 @@ static smr_rule_status live_status(const smr_instance *in) {
   return in->waiting_at >= 0 ? SMR_RULE_IN_PROGRESS : SMR_RULE_NO_ISSUES;
 }
 
-static void evaluate_profiler(smr_runner *r, smr_instance *in) {
-  prof_trigger_arg ta = {r, in};
+static smr_prof_loop profiler_loop(smr_runner *r, smr_instance *in,
+                                   prof_trigger_arg *ta) {
   const smrules_rule *reg = in->plugin->reg;
-  smr_prof_loop l = {.dir = r->opts.profiler_dir,
-                     .live = r->opts.live,
-                     .final_window = !r->opts.sagemaker_windows,
-                     .scan_interval_us =
-                         smr_prof_scan_interval(reg->params, in->settings),
-                     .start = in->start,
-                     .end = in->end,
-                     .ctx = in->ctx,
-                     .ops = in->ops,
-                     .impl = in->impl,
-                     .triggered = &in->triggered,
-                     .evaluated = &in->evaluated,
-                     .last_step = &in->last_step,
-                     .waiting_at = &in->waiting_at,
-                     .on_trigger = prof_trigger,
-                     .on_trigger_arg = &ta};
-  int64_t before = in->evaluated;
+  return (smr_prof_loop){.dir = r->opts.profiler_dir,
+                         .shared = &r->prof_shared,
+                         .live = r->opts.live,
+                         .final_window = !r->opts.sagemaker_windows,
+                         .scan_interval_us =
+                             smr_prof_scan_interval(reg->params, in->settings),
+                         .start = in->start,
+                         .end = in->end,
+                         .ctx = in->ctx,
+                         .ops = in->ops,
+                         .impl = in->impl,
+                         .triggered = &in->triggered,
+                         .evaluated = &in->evaluated,
+                         .last_step = &in->last_step,
+                         .waiting_at = &in->waiting_at,
+                         .on_trigger = prof_trigger,
+                         .on_trigger_arg = ta};
+}
+
+/* The rule's next window, if there is one to evaluate now; false when the
+ * rule is done for this pass (finished, waiting for data, or failed). */
+static bool profiler_window(smr_runner *r, smr_instance *in) {
+  int64_t k = in->last_step + 1 > in->start ? in->last_step + 1 : in->start;
+  if (in->end >= 0 && k >= in->end)
+    return false;
+  prof_trigger_arg ta = {r, in};
+  smr_prof_loop l = profiler_loop(r, in, &ta);
+  l.end = k + 1;
+  int64_t last = in->last_step;
   char *msg = NULL;
+  bool more = true;
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
     smr_ctx_set_failure(in->ctx, msg);
     set_error(in, "the rule failed");
-  } else {
-    in->status = live_status(in);
+    more = false;
   }
   free(msg);
-  in->needs_finish |= in->evaluated > before;
-  save(r, in);
+  return more && in->last_step != last;
+}
+
+/* Every profiler rule, window by window side by side: window k of each
+ * rule before window k + 1 of any.  They share one reader, whose cache then
+ * holds the files around window k for all of them, so each file is read
+ * (fetched, from S3) and parsed once per run however many rules ask for
+ * it; rule after rule, each would read the whole job again.  Each rule's
+ * windows, triggers and results are those it has alone. */
+static void evaluate_profilers(smr_runner *r) {
+  bool *active = smr_xcalloc(r->n, sizeof *active);
+  int64_t *before = smr_xcalloc(r->n, sizeof *before);
+  for (size_t i = 0; i < r->n; i++) {
+    active[i] = is_profiler_rule(r->v[i]) && r->v[i]->status != SMR_RULE_ERROR;
+    before[i] = r->v[i]->evaluated;
+  }
+  for (bool any = true; any;) {
+    any = false;
+    for (size_t i = 0; i < r->n; i++) {
+      if (!active[i])
+        continue;
+      active[i] = profiler_window(r, r->v[i]);
+      any |= active[i];
+    }
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    smr_instance *in = r->v[i];
+    if (!is_profiler_rule(in))
+      continue;
+    if (in->status != SMR_RULE_ERROR)
+      in->status = live_status(in);
+    in->needs_finish |= in->evaluated > before[i];
+    save(r, in);
+  }
+  free(before);
+  free(active);
 }
 
 static smrules_live_info live_info(smr_runner *r);
@@ -587,12 +638,16 @@ static void walk_end(smr_runner *r, smr_instance *in) {
 static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
   smr_runner *r = arg;
   smr_instance *in = r->v[u];
-  if (in->status == SMR_RULE_ERROR)
-    return true;
   if (is_profiler_rule(in)) {
-    evaluate_profiler(r, in);
+    /* the lead's turn evaluates them all (evaluate_profilers); the
+     * others' turns are over at once, touching nothing the lead's thread
+     * changes */
+    if (u == r->prof_lead)
+      evaluate_profilers(r);
     return true;
   }
+  if (in->status == SMR_RULE_ERROR)
+    return true;
   if (*pos == 0 && !in->walk_begun) {
     in->walk_begun = true;
     walk_begin(r, in);
@@ -632,7 +687,10 @@ static void choose_order(smr_runner *r, smr_sched *s) {
    * about the same time share them (trial/stats_cache.h). */
   bool lock = r->opts.schedule == SMR_SCHEDULE_STEPS ||
               (r->opts.schedule == SMR_SCHEDULE_AUTO && positional > 1);
-  if (cached && cached < 4 && !r->warned_cache) {
+  /* only step rules read records, and only a trial with more steps than
+   * the cache holds makes a second one fetch them again */
+  if (cached && cached < 4 && positional > 1 && r->steps.n > cached &&
+      !r->warned_cache) {
     r->warned_cache = true;
     fprintf(stderr,
             "smrules: warning: the S3 record cache holds %zu step(s) of this "
@@ -678,9 +736,12 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
   int jobs =
       r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
   bool *positional = smr_xcalloc(r->n ? r->n : 1, sizeof *positional);
+  r->prof_lead = SIZE_MAX;
   for (size_t i = 0; i < r->n; i++) {
     positional[i] = !is_profiler_rule(r->v[i]);
     r->v[i]->walk_begun = false;
+    if (!positional[i] && r->prof_lead == SIZE_MAX)
+      r->prof_lead = i;
   }
   r->steps.n = 0;
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);

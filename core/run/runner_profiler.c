@@ -33,6 +33,19 @@ int64_t smr_prof_scan_interval(const smrules_param *table,
   return SMR_DEFAULT_SCAN_INTERVAL_US;
 }
 
+static int open_reader(const smr_prof_loop *l, smr_profiler **out,
+                       char **message) {
+  smr_profiler_opts o = {.live = l->live, .final_window = l->final_window};
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_open(l->dir, &o, out, &e) == SMR_OK)
+    return SMR_OK;
+  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
+  smr_error_format(&e, msg, sizeof msg);
+  *message = smr_xstrdup(msg);
+  return SMR_ERR_IO;
+}
+
 static int open_run(smr_prof_run **run, const smr_prof_loop *l,
                     char **message) {
   smr_prof_run *r = smr_xcalloc(1, sizeof *r);
@@ -44,21 +57,24 @@ static int open_run(smr_prof_run **run, const smr_prof_loop *l,
                            "framework/)");
     return SMR_ERR_USAGE;
   }
-  smr_profiler_opts o = {.live = l->live, .final_window = l->final_window};
-  smr_error e;
-  smr_error_clear(&e);
-  if (smr_profiler_open(l->dir, &o, &r->prof, &e) != SMR_OK) {
-    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
-    smr_error_format(&e, msg, sizeof msg);
-    *message = smr_xstrdup(msg);
+  if (l->shared && *l->shared) {
+    r->prof = smr_profiler_share(*l->shared);
+  } else if (open_reader(l, &r->prof, message) != SMR_OK) {
     smr_ctx_set_profiler(l->ctx, NULL);
     return SMR_ERR_IO;
+  } else if (l->shared) {
+    *l->shared = smr_profiler_share(r->prof);
   }
   smr_ctx_set_profiler(l->ctx, r->prof);
   smrules_profiler_info in;
   smr_profiler_info(r->prof, &in);
   r->first = in.first_us;
   return SMR_OK;
+}
+
+void smr_prof_shared_close(smr_profiler **shared) {
+  smr_profiler_close(*shared);
+  *shared = NULL;
 }
 
 /* One window; returns false when the loop must stop. */

@@ -19,6 +19,11 @@
 /* What one evaluation pass needs and updates (the instance's fields). */
 typedef struct smr_prof_loop {
   const char *dir; /* the profiler-output folder, NULL when there is none */
+  /* The reader the profiler rules of a run share (profiler.h): the first
+   * rule to open one leaves a reference here, the others share it; the
+   * owner closes it with smr_prof_shared_close.  NULL: a reader of its
+   * own. */
+  struct smr_profiler **shared;
   bool live;
   bool final_window; /* smr_profiler_opts.final_window */
   int64_t scan_interval_us;
@@ -42,6 +47,8 @@ typedef struct smr_prof_run smr_prof_run;
 int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
                       char **message);
 void smr_prof_run_free(smr_prof_run *run);
+/* Drop the reference smr_prof_loop.shared holds. */
+void smr_prof_shared_close(struct smr_profiler **shared);
 
 /* The scan_interval_us parameter from a rule's parsed settings (by name in
  * its parameter table), or the default when the rule has none. */

@@ -1265,7 +1265,30 @@ def check_profiler(c, env, proxy, s3, tmp):
             tf = (got.get("OverallFrameworkMetrics") or {}).get("report", {}).get("Details", {})
             sc.ok("/host:CPU" in (tf.get("ratio") or {}), "the TF profiler trace (gzip) was read",
                   lib.short(tf))
+    check_profiler_read_once(c, env, proxy, rules)
     check_profiler_live(c, env, proxy, s3, tmp)
+
+
+def check_profiler_read_once(c, env, proxy, rules):
+    """The profiler rules of a run share one reader: each profiler file is
+    fetched once, however many of the five rules (ProfilerReport with its
+    eleven inside) read it."""
+    for case in PROFILER_CASES:
+        prefix = "profjobs/" + case
+        proxy.reset()
+        r = run(["run", "--trial", s3_url(prefix), "--rules", rules, "--json", "--fresh",
+                 "--output", os.path.join(os.path.dirname(rules), "out-prof-once-" + case),
+                 "--s3-endpoint", env.endpoint], env.base)
+        sc = c.scope("profiler output in S3, %s: five rules" % case, r)
+        if not (sc.process(r) and sc.exit_code(r, [0, 1])):
+            continue
+        gets = [e["path"] for e in proxy.entries()
+                if e["method"] == "GET" and "/profiler-output/" in e["path"] and "list-type" not in e["path"]]
+        dups = sorted({p for p in gets if gets.count(p) > 1})
+        sc.ok(gets and not dups, "each profiler file fetched once for all rules",
+              "%d GETs, fetched more than once: %s" % (len(gets), lib.short(dups[:5])))
+        sc.ok("record cache holds" not in r.err, "no warning about the record cache (no step rule)",
+              r.err.strip()[-300:])
 
 
 def check_profiler_live(c, env, proxy, s3, tmp):

@@ -2,7 +2,9 @@
  * the reference's file selection for a time range (bisect rules and the
  * 3-minute buffer), inclusive window boundaries, trace-parser semantics
  * (phases, base time, B/E pairing), TF profiler .json.gz files, corrupt
- * lines and incomplete trace files, first/latest timestamps, args. */
+ * lines and incomplete trace files, first/latest timestamps, args, and
+ * readers sharing files (alone, interleaved and from two threads). */
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -286,6 +288,136 @@ static void test_framework_selection(void) {
   CHECK(in.latest_us == B_US + 1200 * 1000000LL);
   CHECK_EQ_INT(in.framework_files, 21);
   smr_profiler_close(p);
+  free(root);
+}
+
+/* ---- readers sharing files ---- */
+
+/* Trace files whose events take their phase from the process name the
+ * previous file set (each file names its process after its event), so
+ * what a query returns depends on the reader's parser state, that is, on
+ * which queries that reader answered before. */
+static char *chained_traces(void) {
+  char *root = new_dir();
+  for (int i = 0; i <= 20; i++) {
+    int64_t t = 60000000LL * i;
+    char *path = smr_xasprintf(
+        "%s/framework/pevents/2020091312/%lld_0-algo-1_pythontimeline.json",
+        root, (long long)(B_US + t + 60000000LL));
+    char *text = smr_xasprintf(
+        "[{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, "
+        "\"args\": {\"start_time_since_epoch_in_micros\": %lld}},\n"
+        "{\"name\": \"s%d\", \"ph\": \"X\", \"pid\": 1, \"ts\": %lld, "
+        "\"dur\": 600000000},\n"
+        "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, "
+        "\"args\": {\"name\": \"P%d\"}}]\n",
+        (long long)B_US, i, (long long)t, i);
+    write_file(path, text);
+    free(text);
+    free(path);
+  }
+  return root;
+}
+
+/* The events of window k (one minute) as text: "name start end;...". */
+static char *window_text(smr_profiler *p, int k) {
+  smr_fw_events ev;
+  smr_error err;
+  int64_t s = B_US + 60000000LL * k;
+  CHECK(smr_profiler_framework_events(p, s, s + 60000000LL, &ev, &err) ==
+        SMR_OK);
+  smr_buf b = {0};
+  for (size_t i = 0; i < ev.n; i++)
+    smr_buf_printf(&b, "%s %s %.0f %.0f;", ev.v[i].name, ev.v[i].phase,
+                   ev.v[i].start_us, ev.v[i].end_us);
+  smr_profiler_release_fw(p, &ev);
+  return b.data ? b.data : smr_xstrdup("");
+}
+
+/* A reader sharing files with another answers exactly what a reader of
+ * its own answers to the same queries, whatever the other one asks in
+ * between (each keeps its parser state); the files outlive the reader
+ * that opened them. */
+static void test_shared_readers(void) {
+  char *root = chained_traces();
+  smr_profiler *a = open_quiet(root), *b = smr_profiler_share(a);
+  smr_profiler *a1 = open_quiet(root), *b1 = open_quiet(root);
+  int differ = 0, nonempty = 0, history_shows = 0;
+  for (int k = 0; k < 21; k++) {
+    char *x = window_text(a, k), *x1 = window_text(a1, k);
+    differ += strcmp(x, x1) != 0;
+    free(x1);
+    if (k < 9 || k % 3) {
+      free(x);
+      continue; /* b starts late and asks for every third window only */
+    }
+    char *y = window_text(b, k), *y1 = window_text(b1, k);
+    differ += strcmp(y, y1) != 0;
+    nonempty += *y != '\0';
+    history_shows += strcmp(x, y) != 0; /* the data is state-sensitive */
+    free(x);
+    free(y);
+    free(y1);
+  }
+  CHECK_EQ_INT(differ, 0);
+  CHECK(nonempty > 3);
+  CHECK(history_shows > 0);
+  smr_profiler_close(a); /* b keeps the files */
+  char *y = window_text(b, 20), *y1 = window_text(b1, 20);
+  CHECK_STR(y, y1);
+  free(y);
+  free(y1);
+  smrules_profiler_info in;
+  smr_profiler_info(b, &in);
+  CHECK_EQ_INT(in.framework_files, 21);
+  smr_profiler_close(b);
+  smr_profiler_close(a1);
+  smr_profiler_close(b1);
+  free(root);
+}
+
+#define ROUNDS 5
+
+typedef struct reader_job {
+  smr_profiler *p;
+  char *got[ROUNDS * 21];
+} reader_job;
+
+static void *read_windows(void *arg) {
+  reader_job *j = arg;
+  for (int i = 0; i < ROUNDS * 21; i++)
+    j->got[i] = window_text(j->p, i % 21);
+  return NULL;
+}
+
+/* Readers sharing files may be used from two threads at once (a small
+ * cache makes them evict and parse files under each other's feet); each
+ * answers what a reader of its own answers alone. */
+static void test_shared_readers_threads(void) {
+  char *root = chained_traces();
+  smr_profiler_opts o = {.quiet = true, .cache_bytes = 1};
+  smr_profiler *a = NULL;
+  smr_error e;
+  CHECK(smr_profiler_open(root, &o, &a, &e) == SMR_OK);
+  reader_job alone = {.p = open_quiet(root)};
+  read_windows(&alone);
+  reader_job j[2] = {{.p = a}, {.p = smr_profiler_share(a)}};
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, read_windows, &j[1]) == 0);
+  read_windows(&j[0]);
+  pthread_join(t, NULL);
+  int wrong = 0;
+  for (int i = 0; i < ROUNDS * 21; i++) {
+    wrong += strcmp(j[0].got[i], alone.got[i]) != 0;
+    wrong += strcmp(j[1].got[i], alone.got[i]) != 0;
+    free(j[0].got[i]);
+    free(j[1].got[i]);
+    free(alone.got[i]);
+  }
+  CHECK_EQ_INT(wrong, 0);
+  smr_profiler_close(alone.p);
+  smr_profiler_close(j[1].p);
+  smr_profiler_close(a);
   free(root);
 }
 
@@ -948,6 +1080,8 @@ int main(void) {
   TEST_RUN(test_system_selection);
   TEST_RUN(test_boundaries);
   TEST_RUN(test_framework_selection);
+  TEST_RUN(test_shared_readers);
+  TEST_RUN(test_shared_readers_threads);
   TEST_RUN(test_begin_end_pairs);
   TEST_RUN(test_node_rewrite);
   TEST_RUN(test_incomplete_trace);

@@ -230,7 +230,7 @@ typedef struct smrules_profiler_info {
 } smrules_profiler_info;
 
 /* What api->profiler_names lists (names seen in the system metrics read
- * so far, in first-seen order). */
+ * so far by the profiler rules of the run, in first-seen order). */
 #define SMRULES_NAMES_NODES 0 /* NodeId values */
 #define SMRULES_NAMES_CPUS 1  /* Name of CPUUtilization readings of a node */
 #define SMRULES_NAMES_GPUS 2  /* Name of GPUUtilization readings of a node */
