@@ -3,7 +3,9 @@
  * expected values were computed with NumPy 1.24 and must match bit for
  * bit, since rule reports are compared with the reference exactly.
  * Also rk_quantiles (plugins/common/rulekit.h), which must give the bits
- * that sorting gives. */
+ * that sorting gives, and rk_allclose, whose fast loop must answer as the
+ * element-by-element rule does. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,6 +157,94 @@ static void test_rk_quantiles(void) {
   free(x);
 }
 
+/* rk_allclose against NumPy's isclose rule written out element by element:
+ * close when |x - y| <= atol + rtol * |y| for finite pairs, NaN equal only
+ * with equal_nan, infinities equal only to themselves; the largest
+ * difference is |x - y|, +inf for a mismatch of non-finite values. */
+static bool ref_allclose(const double *x, const double *y, int64_t n,
+                         double rtol, double atol, bool equal_nan,
+                         double *worst) {
+  bool close = true;
+  *worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d;
+    bool ok;
+    if (isfinite(x[i]) && isfinite(y[i])) {
+      d = fabs(x[i] - y[i]);
+      ok = d <= atol + rtol * fabs(y[i]);
+    } else if (isnan(x[i]) && isnan(y[i])) {
+      d = 0;
+      ok = equal_nan;
+    } else {
+      d = x[i] == y[i] ? 0 : INFINITY;
+      ok = x[i] == y[i];
+    }
+    close &= ok;
+    *worst = d > *worst ? d : *worst;
+  }
+  return close;
+}
+
+static smrules_tensor tensor_of(int dtype, const void *data, int64_t n) {
+  smrules_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.ndim = 1;
+  t.shape[0] = n;
+  t.count = n;
+  t.data = data;
+  return t;
+}
+
+/* Both element types, finite data (the fast loop) and data with NaN and
+ * infinities (the general one), close and not, at every length up to 9
+ * (the lanes' tails) and a long one; the data sits unaligned. */
+static void test_rk_allclose(void) {
+  enum { L = 1003 };
+  static const double odd[] = {NAN, INFINITY, -INFINITY};
+  double x[L], y[L];
+  unsigned char fa[4 * L + 1], fb[4 * L + 1], da[8 * L + 1], db[8 * L + 1];
+  int wrong = 0, cases = 0;
+  for (int variant = 0; variant < 24; variant++) {
+    for (int i = 0; i < L; i++) {
+      x[i] = (float)(sin(i * 0.37 + variant) * 1e3);
+      y[i] = (float)(x[i] + (variant % 3 == 0 ? 0 : x[i] * 1e-6 * (i % 5)));
+    }
+    if (variant % 4 == 1)
+      y[L / 2] = (float)(x[L / 2] + 5); /* one pair far apart */
+    if (variant >= 12) {                /* non-finite values */
+      x[variant % 7] = odd[variant % 3];
+      y[variant % 7] = variant % 2 ? odd[variant % 3] : 1.0;
+    }
+    for (int i = 0; i < L; i++) {
+      float f = (float)x[i], g = (float)y[i];
+      memcpy(fa + 1 + 4 * i, &f, 4);
+      memcpy(fb + 1 + 4 * i, &g, 4);
+      memcpy(da + 1 + 8 * i, &x[i], 8);
+      memcpy(db + 1 + 8 * i, &y[i], 8);
+    }
+    for (int64_t n = 1; n <= L; n = n < 9 ? n + 1 : n < L ? L : L + 1) {
+      for (int eq = 0; eq < 2; eq++) {
+        double want_w, got_w, got_w2;
+        bool want = ref_allclose(x, y, n, 1e-5, 1e-8, eq, &want_w);
+        smrules_tensor a = tensor_of(SMRULES_DT_FLOAT, fa + 1, n),
+                       b = tensor_of(SMRULES_DT_FLOAT, fb + 1, n);
+        bool got = rk_allclose(&a, &b, 1e-5, 1e-8, eq, &got_w);
+        a = tensor_of(SMRULES_DT_DOUBLE, da + 1, n);
+        b = tensor_of(SMRULES_DT_DOUBLE, db + 1, n);
+        bool got2 = rk_allclose(&a, &b, 1e-5, 1e-8, eq, &got_w2);
+        int w = got != want || got2 != want ||
+                memcmp(&got_w, &want_w, sizeof got_w) != 0 ||
+                memcmp(&got_w2, &want_w, sizeof got_w) != 0;
+        wrong += w;
+        cases++;
+      }
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(cases, 24 * 10 * 2);
+}
+
 int main(void) {
   TEST_RUN(test_mean_std);
   TEST_RUN(test_quantiles);
@@ -162,5 +252,6 @@ int main(void) {
   TEST_RUN(test_round);
   TEST_RUN(test_map);
   TEST_RUN(test_rk_quantiles);
+  TEST_RUN(test_rk_allclose);
   return TEST_REPORT("test_fwkit");
 }
