@@ -280,11 +280,10 @@ static buf_pool *thread_pool(void) {
   return pool;
 }
 
-/* Back to this thread's pool, or freed when the pool is full. */
-static void buf_give_back(void *lent) {
-  record_buf *b = lent;
+/* Back to this thread's pool, or freed when it holds `max` buffers. */
+static void buf_keep(record_buf *b, size_t max) {
   buf_pool *pool = thread_pool();
-  if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
+  if (!pool || b->cap > KEEP_MAX || pool->n >= max ||
       pool->bytes + b->cap > POOL_BYTES) {
     buf_destroy(b);
     return;
@@ -293,6 +292,10 @@ static void buf_give_back(void *lent) {
   pool->free = b;
   pool->n++;
   pool->bytes += b->cap;
+}
+
+static void buf_give_back(void *lent) {
+  buf_keep(lent, POOL_MAX);
 }
 
 /* The smallest free buffer that holds `len` bytes, else the largest. */
@@ -335,6 +338,163 @@ static record_buf *buf_take(size_t len) {
   return b;
 }
 
+/* ------------------------------------------------ records shared by rules
+ *
+ * Rules evaluated side by side (lock step) read the same records at about
+ * the same time.  A record just read stays here, keyed by its file
+ * (device, inode) and range, until SHARED_BYTES of records that no range
+ * holds any more have come after it; a rule asking for it meanwhile gets
+ * the same buffer, so each record is read once per run instead of once
+ * per rule.  Buffers are only ever read while shared.  The inode keys a
+ * record of a file as it was when read: a file replaced by another is
+ * another inode; bytes overwritten in place are not seen again (they
+ * were a valid record when read, and every reader still checks them). */
+#define SHARED_BYTES ((size_t)24 << 20)
+#define SHARED_RECORD_MAX (SHARED_BYTES / 4)
+#define SHARED_BUCKETS 1024
+
+typedef struct shared_rec {
+  dev_t dev;
+  ino_t ino;
+  uint64_t off, len;
+  record_buf *b;
+  int holders;                    /* live ranges lent this buffer */
+  struct shared_rec *hnext;       /* hash chain */
+  struct shared_rec *prev, *next; /* idle list (holders == 0), oldest first */
+} shared_rec;
+
+static struct {
+  pthread_mutex_t mu;
+  shared_rec *bucket[SHARED_BUCKETS];
+  shared_rec *oldest, *newest; /* idle records */
+  size_t idle_bytes;
+  uint64_t reads, hits; /* printed with SMRULES_STATS_CACHE=1 */
+} shared = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* SMRULES_STATS_CACHE=1: how many record reads another rule's read served,
+ * on stderr at exit (benchmarks, tests). */
+static void print_shared_counts(void) {
+  if (shared.reads)
+    fprintf(stderr, "smrules: record cache: reads=%llu shared=%llu\n",
+            (unsigned long long)shared.reads, (unsigned long long)shared.hits);
+}
+
+/* Under shared.mu. */
+static void count_read(bool hit) {
+  if (!shared.reads++) {
+    const char *e = getenv("SMRULES_STATS_CACHE");
+    if (e && *e && strcmp(e, "0") != 0)
+      atexit(print_shared_counts);
+  }
+  shared.hits += hit;
+}
+
+static size_t shared_hash(dev_t dev, ino_t ino, uint64_t off) {
+  uint64_t h = (uint64_t)ino * 0x9E3779B97F4A7C15ULL ^ (uint64_t)dev ^
+               off * 0xC2B2AE3D27D4EB4FULL;
+  return (size_t)(h >> 32) % SHARED_BUCKETS;
+}
+
+static shared_rec **shared_find(dev_t dev, ino_t ino, uint64_t off,
+                                uint64_t len) {
+  for (shared_rec **q = &shared.bucket[shared_hash(dev, ino, off)]; *q;
+       q = &(*q)->hnext)
+    if ((*q)->ino == ino && (*q)->off == off && (*q)->len == len &&
+        (*q)->dev == dev)
+      return q;
+  return NULL;
+}
+
+static void idle_unlink(shared_rec *r) {
+  *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
+  *(r->next ? &r->next->prev : &shared.newest) = r->prev;
+  r->prev = r->next = NULL;
+  shared.idle_bytes -= r->b->cap;
+}
+
+static void idle_append(shared_rec *r) {
+  r->prev = shared.newest;
+  r->next = NULL;
+  *(shared.newest ? &shared.newest->next : &shared.oldest) = r;
+  shared.newest = r;
+  shared.idle_bytes += r->b->cap;
+}
+
+/* The buffer of a record another range read, now held by the caller. */
+static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off,
+                               uint64_t len) {
+  pthread_mutex_lock(&shared.mu);
+  shared_rec **q = shared_find(dev, ino, off, len);
+  shared_rec *r = q ? *q : NULL;
+  if (r && !r->holders++)
+    idle_unlink(r);
+  count_read(r != NULL);
+  pthread_mutex_unlock(&shared.mu);
+  return r;
+}
+
+/* Drop the oldest idle records beyond the budget; their buffers are
+ * returned through out[] (at most max). */
+static size_t shared_evict_locked(record_buf **out, size_t max) {
+  size_t n = 0;
+  while (shared.idle_bytes > SHARED_BYTES && shared.oldest && n < max) {
+    shared_rec *r = shared.oldest;
+    idle_unlink(r);
+    *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+    out[n++] = r->b;
+    free(r);
+  }
+  return n;
+}
+
+/* A range lets go of a shared record; records nobody holds beyond the
+ * budget go back to this thread's pool if it is nearly empty (a thread
+ * reads into one or two buffers at a time; the shared records already
+ * hold the bytes that make the memory bound), else are freed. */
+static void shared_give_back(void *lent) {
+  shared_rec *r = lent;
+  record_buf *out[8];
+  size_t n = 0;
+  pthread_mutex_lock(&shared.mu);
+  if (!--r->holders) {
+    idle_append(r);
+    n = shared_evict_locked(out, sizeof out / sizeof *out);
+  }
+  pthread_mutex_unlock(&shared.mu);
+  for (size_t i = 0; i < n; i++)
+    buf_keep(out[i], 2);
+}
+
+/* Offer a record just read for sharing; NULL when it is not kept (too
+ * large, or another thread shared the same record first). */
+static shared_rec *shared_offer(dev_t dev, ino_t ino, uint64_t off,
+                                uint64_t len, record_buf *b) {
+  if (b->cap > SHARED_RECORD_MAX)
+    return NULL;
+  pthread_mutex_lock(&shared.mu);
+  shared_rec *r = NULL;
+  if (!shared_find(dev, ino, off, len) && (r = calloc(1, sizeof *r))) {
+    size_t h = shared_hash(dev, ino, off);
+    *r = (shared_rec){.dev = dev,
+                      .ino = ino,
+                      .off = off,
+                      .len = len,
+                      .b = b,
+                      .holders = 1,
+                      .hnext = shared.bucket[h]};
+    shared.bucket[h] = r;
+  }
+  pthread_mutex_unlock(&shared.mu);
+  return r;
+}
+
+static void lend_shared(smr_range *out, shared_rec *r) {
+  out->lent_ = r;
+  out->give_back_ = shared_give_back;
+  out->data = r->b->p;
+  out->len = (size_t)r->len;
+}
+
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
@@ -359,6 +519,12 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
   }
   if (len == 0) {
     close(fd);
+    return SMR_OK;
+  }
+  shared_rec *sr = shared_take(st.st_dev, st.st_ino, off, len);
+  if (sr) {
+    close(fd);
+    lend_shared(out, sr);
     return SMR_OK;
   }
   /* Read, not mapped: a file that the trial's writer truncates while it
@@ -392,6 +558,10 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     got += (size_t)r;
   }
   close(fd);
+  if ((sr = shared_offer(st.st_dev, st.st_ino, off, len, b))) {
+    lend_shared(out, sr);
+    return SMR_OK;
+  }
   out->lent_ = b;
   out->give_back_ = buf_give_back;
   out->data = p;

@@ -12,6 +12,11 @@
    a string tensor raises, a worker option reads the value itself.
 3. With --schedule rules the results are the same (hits are then
    whatever the recent entries give: not checked).
+4. The twelve rules of examples/many-rules.yaml share the records they
+   read (core/source/source_local.c): with SMRULES_STATS_CACHE=1 the run
+   reports record reads served by another rule's read, and every rule's
+   result and report file equal those of the rule run alone, with one
+   and with two threads.
 """
 
 import os
@@ -28,6 +33,8 @@ import lib  # noqa: E402
 NAME = "test_shared_stats"
 TRIALS = os.path.join(lib.FIXTURES, "trials")
 COUNTS = re.compile(r"statistics cache: lookups=(\d+) hits=(\d+)")
+RECORDS = re.compile(r"record cache: reads=(\d+) shared=(\d+)")
+MANY = os.path.join(lib.ROOT, "examples", "many-rules.yaml")
 
 LUA = """local keys = {"count", "finite", "nan", "pinf", "ninf", "inf", "zeros",
               "has_finite", "min", "max", "sum", "mean", "l1", "l2", "linf"}
@@ -125,6 +132,52 @@ def check_two_rules(c, tmp):
                   lib.first_difference(got.get(rule), alone.get(rule)))
 
 
+def report_files(out):
+    """{rule folder/file: bytes} under a run's --output."""
+    files = {}
+    for dirpath, _, names in os.walk(out):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            if n != "result.json":
+                with open(p, "rb") as f:
+                    files[os.path.relpath(p, out)] = f.read()
+    return files
+
+
+def check_shared_records(c, tmp):
+    rules = [line.split(":", 1)[1].strip() for line in open(MANY)
+             if line.strip().startswith("- rule:")]
+    for trial in ("healthy_mlp_digits", "vanishing_gradient_sigmoid"):
+        path = os.path.join(TRIALS, trial)
+        alone, alone_files = {}, {}
+        for rule in rules:
+            y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
+            out = os.path.join(tmp, "alone-" + rule)
+            r = lib.run_json(["run", "--trial", path, "--rules", y, "--fresh", "--json",
+                              "--output", out])
+            alone.update(rule_results(r))
+            alone_files.update(report_files(out))
+        for jobs in ("1", "2"):
+            out = os.path.join(tmp, "many-%s" % jobs)
+            r = run_env(["run", "--trial", path, "--rules", MANY, "--fresh", "--json",
+                         "--jobs", jobs, "--output", out], {"SMRULES_STATS_CACHE": "1"})
+            sc = c.scope("%s: twelve rules, --jobs %s" % (trial, jobs), r)
+            sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+            m = RECORDS.search(r.err)
+            sc.ok(m and int(m.group(2)) > 0, "records read once served other rules",
+                  r.err.strip()[-300:])
+            got = rule_results(r)
+            sc.eq("rules", sorted(got), sorted(alone))
+            for rule in rules:
+                sc.ok(got.get(rule) == alone.get(rule), "%s result = alone" % rule,
+                      lib.first_difference(got.get(rule), alone.get(rule)))
+            files = report_files(out)
+            sc.ok(files == alone_files and files, "report files = each rule's alone",
+                  lib.short(sorted(k for k in set(files) | set(alone_files)
+                                   if files.get(k) != alone_files.get(k))[:5]))
+            shutil.rmtree(out, ignore_errors=True)
+
+
 def check_lua(c, tmp):
     lua = write(os.path.join(tmp, "stats.lua"), LUA)
     y = write(os.path.join(tmp, "lua.yaml"),
@@ -155,6 +208,7 @@ def main():
     try:
         check_two_rules(c, tmp)
         check_lua(c, tmp)
+        check_shared_records(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
