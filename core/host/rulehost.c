@@ -533,7 +533,7 @@ static int api_collection(smrules_trial *t, const char *name,
                           smrules_strlist *out) {
   smr_strv v = {0};
   smr_error e;
-  int rc = smr_trial_collection_members(T(t), name, &v, &e);
+  int rc = smr_trial_collection_members(T(t), name, NULL, &v, &e);
   to_strlist(&v, out);
   return status_out(rc);
 }
@@ -544,9 +544,10 @@ static int api_select(smrules_trial *t, const smrules_strlist *colls,
   smr_error e;
   int rc = SMR_OK;
   for (size_t i = 0; colls && rc == SMR_OK && i < colls->n; i++)
-    rc = smr_trial_collection_members(T(t), colls->v[i], &v, &e);
+    rc = smr_trial_collection_members(T(t), colls->v[i], NULL, &v, &e);
   if (rc == SMR_OK && regexes && regexes->n)
-    rc = smr_trial_tensor_names_regex(T(t), regexes->v, regexes->n, &v, &e);
+    rc = smr_trial_tensor_names_regex(T(t), regexes->v, regexes->n, NULL, &v,
+                                      &e);
   smr_strv_sort_unique(&v);
   to_strlist(&v, out);
   return status_out(rc);
