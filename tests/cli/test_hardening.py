@@ -20,7 +20,9 @@ nor signals the wrong process -- and that it says why:
   an event file that shrinks while it is read is an error, never SIGBUS;
 - one index entry with an absurd length costs that tensor at that step;
 - a Lua rule that exceeds a budget through work done in C (patterns,
-  table.insert/remove/unpack), report data or the wall clock fails alone;
+  table.insert/remove/unpack, regexes matched against the tensor names --
+  its own or those of the trial's collections), report data or the wall
+  clock fails alone;
   the other rules and their actions go on;
 - StopTraining refuses a thread id, a pid beyond pid_t and another
   user's process (unless allow_uid names that user), with the reason.
@@ -655,6 +657,20 @@ def check_stop(c, tmp):
 # ---------------------------------------------------------------------------
 # Lua budgets count what C does for the rule
 
+# a pattern PCRE2 backtracks on without end over any name (no '!' or '#'
+# in tensor names): each match runs into PCRE2's match limit
+CATASTROPHIC = "^(.+.?)+[!#]"
+
+
+def catastrophic_collection(trial):
+    """The trial's own "gradients" collection selects with CATASTROPHIC."""
+    path = os.path.join(trial, "collections", "000000000", "worker_0_collections.json")
+    with open(path) as f:
+        doc = json.load(f)
+    doc["collections"]["gradients"]["include_regex"] = [CATASTROPHIC]
+    write(path, json.dumps(doc))
+
+
 LUA_ATTACKS = (
     ("optional pattern", 'local s = ("a"):rep(28) s:find(("a?"):rep(28)..("a"):rep(28))',
      "instruction limit"),
@@ -672,12 +688,20 @@ LUA_ATTACKS = (
     ("report data", 'local big = ("x"):rep(20 * 1024 * 1024)'
      ' for i = 1, 200 do report.details{["k" .. i] = big} end', "memory limit"),
     ("endless loop under a huge instruction limit", "while true do end", "time limit"),
+    ("regex over the tensor names",
+     'for i = 1, 100000 do local n = trial:tensor_names{regex = "%s"} end' % CATASTROPHIC,
+     "instruction limit"),
+    ("collection regex of the trial",
+     'for i = 1, 100000 do local n = trial:tensor_names{collection = "gradients"} end',
+     "instruction limit", catastrophic_collection),
 )
 
 
 def check_lua_budgets(c, tmp):
-    for label, body, want in LUA_ATTACKS:
+    for label, body, want, *prepare in LUA_ATTACKS:
         trial, outside = new_trial(tmp, "lua_" + label.replace(" ", "_")[:20])
+        for p in prepare:
+            p(trial)
         count = os.path.join(outside, "count")
         bad = write(os.path.join(outside, "bad.lua"),
                     "function invoke_at_step(step)\n%s\nreturn false end\n" % body)
