@@ -86,6 +86,57 @@ bool smr_regex_search(const smr_regex *re, const char *subject) {
   return rc >= 0;
 }
 
+/* The first limit of a metered search: plain patterns over tensor names
+ * need a few steps (JIT) to a few dozen (interpreter). */
+#define METER_FIRST_LIMIT 16u
+#define METER_GROWTH 4u
+
+/* One attempt under `limit` steps: 1 match, 0 no match or an error that
+ * is not the match limit, -1 the match limit reached. */
+static int attempt(const smr_regex *re, const char *subject, size_t len,
+                   pcre2_match_data *md, pcre2_match_context *mc,
+                   uint64_t limit) {
+  pcre2_set_match_limit(mc, (uint32_t)limit);
+  int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, len, 0, 0, md, mc);
+  return rc >= 0 ? 1 : rc == PCRE2_ERROR_MATCHLIMIT ? -1 : 0;
+}
+
+bool smr_regex_search_metered(const smr_regex *re, const char *subject,
+                              smr_regex_meter *m) {
+  if (!m)
+    return smr_regex_search(re, subject);
+  if (!re || !subject || m->exhausted)
+    return false;
+  pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+  pcre2_match_context *mc = md ? bounded_context() : NULL;
+  if (!mc) {
+    pcre2_match_data_free(md);
+    return false;
+  }
+  size_t len = strlen(subject);
+  int found = 0;
+  for (uint64_t limit = METER_FIRST_LIMIT;; limit *= METER_GROWTH) {
+    uint64_t left = m->budget > m->spent ? m->budget - m->spent : 0;
+    uint64_t cap = limit < MATCH_LIMIT ? limit : MATCH_LIMIT;
+    bool short_of_budget = cap > left;
+    if (short_of_budget)
+      cap = left;
+    found = cap ? attempt(re, subject, len, md, mc, cap) : -1;
+    m->spent += cap;
+    if (found >= 0)
+      break;
+    if (short_of_budget) {
+      m->exhausted = true;
+      break;
+    }
+    if (cap == MATCH_LIMIT) /* as smr_regex_search: not selected */
+      break;
+  }
+  pcre2_match_context_free(mc);
+  pcre2_match_data_free(md);
+  return found > 0;
+}
+
 void smr_regex_free(smr_regex *re) {
   if (!re)
     return;

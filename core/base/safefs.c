@@ -223,3 +223,51 @@ int smr_safe_write_at(int dirfd, const char *name, const void *data, size_t len,
   free(tmp);
   return rc;
 }
+
+/* Every component of `rel` is a plain name (checked as text before
+ * anything is created): not absolute, no '.', '..' or empty component. */
+static int check_relpath(const char *rel, const char *full, smr_error *err) {
+  if (!rel || !rel[0] || rel[0] == '/')
+    return smr_error_set(err, SMR_ERR_USAGE, full, -1,
+                         "not a path relative to the rule's folder");
+  char *copy = smr_xstrdup(rel);
+  const char *why = NULL;
+  for (char *c = copy, *slash; c; c = slash ? slash + 1 : NULL) {
+    slash = strchr(c, '/');
+    if (slash)
+      *slash = '\0';
+    if (!smr_safe_name(c, &why))
+      break;
+  }
+  free(copy);
+  return why ? smr_error_set(err, SMR_ERR_USAGE, full, -1,
+                             "a component of the path %s", why)
+             : SMR_OK;
+}
+
+int smr_safe_write_below(int dirfd, const char *relpath, const void *data,
+                         size_t len, const char *shown, smr_error *err) {
+  char *full = smr_xasprintf("%s/%s", shown, relpath ? relpath : "");
+  int rc = check_relpath(relpath, full, err);
+  int cur = rc ? -1 : dup(dirfd);
+  if (!rc && cur < 0)
+    rc = smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot open: %s",
+                       strerror(errno));
+  char *rel = smr_xstrdup(rc ? "" : relpath);
+  char *name = rel;
+  for (char *slash; !rc && (slash = strchr(name, '/')); name = slash + 1) {
+    *slash = '\0';
+    int next = open_step(cur, name, true, full, err);
+    close(cur);
+    cur = next;
+    if (cur < 0)
+      rc = SMR_ERR_IO;
+  }
+  if (!rc)
+    rc = smr_safe_write_at(cur, name, data, len, full, err);
+  if (cur >= 0)
+    close(cur);
+  free(rel);
+  free(full);
+  return rc;
+}

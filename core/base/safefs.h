@@ -27,6 +27,15 @@ int smr_safe_dir_open(const char *dir, const char *confine, bool create,
 int smr_safe_write_at(int dirfd, const char *name, const void *data, size_t len,
                       const char *shown, smr_error *err);
 
+/* Replaces `relpath` below the directory `dirfd` with `len` bytes of
+ * `data` (smr_safe_write_at): `relpath` is relative, its components are
+ * each smr_safe_name (no '..', no empty component), the directories on
+ * the way are created and opened one at a time without following a link,
+ * and the file itself is replaced, never written through.  `shown` is
+ * the directory named in error messages. */
+int smr_safe_write_below(int dirfd, const char *relpath, const void *data,
+                         size_t len, const char *shown, smr_error *err);
+
 /* Whether `name` is usable as one path component that smrules creates
  * below a trial: not empty, not "." or "..", no '/', no control
  * characters.  On false, *why says what is wrong. */

@@ -210,7 +210,7 @@ static void inspect_collections(smr_jw *w, smr_trial *t) {
   for (size_t i = 0; i < names.n; i++) {
     smr_strv members = {0};
     smr_error err;
-    smr_trial_collection_members(t, names.v[i], &members, &err);
+    smr_trial_collection_members(t, names.v[i], NULL, &members, &err);
     smr_jw_key(w, names.v[i]);
     jw_strv(w, &members);
     smr_strv_free(&members);
@@ -382,7 +382,7 @@ static void inspect_table(smr_trial *t, const char *dir) {
   printf("\n%-24s %s\n", "COLLECTION", "MEMBERS");
   for (size_t i = 0; i < cn.n; i++) {
     smr_strv m = {0};
-    smr_trial_collection_members(t, cn.v[i], &m, &err);
+    smr_trial_collection_members(t, cn.v[i], NULL, &m, &err);
     printf("%-24s %zu\n", cn.v[i], m.n);
     smr_strv_free(&m);
   }

@@ -533,7 +533,7 @@ static int api_collection(smrules_trial *t, const char *name,
                           smrules_strlist *out) {
   smr_strv v = {0};
   smr_error e;
-  int rc = smr_trial_collection_members(T(t), name, &v, &e);
+  int rc = smr_trial_collection_members(T(t), name, NULL, &v, &e);
   to_strlist(&v, out);
   return status_out(rc);
 }
@@ -544,9 +544,10 @@ static int api_select(smrules_trial *t, const smrules_strlist *colls,
   smr_error e;
   int rc = SMR_OK;
   for (size_t i = 0; colls && rc == SMR_OK && i < colls->n; i++)
-    rc = smr_trial_collection_members(T(t), colls->v[i], &v, &e);
+    rc = smr_trial_collection_members(T(t), colls->v[i], NULL, &v, &e);
   if (rc == SMR_OK && regexes && regexes->n)
-    rc = smr_trial_tensor_names_regex(T(t), regexes->v, regexes->n, &v, &e);
+    rc = smr_trial_tensor_names_regex(T(t), regexes->v, regexes->n, NULL, &v,
+                                      &e);
   smr_strv_sort_unique(&v);
   to_strlist(&v, out);
   return status_out(rc);
@@ -750,28 +751,60 @@ static void stats_out(const smr_stats *ps, smrules_stats *out) {
   out->linf = s.linf;
 }
 
-/* The instance's folder, made step by step without following a link
- * below the trial (base/safefs.h); NULL, with the rule failed and the
- * reason given, when that cannot be done. */
-static const char *api_output_dir(smrules_ctx *c) {
+/* Opens the instance's folder into *fd, made step by step without
+ * following a link below the trial (base/safefs.h); SMRULES_ERR, with the
+ * rule failed and the reason given, when that cannot be done.  Walked
+ * again on every call: a link planted since the last one is refused. */
+static int open_output_dir(smrules_ctx *c, int *fd) {
   if (!c->output_dir)
     c->output_dir =
         smr_xasprintf("%s/rule-output/%s", smr_trial_root(c->trial), c->name);
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_safe_dir_open(c->output_dir, smr_trial_root(c->trial), true, fd,
+                        &e) != SMR_OK) {
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 16];
+    smr_error_format(&e, msg, sizeof msg);
+    api_fail(c, "output folder: %s", msg);
+    return SMRULES_ERR;
+  }
+  return SMRULES_NO_TRIGGER;
+}
+
+static const char *api_output_dir(smrules_ctx *c) {
   if (!c->output_dir_made) {
     int fd;
-    smr_error e;
-    smr_error_clear(&e);
-    if (smr_safe_dir_open(c->output_dir, smr_trial_root(c->trial), true, &fd,
-                          &e) != SMR_OK) {
-      char msg[SMR_ERR_MSG_MAX + 64];
-      smr_error_format(&e, msg, sizeof msg);
-      api_fail(c, "output folder: %s", msg);
+    if (open_output_dir(c, &fd) != SMRULES_NO_TRIGGER)
       return NULL;
-    }
     close(fd);
     c->output_dir_made = true;
   }
   return c->output_dir;
+}
+
+/* The plugin names a file below its folder; the host makes the folders
+ * and replaces the file itself, so no link the trial's writer planted
+ * there (a folder or the file) is followed (base/safefs.h). */
+static int api_write_output(smrules_ctx *c, const char *relpath,
+                            const void *data, size_t len) {
+  if (!data && len) {
+    api_fail(c, "write_output: no data for %zu bytes", len);
+    return SMRULES_ERR;
+  }
+  int fd;
+  if (open_output_dir(c, &fd) != SMRULES_NO_TRIGGER)
+    return SMRULES_ERR;
+  smr_error e;
+  smr_error_clear(&e);
+  int rc = smr_safe_write_below(fd, relpath, data, len, c->output_dir, &e);
+  close(fd);
+  if (rc != SMR_OK) {
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 16];
+    smr_error_format(&e, msg, sizeof msg);
+    api_fail(c, "cannot write %s", msg);
+    return SMRULES_ERR;
+  }
+  return SMRULES_NO_TRIGGER;
 }
 
 /* ------------------------------------------------- profiler rules (api) */
@@ -971,6 +1004,7 @@ static const smrules_api API = {
     .json_free = json_free,
     .live_info = api_live_info,
     .value_stats = api_value_stats,
+    .write_output = api_write_output,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -328,6 +328,27 @@ static int trial_steps(lua_State *L) {
   return 1;
 }
 
+/* Regex matching over the trial's names (the rule's regexes and those of
+ * the trial's collections) runs in C, where the count hook cannot see
+ * it: it may take what is left of the instruction budget as PCRE2 match
+ * steps, and is charged what it took.  A catastrophic pattern over many
+ * names then ends the call with the instruction-limit error instead of
+ * taking up to PCRE2's match limit (~0.1 s) per name on every call. */
+static smr_regex_meter regex_meter(lua_State *L) {
+  int64_t left = smr_lua_sandbox_remaining(L);
+  smr_regex_meter m = {.budget = UINT64_MAX};
+  if (left >= 0)
+    m.budget = (uint64_t)((double)left * SMR_LUA_REGEX_STEPS_PER_INSTRUCTION);
+  return m;
+}
+
+static void charge_regex_meter(lua_State *L, const smr_regex_meter *m) {
+  double cost = (double)m->spent / SMR_LUA_REGEX_STEPS_PER_INSTRUCTION;
+  if (m->exhausted) /* more than is left: the budget's own error */
+    cost = (double)smr_lua_sandbox_remaining(L) + 1.0;
+  smr_lua_sandbox_charge_work(L, cost);
+}
+
 /* Union of collection members and regex matches
  * (docs/rule-semantics.md#tensor-selection); every saved name when neither is
  * given. */
@@ -337,13 +358,15 @@ static int select_names(lua_State *L, smr_trial *t, scratch *g) {
   const char **res = opt_strings(L, 2, "regex", &nr);
   smr_error err;
   smr_error_clear(&err);
+  smr_regex_meter meter = regex_meter(L);
   int rc = SMR_OK;
   if (!colls && !res)
     rc = smr_trial_tensor_names(t, &g->s, &err);
-  for (size_t i = 0; rc == SMR_OK && i < nc; i++)
-    rc = smr_trial_collection_members(t, colls[i], &g->s, &err);
-  if (rc == SMR_OK && nr)
-    rc = smr_trial_tensor_names_regex(t, res, nr, &g->s, &err);
+  for (size_t i = 0; rc == SMR_OK && !meter.exhausted && i < nc; i++)
+    rc = smr_trial_collection_members(t, colls[i], &meter, &g->s, &err);
+  if (rc == SMR_OK && !meter.exhausted && nr)
+    rc = smr_trial_tensor_names_regex(t, res, nr, &meter, &g->s, &err);
+  charge_regex_meter(L, &meter);
   if (rc)
     return raise_trial_error(L, rc, &err);
   smr_strv_sort_unique(&g->s);

@@ -192,6 +192,13 @@ void smr_lua_sandbox_charge_work(lua_State *L, double instructions) {
   sb->executed += (int64_t)instructions;
 }
 
+int64_t smr_lua_sandbox_remaining(lua_State *L) {
+  const smr_lua_sandbox *sb = sandbox_of(L);
+  if (sb->budget <= 0)
+    return -1;
+  return sb->executed < sb->budget ? sb->budget - sb->executed : 0;
+}
+
 void smr_lua_sandbox_begin_call(lua_State *L) {
   smr_lua_sandbox *sb = sandbox_of(L);
   sb->executed = 0;

@@ -63,6 +63,11 @@ void smr_lua_sandbox_memory_message(lua_State *L, char *msg, size_t n);
  * raises the instruction-limit error when the budget cannot cover it. */
 void smr_lua_sandbox_charge_work(lua_State *L, double instructions);
 
+/* Instructions left of the current call's budget (0 once it is spent),
+ * or -1 when the rule has no instruction limit: for host work that
+ * bounds itself by what is left (regex matching). */
+int64_t smr_lua_sandbox_remaining(lua_State *L);
+
 /* Count `bytes` of host memory kept alive by a Lua object against the cap
  * (after a full collection if needed).  False, with the memory limit marked
  * broken, when it does not fit. */

@@ -30,6 +30,10 @@ typedef struct smr_lua_host {
  * reduced. */
 #define SMR_LUA_READ_BYTES_PER_INSTRUCTION 256.0
 #define SMR_LUA_REDUCE_ELEMENTS_PER_INSTRUCTION 64.0
+/* One instruction per step of PCRE2's match limit (a backtracking step:
+ * a few ns with JIT, up to ~75 ns interpreted) when tensor names are
+ * matched against regexes. */
+#define SMR_LUA_REGEX_STEPS_PER_INSTRUCTION 1.0
 
 smr_lua_host *smr_lua_host_of(lua_State *L);
 /* An options argument: none, nil or a table (else raise). */

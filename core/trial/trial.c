@@ -839,18 +839,24 @@ bool smr_trial_has_tensor(smr_trial *t, const char *name) {
 }
 
 int smr_trial_tensor_names_regex(smr_trial *t, const char *const *regexes,
-                                 size_t n, smr_strv *out, smr_error *err) {
+                                 size_t n, smr_regex_meter *meter,
+                                 smr_strv *out, smr_error *err) {
   smr_strv names = {0};
   int rc = smr_trial_tensor_names(t, &names, err);
   smr_regex **res = smr_xcalloc(n ? n : 1, sizeof *res);
   for (size_t k = 0; rc == SMR_OK && k < n; k++)
     rc = smr_regex_compile(regexes[k], &res[k], err);
-  for (size_t i = 0; rc == SMR_OK && i < names.n; i++)
-    for (size_t k = 0; k < n; k++)
-      if (smr_regex_search(res[k], names.v[i])) {
+  bool spent = false;
+  for (size_t i = 0; rc == SMR_OK && !spent && i < names.n; i++)
+    for (size_t k = 0; k < n; k++) {
+      if (smr_regex_search_metered(res[k], names.v[i], meter)) {
         smr_strv_push(out, names.v[i]);
         break;
       }
+      spent = meter && meter->exhausted;
+      if (spent)
+        break;
+    }
   for (size_t k = 0; k < n; k++)
     smr_regex_free(res[k]);
   free(res);
@@ -859,7 +865,8 @@ int smr_trial_tensor_names_regex(smr_trial *t, const char *const *regexes,
 }
 
 int smr_trial_collection_members(smr_trial *t, const char *collection,
-                                 smr_strv *out, smr_error *err) {
+                                 smr_regex_meter *meter, smr_strv *out,
+                                 smr_error *err) {
   const smr_collection *c = NULL;
   for (size_t i = 0; i < t->colls.n; i++)
     if (strcmp(t->colls.items[i].name, collection) == 0)
@@ -869,7 +876,7 @@ int smr_trial_collection_members(smr_trial *t, const char *collection,
   smr_strv members = {0};
   int rc =
       smr_trial_tensor_names_regex(t, (const char *const *)c->include_regex,
-                                   c->n_include_regex, &members, err);
+                                   c->n_include_regex, meter, &members, err);
   for (size_t i = 0; rc == SMR_OK && i < c->n_tensor_names; i++)
     if (smr_trial_has_tensor(t, c->tensor_names[i]))
       smr_strv_push(&members, c->tensor_names[i]);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "base/regex.h"
 #include "format/index.h"
 #include "format/tensor.h"
 
@@ -92,17 +93,23 @@ smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
 /* Names of all collections (sorted). */
 void smr_trial_collection_names(const smr_trial *t, smr_strv *out);
 /* members(c) ∩ saved tensor names, sorted (docs/formats.md#collections-files);
- * empty for unknown c. */
+ * empty for unknown c.  The collection's regexes are matched as
+ * smr_trial_tensor_names_regex does, counted in `meter` (NULL: none). */
 int smr_trial_collection_members(smr_trial *t, const char *collection,
-                                 smr_strv *out, smr_error *err);
+                                 smr_regex_meter *meter, smr_strv *out,
+                                 smr_error *err);
 /* Non-NULL when a collections file could not be read. */
 const char *smr_trial_collections_error(const smr_trial *t);
 
 /* ---- tensors ---- */
 int smr_trial_tensor_names(smr_trial *t, smr_strv *out, smr_error *err);
-/* Names in which some of the regexes searches successfully. */
+/* Names in which some of the regexes searches successfully.  With a
+ * `meter` (NULL: none) the matching is counted in it and stops, with
+ * meter->exhausted set and `out` incomplete, when its budget runs out
+ * (base/regex.h). */
 int smr_trial_tensor_names_regex(smr_trial *t, const char *const *regexes,
-                                 size_t n, smr_strv *out, smr_error *err);
+                                 size_t n, smr_regex_meter *meter,
+                                 smr_strv *out, smr_error *err);
 bool smr_trial_has_tensor(smr_trial *t, const char *name);
 
 /* One (step, worker) at which a tensor has something saved. */

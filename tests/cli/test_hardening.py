@@ -7,6 +7,10 @@ nor signals the wrong process -- and that it says why:
 
 - writes: links planted at rule-output/, rule-output/<rule>/,
   rule-output/<rule>/report.json.tmp and .smrules/ are not followed;
+  nor are links at the folders and files ProfilerReport and
+  CreateXgboostReport write (profiler-output/, profiler-reports/,
+  profiler-report.html, <Rule>.json.tmp, xgboost_report.html and its
+  .tmp): a folder there fails that rule alone, a file is replaced;
   rule names that are not one plain file name are refused with line/column;
 - the state file: a link, another user's file, a trigger, a view or an
   extra table in it is refused with nothing changed; a read-only trial is
@@ -16,7 +20,9 @@ nor signals the wrong process -- and that it says why:
   an event file that shrinks while it is read is an error, never SIGBUS;
 - one index entry with an absurd length costs that tensor at that step;
 - a Lua rule that exceeds a budget through work done in C (patterns,
-  table.insert/remove/unpack), report data or the wall clock fails alone;
+  table.insert/remove/unpack, regexes matched against the tensor names --
+  its own or those of the trial's collections), report data or the wall
+  clock fails alone;
   the other rules and their actions go on;
 - StopTraining refuses a thread id, a pid beyond pid_t and another
   user's process (unless allow_uid names that user), with the reason.
@@ -42,11 +48,11 @@ RULES = "rules:\n  - rule: VanishingGradient\n    name: vg\n"
 SHORT = 20  # seconds: a blocking open would exceed this
 
 
-def new_trial(tmp, label):
+def new_trial(tmp, label, source=TRIAL):
     d = os.path.join(tmp, label)
     os.makedirs(d)
     trial = os.path.join(d, "trial")
-    shutil.copytree(TRIAL, trial)
+    shutil.copytree(source, trial)
     outside = os.path.join(d, "outside")
     os.makedirs(outside)
     return trial, outside
@@ -160,6 +166,77 @@ def check_writes(c, tmp):
     sc.eq("no state file created where the link points", sorted(os.listdir(outside)), [])
     sc.ok(r.rc != 0 and "symbolic link" in r.err, "a clear error names the link",
           lib.short(r.err))
+
+
+# ---------------------------------------------------------------------------
+# Files of plugins: ProfilerReport's folders and reports, CreateXgboostReport's
+# report, written by the host below the rule's folder
+
+PROFILER_CASE = os.path.join(lib.FIXTURES, "profiler", "slow_initialization")
+XGB_TRIAL = os.path.join(lib.FIXTURES, "trials", "xgboost_balanced_features")
+PROFILER_RULES = "rules:\n  - rule: ProfilerReport\n  - rule: CPUBottleneck\n"
+XGB_RULES = "rules:\n  - rule: CreateXgboostReport\n  - rule: VanishingGradient\n    name: vg\n"
+
+
+def plant(trial, rel, target):
+    """A link at rule-output/<rel> pointing at `target`."""
+    link = os.path.join(trial, "rule-output", rel)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(target, link)
+    return link
+
+
+def statuses(r):
+    return {x["name"]: x for x in (r.obj or {}).get("rules", [])}
+
+
+def check_plugin_dir_links(c, tmp):
+    # a folder on the way to ProfilerReport's files is a link out of the
+    # trial: refused, ProfilerReport fails naming it, the other rule goes on
+    for rel, comp in (("ProfilerReport/profiler-output", "profiler-output"),
+                      ("ProfilerReport/profiler-output/profiler-reports", "profiler-reports")):
+        trial, outside = new_trial(tmp, "plugin_" + comp, PROFILER_CASE)
+        plant(trial, rel, outside)
+        r = run_rules(trial, PROFILER_RULES, extra=["--fresh"])
+        sc = c.scope("ProfilerReport: %s is a link" % comp, r)
+        sc.process()
+        sc.eq("nothing created where the link points", sorted(os.listdir(outside)), [])
+        got = statuses(r)
+        rep = got.get("ProfilerReport", {})
+        sc.eq("that rule fails", rep.get("status"), "Error")
+        sc.ok("'%s' is a symbolic link" % comp in (rep.get("message") or ""),
+              "a clear error names the link", lib.short(rep.get("message")))
+        sc.ok(got.get("CPUBottleneck", {}).get("status") in ("NoIssuesFound", "IssuesFound"),
+              "the other rule goes on", lib.short(got.get("CPUBottleneck")))
+
+
+def check_plugin_file_links(c, tmp):
+    # a link planted at a report file (or its temporary name) is replaced by
+    # the report, the file it names untouched
+    cases = (("ProfilerReport", PROFILER_CASE, PROFILER_RULES,
+              "ProfilerReport/profiler-output/profiler-report.html"),
+             ("ProfilerReport", PROFILER_CASE, PROFILER_RULES,
+              "ProfilerReport/profiler-output/profiler-reports/CPUBottleneck.json.tmp"),
+             ("CreateXgboostReport", XGB_TRIAL, XGB_RULES,
+              "CreateXgboostReport/xgboost_report.html"),
+             ("CreateXgboostReport", XGB_TRIAL, XGB_RULES,
+              "CreateXgboostReport/xgboost_report.html.tmp"))
+    for rule, source, rules, rel in cases:
+        name = os.path.basename(rel)
+        trial, outside = new_trial(tmp, "plugin_file_" + name, source)
+        victim = write(os.path.join(outside, "victim"), "precious\n")
+        plant(trial, rel, victim)
+        r = run_rules(trial, rules, extra=["--fresh"])
+        sc = c.scope("%s: a link at %s" % (rule, name), r)
+        sc.process()
+        sc.eq("the file the link names is unchanged", read(victim), "precious\n")
+        sc.eq("nothing else created outside", sorted(os.listdir(outside)), ["victim"])
+        report = os.path.join(trial, "rule-output", rel[:-4] if rel.endswith(".tmp") else rel)
+        sc.ok(os.path.isfile(report) and not os.path.islink(report),
+              "the report written in place", report)
+        got = statuses(r)
+        sc.ok(got.get(rule, {}).get("status") in ("NoIssuesFound", "IssuesFound"),
+              "the rule ends normally", lib.short(got.get(rule)))
 
 
 # ---------------------------------------------------------------------------
@@ -580,6 +657,20 @@ def check_stop(c, tmp):
 # ---------------------------------------------------------------------------
 # Lua budgets count what C does for the rule
 
+# a pattern PCRE2 backtracks on without end over any name (no '!' or '#'
+# in tensor names): each match runs into PCRE2's match limit
+CATASTROPHIC = "^(.+.?)+[!#]"
+
+
+def catastrophic_collection(trial):
+    """The trial's own "gradients" collection selects with CATASTROPHIC."""
+    path = os.path.join(trial, "collections", "000000000", "worker_0_collections.json")
+    with open(path) as f:
+        doc = json.load(f)
+    doc["collections"]["gradients"]["include_regex"] = [CATASTROPHIC]
+    write(path, json.dumps(doc))
+
+
 LUA_ATTACKS = (
     ("optional pattern", 'local s = ("a"):rep(28) s:find(("a?"):rep(28)..("a"):rep(28))',
      "instruction limit"),
@@ -597,12 +688,20 @@ LUA_ATTACKS = (
     ("report data", 'local big = ("x"):rep(20 * 1024 * 1024)'
      ' for i = 1, 200 do report.details{["k" .. i] = big} end', "memory limit"),
     ("endless loop under a huge instruction limit", "while true do end", "time limit"),
+    ("regex over the tensor names",
+     'for i = 1, 100000 do local n = trial:tensor_names{regex = "%s"} end' % CATASTROPHIC,
+     "instruction limit"),
+    ("collection regex of the trial",
+     'for i = 1, 100000 do local n = trial:tensor_names{collection = "gradients"} end',
+     "instruction limit", catastrophic_collection),
 )
 
 
 def check_lua_budgets(c, tmp):
-    for label, body, want in LUA_ATTACKS:
+    for label, body, want, *prepare in LUA_ATTACKS:
         trial, outside = new_trial(tmp, "lua_" + label.replace(" ", "_")[:20])
+        for p in prepare:
+            p(trial)
         count = os.path.join(outside, "count")
         bad = write(os.path.join(outside, "bad.lua"),
                     "function invoke_at_step(step)\n%s\nreturn false end\n" % body)
@@ -637,6 +736,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="smrules-hardening-")
     try:
         check_writes(c, tmp)
+        check_plugin_dir_links(c, tmp)
+        check_plugin_file_links(c, tmp)
         check_state_link(c, tmp)
         check_state_schema(c, tmp)
         check_state_owner(c, tmp)

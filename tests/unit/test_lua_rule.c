@@ -196,7 +196,7 @@ static void free_node(smr_node *n) {
 static int expected_gradient_status(smr_trial *t, int64_t g, double thr) {
   smr_strv names = {0};
   smr_error err;
-  CHECK_EQ_INT(smr_trial_collection_members(t, "gradients", &names, &err),
+  CHECK_EQ_INT(smr_trial_collection_members(t, "gradients", NULL, &names, &err),
                SMR_OK);
   int evaluated = 0;
   bool fired = false;

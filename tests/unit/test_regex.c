@@ -112,6 +112,47 @@ static void test_catastrophic_pattern_is_bounded(void) {
   CHECK(s < 5.0);
 }
 
+/* Metered searches: the same answers, the work counted, and a budget
+ * that runs out stops the search there. */
+static void test_metered_search(void) {
+  smr_regex *plain = NULL, *bad = NULL;
+  CHECK_EQ_INT(smr_regex_compile("layer1", &plain, NULL), SMR_OK);
+  CHECK_EQ_INT(smr_regex_compile("^(a|a)*[bc]", &bad, NULL), SMR_OK);
+  char subject[64];
+  memset(subject, 'a', 40);
+  subject[40] = '\0';
+
+  smr_regex_meter m = {.budget = UINT64_MAX};
+  CHECK(smr_regex_search_metered(plain, "gradient/layer1.weight", &m));
+  CHECK(!smr_regex_search_metered(plain, "layer2.weight", &m));
+  CHECK(!m.exhausted);
+  CHECK(m.spent >= 2 && m.spent <= 64); /* the first limit, twice */
+
+  /* unbounded: PCRE2's match limit ends it, counted in full */
+  m = (smr_regex_meter){.budget = UINT64_MAX};
+  CHECK(!smr_regex_search_metered(bad, subject, &m));
+  CHECK(!m.exhausted);
+  CHECK(m.spent >= 1000000);
+
+  /* a budget: spent up to it, then nothing more is searched */
+  m = (smr_regex_meter){.budget = 50000};
+  CHECK(!smr_regex_search_metered(bad, subject, &m));
+  CHECK(m.exhausted);
+  CHECK_EQ_INT(m.spent, 50000);
+  CHECK(!smr_regex_search_metered(plain, "layer1", &m));
+  CHECK_EQ_INT(m.spent, 50000);
+
+  /* a budget too small for a plain match is exhausted, not a miss */
+  m = (smr_regex_meter){.budget = 0};
+  CHECK(!smr_regex_search_metered(plain, "layer1", &m));
+  CHECK(m.exhausted);
+
+  /* no meter: as smr_regex_search */
+  CHECK(smr_regex_search_metered(plain, "layer1", NULL));
+  smr_regex_free(plain);
+  smr_regex_free(bad);
+}
+
 static void test_threads_share_pattern(void) {
   CHECK_EQ_INT(smr_regex_compile("^(?!gradient).*weight", &shared_re, NULL),
                SMR_OK);
@@ -137,5 +178,6 @@ int main(void) {
   TEST_RUN(test_invalid_utf8_subject);
   TEST_RUN(test_threads_share_pattern);
   TEST_RUN(test_catastrophic_pattern_is_bounded);
+  TEST_RUN(test_metered_search);
   return TEST_REPORT("test_regex");
 }

@@ -320,8 +320,8 @@ typedef struct smrules_api {
   /* the directory where this rule instance may write files (reports),
    * created on first call: <output>/<instance name>.  NULL when it cannot
    * be made without following a symbolic link inside the trial (the rule
-   * has then failed, with the reason).  Create files in it with
-   * O_CREAT|O_EXCL|O_NOFOLLOW: the trial's writer may plant links. */
+   * has then failed, with the reason).  Write files in it with
+   * write_output (appended below): the trial's writer may plant links. */
   const char *(*output_dir)(smrules_ctx *ctx);
 
   /* ---- profiler rules (SMRULES_KIND_PROFILER).  Appended: check
@@ -399,6 +399,22 @@ typedef struct smrules_api {
    * string tensor.  out->count is 0 for an empty tensor. */
   int (*value_stats)(smrules_trial *t, const char *name, int64_t step, int mode,
                      smrules_stats *out);
+
+  /* ---- appended: test SMRULES_API_HAS(api, write_output) before use on
+   * an older host. ---- */
+
+  /* Replaces the file `relpath` below output_dir(ctx) with `len` bytes of
+   * `data`, atomically: a temporary file is written and renamed, so a
+   * reader never sees half a file.  `relpath` is relative, '/'-separated,
+   * without '.', '..' or empty components; the folders on the way are
+   * created.  Nothing is followed below the rule's folder (nor at it, when
+   * it lies in the trial): a symbolic link planted as a folder on the way
+   * is refused, one at the file or its temporary name is replaced, never
+   * written through.  The trial's writer may plant links: write report
+   * files through this rather than by path.  Returns 0, or SMRULES_ERR with the
+   * rule's failure message set (as api->fail does) saying what and why. */
+  int (*write_output)(smrules_ctx *ctx, const char *relpath, const void *data,
+                      size_t len);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (it was appended after the

@@ -19,16 +19,16 @@
  * under the rule's output directory (rule-output/<instance>/):
  * profiler-output/profiler-report.html and
  * profiler-output/profiler-reports/<Rule>.json. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "rpt_int.h"
+
+/* The outputs, below the rule's folder (docs/profiler-report.md#outputs). */
+#define OUTPUT_DIR "profiler-output"
+#define REPORTS_DIR OUTPUT_DIR "/profiler-reports"
 
 /* ------------------------------------------------------------ sub-rules */
 
@@ -124,7 +124,6 @@ typedef struct rpt_state {
   rpt_sub subs[RPT_NSUB];
   rpt_window win;
   int64_t first_us, scan_interval_us, windows;
-  char *dir; /* <output>/profiler-output */
   bool ended;
   double flushed_at; /* monotonic seconds of the last write, 0: never */
 } rpt_state;
@@ -174,7 +173,6 @@ static void destroy(void *p) {
     free(s->rule_params);
     free(s->failure);
   }
-  free(st->dir);
   free(st);
 }
 
@@ -195,100 +193,54 @@ static int init(smrules_ctx *ctx, const void *settings, void **out) {
 
 /* --------------------------------------------------------------- files */
 
-/* A directory that exists as one, not as a link planted by the trial's
- * writer. */
-static int make_dir(const char *path) {
-  struct stat st;
-  if (mkdir(path, 0755) != 0 && errno != EEXIST)
-    return -1;
-  return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
-}
-
-/* Write text to path through a temporary file and a rename, so readers
- * never see a half-written report
- * (docs/rule-semantics.md#profiler-rules-the-report). */
-static int write_atomic(const char *path, const char *text) {
-  size_t n = strlen(path) + 8;
-  char *tmp = malloc(n);
-  if (!tmp)
-    return -1;
-  snprintf(tmp, n, "%s.tmp", path);
-  /* a link or file planted at the temporary name is removed, never
-   * written through */
-  remove(tmp);
-  int fd =
-      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (fd >= 0 && !f)
-    close(fd);
-  int rc = -1;
-  if (f) {
-    size_t len = strlen(text);
-    bool ok = fwrite(text, 1, len, f) == len;
-    ok = fclose(f) == 0 && ok;
-    rc = ok && rename(tmp, path) == 0 ? 0 : -1;
+/* Replaces `rel` (below the rule's folder) with `text` through the host,
+ * which writes a temporary file and renames it, so readers never see a
+ * half-written report (docs/rule-semantics.md#profiler-rules-the-report),
+ * and follows no link the trial's writer planted on the way.  On failure
+ * the host has set the rule's message. */
+static int write_file(smrules_ctx *ctx, const char *rel, const char *text) {
+  if (!text) {
+    rpt_host->fail(ctx, "ProfilerReport: out of memory rendering %s", rel);
+    return SMRULES_ERR;
   }
-  if (rc != 0)
-    remove(tmp);
-  free(tmp);
-  return rc;
-}
-
-static const char *out_dir(smrules_ctx *ctx, rpt_state *st) {
-  if (st->dir)
-    return st->dir;
-  const char *base = rpt_host->output_dir(ctx);
-  if (!base)
-    return NULL;
-  size_t n = strlen(base) + 64;
-  st->dir = malloc(n);
-  if (!st->dir)
-    return NULL;
-  snprintf(st->dir, n, "%s/profiler-output", base);
-  char *reports = malloc(n);
-  if (reports) {
-    snprintf(reports, n, "%s/profiler-reports", st->dir);
-    if (make_dir(st->dir) != 0 || make_dir(reports) != 0)
-      rpt_host->log(ctx, 2, "ProfilerReport: cannot create %s", reports);
-    free(reports);
+  if (!SMRULES_API_HAS(rpt_host, write_output)) {
+    rpt_host->fail(ctx, "ProfilerReport: this smrules cannot write the "
+                        "report safely (its plugin API has no "
+                        "write_output): update smrules");
+    return SMRULES_ERR;
   }
-  return st->dir;
+  return rpt_host->write_output(ctx, rel, text, strlen(text));
 }
 
 static int sync_engine(rpt_sub *s);
 static void write_own_report(smrules_ctx *ctx, const rpt_state *st);
 
-static void write_outputs(smrules_ctx *ctx, rpt_state *st) {
+/* The sub-rules' reports and the HTML report; stops at the first file
+ * that cannot be written (the rule then fails with the host's reason). */
+static int write_outputs(smrules_ctx *ctx, rpt_state *st) {
   for (size_t i = 0; i < RPT_NSUB; i++)
     if (st->subs[i].ready && st->subs[i].eng && sync_engine(&st->subs[i]) != 0)
       rpt_host->log(ctx, 2, "ProfilerReport: cannot read the report of %s",
                     st->subs[i].name);
   write_own_report(ctx, st);
-  const char *dir = out_dir(ctx, st);
-  if (!dir)
-    return;
-  size_t n = strlen(dir) + 96;
-  char *path = malloc(n);
-  if (!path)
-    return;
+  char rel[128];
   for (size_t i = 0; i < RPT_NSUB; i++) {
     const rpt_sub *s = &st->subs[i];
     if (!s->ready)
       continue;
-    snprintf(path, n, "%s/profiler-reports/%s.json", dir, s->name);
+    snprintf(rel, sizeof rel, "%s/%s.json", REPORTS_DIR, s->name);
     char *json = rpt_sub_report_json(s);
-    if (write_atomic(path, json) != 0)
-      rpt_host->log(ctx, 2, "ProfilerReport: cannot write %s", path);
+    int rc = write_file(ctx, rel, json);
     free(json);
+    if (rc != 0)
+      return SMRULES_ERR;
   }
   rpt_view v = {st->subs, st->windows, st->first_us, st->scan_interval_us,
                 st->ended};
   char *html = rpt_html(&v);
-  snprintf(path, n, "%s/profiler-report.html", dir);
-  if (!html || write_atomic(path, html) != 0)
-    rpt_host->log(ctx, 2, "ProfilerReport: cannot write %s", path);
+  int rc = write_file(ctx, OUTPUT_DIR "/profiler-report.html", html);
   free(html);
-  free(path);
+  return rc;
 }
 
 /* ------------------------------------------------------------ our report
@@ -436,8 +388,7 @@ static bool due(rpt_state *st) {
 }
 
 static int finish(smrules_ctx *ctx, void *p) {
-  write_outputs(ctx, p);
-  return 0;
+  return write_outputs(ctx, p);
 }
 
 /* Whether window k is the last one: the job has ended and the next window
@@ -475,8 +426,8 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t step) {
     met |= st->subs[i].windows_met > 0;
   st->windows = w->index + 1;
   st->ended = is_last_window(ctx, w->end);
-  if (st->ended || due(st))
-    write_outputs(ctx, st);
+  if ((st->ended || due(st)) && write_outputs(ctx, st) != 0)
+    return SMRULES_ERR;
   /* The reference raises one trigger after the last window when any
    * sub-rule met its condition (end_of_rule); the host's loop gives the
    * rule no call after the last window, so it is reported here, on the

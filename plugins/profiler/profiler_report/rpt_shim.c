@@ -184,6 +184,14 @@ static const char *sh_output_dir(smrules_ctx *ctx) {
   return rpt_host->output_dir(SUB(ctx)->win->host_ctx);
 }
 
+/* The sub-rules write no files of their own (ProfilerReport writes their
+ * reports); the host's function would be handed a sub-rule's context. */
+static int sh_write_output(smrules_ctx *ctx, const char *rel, const void *data,
+                           size_t len) {
+  sh_fail(ctx, "a rule run by ProfilerReport writes no files (%s)", rel);
+  return SMRULES_ERR;
+}
+
 /* ------------------------------------- what profiler rules never read */
 
 static smrules_trial *sh_trial(smrules_ctx *ctx) {
@@ -275,6 +283,7 @@ void rpt_shim_build(const smrules_api *host) {
   s.param_text = sh_param_text;
   s.json_null = sh_json_null;
   s.json_raw = sh_json_raw;
+  s.write_output = sh_write_output;
   rpt_shim = s;
 }
 

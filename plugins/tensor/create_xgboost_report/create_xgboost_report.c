@@ -4,18 +4,13 @@
  * was seen; the report is built in finish() from everything saved between the
  * first and the last evaluated step, so the state is just those two
  * steps. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "xgb_report.h"
 
 #define REPORT_FILE "xgboost_report.html"
-/* Where a host without api->output_dir says rule files go. */
-#define OUTPUT_DIR_ENV "SMRULES_RULE_OUTPUT_DIR"
 
 typedef struct state {
   int64_t first, last; /* evaluated global steps; -1 before any */
@@ -57,44 +52,30 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   return SMRULES_NO_TRIGGER;
 }
 
-static const char *output_dir(smrules_ctx *ctx) {
-  size_t need = offsetof(smrules_api, output_dir) + sizeof rk_api->output_dir;
-  if (rk_api->struct_size >= need && rk_api->output_dir)
-    return rk_api->output_dir(ctx);
-  return getenv(OUTPUT_DIR_ENV);
-}
-
-/* Writes `text` to dir/REPORT_FILE through a temporary file and rename, so
- * a reader never sees half a report.  Returns the path or NULL. */
-static char *write_report(smrules_ctx *ctx, const char *dir, const char *text) {
-  size_t n = strlen(dir) + sizeof REPORT_FILE + 8;
-  char *path = malloc(n), *tmp = malloc(n);
-  if (!path || !tmp) {
-    free(path);
-    free(tmp);
+/* Writes `text` to REPORT_FILE in the rule's folder: the host replaces it
+ * through a temporary file and a rename (a reader never sees half a
+ * report) without following a link the trial's writer planted there.
+ * Returns the file's path or NULL, with the rule failed. */
+static char *write_report(smrules_ctx *ctx, const char *text) {
+  if (!text) {
+    rk_api->fail(ctx, "out of memory");
+    return NULL;
+  }
+  if (!SMRULES_API_HAS(rk_api, write_output)) {
+    rk_api->fail(ctx, "this smrules cannot write the report safely (its "
+                      "plugin API has no write_output): update smrules");
+    return NULL;
+  }
+  const char *dir = rk_api->output_dir(ctx);
+  if (!dir || rk_api->write_output(ctx, REPORT_FILE, text, strlen(text)) != 0)
+    return NULL; /* the host said why */
+  size_t n = strlen(dir) + sizeof REPORT_FILE + 1;
+  char *path = malloc(n);
+  if (!path) {
     rk_api->fail(ctx, "out of memory");
     return NULL;
   }
   snprintf(path, n, "%s/%s", dir, REPORT_FILE);
-  snprintf(tmp, n, "%s.tmp", path);
-  /* a link or file planted at the temporary name is removed, never
-   * written through */
-  remove(tmp);
-  int fd =
-      open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (fd >= 0 && !f)
-    close(fd);
-  bool ok = f && fputs(text, f) >= 0;
-  ok = f && fclose(f) == 0 && ok;
-  ok = ok && rename(tmp, path) == 0;
-  if (!ok) {
-    rk_api->fail(ctx, "cannot write %s: %s", path, strerror(errno));
-    remove(tmp);
-    free(path);
-    path = NULL;
-  }
-  free(tmp);
   return path;
 }
 
@@ -102,19 +83,13 @@ static int finish(smrules_ctx *ctx, void *p) {
   const state *st = p;
   if (st->first < 0)
     return SMRULES_NO_TRIGGER; /* no step had any of the data */
-  const char *dir = output_dir(ctx);
-  if (!dir) {
-    rk_api->fail(ctx, "the host gives no output directory for the report "
-                      "(set " OUTPUT_DIR_ENV ")");
-    return SMRULES_ERR;
-  }
   xgb_data d;
   xgb_collect(rk_api->trial(ctx), st->first, st->last, &d);
   const char *sections[4];
   size_t nsections;
   char *html = xgb_html(&d, sections, &nsections);
   xgb_data_free(&d);
-  char *path = write_report(ctx, dir, html);
+  char *path = write_report(ctx, html);
   free(html);
   if (!path)
     return SMRULES_ERR;
