@@ -706,6 +706,7 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   /* Rule after rule, each rule would need its own read-ahead window and
    * the cache would not bound them: read-ahead belongs to lock step. */
   smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
+  smr_trial_share_records(r->trial, lock && positional > 1);
   if (lock && cached) {
     r->window = s->lag + half;
     s->slowest_moved = read_ahead_horizon;

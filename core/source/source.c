@@ -97,6 +97,11 @@ size_t smr_source_cache_budget(const smr_source *s) {
   return s->ops->cache_budget ? s->ops->cache_budget(s) : 0;
 }
 
+void smr_source_share_records(smr_source *s, bool on) {
+  if (s->ops->share_records)
+    s->ops->share_records(s, on);
+}
+
 void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
                          uint64_t len) {
   if (s->ops->prefetch)

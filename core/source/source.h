@@ -66,6 +66,7 @@ typedef struct smr_source_ops {
   void (*read_ahead)(smr_source *s, const smr_source_listing *files);
   size_t (*cache_budget)(const smr_source *s);
   void (*prefetch)(smr_source *s, const char *rel, uint64_t off, uint64_t len);
+  void (*share_records)(smr_source *s, bool on);
 } smr_source_ops;
 
 struct smr_source {
@@ -118,6 +119,11 @@ size_t smr_source_cache_budget(const smr_source *s);
  * into their record cache in the background; no effect elsewhere). */
 void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
                          uint64_t len);
+/* Several rules are about to read the same records side by side (lock
+ * step): a local source then keeps a record just read for the rules that
+ * ask for it next (source_local.c); off (the default), each read is the
+ * reader's own.  No effect on sources with a record cache of their own. */
+void smr_source_share_records(smr_source *s, bool on);
 bool smr_source_is_remote(const smr_source *s);
 
 /* ---- locations, before a source is opened ---- */

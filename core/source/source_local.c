@@ -25,6 +25,7 @@ typedef struct local_source {
   smr_source base; /* base.root: canonical absolute path */
   int rootfd;
   bool have_openat2;
+  bool share; /* smr_source_share_records */
 } local_source;
 
 static const smr_source_ops LOCAL_OPS;
@@ -488,6 +489,35 @@ static shared_rec *shared_offer(dev_t dev, ino_t ino, uint64_t off,
   return r;
 }
 
+/* A buffer for a record about to be read, taken from the oldest records
+ * no range holds when keeping this one would go beyond the budget (so
+ * the budget is reused rather than freed and allocated again); NULL: take
+ * one from the pool. */
+static record_buf *shared_recycle(uint64_t len) {
+  record_buf *got = NULL, *drop[8];
+  size_t ndrop = 0;
+  pthread_mutex_lock(&shared.mu);
+  while (!got && shared.oldest && ndrop < sizeof drop / sizeof *drop &&
+         shared.idle_bytes + len > SHARED_BYTES) {
+    shared_rec *r = shared.oldest;
+    idle_unlink(r);
+    *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+    if (r->b->cap >= len && r->b->cap <= 2 * len + 65536)
+      got = r->b; /* a much larger one would count for more than it holds */
+    else
+      drop[ndrop++] = r->b;
+    free(r);
+  }
+  pthread_mutex_unlock(&shared.mu);
+  for (size_t i = 0; i < ndrop; i++)
+    buf_keep(drop[i], 2);
+  return got;
+}
+
+static void local_share_records(smr_source *s, bool on) {
+  L(s)->share = on;
+}
+
 static void lend_shared(smr_range *out, shared_rec *r) {
   out->lent_ = r;
   out->give_back_ = shared_give_back;
@@ -521,7 +551,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     close(fd);
     return SMR_OK;
   }
-  shared_rec *sr = shared_take(st.st_dev, st.st_ino, off, len);
+  bool share = L(s)->share && len <= SHARED_RECORD_MAX;
+  shared_rec *sr = share ? shared_take(st.st_dev, st.st_ino, off, len) : NULL;
   if (sr) {
     close(fd);
     lend_shared(out, sr);
@@ -530,7 +561,9 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
   /* Read, not mapped: a file that the trial's writer truncates while it
    * is read must be an error for this record, not SIGBUS (a mapping
    * faults on pages past the new end). */
-  record_buf *b = buf_take((size_t)len);
+  record_buf *b = share ? shared_recycle(len) : NULL;
+  if (!b)
+    b = buf_take((size_t)len);
   uint8_t *p = b ? b->p : NULL;
   if (!p) {
     close(fd);
@@ -558,7 +591,7 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     got += (size_t)r;
   }
   close(fd);
-  if ((sr = shared_offer(st.st_dev, st.st_ino, off, len, b))) {
+  if (share && (sr = shared_offer(st.st_dev, st.st_ino, off, len, b))) {
     lend_shared(out, sr);
     return SMR_OK;
   }
@@ -576,4 +609,5 @@ static const smr_source_ops LOCAL_OPS = {
     .exists = local_exists,
     .read_all = local_read_all,
     .read_range = local_read_range,
+    .share_records = local_share_records,
 };

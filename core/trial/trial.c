@@ -1148,6 +1148,10 @@ static const smr_entry *find_kind(const smr_entries *es, int kind, int red,
 
 /* ------------------------------------------------------ read-ahead */
 
+void smr_trial_share_records(smr_trial *t, bool on) {
+  smr_source_share_records(t->src, on);
+}
+
 void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step) {
   pthread_mutex_lock(&t->mu);
   t->pf_steps = smr_source_is_remote(t->src) ? steps : 0;

@@ -55,6 +55,9 @@ void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step);
  * rules reading ahead of the others do not drag the read-ahead with them
  * beyond what the record cache holds. */
 void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last);
+/* Several rules read this trial side by side: records one reads serve the
+ * others (smr_source_share_records). */
+void smr_trial_share_records(smr_trial *t, bool on);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 
 /* Problems met while reading index and collections files. */
