@@ -487,27 +487,32 @@ static bool element_close(double x, double y, double rtol, double atol,
  * and maxima of neighbouring elements overlap.  Sets *nonfinite (and
  * decides nothing) when an element is NaN or infinite: those follow their
  * own rules in element_close.  The maximum is exact in any order, so the
- * answer is element_close's bit for bit. */
+ * answer is element_close's bit for bit.  Without `worst` the answer is
+ * known at the end of the first block holding a finite pair that is not
+ * close (tensors that change from step to step differ at once). */
 #define DEFINE_ALLCLOSE_FINITE(NAME, T)                                        \
   static bool NAME(const unsigned char *pa, const unsigned char *pb,           \
                    int64_t n, double rtol, double atol, double *worst,         \
                    bool *nonfinite) {                                          \
     double w[4] = {0, 0, 0, 0};                                                \
     int bad = 0, odd = 0;                                                      \
-    for (int64_t i = 0; i < n;) {                                              \
-      for (int k = 0; k < 4 && i < n; k++, i++) {                              \
-        T xs, ys;                                                              \
-        memcpy(&xs, pa + (size_t)i * sizeof xs, sizeof xs);                    \
-        memcpy(&ys, pb + (size_t)i * sizeof ys, sizeof ys);                    \
-        double x = xs, y = ys, d = fabs(x - y);                                \
-        odd |= !(fabs(x) <= DBL_MAX) | !(fabs(y) <= DBL_MAX);                  \
-        bad |= !(d <= atol + rtol * fabs(y));                                  \
-        w[k] = d > w[k] ? d : w[k];                                            \
-      }                                                                        \
+    for (int64_t i = 0; i < n && !(bad && !odd && !worst);) {                  \
+      int64_t block_end = n - i > 1024 ? i + 1024 : n;                         \
+      while (i < block_end)                                                    \
+        for (int k = 0; k < 4 && i < block_end; k++, i++) {                    \
+          T xs, ys;                                                            \
+          memcpy(&xs, pa + (size_t)i * sizeof xs, sizeof xs);                  \
+          memcpy(&ys, pb + (size_t)i * sizeof ys, sizeof ys);                  \
+          double x = xs, y = ys, d = fabs(x - y);                              \
+          odd |= !(fabs(x) <= DBL_MAX) | !(fabs(y) <= DBL_MAX);                \
+          bad |= !(d <= atol + rtol * fabs(y));                                \
+          w[k] = d > w[k] ? d : w[k];                                          \
+        }                                                                      \
     }                                                                          \
     *nonfinite = odd;                                                          \
     double m = w[0] > w[1] ? w[0] : w[1], m2 = w[2] > w[3] ? w[2] : w[3];      \
-    *worst = m > m2 ? m : m2;                                                  \
+    if (worst)                                                                 \
+      *worst = m > m2 ? m : m2;                                                \
     return !bad;                                                               \
   }
 
@@ -516,20 +521,21 @@ DEFINE_ALLCLOSE_FINITE(allclose_finite_f64, double)
 
 /* Both float32 or both float64 on a little-endian host, all finite: the
  * loop above instead of a call per element (UnchangedTensor compares
- * every element of every tensor at every step). */
+ * every element of every tensor at every step).  *worst is set only when
+ * need_worst. */
 static bool allclose_fast(const smrules_tensor *a, const smrules_tensor *b,
-                          double rtol, double atol, bool *close,
-                          double *worst) {
+                          double rtol, double atol, bool need_worst,
+                          bool *close, double *worst) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   if (!a->data || !b->data || a->dtype != b->dtype ||
       (a->dtype != SMRULES_DT_FLOAT && a->dtype != SMRULES_DT_DOUBLE))
     return false;
   bool nonfinite;
-  double w;
+  double w = 0, *wp = need_worst ? &w : NULL;
   bool c = a->dtype == SMRULES_DT_FLOAT
-               ? allclose_finite_f32(a->data, b->data, a->count, rtol, atol, &w,
+               ? allclose_finite_f32(a->data, b->data, a->count, rtol, atol, wp,
                                      &nonfinite)
-               : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, &w,
+               : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
                                      &nonfinite);
   if (nonfinite)
     return false; /* nothing decided, *close and *worst untouched */
@@ -537,7 +543,8 @@ static bool allclose_fast(const smrules_tensor *a, const smrules_tensor *b,
   *worst = w;
   return true;
 #else
-  (void)a, (void)b, (void)rtol, (void)atol, (void)close, (void)worst;
+  (void)a, (void)b, (void)rtol, (void)atol, (void)need_worst, (void)close;
+  (void)worst;
   return false;
 #endif
 }
@@ -547,7 +554,7 @@ bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
   double worst = 0;
   bool close = rk_same_shape(a, b);
   if (close && !is_strings(a) && !is_strings(b) &&
-      allclose_fast(a, b, rtol, atol, &close, &worst)) {
+      allclose_fast(a, b, rtol, atol, max_abs_diff != NULL, &close, &worst)) {
     /* decided: every element finite */
   } else if (close && (is_strings(a) || is_strings(b))) {
     close = is_strings(a) && is_strings(b) && strings_equal(a, b);
