@@ -2,6 +2,7 @@
 #include "run/output.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,13 +136,21 @@ void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f) {
     smr_instance *in = smr_runner_instance(r, i);
     if (!smr_instance_is_profiler(in))
       continue;
-    char *path = smr_xasprintf("%s/%s/profiler-output/profiler-report.html",
-                               dir, smr_instance_name(in));
+    /* looked at as it was written: no link below --output followed (one
+     * planted there would make this line name a file nobody wrote) */
+    char *sub =
+        smr_xasprintf("%s/%s/profiler-output", dir, smr_instance_name(in));
+    int fd;
+    smr_error e;
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-      fprintf(f, "%s: HTML report written to %s\n", smr_instance_name(in),
-              path);
-    free(path);
+    if (smr_safe_dir_open(sub, dir, false, &fd, &e) == SMR_OK) {
+      if (fstatat(fd, "profiler-report.html", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISREG(st.st_mode))
+        fprintf(f, "%s: HTML report written to %s/profiler-report.html\n",
+                smr_instance_name(in), sub);
+      close(fd);
+    }
+    free(sub);
   }
 }
 

@@ -197,9 +197,16 @@ def check_plugin_dir_links(c, tmp):
                       ("ProfilerReport/profiler-output/profiler-reports", "profiler-reports")):
         trial, outside = new_trial(tmp, "plugin_" + comp, PROFILER_CASE)
         plant(trial, rel, outside)
+        if comp == "profiler-output":  # an HTML report of someone else's there
+            decoy = write(os.path.join(outside, "profiler-report.html"), "<html>decoy</html>\n")
         r = run_rules(trial, PROFILER_RULES, extra=["--fresh"])
         sc = c.scope("ProfilerReport: %s is a link" % comp, r)
         sc.process()
+        if comp == "profiler-output":
+            sc.eq("the file there unchanged", read(decoy), "<html>decoy</html>\n")
+            os.unlink(decoy)
+            sc.ok("HTML report written" not in r.err, "no line saying a report was written",
+                  r.err.strip()[-300:])
         sc.eq("nothing created where the link points", sorted(os.listdir(outside)), [])
         got = statuses(r)
         rep = got.get("ProfilerReport", {})
