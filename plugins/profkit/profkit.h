@@ -24,6 +24,48 @@ typedef struct pk_vec {
 void pk_vec_push(pk_vec *v, double x);
 void pk_vec_free(pk_vec *v);
 
+/* ------------------------------------------------------------ histories
+ * A series of readings that grows with the job (a GPU's readings, up to the
+ * reference's 1 000 000), read two ways: its recent tail at every window or
+ * reading, and rarely a whole prefix (a report entry's statistics).  Only
+ * the tail stays in memory: at least the last `keep` readings, at most
+ * 2 keep + 2 PK_HIST_CHUNK; older readings move in chunks of PK_HIST_CHUNK
+ * to an anonymous temporary file in $TMPDIR (else /tmp) and are read back
+ * on demand (docs/profiler.md#memory-over-a-long-job).  Small histories never
+ * touch the file.  When the file cannot be created or written the readings stay
+ * in memory, after one warning on stderr.  Zero-initialised = empty, keep 0. */
+#define PK_HIST_CHUNK 4096
+
+typedef struct pk_hist {
+  size_t n;    /* readings pushed */
+  size_t keep; /* readings the tail keeps in memory (pk_hist_keep) */
+  double *mem; /* readings [nchunks * PK_HIST_CHUNK, n) */
+  size_t mem_cap;
+  uint32_t *chunk; /* file slots of the older readings, in order */
+  size_t nchunks, chunk_cap;
+} pk_hist;
+
+/* keep: how many of the last readings the rule reads at every window or
+ * reading (its window parameter; negative counts as 0). */
+void pk_hist_keep(pk_hist *h, int64_t keep);
+void pk_hist_push(pk_hist *h, double x);
+/* Readings [from, to) (from <= to <= n): a pointer into the tail when they
+ * are all there (*copy = NULL), else a malloc'ed copy (*copy, free it). */
+const double *pk_hist_view(const pk_hist *h, size_t from, size_t to,
+                           double **copy);
+/* Readings [from, to) in a malloc'ed array (free it). */
+double *pk_hist_copy(const pk_hist *h, size_t from, size_t to);
+/* Rewrites reading i (< n). */
+void pk_hist_set(pk_hist *h, size_t i, double x);
+/* 1 + the index of the last reading == x, 0 when none (searched from the
+ * end, the older chunks read back one at a time). */
+size_t pk_hist_rfind(const pk_hist *h, double x);
+/* Back to no readings (keep stays); its chunks are reused. */
+void pk_hist_clear(pk_hist *h);
+void pk_hist_free(pk_hist *h);
+/* Chunks the temporary file holds now (for tests). */
+size_t pk_hist_file_chunks(void);
+
 /* ------------------------------------------------------ ordered dicts
  * Keys are strings, or numbers compared by value as Python compares float
  * keys (1 and 1.0 are one key).  Insertion order is kept; setting an
