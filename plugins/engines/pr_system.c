@@ -103,7 +103,7 @@ static double js_distance(const double *h1, const double *h2) {
 static void compare(balance *b, const char *node1, const char *gpu1,
                     const pk_series *v1, const char *key2,
                     const pk_series *v2) {
-  if ((int64_t)v1->v.n <= b->s.patience)
+  if ((int64_t)v1->count <= b->s.patience)
     return;
   double h1[LB_EDGES - 1], h2[LB_EDGES - 1];
   histogram(v1, h1);
@@ -142,11 +142,11 @@ static int lb_window(void *e, const pr_window *w, bool *condition) {
     const smrules_sys_event *ev = &w->sys[i];
     if (strcmp(ev->dimension, "GPUUtilization") != 0)
       continue;
-    pk_series *h = pk_series_of2(b->gpus, ev->node, ev->name);
-    h->v.n++; /* only the count and the histogram are needed */
+    pk_series *h = pk_series_of2(b->gpus, ev->node, ev->name, 0);
+    h->count++; /* only the count and the histogram are needed */
     hist_add(h, ev->value);
-    b->datapoints = (int64_t)h->v.n;
-    if (h->v.n > MAX_VALUES)
+    b->datapoints = (int64_t)h->count;
+    if (h->count > MAX_VALUES)
       pk_dict_clear(b->gpus);
   }
   /* workloads of every GPU of every node (node1 of each node pair) */

@@ -104,20 +104,24 @@ pk_vec *pk_dict_vec(pk_dict *d, const char *key);
  * it needs: the reference recomputes an entry from the whole history at
  * every violation and only the last one shows, so engines note the
  * history length at the last violation and compute the entry when the
- * report is read (pending).  Dicts of series: pk_series_dict(); two
- * levels (node -> name -> series): pk_series_dict2(). */
+ * report is read (pending) from that prefix of the history.  Dicts of
+ * series: pk_series_dict(); two levels (node -> name -> series):
+ * pk_series_dict2().  `keep`: readings of the tail the engine reads at
+ * every window (pk_hist_keep), set when the series is created. */
 typedef struct pk_series {
-  pk_vec v;
+  pk_hist v;
   bool pending;
   size_t n_at, n_at2; /* history lengths at the last violation */
   double a, b;        /* numbers known at the violation */
+  size_t count;       /* readings counted, not kept (engine's use) */
   int64_t *hist;      /* optional running histogram (engine's use) */
 } pk_series;
 
 pk_dict *pk_series_dict(void);
 pk_dict *pk_series_dict2(void);
-pk_series *pk_series_of(pk_dict *d, const char *key);
-pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key);
+pk_series *pk_series_of(pk_dict *d, const char *key, int64_t keep);
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key,
+                         int64_t keep);
 
 /* ----------------------------------------------- report objects (Details)
  * A JSON object built like the reference builds its report dict, rendered
@@ -166,6 +170,10 @@ void pk_py_str(double v, bool is_int, char *buf, size_t n);
 double pk_quantile(const double *x, size_t n, double q);
 /* On an ascending array without NaN: np_quantile_sorted (npmath.h). */
 double *pk_sorted_copy(const double *x, size_t n); /* free() it */
+void pk_sort(double *x, size_t n); /* the same order, in place */
+/* The first n readings of a history sorted the same way, read back one
+ * history at a time (free() it); *max (unless NULL): pk_np_max of them. */
+double *pk_hist_sorted(const pk_hist *h, size_t n, double *max);
 /* np.sum (pairwise summation, as NumPy's float64 add.reduce) and np.mean
  * (NaN for n == 0); np.max/np.min (NaN when any is NaN). */
 double pk_np_sum(const double *x, size_t n);
