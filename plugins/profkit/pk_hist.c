@@ -293,6 +293,15 @@ void pk_hist_set(pk_hist *h, size_t i, double x) {
   }
 }
 
+double pk_hist_at(const pk_hist *h, size_t i) {
+  size_t mf = mem_from(h);
+  if (i >= mf)
+    return h->mem[i - mf];
+  double x;
+  read_span(h->chunk[i / CHUNK], i % CHUNK, 1, &x);
+  return x;
+}
+
 size_t pk_hist_rfind(const pk_hist *h, double x) {
   size_t mf = mem_from(h);
   for (size_t i = h->n; i > mf; i--)

@@ -57,6 +57,8 @@ const double *pk_hist_view(const pk_hist *h, size_t from, size_t to,
 double *pk_hist_copy(const pk_hist *h, size_t from, size_t to);
 /* Rewrites reading i (< n). */
 void pk_hist_set(pk_hist *h, size_t i, double x);
+/* Reading i (< n). */
+double pk_hist_at(const pk_hist *h, size_t i);
 /* 1 + the index of the last reading == x, 0 when none (searched from the
  * end, the older chunks read back one at a time). */
 size_t pk_hist_rfind(const pk_hist *h, double x);
@@ -122,6 +124,33 @@ pk_dict *pk_series_dict2(void);
 pk_series *pk_series_of(pk_dict *d, const char *key, int64_t keep);
 pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key,
                          int64_t keep);
+
+/* --------------------------------------------------------- closed keys
+ * The keys of a dict with number keys (timestamp -> sum, snapshot ->
+ * counts) that grows with the job.  The engine keeps the entries of the
+ * window in hand in a pk_dict; when the window ends it moves them, in the
+ * dict's order, to pk_hist columns, their keys here (pk_closed_begin, then
+ * pk_closed_push for each).  pk_closed_find tells whether and where a key
+ * already is, as the dict would: the keys of the last close stay indexed
+ * in memory (a reading exactly on a window boundary is seen by both
+ * windows); an older key can only equal one that is not above the largest
+ * of them (readings going back in time), and is then searched on file.
+ * Lookups are O(1) for the host's windows and exact whatever the data. */
+typedef struct pk_closed {
+  pk_hist keys;    /* in the dict's order */
+  pk_dict *recent; /* the keys of the last close -> position */
+  double old_max;  /* the largest older key (-inf: none) */
+} pk_closed;
+
+void pk_closed_init(pk_closed *c);
+void pk_closed_free(pk_closed *c);
+void pk_closed_clear(pk_closed *c);
+/* A close begins: the keys of the last one become older. */
+void pk_closed_begin(pk_closed *c);
+/* Appends a key that is not there yet; returns its position. */
+size_t pk_closed_push(pk_closed *c, double key);
+/* 1 + the position of key, 0 when it is not there. */
+size_t pk_closed_find(const pk_closed *c, double key);
 
 /* ----------------------------------------------- report objects (Details)
  * A JSON object built like the reference builds its report dict, rendered

@@ -105,7 +105,7 @@ static void test_window_zero_and_huge_keep(void) {
   pk_hist_free(&b);
 }
 
-/* Rewriting and searching, in the file and in memory. */
+/* Reading one, rewriting and searching, in the file and in memory. */
 static void test_set_and_find(void) {
   pk_hist h = {0};
   pk_hist_keep(&h, 1);
@@ -122,6 +122,9 @@ static void test_set_and_find(void) {
   CHECK_EQ_INT(pk_hist_rfind(&h, reading(CHUNK + 1, 0)), CHUNK + 2);
   CHECK_EQ_INT(pk_hist_rfind(&h, reading(0, 0)), 1);
   CHECK_EQ_INT(pk_hist_rfind(&h, -7), 0);
+  CHECK(pk_hist_at(&h, 7) == -1.5 &&
+        pk_hist_at(&h, CHUNK) == reading(CHUNK, 0));
+  CHECK(pk_hist_at(&h, 5 * CHUNK - 1) == 9.5);
   pk_hist_push(&h, -1.5); /* the last equal one */
   CHECK_EQ_INT(pk_hist_rfind(&h, -1.5), 5 * CHUNK + 1);
   pk_hist_free(&h);
@@ -197,6 +200,41 @@ static void test_no_tmpdir_falls_back(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Closed keys: the last close's keys found in memory, older ones on file,
+ * absent ones told apart. */
+static void test_closed_keys(void) {
+  pk_closed c;
+  pk_closed_init(&c);
+  pk_closed_begin(&c); /* window 1 */
+  CHECK_EQ_INT(pk_closed_push(&c, 10), 0);
+  CHECK_EQ_INT(pk_closed_push(&c, 12), 1);
+  CHECK_EQ_INT(pk_closed_push(&c, 11), 2);
+  CHECK_EQ_INT(pk_closed_find(&c, 11), 3);
+  CHECK_EQ_INT(pk_closed_find(&c, 13), 0);
+  pk_closed_begin(&c); /* window 2 */
+  pk_closed_push(&c, 20);
+  CHECK_EQ_INT(pk_closed_find(&c, 12), 2); /* older: searched */
+  CHECK_EQ_INT(pk_closed_find(&c, 20), 4);
+  CHECK_EQ_INT(pk_closed_find(&c, 10.5), 0); /* not above: searched, absent */
+  CHECK_EQ_INT(pk_closed_find(&c, 15), 0);   /* above every older key */
+  CHECK_EQ_INT(pk_closed_find(&c, NAN), 0);
+  /* many windows: the keys spill; an old one is found on file */
+  for (int w = 0; w < 100; w++) {
+    pk_closed_begin(&c);
+    for (int k = 0; k < 200; k++)
+      pk_closed_push(&c, 1000 + w * 200 + k + 0.5);
+  }
+  CHECK(c.keys.nchunks > 0);
+  CHECK_EQ_INT(pk_closed_find(&c, 1000 + 3 * 200 + 7 + 0.5),
+               4 + 3 * 200 + 7 + 1);
+  CHECK_EQ_INT(pk_closed_find(&c, 1000 + 99 * 200 + 0.5), 4 + 99 * 200 + 1);
+  CHECK_EQ_INT(pk_closed_find(&c, 1000.25), 0);
+  pk_closed_clear(&c);
+  CHECK_EQ_INT(c.keys.n, 0);
+  CHECK_EQ_INT(pk_closed_find(&c, 12), 0);
+  pk_closed_free(&c);
+}
+
 int main(void) {
   /* the two that fork first: a child opens its own file only if this
    * process has none yet */
@@ -210,6 +248,7 @@ int main(void) {
   TEST_RUN(test_window_zero_and_huge_keep);
   TEST_RUN(test_set_and_find);
   TEST_RUN(test_reset_reuses_chunks);
+  TEST_RUN(test_closed_keys);
   CHECK(rmdir(dir) == 0);
   return TEST_REPORT("test_pk_hist");
 }
