@@ -59,10 +59,12 @@ static void disable(const char *why, int err) {
   store.disabled = true;
 }
 
-static int open_spill_file(void) {
+static const char *tmp_dir(void) {
   const char *dir = getenv("TMPDIR");
-  if (!dir || !*dir)
-    dir = "/tmp";
+  return dir && *dir ? dir : "/tmp";
+}
+
+static int open_spill_file(const char *dir) {
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0)
     return fd;
@@ -84,9 +86,14 @@ static long slot_get(void) {
   long slot = -1;
   pthread_mutex_lock(&store.mu);
   if (!store.disabled && store.fd < 0) {
-    store.fd = open_spill_file();
-    if (store.fd < 0)
-      disable("cannot create a temporary file", errno);
+    const char *dir = tmp_dir();
+    store.fd = open_spill_file(dir);
+    if (store.fd < 0) {
+      int err = errno;
+      char why[4200];
+      snprintf(why, sizeof why, "cannot create a temporary file in %s", dir);
+      disable(why, err);
+    }
   }
   if (!store.disabled)
     slot = store.nfree ? (long)store.free[--store.nfree] : (long)store.slots++;
