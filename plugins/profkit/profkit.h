@@ -1,10 +1,12 @@
 /* profkit.h - shared mechanics of the profiler rule plugins
  * (docs/rule-semantics.md#profiler-rules-windows): Python-like ordered dicts
  * (the reference keeps its state and reports in dicts, whose insertion order
- * shows in the reports), NumPy's quantile, mean, histogram and round, Python's
+ * shows in the reports), histories that keep only their recent tail in
+ * memory, NumPy's quantile, mean, histogram and round, Python's
  * str() of floats, the framework-metric breakdown aggregate_framework_metrics,
  * and helpers for parameters and the window loop.  Compiled into every plugin;
- * uses only the smrules_api table (rk_api from rulekit.h). */
+ * reads data only through the smrules_api table (rk_api from rulekit.h); the
+ * one file it opens is the histories' anonymous temporary file. */
 #ifndef PROFKIT_H
 #define PROFKIT_H
 
