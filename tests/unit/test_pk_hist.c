@@ -2,7 +2,8 @@
  * readings pushed come back exactly, from memory or from the temporary
  * file; the memory a history holds is bounded by its `keep`, not by its
  * length; released chunks are reused; without a usable temporary directory
- * everything stays in memory. */
+ * everything stays in memory.  And the closed keys of maps moved out of
+ * memory window by window (pk_closed.c). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
