@@ -142,8 +142,9 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
-# The plugins' shared NumPy arithmetic is tested directly.
-$(BUILD)/tests/test_fwkit: tests/unit/test_fwkit.c tests/unit/unit.h $(LIB) $(PLUGKIT)
+# The plugins' shared NumPy arithmetic and the profiler histories are
+# tested directly.
+$(BUILD)/tests/test_fwkit $(BUILD)/tests/test_pk_hist: $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
 

@@ -1,5 +1,7 @@
 /* pr_batch_size.c - BatchSize (docs/profiler.md#batchsize): CPU, GPU and GPU
- * memory all lightly used. */
+ * memory all lightly used.  The histories keep their last `window` readings
+ * in memory (what each window reads); a report entry reads a whole prefix
+ * back (pk_hist). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,17 +65,20 @@ static void destroy(void *e) {
   free(b);
 }
 
-static double tail_q95(const pk_vec *v, int64_t window) {
+static double tail_q95(const pk_hist *v, int64_t window) {
   size_t from = pk_tail_start(v->n, window);
-  return pk_quantile(v->v + from, v->n - from, 0.95);
+  double *copy; /* window 0 (all readings): read back */
+  double q = pk_quantile(pk_hist_view(v, from, v->n, &copy), v->n - from, 0.95);
+  free(copy);
+  return q;
 }
 
 /* {p25, p50, p75, p95, upper, lower} of the first n values, as JSON; the
  * IQR uses `p25_for_iqr` when given (the memory box uses the GPU's p25:
  * the reference's quirk). */
-static char *box(const double *v, size_t n, const double *p25_for_iqr,
+static char *box(const pk_hist *v, size_t n, const double *p25_for_iqr,
                  double *p25_out) {
-  double *s = pk_sorted_copy(v, n);
+  double *s = pk_hist_sorted(v, n, NULL);
   double p25 = np_quantile_sorted(s, n, 0.25);
   double p75 = np_quantile_sorted(s, n, 0.75);
   pk_obj *o = pk_obj_new();
@@ -121,7 +126,7 @@ static void entries(batch *b) {
     if (!n)
       continue; /* no violation on this node */
     if (cpu->pending)
-      pk_obj_raw_take(n, "cpu", box(cpu->v.v, cpu->n_at, NULL, NULL));
+      pk_obj_raw_take(n, "cpu", box(&cpu->v, cpu->n_at, NULL, NULL));
     cpu->pending = false;
     pk_entry *gn = pk_dict_get(b->gpu_util, ne->key);
     pk_entry *mn = pk_dict_get(b->gpu_memory, ne->key);
@@ -132,11 +137,11 @@ static void entries(batch *b) {
       if (!gu->pending || !me)
         continue;
       double p25;
-      pk_obj_raw_take(n, ge->key, box(gu->v.v, gu->n_at, NULL, &p25));
+      pk_obj_raw_take(n, ge->key, box(&gu->v, gu->n_at, NULL, &p25));
       char key[512];
       snprintf(key, sizeof key, "%s_memory", ge->key);
       const pk_series *gm = me->ptr;
-      pk_obj_raw_take(n, key, box(gm->v.v, gu->n_at2, &p25, NULL));
+      pk_obj_raw_take(n, key, box(&gm->v, gu->n_at2, &p25, NULL));
       gu->pending = false;
     }
   }
@@ -171,9 +176,13 @@ static void collect(batch *b, const pr_window *w, pk_dict *total) {
   for (size_t i = 0; i < w->nsys; i++) {
     const smrules_sys_event *e = &w->sys[i];
     if (!strcmp(e->dimension, "GPUMemoryUtilization"))
-      pk_vec_push(&pk_series_of2(b->gpu_memory, e->node, e->name)->v, e->value);
+      pk_hist_push(
+          &pk_series_of2(b->gpu_memory, e->node, e->name, b->s.window)->v,
+          e->value);
     if (!strcmp(e->dimension, "GPUUtilization"))
-      pk_vec_push(&pk_series_of2(b->gpu_util, e->node, e->name)->v, e->value);
+      pk_hist_push(
+          &pk_series_of2(b->gpu_util, e->node, e->name, b->s.window)->v,
+          e->value);
     if (!strcmp(e->dimension, "CPUUtilization")) {
       pk_dict_put(b->core_ids, e->name, NULL);
       pk_dict *per_ts = pk_dict_sub(total, e->node, true);
@@ -190,9 +199,9 @@ static int window(void *e, const pr_window *w, bool *condition) {
   double cores = (double)pk_dict_len(b->core_ids);
   for (size_t i = 0; i < pk_dict_len(total); i++) {
     pk_entry *n = pk_dict_at(total, i);
-    pk_series *cpu = pk_series_of(b->cpu_util, n->key);
+    pk_series *cpu = pk_series_of(b->cpu_util, n->key, b->s.window);
     for (size_t k = 0; k < pk_dict_len(n->ptr); k++)
-      pk_vec_push(&cpu->v, pk_dict_at(n->ptr, k)->num / cores);
+      pk_hist_push(&cpu->v, pk_dict_at(n->ptr, k)->num / cores);
   }
   pk_dict_free(total);
   for (size_t i = 0; i < pk_dict_len(b->cpu_util); i++) {

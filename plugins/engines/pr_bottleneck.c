@@ -1,7 +1,10 @@
 /* pr_bottleneck.c - CPUBottleneck and IOBottleneck
  * (docs/profiler.md#cpubottleneck, docs/profiler.md#iobottleneck): sampling
  * snapshots where GPUs idle while CPUs are busy (or wait for I/O), and the
- * framework breakdown around them. */
+ * framework breakdown around them.  The reference's map of bottleneck
+ * snapshots grows with the job: only the snapshots of the window in hand
+ * stay in memory, earlier ones are closed into pk_hist columns (pk_closed)
+ * and read back when the report is rendered. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +26,12 @@ typedef struct bottleneck {
   int64_t datapoints, low_gpu, triggered;
   double snap; /* current snapshot: the Timestamp that opened it */
   bool snap_int;
-  pk_dict *bottlenecks; /* snapshot -> number of low GPU readings */
-  pk_dict *cpus;        /* snapshot -> high CPU readings, same key order */
+  /* the reference's map snapshot -> (low GPU, high CPU readings): */
+  pk_dict *bottlenecks; /* new snapshots of this window -> low GPU readings */
+  pk_dict *cpus;        /* -> high CPU readings, same key order */
+  pk_closed closed;     /* snapshots of earlier windows, then columns: */
+  pk_hist c_gpus, c_cpus;
+  pk_hist c_int; /* 1 when the key's first spelling was an int */
   pk_fwbuf buf;
   pk_obj *details;
 } bottleneck;
@@ -70,6 +77,7 @@ static void *create(const void *settings, bool io) {
   b->snap_int = true; /* self.timestamp = 0 */
   b->bottlenecks = pk_dict_new(true, NULL);
   b->cpus = pk_dict_new(true, NULL);
+  pk_closed_init(&b->closed);
   pk_fwbuf_init(&b->buf);
   b->details = pk_obj_new();
   return b;
@@ -86,6 +94,10 @@ static void destroy(void *e) {
   bottleneck *b = e;
   pk_dict_free(b->bottlenecks);
   pk_dict_free(b->cpus);
+  pk_closed_free(&b->closed);
+  pk_hist_free(&b->c_gpus);
+  pk_hist_free(&b->c_cpus);
+  pk_hist_free(&b->c_int);
   pk_fwbuf_free(&b->buf);
   pk_obj_free(b->details);
   free(b);
@@ -116,18 +128,81 @@ static void scan(bottleneck *b, const pr_window *w, pk_dict *gpu_low,
   }
 }
 
+static size_t map_len(const bottleneck *b) {
+  return b->closed.keys.n + pk_dict_len(b->bottlenecks);
+}
+
+static void map_clear(bottleneck *b) {
+  pk_dict_clear(b->bottlenecks);
+  pk_dict_clear(b->cpus);
+  pk_closed_clear(&b->closed);
+  pk_hist_clear(&b->c_gpus);
+  pk_hist_clear(&b->c_cpus);
+  pk_hist_clear(&b->c_int);
+}
+
+/* map[snapshot] = (gpus, cpus): a snapshot seen again (it spans a window
+ * boundary) keeps its place and first spelling. */
+static void map_set(bottleneck *b, const pk_entry *snap, double gpus,
+                    double cpus) {
+  size_t at = pk_closed_find(&b->closed, snap->nkey);
+  if (at) {
+    pk_hist_set(&b->c_gpus, at - 1, gpus);
+    pk_hist_set(&b->c_cpus, at - 1, cpus);
+    return;
+  }
+  pk_dict_nput(b->bottlenecks, snap->nkey, snap->key_is_int, NULL)->num = gpus;
+  pk_dict_nput(b->cpus, snap->nkey, snap->key_is_int, NULL)->num = cpus;
+}
+
+/* The window has ended: its snapshots move to the columns. */
+static void map_close(bottleneck *b) {
+  if (!pk_dict_len(b->bottlenecks))
+    return;
+  pk_closed_begin(&b->closed);
+  for (size_t i = 0; i < pk_dict_len(b->bottlenecks); i++) {
+    pk_entry *e = pk_dict_at(b->bottlenecks, i);
+    pk_closed_push(&b->closed, e->nkey);
+    pk_hist_push(&b->c_gpus, e->num);
+    pk_hist_push(&b->c_cpus, pk_dict_at(b->cpus, i)->num);
+    pk_hist_push(&b->c_int, e->key_is_int);
+  }
+  pk_dict_clear(b->bottlenecks);
+  pk_dict_clear(b->cpus);
+}
+
+static void render_one(rk_text *t, bool first, double key, bool key_is_int,
+                       double gpus, double cpus) {
+  char k[40];
+  pk_py_str(key, key_is_int, k, sizeof k);
+  rk_text_printf(t, "%s", first ? "" : ",");
+  pk_text_str(t, k);
+  rk_text_printf(t, ":{\"GPUs\":%lld,\"CPUs\":%lld}", (long long)gpus,
+                 (long long)cpus);
+}
+
 /* Details.bottlenecks is rendered from the map when the report is read
- * (the reference rewrites it from the whole map every window). */
+ * (the reference rewrites it from the whole map every window); the closed
+ * snapshots are read back a chunk at a time. */
 static char *render_bottlenecks(bottleneck *b) {
   rk_text t = {0};
   rk_text_printf(&t, "{");
+  size_t n = b->closed.keys.n;
+  for (size_t i = 0; i < n; i += PK_HIST_CHUNK) {
+    size_t m = n - i < PK_HIST_CHUNK ? n - i : PK_HIST_CHUNK;
+    double *ck, *cg, *cc, *ci;
+    const double *k = pk_hist_view(&b->closed.keys, i, i + m, &ck);
+    const double *g = pk_hist_view(&b->c_gpus, i, i + m, &cg);
+    const double *c = pk_hist_view(&b->c_cpus, i, i + m, &cc);
+    const double *in = pk_hist_view(&b->c_int, i, i + m, &ci);
+    for (size_t j = 0; j < m; j++)
+      render_one(&t, i + j == 0, k[j], in[j] != 0, g[j], c[j]);
+    free(ck), free(cg), free(cc), free(ci);
+  }
   for (size_t i = 0; i < pk_dict_len(b->bottlenecks); i++) {
     pk_entry *e = pk_dict_at(b->bottlenecks, i);
-    pk_entry *c = pk_dict_at(b->cpus, i);
-    rk_text_printf(&t, "%s", i ? "," : "");
-    pk_text_str(&t, pk_entry_key(e));
-    rk_text_printf(&t, ":{\"GPUs\":%lld,\"CPUs\":%lld}", (long long)e->num,
-                   (long long)c->num);
+    render_one(&t, n + i == 0, e->nkey, e->key_is_int, e->num,
+               pk_dict_at(b->cpus, i)->num);
   }
   rk_text_printf(&t, "}");
   return rk_text_take(&t);
@@ -149,10 +224,8 @@ static int breakdown(bottleneck *b, const pr_window *w, pk_dict *times) {
 static int window(void *e, const pr_window *w, bool *condition) {
   bottleneck *b = e;
   *condition = false;
-  if (pk_dict_len(b->bottlenecks) > MAX_BOTTLENECKS) {
-    pk_dict_clear(b->bottlenecks);
-    pk_dict_clear(b->cpus);
-  }
+  if (map_len(b) > MAX_BOTTLENECKS)
+    map_clear(b);
   pk_dict *gpu_low = pk_dict_new(true, NULL), *high = pk_dict_new(true, NULL);
   pk_dict *times = pk_dict_new(true, NULL);
   scan(b, w, gpu_low, high);
@@ -162,11 +235,10 @@ static int window(void *e, const pr_window *w, bool *condition) {
     if (!g)
       continue;
     /* the first spelling of a key stays, as in a Python dict */
-    pk_dict_nput(b->bottlenecks, h->nkey, h->key_is_int, NULL)->num = g->num;
-    pk_dict_nput(b->cpus, h->nkey, h->key_is_int, NULL)->num = h->num;
+    map_set(b, h, g->num, h->num);
     pk_dict_nput(times, h->nkey, h->key_is_int, NULL);
   }
-  size_t nb = pk_dict_len(b->bottlenecks);
+  size_t nb = map_len(b);
   int rc = 0;
   if (b->datapoints > b->s.patience &&
       ((double)nb / (double)b->datapoints) * 100 > b->s.threshold) {
@@ -183,6 +255,7 @@ static int window(void *e, const pr_window *w, bool *condition) {
   pk_dict_free(gpu_low);
   pk_dict_free(high);
   pk_dict_free(times);
+  map_close(b);
   return rc;
 }
 
@@ -191,7 +264,7 @@ static void report(void *e, pr_report *out) {
   if (pk_obj_has(b->details, "bottlenecks"))
     pk_obj_raw_take(b->details, "bottlenecks", render_bottlenecks(b));
   out->triggered = b->triggered;
-  out->violations = (int64_t)pk_dict_len(b->bottlenecks);
+  out->violations = (int64_t)map_len(b);
   out->datapoints = b->datapoints;
   out->details = b->details;
 }

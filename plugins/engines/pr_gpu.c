@@ -1,6 +1,8 @@
 /* pr_gpu.c - LowGPUUtilization and GPUMemoryIncrease
  * (docs/profiler.md#lowgpuutilization, docs/profiler.md#gpumemoryincrease):
- * per-GPU histories of utilization and memory. */
+ * per-GPU histories of utilization and memory.  Each window reads only the
+ * recent tail of a history (kept in memory); a report entry reads the whole
+ * prefix back (pk_hist). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +12,10 @@
 
 #define MAX_VALUES 1000000
 
-/* node -> gpu -> history */
-static pk_series *history(pk_dict *values, const smrules_sys_event *e) {
-  return pk_series_of2(values, e->node, e->name);
+/* node -> gpu -> history, keeping the last `keep` readings in memory */
+static pk_series *history(pk_dict *values, const smrules_sys_event *e,
+                          int64_t keep) {
+  return pk_series_of2(values, e->node, e->name, keep);
 }
 
 /* p25/p50/p75 (and more) with the box-plot whiskers of the reference:
@@ -80,9 +83,10 @@ static void lg_destroy(void *e) {
 static void lg_entry(lowgpu *g, const char *node, const char *gpu,
                      pk_series *h) {
   size_t n = h->n_at;
-  double *s = pk_sorted_copy(h->v.v, n);
+  double mx;
+  double *s = pk_hist_sorted(&h->v, n, &mx);
   pk_obj *o = pk_obj_new();
-  pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
+  pk_obj_num(o, "gpu_max", mx);
   pk_obj_num(o, "gpu_95", h->a);
   pk_obj_num(o, "gpu_5", h->b);
   double p25 = np_quantile_sorted(s, n, 0.25);
@@ -125,12 +129,15 @@ static void lg_record(lowgpu *g, const char *node, const char *gpu,
 
 static void lg_check(lowgpu *g, const char *node, const char *gpu, pk_series *h,
                      int64_t start_us) {
-  const pk_vec *v = &h->v;
+  const pk_hist *v = &h->v;
   if ((int64_t)v->n <= g->s.patience)
     return;
   size_t from = pk_tail_start(v->n, g->s.window);
-  double w95 = pk_quantile(v->v + from, v->n - from, 0.95);
-  double w5 = pk_quantile(v->v + from, v->n - from, 0.05);
+  double *copy; /* window 0 (all readings): read back */
+  const double *t = pk_hist_view(v, from, v->n, &copy);
+  double w95 = pk_quantile(t, v->n - from, 0.95);
+  double w5 = pk_quantile(t, v->n - from, 0.05);
+  free(copy);
   if (w95 < g->s.threshold_p95 ||
       (w95 > g->s.threshold_p95 && w5 < g->s.threshold_p5))
     lg_record(g, node, gpu, h, w95, w5, start_us);
@@ -140,7 +147,8 @@ static int lg_window(void *e, const pr_window *w, bool *condition) {
   lowgpu *g = e;
   for (size_t i = 0; i < w->nsys; i++)
     if (!strcmp(w->sys[i].dimension, "GPUUtilization"))
-      pk_vec_push(&history(g->values, &w->sys[i])->v, w->sys[i].value);
+      pk_hist_push(&history(g->values, &w->sys[i], g->s.window)->v,
+                   w->sys[i].value);
   bool reset = false;
   for (size_t i = 0; i < pk_dict_len(g->values); i++) {
     pk_entry *node = pk_dict_at(g->values, i);
@@ -256,10 +264,11 @@ static void py_slice(size_t n, int64_t a, int64_t b, size_t *from, size_t *to) {
 static void gm_entry(gpumem *g, const char *node, const char *gpu,
                      pk_series *h) {
   size_t n = h->n_at;
-  double *s = pk_sorted_copy(h->v.v, n);
+  double mx;
+  double *s = pk_hist_sorted(&h->v, n, &mx);
   pk_obj *o = pk_obj_new();
   pk_obj_num(o, "increase", h->a);
-  pk_obj_num(o, "gpu_max", pk_np_max(h->v.v, n));
+  pk_obj_num(o, "gpu_max", mx);
   pk_obj_num(o, "p05", np_quantile_sorted(s, n, 0.05));
   double p25 = np_quantile_sorted(s, n, 0.25);
   double p75 = np_quantile_sorted(s, n, 0.75);
@@ -286,23 +295,34 @@ static void gm_record(gpumem *g, const smrules_sys_event *e, pk_series *h,
 }
 
 /* mean(v[-window:]) - mean(v[-window-1:-2]): the "previous" window ends
- * two values before the last (the reference's slice, reproduced). */
+ * two values before the last (the reference's slice, reproduced).  Both
+ * lie in the last window + 1 readings, which the history keeps in memory;
+ * when the previous one is empty (window 0 or 1) the difference is NaN and
+ * never counts, so the means are not taken. */
 static void gm_event(gpumem *g, const smrules_sys_event *e, int64_t start_us) {
-  pk_series *h = history(g->values, e);
-  pk_vec *v = &h->v;
-  pk_vec_push(v, e->value);
+  int64_t keep = g->s.window < INT64_MAX ? g->s.window + 1 : INT64_MAX;
+  pk_series *h = history(g->values, e, keep);
+  pk_hist *v = &h->v;
+  pk_hist_push(v, e->value);
   g->datapoints = (int64_t)v->n;
   if (v->n > MAX_VALUES) {
     if (h->pending) /* the entry still reads the history being dropped */
       gm_entry(g, e->node, e->name, h);
-    v->n = 0; /* Decision: only this GPU's history is dropped */
+    pk_hist_clear(v); /* Decision: only this GPU's history is dropped */
   }
   if ((int64_t)v->n <= g->s.window + 1)
     return;
   size_t a, b, c, d;
   py_slice(v->n, -g->s.window, (int64_t)v->n, &a, &b);
   py_slice(v->n, -g->s.window - 1, -2, &c, &d);
-  double diff = pk_np_mean(v->v + a, b - a) - pk_np_mean(v->v + c, d - c);
+  if (d == c)
+    return;
+  size_t at = a < c ? a : c; /* both slices lie in [at, n) */
+  double *copy;
+  const double *t = pk_hist_view(v, at, v->n, &copy);
+  double diff =
+      pk_np_mean(t + (a - at), b - a) - pk_np_mean(t + (c - at), d - c);
+  free(copy);
   if (diff > g->s.increase && (int64_t)v->n > g->s.patience)
     gm_record(g, e, h, diff, start_us);
 }

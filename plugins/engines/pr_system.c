@@ -103,7 +103,7 @@ static double js_distance(const double *h1, const double *h2) {
 static void compare(balance *b, const char *node1, const char *gpu1,
                     const pk_series *v1, const char *key2,
                     const pk_series *v2) {
-  if ((int64_t)v1->v.n <= b->s.patience)
+  if ((int64_t)v1->count <= b->s.patience)
     return;
   double h1[LB_EDGES - 1], h2[LB_EDGES - 1];
   histogram(v1, h1);
@@ -142,11 +142,11 @@ static int lb_window(void *e, const pr_window *w, bool *condition) {
     const smrules_sys_event *ev = &w->sys[i];
     if (strcmp(ev->dimension, "GPUUtilization") != 0)
       continue;
-    pk_series *h = pk_series_of2(b->gpus, ev->node, ev->name);
-    h->v.n++; /* only the count and the histogram are needed */
+    pk_series *h = pk_series_of2(b->gpus, ev->node, ev->name, 0);
+    h->count++; /* only the count and the histogram are needed */
     hist_add(h, ev->value);
-    b->datapoints = (int64_t)h->v.n;
-    if (h->v.n > MAX_VALUES)
+    b->datapoints = (int64_t)h->count;
+    if (h->count > MAX_VALUES)
       pk_dict_clear(b->gpus);
   }
   /* workloads of every GPU of every node (node1 of each node pair) */
@@ -204,8 +204,20 @@ typedef struct os_settings {
 
 enum { M_NETWORK, M_GPU, M_CPU, M_CPU_MEMORY, M_GPU_MEMORY, M_IO, M_COUNT };
 
+/* The reference's per-node dict timestamp -> sum of one metric.  Readings
+ * of the window in hand add up in `open`; when the window ends its
+ * timestamps are closed (pk_closed) and their sums appended to `sums`, in
+ * the dict's order.  A reading whose timestamp is closed (one exactly on
+ * the boundary is seen by both windows) adds to its closed sum, as the
+ * dict would. */
+typedef struct os_sums {
+  pk_dict *open; /* timestamp -> sum, this window */
+  pk_closed closed;
+  pk_hist sums;
+} os_sums;
+
 typedef struct usage {
-  pk_dict *m[M_COUNT]; /* node -> timestamp -> sum */
+  pk_dict *m[M_COUNT]; /* node -> os_sums */
   pk_dict *gpu_ids, *core_ids;
   int64_t datapoints;
   bool evaluated;
@@ -216,13 +228,66 @@ static const smrules_param os_params[] = {
     PR_SCAN_INTERVAL(SMRULES_OFFSET(os_settings, scan_interval_us)),
     SMRULES_END_PARAMS};
 
+static void sums_free(void *p) {
+  os_sums *s = p;
+  pk_dict_free(s->open);
+  pk_closed_free(&s->closed);
+  pk_hist_free(&s->sums);
+  free(s);
+}
+
+static os_sums *sums_of(pk_dict *m, const char *node) {
+  bool created;
+  pk_entry *e = pk_dict_put(m, node, &created);
+  if (created) {
+    os_sums *s = calloc(1, sizeof *s);
+    if (!s)
+      abort();
+    s->open = pk_dict_new(true, NULL);
+    pk_closed_init(&s->closed);
+    e->ptr = s;
+  }
+  return e->ptr;
+}
+
+static size_t sums_len(const os_sums *s) {
+  return s->sums.n + pk_dict_len(s->open);
+}
+
+static void add(pk_dict *m, const smrules_sys_event *e) {
+  os_sums *s = sums_of(m, e->node);
+  size_t at = pk_closed_find(&s->closed, e->timestamp);
+  if (at)
+    pk_hist_set(&s->sums, at - 1, pk_hist_at(&s->sums, at - 1) + e->value);
+  else
+    pk_dict_nput(s->open, e->timestamp, e->timestamp_is_int, NULL)->num +=
+        e->value;
+}
+
+/* The window has ended: its timestamps move to the histories. */
+static void close_window(usage *u) {
+  for (int i = 0; i < M_COUNT; i++)
+    for (size_t k = 0; k < pk_dict_len(u->m[i]); k++) {
+      os_sums *s = pk_dict_at(u->m[i], k)->ptr;
+      if (!pk_dict_len(s->open))
+        continue; /* the last close stays the one to look at first */
+      pk_closed_begin(&s->closed);
+      for (size_t j = 0; j < pk_dict_len(s->open); j++) {
+        pk_entry *e = pk_dict_at(s->open, j);
+        pk_closed_push(&s->closed, e->nkey);
+        pk_hist_push(&s->sums, e->num);
+      }
+      pk_dict_clear(s->open);
+    }
+}
+
 static void *os_create(const void *settings) {
   (void)settings;
   usage *u = calloc(1, sizeof *u);
   if (!u)
     abort();
   for (int i = 0; i < M_COUNT; i++)
-    u->m[i] = pk_dict_new(false, NULL);
+    u->m[i] = pk_dict_new(false, sums_free);
   u->gpu_ids = pk_dict_new(false, NULL);
   u->core_ids = pk_dict_new(false, NULL);
   u->details = pk_obj_new();
@@ -237,12 +302,6 @@ static void os_destroy(void *e) {
   pk_dict_free(u->core_ids);
   pk_obj_free(u->details);
   free(u);
-}
-
-static void add(pk_dict *m, const smrules_sys_event *e) {
-  pk_dict *per_ts = pk_dict_sub(m, e->node, true);
-  pk_dict_nput(per_ts, e->timestamp, e->timestamp_is_int, NULL)->num +=
-      e->value;
 }
 
 /* The conditions are independent (docs/profiler.md#overallsystemusage). */
@@ -274,26 +333,36 @@ static void stat_value(pk_obj *o, const char *key, double v) {
     pk_obj_int(o, key, 0);
 }
 
+/* The sums in the dict's order (closed, then open), malloc'ed. */
+static double *sums_values(const os_sums *s, size_t *k) {
+  size_t nc = s->sums.n, no = pk_dict_len(s->open);
+  double *v = pk_hist_copy(&s->sums, 0, nc);
+  if (no) {
+    v = realloc(v, (nc + no) * sizeof *v);
+    if (!v)
+      abort();
+    for (size_t j = 0; j < no; j++)
+      v[nc + j] = pk_dict_at(s->open, j)->num;
+  }
+  *k = nc + no;
+  return v;
+}
+
 static void record(usage *u, pk_dict *values, const char *name, double n) {
   pk_obj *d = pk_obj_obj(u->details, name);
   for (size_t i = 0; i < pk_dict_len(values); i++) {
     pk_entry *node = pk_dict_at(values, i);
-    pk_dict *per_ts = node->ptr;
-    size_t k = pk_dict_len(per_ts);
-    double *vals = malloc((k + 1) * sizeof *vals);
-    if (!vals)
-      abort();
-    for (size_t j = 0; j < k; j++)
-      vals[j] = pk_dict_at(per_ts, j)->num;
-    double *s = pk_sorted_copy(vals, k);
+    size_t k;
+    double *s = sums_values(node->ptr, &k);
+    double mx = pk_np_max(s, k), mn = pk_np_min(s, k);
+    pk_sort(s, k); /* in place: one copy of the sums at a time */
     pk_obj *o = pk_obj_new_obj(d, node->key);
-    stat_value(o, "max", pk_np_max(vals, k) / n);
+    stat_value(o, "max", mx / n);
     stat_value(o, "p99", np_quantile_sorted(s, k, 0.99) / n);
     stat_value(o, "p95", np_quantile_sorted(s, k, 0.95) / n);
     stat_value(o, "p50", np_quantile_sorted(s, k, 0.50) / n);
-    stat_value(o, "min", pk_np_min(vals, k) / n);
+    stat_value(o, "min", mn / n);
     free(s);
-    free(vals);
   }
 }
 
@@ -315,7 +384,7 @@ static void record_all(usage *u) {
 static size_t first_node_timestamps(usage *u) {
   if (!pk_dict_len(u->m[M_CPU]))
     return 0;
-  return pk_dict_len(pk_dict_at(u->m[M_CPU], 0)->ptr);
+  return sums_len(pk_dict_at(u->m[M_CPU], 0)->ptr);
 }
 
 static int os_window(void *e, const pr_window *w, bool *condition) {
@@ -325,6 +394,7 @@ static int os_window(void *e, const pr_window *w, bool *condition) {
   u->evaluated = true;
   for (size_t i = 0; i < w->nsys; i++)
     os_event(u, &w->sys[i]);
+  close_window(u);
   if (pk_dict_len(u->m[M_CPU])) {
     size_t nv = first_node_timestamps(u);
     u->datapoints = (int64_t)nv;

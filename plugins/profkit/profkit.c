@@ -232,7 +232,7 @@ pk_vec *pk_dict_vec(pk_dict *d, const char *key) {
 
 static void series_free(void *p) {
   pk_series *s = p;
-  pk_vec_free(&s->v);
+  pk_hist_free(&s->v);
   free(s->hist);
   free(s);
 }
@@ -244,23 +244,26 @@ pk_dict *pk_series_dict2(void) {
   return pk_dict_new(false, free_dict);
 }
 
-pk_series *pk_series_of(pk_dict *d, const char *key) {
+pk_series *pk_series_of(pk_dict *d, const char *key, int64_t keep) {
   bool created;
   pk_entry *e = pk_dict_put(d, key, &created);
   if (created) {
-    e->ptr = calloc(1, sizeof(pk_series));
-    if (!e->ptr)
+    pk_series *s = calloc(1, sizeof *s);
+    if (!s)
       abort();
+    pk_hist_keep(&s->v, keep);
+    e->ptr = s;
   }
   return e->ptr;
 }
 
-pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key) {
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key,
+                         int64_t keep) {
   bool created;
   pk_entry *e = pk_dict_put(d2, node, &created);
   if (created)
     e->ptr = pk_series_dict();
-  return pk_series_of(e->ptr, key);
+  return pk_series_of(e->ptr, key, keep);
 }
 
 /* ------------------------------------------------------ report objects */
@@ -489,6 +492,18 @@ double *pk_sorted_copy(const double *x, size_t n) {
   if (n)
     memcpy(s, x, n * sizeof *s);
   qsort(s, n, sizeof *s, cmp_double);
+  return s;
+}
+
+void pk_sort(double *x, size_t n) {
+  qsort(x, n, sizeof *x, cmp_double);
+}
+
+double *pk_hist_sorted(const pk_hist *h, size_t n, double *max) {
+  double *s = pk_hist_copy(h, 0, n); /* sorted in place: one copy at most */
+  if (max)
+    *max = pk_np_max(s, n);
+  pk_sort(s, n);
   return s;
 }
 

@@ -1,10 +1,12 @@
 /* profkit.h - shared mechanics of the profiler rule plugins
  * (docs/rule-semantics.md#profiler-rules-windows): Python-like ordered dicts
  * (the reference keeps its state and reports in dicts, whose insertion order
- * shows in the reports), NumPy's quantile, mean, histogram and round, Python's
+ * shows in the reports), histories that keep only their recent tail in
+ * memory, NumPy's quantile, mean, histogram and round, Python's
  * str() of floats, the framework-metric breakdown aggregate_framework_metrics,
  * and helpers for parameters and the window loop.  Compiled into every plugin;
- * uses only the smrules_api table (rk_api from rulekit.h). */
+ * reads data only through the smrules_api table (rk_api from rulekit.h); the
+ * one file it opens is the histories' anonymous temporary file. */
 #ifndef PROFKIT_H
 #define PROFKIT_H
 
@@ -23,6 +25,50 @@ typedef struct pk_vec {
 
 void pk_vec_push(pk_vec *v, double x);
 void pk_vec_free(pk_vec *v);
+
+/* ------------------------------------------------------------ histories
+ * A series of readings that grows with the job (a GPU's readings, up to the
+ * reference's 1 000 000), read two ways: its recent tail at every window or
+ * reading, and rarely a whole prefix (a report entry's statistics).  Only
+ * the tail stays in memory: at least the last `keep` readings, at most
+ * 2 keep + 2 PK_HIST_CHUNK; older readings move in chunks of PK_HIST_CHUNK
+ * to an anonymous temporary file in $TMPDIR (else /tmp) and are read back
+ * on demand (docs/profiler.md#memory-over-a-long-job).  Small histories never
+ * touch the file.  When the file cannot be created or written the readings stay
+ * in memory, after one warning on stderr.  Zero-initialised = empty, keep 0. */
+#define PK_HIST_CHUNK 4096
+
+typedef struct pk_hist {
+  size_t n;    /* readings pushed */
+  size_t keep; /* readings the tail keeps in memory (pk_hist_keep) */
+  double *mem; /* readings [nchunks * PK_HIST_CHUNK, n) */
+  size_t mem_cap;
+  uint32_t *chunk; /* file slots of the older readings, in order */
+  size_t nchunks, chunk_cap;
+} pk_hist;
+
+/* keep: how many of the last readings the rule reads at every window or
+ * reading (its window parameter; negative counts as 0). */
+void pk_hist_keep(pk_hist *h, int64_t keep);
+void pk_hist_push(pk_hist *h, double x);
+/* Readings [from, to) (from <= to <= n): a pointer into the tail when they
+ * are all there (*copy = NULL), else a malloc'ed copy (*copy, free it). */
+const double *pk_hist_view(const pk_hist *h, size_t from, size_t to,
+                           double **copy);
+/* Readings [from, to) in a malloc'ed array (free it). */
+double *pk_hist_copy(const pk_hist *h, size_t from, size_t to);
+/* Rewrites reading i (< n). */
+void pk_hist_set(pk_hist *h, size_t i, double x);
+/* Reading i (< n). */
+double pk_hist_at(const pk_hist *h, size_t i);
+/* 1 + the index of the last reading == x, 0 when none (searched from the
+ * end, the older chunks read back one at a time). */
+size_t pk_hist_rfind(const pk_hist *h, double x);
+/* Back to no readings (keep stays); its chunks are reused. */
+void pk_hist_clear(pk_hist *h);
+void pk_hist_free(pk_hist *h);
+/* Chunks the temporary file holds now (for tests). */
+size_t pk_hist_file_chunks(void);
 
 /* ------------------------------------------------------ ordered dicts
  * Keys are strings, or numbers compared by value as Python compares float
@@ -62,20 +108,51 @@ pk_vec *pk_dict_vec(pk_dict *d, const char *key);
  * it needs: the reference recomputes an entry from the whole history at
  * every violation and only the last one shows, so engines note the
  * history length at the last violation and compute the entry when the
- * report is read (pending).  Dicts of series: pk_series_dict(); two
- * levels (node -> name -> series): pk_series_dict2(). */
+ * report is read (pending) from that prefix of the history.  Dicts of
+ * series: pk_series_dict(); two levels (node -> name -> series):
+ * pk_series_dict2().  `keep`: readings of the tail the engine reads at
+ * every window (pk_hist_keep), set when the series is created. */
 typedef struct pk_series {
-  pk_vec v;
+  pk_hist v;
   bool pending;
   size_t n_at, n_at2; /* history lengths at the last violation */
   double a, b;        /* numbers known at the violation */
+  size_t count;       /* readings counted, not kept (engine's use) */
   int64_t *hist;      /* optional running histogram (engine's use) */
 } pk_series;
 
 pk_dict *pk_series_dict(void);
 pk_dict *pk_series_dict2(void);
-pk_series *pk_series_of(pk_dict *d, const char *key);
-pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key);
+pk_series *pk_series_of(pk_dict *d, const char *key, int64_t keep);
+pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key,
+                         int64_t keep);
+
+/* --------------------------------------------------------- closed keys
+ * The keys of a dict with number keys (timestamp -> sum, snapshot ->
+ * counts) that grows with the job.  The engine keeps the entries of the
+ * window in hand in a pk_dict; when the window ends it moves them, in the
+ * dict's order, to pk_hist columns, their keys here (pk_closed_begin, then
+ * pk_closed_push for each).  pk_closed_find tells whether and where a key
+ * already is, as the dict would: the keys of the last close stay indexed
+ * in memory (a reading exactly on a window boundary is seen by both
+ * windows); an older key can only equal one that is not above the largest
+ * of them (readings going back in time), and is then searched on file.
+ * Lookups are O(1) for the host's windows and exact whatever the data. */
+typedef struct pk_closed {
+  pk_hist keys;    /* in the dict's order */
+  pk_dict *recent; /* the keys of the last close -> position */
+  double old_max;  /* the largest older key (-inf: none) */
+} pk_closed;
+
+void pk_closed_init(pk_closed *c);
+void pk_closed_free(pk_closed *c);
+void pk_closed_clear(pk_closed *c);
+/* A close begins: the keys of the last one become older. */
+void pk_closed_begin(pk_closed *c);
+/* Appends a key that is not there yet; returns its position. */
+size_t pk_closed_push(pk_closed *c, double key);
+/* 1 + the position of key, 0 when it is not there. */
+size_t pk_closed_find(const pk_closed *c, double key);
 
 /* ----------------------------------------------- report objects (Details)
  * A JSON object built like the reference builds its report dict, rendered
@@ -124,6 +201,10 @@ void pk_py_str(double v, bool is_int, char *buf, size_t n);
 double pk_quantile(const double *x, size_t n, double q);
 /* On an ascending array without NaN: np_quantile_sorted (npmath.h). */
 double *pk_sorted_copy(const double *x, size_t n); /* free() it */
+void pk_sort(double *x, size_t n); /* the same order, in place */
+/* The first n readings of a history sorted the same way, read back one
+ * history at a time (free() it); *max (unless NULL): pk_np_max of them. */
+double *pk_hist_sorted(const pk_hist *h, size_t n, double *max);
 /* np.sum (pairwise summation, as NumPy's float64 add.reduce) and np.mean
  * (NaN for n == 0); np.max/np.min (NaN when any is NaN). */
 double pk_np_sum(const double *x, size_t n);

@@ -324,12 +324,17 @@ static int sync_engine(rpt_sub *s) {
   s->violations = r.violations;
   s->datapoints = r.datapoints;
   char *text = pk_obj_render(r.details);
-  pj *d = text ? pj_parse(text) : NULL;
-  free(text);
-  if (!d)
-    return SMRULES_ERR;
+  /* the old tree goes before the new one is built, and the bottleneck
+   * snapshots of CPUBottleneck and IOBottleneck (one member per snapshot of
+   * the job; the HTML only counts them) stay text: as trees they were
+   * ProfilerReport's largest allocation on a long job */
   pj_free(s->details);
-  s->details = d;
+  s->details = text ? pj_parse_keep(text, "bottlenecks") : NULL;
+  free(text);
+  if (!s->details) { /* cannot happen with our own rendering */
+    s->details = pj_new_obj();
+    return SMRULES_ERR;
+  }
   return 0;
 }
 

@@ -307,6 +307,7 @@ typedef struct pj_in {
   const char *p;
   bool bad;
   int depth;
+  const char *text_key; /* a root member kept as text (pj_parse_keep) */
 } pj_in;
 
 static void ws(pj_in *in) {
@@ -482,6 +483,48 @@ static void parse_array(pj_in *in, pj *parent, const char *key) {
   fk_dv_free(&nums);
 }
 
+/* The text pj_render gives for the compact JSON object at p (as
+ * pk_obj_render writes it: no whitespace) when it holds only objects,
+ * strings without escapes or control characters, and integers without
+ * leading zeros -- values that parse and render back unchanged, so only
+ * ", " and ": " differ.  NULL for anything else; *end: just after it. */
+static char *respace(const char *p, const char **end) {
+  rk_text t = {0};
+  rk_text_printf(&t, "%s", "");
+  int depth = 0;
+  do {
+    const char *q = p + 1;
+    if (*p == '{' || *p == '}') {
+      depth += *p == '{' ? 1 : -1;
+    } else if (*p == ':' || *p == ',') {
+      rk_text_printf(&t, "%c ", *p);
+      p++;
+      continue;
+    } else if (*p == '"') {
+      while (*q && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+        q++;
+      if (*q++ != '"')
+        break;
+    } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+      const char *d = p + (*p == '-');
+      for (q = d; *q >= '0' && *q <= '9'; q++)
+        ;
+      if (q == d || q - d > 18 || (*d == '0' && q - d > 1))
+        break;
+    } else {
+      break;
+    }
+    rk_text_printf(&t, "%.*s", (int)(q - p), p);
+    p = q;
+  } while (depth > 0);
+  if (depth > 0) {
+    free(rk_text_take(&t));
+    return NULL;
+  }
+  *end = p;
+  return rk_text_take(&t);
+}
+
 static void parse_value(pj_in *in, pj *parent, const char *key) {
   ws(in);
   if (++in->depth > 64) {
@@ -489,7 +532,12 @@ static void parse_value(pj_in *in, pj *parent, const char *key) {
     return;
   }
   char c = *in->p;
-  if (c == '{')
+  char *text;
+  if (c == '{' && in->depth == 2 && in->text_key &&
+      strcmp(key, in->text_key) == 0 && (text = respace(in->p, &in->p))) {
+    pj_set_raw(parent, key, text);
+    free(text);
+  } else if (c == '{')
     parse_object(in, pj_set_obj(parent, key));
   else if (c == '[')
     parse_array(in, parent, key);
@@ -516,7 +564,11 @@ static void parse_value(pj_in *in, pj *parent, const char *key) {
 }
 
 pj *pj_parse(const char *text) {
-  pj_in in = {text, false, 0};
+  return pj_parse_keep(text, NULL);
+}
+
+pj *pj_parse_keep(const char *text, const char *key) {
+  pj_in in = {text, false, 0, key};
   pj *holder = pj_new_obj();
   parse_value(&in, holder, "root");
   ws(&in);

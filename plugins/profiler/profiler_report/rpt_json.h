@@ -80,6 +80,10 @@ void pj_render(const pj *j, rk_text *out);
 void pj_render_string(const char *s, rk_text *out);
 /* Parse JSON text holding an object into a tree (NULL when invalid). */
 pj *pj_parse(const char *text);
+/* The same, but the member `key` of the root, when it is an object that
+ * renders back unchanged, stays text (a RAW member rendered as pj_render
+ * would render its tree): for a large member no reader looks into. */
+pj *pj_parse_keep(const char *text, const char *key);
 /* Python repr-like shortest round-trip text of a double ("1.0", "0.1"). */
 void pj_fmt_double(double v, char *buf, size_t n);
 
