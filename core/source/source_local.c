@@ -350,7 +350,7 @@ static record_buf *buf_take(size_t len) {
  * record of a file as it was when read: a file replaced by another is
  * another inode; bytes overwritten in place are not seen again (they
  * were a valid record when read, and every reader still checks them). */
-#define SHARED_BYTES ((size_t)24 << 20)
+#define SHARED_BYTES ((size_t)20 << 20)
 #define SHARED_RECORD_MAX (SHARED_BYTES / 4)
 #define SHARED_BUCKETS 1024
 
