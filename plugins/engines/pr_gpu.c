@@ -310,7 +310,7 @@ static void gm_event(gpumem *g, const smrules_sys_event *e, int64_t start_us) {
       gm_entry(g, e->node, e->name, h);
     pk_hist_clear(v); /* Decision: only this GPU's history is dropped */
   }
-  if ((int64_t)v->n <= g->s.window + 1)
+  if ((int64_t)v->n <= keep) /* keep: window + 1 without overflow */
     return;
   size_t a, b, c, d;
   py_slice(v->n, -g->s.window, (int64_t)v->n, &a, &b);

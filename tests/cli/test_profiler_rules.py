@@ -209,6 +209,30 @@ def check_case(c, name, path, tmp):
                   got.get(inst), rule, exp)
 
 
+def check_extreme_windows(c, tmp):
+    """The largest window a parameter takes (2^53) is evaluated without
+    overflow (the sanitizer build reports any) and without memory for the
+    window itself (the histories keep their tail of `window` readings in
+    memory): GPUMemoryIncrease and LowGPUUtilization with that window and
+    patience 0 run, and with too few readings for it GPUMemoryIncrease
+    never fires."""
+    case = os.path.join(lib.FIXTURES, "profiler", "gpu_memory_increase")
+    rules_path = os.path.join(tmp, "extreme.yaml")
+    big = {"window": 9007199254740992, "patience": 0}
+    write_rules(rules_path, [("mem", "GPUMemoryIncrease", big), ("low", "LowGPUUtilization", big)])
+    r = run(["--trial", case], rules_path, os.path.join(tmp, "out-extreme"))
+    sc = c.scope("window 2^53", r)
+    if not sc.process(r):
+        return
+    sc.ok("runtime error" not in r.err, "no overflow reported", r.err.strip()[-300:])
+    got = {x.get("name"): x for x in (r.obj or {}).get("rules", [])}
+    for name in ("mem", "low"):
+        res = got.get(name) or {}
+        sc.ok(res.get("status") in ("NoIssuesFound", "IssuesFound") and res.get("evaluated_steps", 0) > 0,
+              "%s evaluated its windows" % name, lib.short(res))
+    sc.eq("GPUMemoryIncrease never fires", (got.get("mem") or {}).get("triggered_steps"), [])
+
+
 def check_folders(c, tmp):
     """--trial as the job folder, --profiler, and no profiler data."""
     case = os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck")
@@ -246,6 +270,7 @@ def main():
         for name, path in cases:
             check_case(c, name, path, tmp)
         check_folders(c, tmp)
+        check_extreme_windows(c, tmp)
     lib.check_untouched(c, root, before)
     c.finish()
 
