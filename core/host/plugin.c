@@ -3,12 +3,14 @@
 
 #include "base/suggest.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "host/rulectx.h"
@@ -245,11 +247,71 @@ void smr_plugin_all_free(smr_plugin **v, size_t n) {
   free(v);
 }
 
+/* The file a rule's plugin is conventionally built as: VanishingGradient
+ * -> vanishing_gradient.so, CPUBottleneck -> cpu_bottleneck.so. */
+static char *conventional_file(const char *dir, const char *name) {
+  size_t n = strlen(name);
+  char *snake = smr_xcalloc(2 * n + 1, 1), *o = snake;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    bool upper = isupper(c);
+    bool after_lower = i > 0 && (islower((unsigned char)name[i - 1]) ||
+                                 isdigit((unsigned char)name[i - 1]));
+    bool ends_acronym = i > 0 && isupper((unsigned char)name[i - 1]) &&
+                        islower((unsigned char)name[i + 1]);
+    if (upper && (after_lower || ends_acronym))
+      *o++ = '_';
+    *o++ = (char)tolower(c);
+  }
+  char *path = smr_xasprintf("%s/%s.so", dir, snake);
+  free(snake);
+  return path;
+}
+
+/* The plugin registering `name` in one directory: the conventional file
+ * when it is that plugin (one dlopen instead of one per plugin), else the
+ * first *.so in name order that is; NULL when none is. */
+static smr_plugin *find_in_dir(const char *dir, const char *name) {
+  char *path = conventional_file(dir, name);
+  smr_plugin *p = NULL;
+  smr_error e;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+      smr_plugin_load(path, &p, &e) == SMR_OK &&
+      strcmp(p->reg->name, name) != 0) {
+    smr_plugin_unload(p);
+    p = NULL;
+  }
+  free(path);
+  if (p)
+    return p;
+  smr_plugin **v = NULL;
+  size_t n = 0;
+  scan_dir(dir, &v, &n);
+  for (size_t i = 0; i < n; i++)
+    if (!p && strcmp(v[i]->reg->name, name) == 0) {
+      p = v[i];
+      v[i] = NULL;
+    }
+  for (size_t i = 0; i < n; i++)
+    smr_plugin_unload(v[i]);
+  free(v);
+  return p;
+}
+
 int smr_plugin_find(const char *name, smr_plugin **out, smr_error *err) {
+  *out = NULL;
+  smr_strv dirs = {0};
+  smr_plugin_dirs(&dirs);
+  for (size_t i = 0; i < dirs.n && !*out; i++)
+    *out = find_in_dir(dirs.v[i], name);
+  smr_strv_free(&dirs);
+  if (*out)
+    return SMR_OK;
+  /* not found: every installed rule, for the suggestion */
   smr_plugin **all;
   size_t n;
   smr_plugin_all(&all, &n);
-  *out = NULL;
   for (size_t i = 0; i < n; i++)
     if (strcmp(all[i]->reg->name, name) == 0) {
       *out = all[i];

@@ -184,6 +184,54 @@ def check_old_registration(c, tmp, flags):
                   "refused with a clear message", (r.out + r.err)[-300:])
 
 
+def check_search_path(c, tmp, flags):
+    """Rules found by name: in each directory of the search path the file
+    named after the rule is tried first (one plugin loaded, not all), but a
+    file of that name registering another rule does not hide the rule, and
+    a directory of SMRULES_PLUGIN_PATH still replaces a built-in rule."""
+    d = os.path.join(tmp, "override")
+    os.makedirs(d)
+    with open(EXAMPLE) as f:
+        src = f.read().replace('"GradientMeanAbs"', '"VanishingGradient"')
+    custom_src = os.path.join(tmp, "custom_vg.c")
+    with open(custom_src, "w") as f:
+        f.write(src)
+    # zz_custom.so registers VanishingGradient (the example's arithmetic);
+    # vanishing_gradient.so, the conventional name, registers OldEveryNth
+    if not (build(c, "a replacement VanishingGradient", custom_src,
+                  os.path.join(d, "zz_custom.so"), flags, ["-std=c11"]) and
+            build(c, "a plugin under another rule's file name", OLD,
+                  os.path.join(d, "vanishing_gradient.so"), flags, ["-std=c11"])):
+        return
+    yaml_text = ("rules:\n  - rule: VanishingGradient\n    name: vg\n"
+                 "    parameters: {threshold: 100.0}\n"
+                 "  - rule: OldEveryNth\n    name: old\n    parameters: {every: 3}\n")
+    os.environ["SMRULES_PLUGIN_PATH"] = d
+    try:
+        r = run_rules(tmp, "search", yaml_text, ["--fresh"])
+        described = lib.run_json(["describe", "VanishingGradient"])
+    finally:
+        del os.environ["SMRULES_PLUGIN_PATH"]
+    sc = c.scope("SMRULES_PLUGIN_PATH replaces VanishingGradient", r)
+    if sc.process():
+        got = by_name(r.obj)
+        # the example fires where the mean |gradient| exceeds the threshold
+        sc.eq("the replacement ran", got.get("vg", {}).get("triggered_steps"), [6, 8])
+        steps = saved_steps(TRIAL)
+        sc.eq("OldEveryNth found behind the conventional name",
+              got.get("old", {}).get("triggered_steps"), [s for s in steps if s % 3 == 0])
+    sc.ok("above threshold" in described.out, "describe shows the replacement",
+          described.out[-300:])
+    builtin = run_rules(tmp, "builtin", "rules:\n  - rule: VanishingGradient\n"
+                        "    name: vg\n    parameters: {threshold: 100.0}\n", ["--fresh"])
+    sc = c.scope("without SMRULES_PLUGIN_PATH: the built-in VanishingGradient", builtin)
+    if sc.process():
+        got = by_name(builtin.obj).get("vg", {})
+        sc.ok(got.get("triggered_steps") not in (None, [6, 8]),
+              "the built-in rule ran (every step's mean |gradient| is below 100)",
+              json.dumps(got.get("triggered_steps")))
+
+
 def main():
     c = lib.Checker("plugin_sdk")
     with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +240,7 @@ def main():
             flags = pkg_flags(c, prefix)
             check_example(c, tmp, flags)
             check_old_registration(c, tmp, flags)
+            check_search_path(c, tmp, flags)
         check_destdir(c, tmp)
     c.finish()
 
