@@ -13,6 +13,7 @@
 
 #include "base/jsonw.h"
 #include "base/safefs.h"
+#include "base/workers.h"
 #include "profiler/profiler.h"
 #include "trial/stats_cache.h"
 
@@ -733,6 +734,51 @@ static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
   return rc;
 }
 
+/* ---- the same reduction or statistics of many tensors, in parallel ---- */
+
+typedef struct many {
+  smrules_trial *t;
+  const char *const *names;
+  int64_t step;
+  int mode, reduction;
+  bool abs;
+  double *red;
+  smrules_stats *stats;
+  int *status;
+} many;
+
+static void one_reduction(void *arg, size_t i) {
+  many *m = arg;
+  m->status[i] = api_reduction(m->t, m->names[i], m->step, m->mode,
+                               m->reduction, m->abs, &m->red[i]);
+}
+
+static void one_stats(void *arg, size_t i) {
+  many *m = arg;
+  m->status[i] =
+      api_value_stats(m->t, m->names[i], m->step, m->mode, &m->stats[i]);
+}
+
+static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
+                          int64_t step, int mode, int reduction, bool abs,
+                          double *out, int *status) {
+  if (n && (!names || !out || !status))
+    return SMRULES_ERR;
+  many m = {t, names, step, mode, reduction, abs, out, NULL, status};
+  smr_parallel_for(n, one_reduction, &m);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_values_stats(smrules_trial *t, const char *const *names,
+                            size_t n, int64_t step, int mode,
+                            smrules_stats *out, int *status) {
+  if (n && (!names || !out || !status))
+    return SMRULES_ERR;
+  many m = {t, names, step, mode, 0, false, NULL, out, status};
+  smr_parallel_for(n, one_stats, &m);
+  return SMRULES_NO_TRIGGER;
+}
+
 static void stats_out(const smr_stats *ps, smrules_stats *out) {
   smr_stats s = *ps;
   out->count = s.count;
@@ -1005,6 +1051,8 @@ static const smrules_api API = {
     .live_info = api_live_info,
     .value_stats = api_value_stats,
     .write_output = api_write_output,
+    .reductions = api_reductions,
+    .values_stats = api_values_stats,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -9,8 +9,8 @@
 
 #include <lauxlib.h>
 
-#include "lua/lua_util.h"
 #include "lua/lua_sandbox.h"
+#include "lua/lua_util.h"
 
 /* Nesting of report tables. */
 #define MAX_DEPTH 32

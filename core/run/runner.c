@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/sha256.h"
+#include "base/workers.h"
 #include "config/params.h"
 #include "host/plugin.h"
 #include "host/rulehost.h"
@@ -736,6 +737,9 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
   (void)err;
   int jobs =
       r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  /* a rule's loops over many tensors (api->reductions) use the other
+   * threads too */
+  smr_workers_set(jobs > 1 ? jobs - 1 : 0);
   bool *positional = smr_xcalloc(r->n ? r->n : 1, sizeof *positional);
   r->prof_lead = SIZE_MAX;
   for (size_t i = 0; i < r->n; i++) {

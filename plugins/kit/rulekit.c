@@ -51,6 +51,27 @@ int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
   return rc;
 }
 
+void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                     smrules_stats *out, int *status) {
+  if (SMRULES_API_HAS(rk_api, values_stats) && rk_api->values_stats &&
+      rk_api->values_stats(t, names->v, names->n, g, SMRULES_MODE_GLOBAL, out,
+                           status) == 0)
+    return;
+  for (size_t i = 0; i < names->n; i++)
+    status[i] = rk_value_stats(t, names->v[i], g, &out[i]);
+}
+
+void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                   int reduction, bool abs, double *out, int *status) {
+  if (SMRULES_API_HAS(rk_api, reductions) && rk_api->reductions &&
+      rk_api->reductions(t, names->v, names->n, g, SMRULES_MODE_GLOBAL,
+                         reduction, abs, out, status) == 0)
+    return;
+  for (size_t i = 0; i < names->n; i++)
+    status[i] = rk_api->reduction(t, names->v[i], g, SMRULES_MODE_GLOBAL,
+                                  reduction, abs, &out[i]);
+}
+
 bool rk_is_scalar(const smrules_tensor *v) {
   return v->count == 1;
 }

@@ -45,6 +45,17 @@ int rk_value(smrules_trial *t, const char *name, int64_t g,
 int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
                    smrules_stats *out);
 
+/* rk_value_stats of each of the names' values at global step g, read and
+ * reduced in parallel (api->values_stats); status[i] is what
+ * rk_value_stats returns for names->v[i].  On a host without it, one
+ * after another (same results). */
+void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                     smrules_stats *out, int *status);
+/* api->reduction (any mode) of each of the names' values at global step
+ * g, in parallel (api->reductions); status[i] as for one call. */
+void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                   int reduction, bool abs, double *out, int *status);
+
 /* Exactly one element (shape (), (1,), (1,1), ...). */
 bool rk_is_scalar(const smrules_tensor *v);
 bool rk_is_numeric(const smrules_tensor *v);

@@ -415,6 +415,21 @@ typedef struct smrules_api {
    * rule's failure message set (as api->fail does) saying what and why. */
   int (*write_output)(smrules_ctx *ctx, const char *relpath, const void *data,
                       size_t len);
+
+  /* ---- appended: test SMRULES_API_HAS(api, reductions) before use on an
+   * older host (rulekit's rk_reductions and rk_values_stats do). ---- */
+
+  /* The same as calling api->reduction, or api->value_stats, for each of
+   * the `n` tensors names[i] at one step, but the records are read and
+   * reduced in parallel on the run's threads (--jobs).  status[i] is what
+   * the single call returns for names[i]; out[i] is set when it is 0.
+   * Results are those of the single calls, whatever the number of
+   * threads.  Returns 0, or SMRULES_ERR for a bad argument. */
+  int (*reductions)(smrules_trial *t, const char *const *names, size_t n,
+                    int64_t step, int mode, int reduction, bool abs,
+                    double *out, int *status);
+  int (*values_stats)(smrules_trial *t, const char *const *names, size_t n,
+                      int64_t step, int mode, smrules_stats *out, int *status);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (it was appended after the

@@ -1,5 +1,7 @@
 /* AllZero (docs/rules/AllZero.md): tensors whose share of elements equal to
  * zero reaches `threshold` percent. */
+#include <stdlib.h>
+
 #include "smrules/rulekit.h"
 
 typedef struct settings {
@@ -30,24 +32,27 @@ static int init(smrules_ctx *ctx, const void *s, void **state) {
   return 0;
 }
 
-/* 100 * zeros / size, or -1 when the tensor is not checked here. */
-static double zero_percent(smrules_trial *t, const char *name, int64_t g) {
-  smrules_stats st; /* shared with ExplodingTensor & co */
-  if (rk_value_stats(t, name, g, &st) != 0 || st.count == 0)
-    return -1;
-  return 100.0 * (double)st.zeros / (double)st.count;
-}
-
 static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   const settings *s = state;
   smrules_trial *t = rk_api->trial(ctx);
   smrules_strlist names;
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
+  size_t n = names.n ? names.n : 1;
+  smrules_stats *st = calloc(n, sizeof *st); /* shared with ExplodingTensor */
+  int *status = calloc(n, sizeof *status);
+  if (!st || !status) {
+    free(st);
+    free(status);
+    rk_api->strlist_free(&names);
+    rk_api->fail(ctx, "out of memory");
+    return SMRULES_ERR;
+  }
+  rk_values_stats(t, &names, g, st, status); /* read in parallel */
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    double pct = zero_percent(t, names.v[i], g);
-    if (pct < 0)
+    if (status[i] != 0 || st[i].count == 0)
       continue;
+    double pct = 100.0 * (double)st[i].zeros / (double)st[i].count;
     evaluated++;
     if (pct >= s->threshold) {
       smrules_json *j = rk_violation(ctx, names.v[i]);
@@ -56,6 +61,8 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
       violations++;
     }
   }
+  free(st);
+  free(status);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);

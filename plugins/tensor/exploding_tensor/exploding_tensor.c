@@ -48,10 +48,21 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   smrules_trial *t = rk_api->trial(ctx);
   smrules_strlist names;
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
+  size_t n = names.n ? names.n : 1;
+  smrules_stats *stv = calloc(n, sizeof *stv); /* shared with AllZero & co */
+  int *status = calloc(n, sizeof *status);
+  if (!stv || !status) {
+    free(stv);
+    free(status);
+    rk_api->strlist_free(&names);
+    rk_api->fail(ctx, "out of memory");
+    return SMRULES_ERR;
+  }
+  rk_values_stats(t, &names, g, stv, status); /* read in parallel */
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    smrules_stats st; /* shared with AllZero & co: one pass per value */
-    int rc = rk_value_stats(t, names.v[i], g, &st);
+    smrules_stats st = stv[i];
+    int rc = status[i];
     if (rc == SMRULES_TENSOR_UNAVAILABLE_FOR_STEP) {
       bool any;
       if (reductions_explode(t, names.v[i], g, s->only_nan, &any)) {
@@ -72,6 +83,8 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
       violations++;
     }
   }
+  free(stv);
+  free(status);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);
