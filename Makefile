@@ -21,8 +21,11 @@ SANFLAGS =
 OPT = -O2
 endif
 
-PKGS = lua5.4 libcjson libprotobuf-c sqlite3 yaml-0.1 libpcre2-8 libcurl zlib
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKGS = lua5.4 libcjson libprotobuf-c sqlite3 yaml-0.1 libpcre2-8 zlib
+# libcurl: its headers only; it is loaded when first used
+# (core/base/curl_lazy.c), not linked, so a start of smrules does not pay
+# for mapping it and its thirty libraries.
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 
 CC ?= cc

@@ -3,7 +3,6 @@
  * every job is recorded in the action_log table of the trial's state
  * before it runs and after it ends, so no smrules run repeats an action a
  * run before it started; the per-run summary lists every outcome. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -45,7 +44,6 @@ struct smr_actions {
   smr_act_plan plan;
   smr_act_store *store;
   char *trial;
-  bool curl_ready;
   pthread_mutex_t mu; /* queue, entries, event references */
   pthread_cond_t cv;
   act_job *head, *tail;
@@ -401,8 +399,6 @@ static int start(smr_actions *a, smr_error *err) {
   int rc = smr_act_store_open(&a->store, a->o.db, !a->o.dry_run, err);
   if (rc)
     return rc;
-  if (curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK)
-    a->curl_ready = true;
   if (needs_stop(&a->plan) && a->plan.stop.how != SMR_STOP_NONE)
     smr_stop_prime(&a->plan.stop, a->store, smr_act_store_persists(a->store));
   else if (a->o.training_pid > 0 && !a->o.launched)
@@ -496,8 +492,6 @@ void smr_actions_free(smr_actions *a) {
   free(a->entries);
   smr_act_store_close(a->store);
   smr_act_plan_free(&a->plan);
-  if (a->curl_ready)
-    curl_global_cleanup();
   free(a->trial);
   pthread_cond_destroy(&a->cv);
   pthread_mutex_destroy(&a->mu);

@@ -6,7 +6,6 @@
  * adds the step and the violations.  Header fields hold only checked
  * addresses and sanitized one-line text, so nothing from a trial can add
  * a header or end the message early. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "action/action_int.h"
+#include "base/curl_lazy.h"
 
 #define LINE_MAX_OCTETS 990 /* RFC 5322 allows 998 before CRLF */
 #define CREDENTIALS_MAX 4096
@@ -269,7 +269,8 @@ static void smtp_send(const smr_email_cfg *c, const smr_strv *to,
   CURL *h = curl_easy_init();
   if (!h) {
     creds_free(&cr);
-    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl");
+    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl%s%s",
+                smr_curl_error()[0] ? ": " : "", smr_curl_error());
     return;
   }
   struct curl_slist *rcpt = NULL;

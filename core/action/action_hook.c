@@ -4,7 +4,6 @@
  * (with its process group) when it outlives its timeout; `webhook` POSTs
  * the event JSON over HTTP(S) with libcurl. */
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "action/action_int.h"
+#include "base/curl_lazy.h"
 
 #define OUTPUT_MAX 4096
 #define TERM_WAIT 1.0
@@ -340,7 +340,8 @@ static void run_webhook(const smr_hook_cfg *h, const char *action,
   }
   CURL *c = curl_easy_init();
   if (!c) {
-    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl");
+    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl%s%s",
+                smr_curl_error()[0] ? ": " : "", smr_curl_error());
     free(where);
     return;
   }

@@ -8,7 +8,6 @@
  * topic with the number as message attribute `phone_num`, as SageMaker's
  * SMDebugRules topic does. */
 #include <ctype.h>
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "action/action_int.h"
 #include "aws/aws_chain.h"
 #include "aws/aws_xml.h"
+#include "base/curl_lazy.h"
 
 #define RESPONSE_MAX 16384
 
@@ -145,7 +145,8 @@ static void publish_result(CURLcode cc, long code, const char *errbuf,
 static void publish(const publish_req *q, smr_act_result *r) {
   CURL *h = curl_easy_init();
   if (!h) {
-    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl");
+    smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl%s%s",
+                smr_curl_error()[0] ? ": " : "", smr_curl_error());
     return;
   }
   char *sigv4 = smr_xasprintf("aws:amz:%s:sns", q->region);

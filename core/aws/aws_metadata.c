@@ -22,7 +22,8 @@
 #include <strings.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
+
+#include "base/curl_lazy.h"
 
 #define ANSWER_MAX 65536
 
@@ -46,7 +47,8 @@ static char *request(const char *url, const char *method,
                      struct curl_slist *hdrs, char *why, size_t why_len) {
   CURL *h = curl_easy_init();
   if (!h) {
-    snprintf(why, why_len, "cannot create a libcurl handle");
+    snprintf(why, why_len, "cannot create a libcurl handle%s%s",
+             smr_curl_error()[0] ? ": " : "", smr_curl_error());
     return NULL;
   }
   answer a = {{0}, false};

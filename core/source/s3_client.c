@@ -9,7 +9,6 @@
  * with: the body is accepted (and its buffer allocated) only when it is
  * exactly the bytes asked for inside the object, so a wrong index entry
  * can neither make us read a whole event file nor allocate its length. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "source/s3.h"
 
 #include "aws/aws_metadata.h"
+#include "base/curl_lazy.h"
 
 #define EMPTY_SHA256                                                           \
   "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -43,11 +43,6 @@ struct smr_s3 {
   CURLM *multi;
   smr_s3_stats st; /* updated with atomics */
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void) {
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static void count(uint64_t *field, uint64_t n) {
   __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
@@ -72,7 +67,6 @@ static int attempts_from_env(void) {
 
 int smr_s3_new(const char *bucket, smr_s3_auth *auth, smr_s3 **out,
                smr_error *err) {
-  pthread_once(&curl_once, curl_init_once);
   smr_s3 *c = smr_xcalloc(1, sizeof *c);
   c->bucket = smr_xstrdup(bucket);
   c->auth = *auth;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/curl_lazy.h"
 #include "base/path.h"
 #include "base/sha256.h"
 #include "source/s3.h"
@@ -105,6 +106,9 @@ static int parse_url(const char *url, char **bucket, char **prefix,
 int smr_source_s3_open(const char *url, smr_source **out, smr_error *err) {
   char *bucket = NULL, *prefix = NULL;
   int rc = parse_url(url, &bucket, &prefix, err);
+  char why[256];
+  if (rc == SMR_OK && !smr_curl_load(why, sizeof why))
+    rc = smr_error_set(err, SMR_ERR_IO, url, -1, "%s", why);
   smr_s3_auth auth;
   if (rc == SMR_OK)
     rc = smr_s3_auth_load(g_endpoint, &auth, err);

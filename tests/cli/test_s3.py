@@ -1344,6 +1344,37 @@ class Timer:
         self.t = now
 
 
+def libcurl_loads(err):
+    """The lines of LD_DEBUG=files output that load libcurl."""
+    return [ln for ln in err.splitlines() if "file=libcurl" in ln]
+
+
+def check_lazy_libcurl(c, env, cases):
+    """libcurl is loaded when a trial is in S3, not at every start: a run
+    over a local trial never maps it (LD_DEBUG=files lists what the dynamic
+    loader loads); one over S3 loads it with dlopen.  A libcurl that cannot
+    be loaded (SMRULES_LIBCURL) is a clear error for the S3 trial."""
+    prefix, path = cases[0]
+    dbg = dict(env.base, LD_DEBUG="files")
+    local = run(lib.inspect_args(path), dbg)
+    remote = run(lib.inspect_args(s3_url(prefix)) + ["--s3-endpoint", env.endpoint], dbg)
+    sc = c.scope("libcurl loaded only when used", remote)
+    if sc.process(local) and sc.process(remote):
+        sc.ok(not libcurl_loads(local.err), "inspect of a local trial: libcurl not loaded",
+              lib.short(libcurl_loads(local.err)))
+        loads = libcurl_loads(remote.err)
+        sc.ok(any("dynamically loaded" in ln for ln in loads) and
+              not any("needed by" in ln for ln in loads),
+              "inspect of an S3 trial: libcurl loaded with dlopen", lib.short(loads[:2]))
+    gone = dict(env.base, SMRULES_LIBCURL="/nonexistent/libcurl.so.4")
+    r = run(lib.inspect_args(s3_url(prefix)) + ["--s3-endpoint", env.endpoint], gone)
+    sc = c.scope("no libcurl: the S3 trial is refused, saying why", r)
+    if sc.process(r, want_json=False):
+        sc.ok(r.rc not in (0, 1) and r.rc > 0, "non-zero exit, no crash", "rc %d" % r.rc)
+        sc.ok("cannot load libcurl" in r.err and "/nonexistent/libcurl.so.4" in r.err,
+              "the error names the library", r.err[-300:])
+
+
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-s3-")
@@ -1362,6 +1393,7 @@ def main():
             upload_tree(s3, path, prefix)
         timer.lap("upload")
         local = check_inspect(c, env, cases)
+        check_lazy_libcurl(c, env, cases)
         timer.lap("inspect")
         check_tensors(c, env, cases, local)
         timer.lap("tensor")
