@@ -884,6 +884,86 @@ static void test_stats_fixture_f32(void) {
   CHECK(st.linf == 3.4028234663852886e+38);
 }
 
+/* The order smr_tensor_stats sums in, written out in scalar code: blocks
+ * of 1024 elements, two lanes per block (even and odd elements, each a
+ * plain double sum), each lane flushed into a Neumaier-compensated total.
+ * The kernel's vector code must give exactly these bits. */
+typedef struct ref_comp {
+  double s, c;
+} ref_comp;
+
+static void ref_comp_add(ref_comp *k, double x) {
+  double t = k->s + x;
+  k->c += fabs(k->s) >= fabs(x) ? (k->s - t) + x : (x - t) + k->s;
+  k->s = t;
+}
+
+static void ref_stats_f32(const float *f, int64_t n, double *sum, double *l1,
+                          double *l2, double *mn, double *mx, int64_t *zeros) {
+  ref_comp cs = {0, 0}, c1 = {0, 0}, c2 = {0, 0};
+  *mn = INFINITY, *mx = -INFINITY, *zeros = 0;
+  for (int64_t start = 0; start < n; start += 1024) {
+    int64_t end = n - start < 1024 ? n : start + 1024;
+    double ls[2] = {0, 0}, l1s[2] = {0, 0}, l2s[2] = {0, 0};
+    double lmn[2] = {INFINITY, INFINITY}, lmx[2] = {-INFINITY, -INFINITY};
+    for (int64_t i = start; i < end; i++) {
+      /* even offsets in lane 0, odd in lane 1 (an odd last element has an
+       * even offset: lane 0, as in the kernel's tail) */
+      int k = (int)((i - start) % 2);
+      double x = f[i];
+      ls[k] += x;
+      l1s[k] += fabs(x);
+      l2s[k] += x * x;
+      lmn[k] = x < lmn[k] ? x : lmn[k];
+      lmx[k] = x > lmx[k] ? x : lmx[k];
+      *zeros += x == 0.0;
+    }
+    for (int k = 0; k < 2; k++) {
+      ref_comp_add(&cs, ls[k]);
+      ref_comp_add(&c1, l1s[k]);
+      ref_comp_add(&c2, l2s[k]);
+      *mn = lmn[k] < *mn ? lmn[k] : *mn;
+      *mx = lmx[k] > *mx ? lmx[k] : *mx;
+    }
+  }
+  *sum = cs.s + cs.c;
+  *l1 = c1.s + c1.c;
+  *l2 = sqrt(c2.s + c2.c);
+}
+
+static void test_stats_order_f32(void) {
+  /* random magnitudes over 60 binades, signed zeros, odd lengths */
+  static const int64_t lengths[] = {1, 2, 3, 1023, 1024, 1025, 4097, 100001};
+  float *f = malloc(100001 * sizeof *f);
+  for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+    int64_t n = lengths[l];
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t r = rng_next();
+      double m = ldexp((double)(r & 0xFFFFFF) / 16777216.0,
+                       (int)((r >> 24) % 60) - 30);
+      f[i] = (float)((r >> 40) & 1 ? -m : m);
+      if ((r >> 41) % 50 == 0)
+        f[i] = (r >> 42) & 1 ? -0.0f : 0.0f;
+    }
+    double sum, l1, l2, mn, mx;
+    int64_t zeros;
+    ref_stats_f32(f, n, &sum, &l1, &l2, &mn, &mx, &zeros);
+    smr_tensor t = view(SMR_DT_FLOAT, f, n);
+    smr_stats st;
+    CHECK_EQ_INT(smr_tensor_stats(&t, &st, NULL), SMR_OK);
+    int before = unit_failed_checks;
+    CHECK(memcmp(&st.sum, &sum, sizeof sum) == 0);
+    CHECK(memcmp(&st.l1, &l1, sizeof l1) == 0);
+    CHECK(memcmp(&st.l2, &l2, sizeof l2) == 0);
+    CHECK(memcmp(&st.min, &mn, sizeof mn) == 0); /* the sign of a zero too */
+    CHECK(memcmp(&st.max, &mx, sizeof mx) == 0);
+    CHECK_EQ_INT(st.zeros, zeros);
+    if (unit_failed_checks != before)
+      fprintf(stderr, "  (%lld elements)\n", (long long)n);
+  }
+  free(f);
+}
+
 static void test_stats_simple(void) {
   static const int32_t v[] = {0, -3, -6, -9, -12, 0, 5};
   smr_tensor t = view(SMR_DT_INT32, v, 7);
@@ -1097,6 +1177,7 @@ int main(void) {
   TEST_RUN(test_variance_accuracy);
   TEST_RUN(test_stats_fixture_f32);
   TEST_RUN(test_stats_simple);
+  TEST_RUN(test_stats_order_f32);
   TEST_RUN(test_stats_no_finite);
   TEST_RUN(test_stats_overflowing_finite);
   TEST_RUN(test_stats_large_matches_reduce);
