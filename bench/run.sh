@@ -10,7 +10,8 @@
 # default 128 = 1.07 GB), BENCH_REPEAT (timed passes, default 5),
 # REOPEN_STEPS (default 10000), RUN_STEPS (steps of the small-tensor trial
 # that 'smrules run' is timed on, default 1000; a second one has twice as
-# many), CLI_REPEAT (default 3), PROF_BIG_EVENTS (system events of the long
+# many), CLI_REPEAT (default 3), PAIR_REPEAT (pairs of runs of each
+# section 1b row against cat, default 7), PROF_BIG_EVENTS (system events of the long
 # profiler job, default 10000000 = 1.3 GB; 0 leaves it out).
 #
 # Exit status: 0 when every benchmark ran (missed targets are reported as
@@ -26,6 +27,7 @@ BENCH_REPEAT=${BENCH_REPEAT:-5}
 REOPEN_STEPS=${REOPEN_STEPS:-10000}
 RUN_STEPS=${RUN_STEPS:-1000}
 CLI_REPEAT=${CLI_REPEAT:-3}
+PAIR_REPEAT=${PAIR_REPEAT:-7}
 PROF_BIG_EVENTS=${PROF_BIG_EVENTS:-10000000}
 
 die() {
@@ -71,34 +73,71 @@ step() {
   grep '^RESULT ' "$TMP/out" | cut -d' ' -f2- >>"$RESULTS"
 }
 
-# timed NAME N CMD...: run CMD N times under /usr/bin/time; record the
-# median wall seconds (NAME_wall), user+sys seconds (NAME_cpu) and the
-# largest max RSS in KB (NAME_rss).  CMD may exit 0 or 1 (1 = issues found).
-timed() {
-  local name=$1 n=$2 i
-  shift 2
-  : >"$TMP/times"
-  for ((i = 0; i < n; i++)); do
-    /usr/bin/time -f '%e %U %S %M' -o "$TMP/time1" "$@" >"$TMP/cmd.out" \
-      2>"$TMP/cmd.err"
-    local rc=$?
-    if [ $rc -gt 1 ]; then
-      sed 's/^/  | /' "$TMP/cmd.err" "$TMP/cmd.out" | head -20 >&2
-      die "failed (exit $rc): $*"
-    fi
-    tail -n 1 "$TMP/time1" >>"$TMP/times"
-  done
-  local wall cpu rss
-  wall=$(awk '{ print $1 }' "$TMP/times" | sort -g | awk '{ v[NR] = $1 }
-    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  cpu=$(awk '{ print $2 + $3 }' "$TMP/times" | sort -g | awk '{ v[NR] = $1 }
-    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  rss=$(awk '$4 > m { m = $4 } END { print m + 0 }' "$TMP/times")
+# run_once NAME CMD...: run CMD once under /usr/bin/time and append
+# "wall user sys maxrss" to $TMP/times.NAME; the wall time is read from
+# bash's microsecond clock (/usr/bin/time's %e has 10 ms steps, too
+# coarse for 0.1 s runs).  CMD may exit 0 or 1 (1 = issues found).
+run_once() {
+  local name=$1
+  shift
+  local t0=${EPOCHREALTIME/[.,]/} # microseconds, whatever the locale
+  /usr/bin/time -f '%U %S %M' -o "$TMP/time1" "$@" >"$TMP/cmd.out" \
+    2>"$TMP/cmd.err"
+  local rc=$? t1=${EPOCHREALTIME/[.,]/}
+  if [ $rc -gt 1 ]; then
+    sed 's/^/  | /' "$TMP/cmd.err" "$TMP/cmd.out" | head -20 >&2
+    die "failed (exit $rc): $*"
+  fi
+  echo "$(awk "BEGIN { printf \"%.4f\", ($t1 - $t0) / 1e6 }")" \
+    "$(tail -n 1 "$TMP/time1")" >>"$TMP/times.$name"
+}
+
+median() {
+  sort -g | awk '{ v[NR] = $1 }
+    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# summarise NAME: record the median wall seconds (NAME_wall), user+sys
+# seconds (NAME_cpu) and the largest max RSS in KB (NAME_rss) of the runs.
+summarise() {
+  local name=$1 f=$TMP/times.$1 wall cpu rss
+  wall=$(awk '{ print $1 }' "$f" | median)
+  cpu=$(awk '{ print $2 + $3 }' "$f" | median)
+  rss=$(awk '$4 > m { m = $4 } END { print m + 0 }' "$f")
   result "${name}_wall" "$wall"
   result "${name}_cpu" "$cpu"
   result "${name}_rss" "$rss"
   printf '  %-34s median of %d: wall %s s, cpu %s s, max RSS %s KB\n' \
-    "$name" "$n" "$wall" "$cpu" "$rss"
+    "$name" "$(wc -l <"$f")" "$wall" "$cpu" "$rss"
+}
+
+# timed NAME N CMD...: N runs of CMD, summarised.
+timed() {
+  local name=$1 n=$2 i
+  shift 2
+  : >"$TMP/times.$name"
+  for ((i = 0; i < n; i++)); do
+    run_once "$name" "$@"
+  done
+  summarise "$name"
+}
+
+# timed_pair NAME_A NAME_B N "CMD A" "CMD B": A and B in turn (A B A B
+# ...), N runs each, so that a change in the machine's speed during the
+# measurement moves both; each summarised as by timed.  The commands are
+# words split as the shell splits them.
+timed_pair() {
+  local a=$1 b=$2 n=$3 i
+  : >"$TMP/times.$a"
+  : >"$TMP/times.$b"
+  for ((i = 0; i < n; i++)); do
+    # shellcheck disable=SC2086 # the commands are word lists
+    run_once "$a" $4
+    # shellcheck disable=SC2086
+    run_once "$b" $5
+  done
+  summarise "$a"
+  summarise "$b"
 }
 
 echo "smrules benchmarks ($(nproc) cores, load average $(cut -d' ' -f1-3 \
@@ -157,16 +196,22 @@ if [ -f "$B/plugins/vanishing_gradient.so" ] && [ -x "$B/bench/scale_gen" ]; the
   "$B/bench/scale_gen" "$GRAD" $(((BENCH_STEPS + 1) / 2)) 8 262144 1 0 \
     >"$TMP/grad_bytes" || die "scale_gen failed"
   printf 'rules:\n  - rule: VanishingGradient\n' >"$TMP/vg.yaml"
+  # each command a one-line script, so that both sides of a pair start
+  # the same way (cat needs a shell for its glob)
   for t in big grad; do
     [ $t = big ] && dir=$BIG || dir=$GRAD
-    cat "$dir"/events/*/*.tfevents >/dev/null # warm the page cache
-    timed "cat_$t" "$CLI_REPEAT" sh -c "cat '$dir'/events/*/*.tfevents >/dev/null"
-    timed "vg_$t" "$CLI_REPEAT" "$SMRULES" run --trial "$dir" \
-      --rules "$TMP/vg.yaml" --fresh --output "$TMP/rule-output-vg"
+    echo "cat '$dir'/events/*/*.tfevents >/dev/null" >"$TMP/cat_$t.sh"
+    echo "exec '$SMRULES' run --trial '$dir' --rules '$TMP/vg.yaml'" \
+      "--fresh --output '$TMP/rule-output-vg'" >"$TMP/vg_$t.sh"
+    sh "$TMP/cat_$t.sh" # warm the page cache
+    timed_pair "vg_$t" "cat_$t" "$PAIR_REPEAT" "sh $TMP/vg_$t.sh" \
+      "sh $TMP/cat_$t.sh"
   done
-  timed many_rules "$CLI_REPEAT" "$SMRULES" run --trial "$BIG" \
-    --rules "$ROOT/examples/many-rules.yaml" --fresh \
-    --output "$TMP/rule-output-many"
+  echo "exec '$SMRULES' run --trial '$BIG' --rules" \
+    "'$ROOT/examples/many-rules.yaml' --fresh" \
+    "--output '$TMP/rule-output-many'" >"$TMP/many.sh"
+  timed_pair many_rules cat_many "$PAIR_REPEAT" "sh $TMP/many.sh" \
+    "sh $TMP/cat_big.sh"
   rm -rf "$GRAD"
 else
   echo "  skipped: no $B/plugins/vanishing_gradient.so or bench/scale_gen"
@@ -214,8 +259,11 @@ if [ ! -f "$LUA_RULE" ]; then
 elif [ ! -f "$C_RULE" ]; then
   echo "  skipped: $C_RULE does not exist"
 else
+  # built as a user builds a plugin: against the SDK headers and the rule
+  # kit (docs/plugin-sdk.md)
   cc -std=c11 -O2 -shared -fPIC -I"$ROOT/core/include" \
-    -o "$TMP/gradient_mean_abs.so" "$C_RULE" ||
+    -o "$TMP/gradient_mean_abs.so" "$C_RULE" \
+    "$B/plugins/libsmrules-rulekit.a" -lm ||
     die "cannot build $C_RULE"
   rules_yaml c 1.0 >"$TMP/c.yaml"
   rules_yaml lua 1.0 >"$TMP/lua.yaml"
@@ -436,7 +484,7 @@ if [ "$have_vg" = 1 ]; then
   }
   ratio_row "VG alone, half gradients" vg_big cat_big 0.75
   ratio_row "VG alone, all gradients" vg_grad cat_grad 1.25
-  ratio_row "many-rules.yaml, 12 rules" many_rules cat_big 3
+  ratio_row "many-rules.yaml, 12 rules" many_rules cat_many 3
   row "many-rules.yaml peak RSS MB" \
     "$(calc1 "$(get many_rules_rss) / 1024")" "-" "-" "< 64" \
     "$(verdict "$(calc "$(get many_rules_rss) / 1024")" "<" 64)"
