@@ -737,17 +737,20 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
   (void)err;
   int jobs =
       r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
-  /* a rule's loops over many tensors (api->reductions) use the other
-   * threads too */
-  smr_workers_set(jobs > 1 ? jobs - 1 : 0);
   bool *positional = smr_xcalloc(r->n ? r->n : 1, sizeof *positional);
   r->prof_lead = SIZE_MAX;
+  int step_rules = 0;
   for (size_t i = 0; i < r->n; i++) {
     positional[i] = !is_profiler_rule(r->v[i]);
+    step_rules += positional[i];
     r->v[i]->walk_begun = false;
     if (!positional[i] && r->prof_lead == SIZE_MAX)
       r->prof_lead = i;
   }
+  /* A rule's loops over many tensors (api->reductions) use the threads
+   * that no rule keeps busy: with as many rules as threads, helpers would
+   * only compete with them (and hold buffers of their own). */
+  smr_workers_set(jobs > step_rules ? jobs - step_rules : 0);
   r->steps.n = 0;
   smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &r->steps);
   count_progress_total(r, positional);

@@ -17,6 +17,9 @@
    reports record reads served by another rule's read, and every rule's
    result and report file equal those of the rule run alone, with one
    and with two threads.
+5. VanishingGradient, ExplodingTensor and AllZero alone, whose tensors of
+   a step are read in parallel, give the same results and reports with
+   --jobs 1, 2 and 4.
 """
 
 import os
@@ -178,6 +181,29 @@ def check_shared_records(c, tmp):
             shutil.rmtree(out, ignore_errors=True)
 
 
+def check_parallel_reductions(c, tmp):
+    """VanishingGradient, ExplodingTensor and AllZero read a step's tensors
+    in parallel (api->reductions, api->values_stats) on the threads no rule
+    keeps busy: alone, with --jobs 1, 2 and 4, each gives the same results
+    and report files."""
+    for trial in ("vanishing_gradient_sigmoid", "exploding_mse_high_lr", "two_workers_ddp"):
+        path = os.path.join(TRIALS, trial)
+        for rule in ("VanishingGradient", "ExplodingTensor", "AllZero"):
+            y = write(os.path.join(tmp, rule + "-p.yaml"), "rules:\n  - rule: %s\n" % rule)
+            seen = {}
+            for jobs in ("1", "2", "4"):
+                out = os.path.join(tmp, "par-%s-%s" % (rule, jobs))
+                r = lib.run_json(["run", "--trial", path, "--rules", y, "--fresh", "--json",
+                                  "--jobs", jobs, "--output", out])
+                seen[jobs] = (rule_results(r).get(rule), report_files(out))
+                shutil.rmtree(out, ignore_errors=True)
+            sc = c.scope("%s alone on %s" % (rule, trial))
+            sc.ok(seen["1"][0] is not None, "the rule ran", "")
+            for jobs in ("2", "4"):
+                sc.ok(seen[jobs] == seen["1"], "--jobs %s = --jobs 1" % jobs,
+                      lib.first_difference(seen[jobs][0], seen["1"][0]))
+
+
 def check_lua(c, tmp):
     lua = write(os.path.join(tmp, "stats.lua"), LUA)
     y = write(os.path.join(tmp, "lua.yaml"),
@@ -208,6 +234,7 @@ def main():
     try:
         check_two_rules(c, tmp)
         check_lua(c, tmp)
+        check_parallel_reductions(c, tmp)
         check_shared_records(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
