@@ -243,7 +243,16 @@ void rpt_shim_build(const smrules_api *host) {
   if (rpt_host == host)
     return;
   rpt_host = host;
-  smrules_api s = *host;
+  /* An older host's table is shorter than ours: copy what it has, leave
+   * the rest NULL (reading sizeof(smrules_api) would read past it). */
+  smrules_api s;
+  memset(&s, 0, sizeof s);
+  memcpy(&s, host, host->struct_size < sizeof s ? host->struct_size : sizeof s);
+  s.struct_size = sizeof s;
+  /* the host's value readers take a real trial, never the shim's */
+  s.value_stats = NULL;
+  s.reductions = NULL;
+  s.values_stats = NULL;
   s.log = sh_log;
   s.fail = sh_fail;
   s.param_is_set = sh_param_is_set;
