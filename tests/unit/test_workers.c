@@ -67,11 +67,17 @@ static void test_zero_and_one(void) {
 
 static void test_helpers_take_items(void) {
   smr_workers_set(3);
-  counts *c = run_loop(64, 200000); /* 0.2 ms an item: helpers get some */
-  CHECK_EQ_INT(wrong_hits(c, 64), 0);
-  CHECK(atomic_load(&c->threads_seen) > 0);
-  free(c);
-  c = run_loop(N, 0);
+  /* 0.5 ms an item: helpers get some, unless the machine is so busy that
+   * they are not scheduled in time; then try again (up to 2 s in all) */
+  int helped = 0;
+  for (int round = 0; round < 60 && !helped; round++) {
+    counts *c = run_loop(64, 500000);
+    CHECK_EQ_INT(wrong_hits(c, 64), 0);
+    helped = atomic_load(&c->threads_seen) > 0;
+    free(c);
+  }
+  CHECK(helped);
+  counts *c = run_loop(N, 0);
   CHECK_EQ_INT(wrong_hits(c, N), 0);
   free(c);
 }
