@@ -910,13 +910,13 @@ static void ref_stats_f32(const float *f, int64_t n, double *sum, double *l1,
       /* even offsets in lane 0, odd in lane 1 (an odd last element has an
        * even offset: lane 0, as in the kernel's tail) */
       int k = (int)((i - start) % 2);
-      double x = f[i];
+      double x = isfinite(f[i]) ? f[i] : 0.0; /* inf and NaN: only counted */
       ls[k] += x;
       l1s[k] += fabs(x);
       l2s[k] += x * x;
-      lmn[k] = x < lmn[k] ? x : lmn[k];
-      lmx[k] = x > lmx[k] ? x : lmx[k];
-      *zeros += x == 0.0;
+      lmn[k] = isfinite(f[i]) && x < lmn[k] ? x : lmn[k];
+      lmx[k] = isfinite(f[i]) && x > lmx[k] ? x : lmx[k];
+      *zeros += f[i] == 0.0;
     }
     for (int k = 0; k < 2; k++) {
       ref_comp_add(&cs, ls[k]);
@@ -931,23 +931,38 @@ static void ref_stats_f32(const float *f, int64_t n, double *sum, double *l1,
   *l2 = sqrt(c2.s + c2.c);
 }
 
+/* The kernel takes two blocks at a time; an inf or NaN in either block of
+ * a pair (or in the last, single block) sends only that block down the
+ * full path.  Pass 0 is all finite; pass 1 puts an inf, a NaN or a -inf
+ * into some blocks. */
+static void fill_stats_input(float *f, int64_t n, int pass) {
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rng_next();
+    double m =
+        ldexp((double)(r & 0xFFFFFF) / 16777216.0, (int)((r >> 24) % 60) - 30);
+    f[i] = (float)((r >> 40) & 1 ? -m : m);
+    if ((r >> 41) % 50 == 0)
+      f[i] = (r >> 42) & 1 ? -0.0f : 0.0f;
+  }
+  static const float special[] = {INFINITY, NAN, -INFINITY};
+  for (int64_t b = 0; pass && b * 1024 < n; b++)
+    if (b % 3 != 1) /* blocks 0, 2, 3, 5, ...: both members of some pairs */
+      f[b * 1024 + (b * 77) % (n - b * 1024)] = special[b % 3];
+}
+
 static void test_stats_order_f32(void) {
   /* random magnitudes over 60 binades, signed zeros, odd lengths */
-  static const int64_t lengths[] = {1, 2, 3, 1023, 1024, 1025, 4097, 100001};
+  static const int64_t lengths[] = {1,    2,    3,    1023, 1024,
+                                    1025, 2048, 3072, 4097, 100001};
   float *f = malloc(100001 * sizeof *f);
-  for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
-    int64_t n = lengths[l];
-    for (int64_t i = 0; i < n; i++) {
-      uint64_t r = rng_next();
-      double m = ldexp((double)(r & 0xFFFFFF) / 16777216.0,
-                       (int)((r >> 24) % 60) - 30);
-      f[i] = (float)((r >> 40) & 1 ? -m : m);
-      if ((r >> 41) % 50 == 0)
-        f[i] = (r >> 42) & 1 ? -0.0f : 0.0f;
-    }
+  for (size_t l = 0; l < 2 * sizeof lengths / sizeof lengths[0]; l++) {
+    int64_t n = lengths[l / 2];
+    fill_stats_input(f, n, (int)(l % 2));
     double sum, l1, l2, mn, mx;
-    int64_t zeros;
+    int64_t zeros, nonfinite = 0;
     ref_stats_f32(f, n, &sum, &l1, &l2, &mn, &mx, &zeros);
+    for (int64_t i = 0; i < n; i++)
+      nonfinite += !isfinite(f[i]);
     smr_tensor t = view(SMR_DT_FLOAT, f, n);
     smr_stats st;
     CHECK_EQ_INT(smr_tensor_stats(&t, &st, NULL), SMR_OK);
@@ -955,11 +970,15 @@ static void test_stats_order_f32(void) {
     CHECK(memcmp(&st.sum, &sum, sizeof sum) == 0);
     CHECK(memcmp(&st.l1, &l1, sizeof l1) == 0);
     CHECK(memcmp(&st.l2, &l2, sizeof l2) == 0);
-    CHECK(memcmp(&st.min, &mn, sizeof mn) == 0); /* the sign of a zero too */
-    CHECK(memcmp(&st.max, &mx, sizeof mx) == 0);
+    if (st.has_finite) { /* else NaN, checked elsewhere */
+      CHECK(memcmp(&st.min, &mn, sizeof mn) == 0); /* the sign of a zero too */
+      CHECK(memcmp(&st.max, &mx, sizeof mx) == 0);
+    }
     CHECK_EQ_INT(st.zeros, zeros);
+    CHECK_EQ_INT(st.nan + st.pinf + st.ninf, nonfinite);
     if (unit_failed_checks != before)
-      fprintf(stderr, "  (%lld elements)\n", (long long)n);
+      fprintf(stderr, "  (%lld elements, pass %d)\n", (long long)n,
+              (int)(l % 2));
   }
   free(f);
 }
