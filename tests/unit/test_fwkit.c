@@ -117,10 +117,10 @@ static void check_quantiles(const double *x, size_t n) {
 }
 
 static void test_rk_quantiles(void) {
-  enum { L = 5001 };
+  enum { L = 40001 }; /* large enough for the one-pass bracket */
   double *x = malloc(L * sizeof *x);
   uint64_t r = 12345;
-  for (int kind = 0; kind < 6; kind++) {
+  for (int kind = 0; kind < 7; kind++) {
     for (size_t i = 0; i < L; i++) {
       r = r * 6364136223846793005ULL + 1442695040888963407ULL;
       double v = (double)(r >> 40) / 16777216.0 - 0.3;
@@ -141,11 +141,18 @@ static void test_rk_quantiles(void) {
         x[i] =
             i > L / 3 && i < L / 2 ? (i & 1 ? -0.0 : 0.0) : (double)L - 2.0 * i;
         break;
-      default: /* all equal */
+      case 5: /* all equal */
         x[i] = -0.0;
+        break;
+      default: /* large values, and small ones where rk_quantiles samples
+                  (every 2048th of the array): its bracket misses */
+        x[i] = 1e9 + v;
       }
     }
+    for (size_t t = 0; kind == 6 && t < 2048; t++)
+      x[(size_t)((double)t / 2048 * L)] = -1.0 - (double)t * 1e-3;
     check_quantiles(x, L);
+    check_quantiles(x, 5001);
     check_quantiles(x, 1);
     check_quantiles(x, 2);
     check_quantiles(x, 20);
