@@ -124,6 +124,10 @@ void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
  * ask for it next (source_local.c); off (the default), each read is the
  * reader's own.  No effect on sources with a record cache of their own. */
 void smr_source_share_records(smr_source *s, bool on);
+/* Reads of shared records by local sources so far, and how many of them
+ * a record another read kept served (tests; SMRULES_STATS_CACHE=1 prints
+ * them at exit). */
+void smr_source_shared_counts(uint64_t *reads, uint64_t *hits);
 bool smr_source_is_remote(const smr_source *s);
 
 /* ---- locations, before a source is opened ---- */

@@ -344,13 +344,21 @@ static record_buf *buf_take(size_t len) {
  * Rules evaluated side by side (lock step) read the same records at about
  * the same time.  A record just read stays here, keyed by its file
  * (device, inode) and range, until SHARED_BYTES of records that no range
- * holds any more have come after it; a rule asking for it meanwhile gets
- * the same buffer, so each record is read once per run instead of once
- * per rule.  Buffers are only ever read while shared.  The inode keys a
- * record of a file as it was when read: a file replaced by another is
- * another inode; bytes overwritten in place are not seen again (they
- * were a valid record when read, and every reader still checks them). */
-#define SHARED_BYTES ((size_t)20 << 20)
+ * holds any more are kept; a rule asking for it meanwhile gets the same
+ * buffer, so each record is read once per run instead of once per rule.
+ * Buffers are only ever read while shared.  The inode keys a record of a
+ * file as it was when read: a file replaced by another is another inode;
+ * bytes overwritten in place are not seen again (they were a valid record
+ * when read, and every reader still checks them).
+ *
+ * Records leave in the order they were first read, not the order they
+ * were last used.  Rules that look back (UnchangedTensor, WeightUpdate-
+ * Ratio) read step s - 1 again while at step s; by last use, step s - 1's
+ * records would then look newer than step s's, and the next step's reads
+ * would push out step s's records just before those rules come back for
+ * them (the bench trial read its records 2.9 times over).  By first read,
+ * the oldest step goes first and the budget holds the two steps in use. */
+#define SHARED_BYTES ((size_t)24 << 20)
 #define SHARED_RECORD_MAX (SHARED_BYTES / 4)
 #define SHARED_BUCKETS 1024
 
@@ -361,14 +369,14 @@ typedef struct shared_rec {
   record_buf *b;
   int holders;                    /* live ranges lent this buffer */
   struct shared_rec *hnext;       /* hash chain */
-  struct shared_rec *prev, *next; /* idle list (holders == 0), oldest first */
+  struct shared_rec *prev, *next; /* every record, in the order first read */
 } shared_rec;
 
 static struct {
   pthread_mutex_t mu;
   shared_rec *bucket[SHARED_BUCKETS];
-  shared_rec *oldest, *newest; /* idle records */
-  size_t idle_bytes;
+  shared_rec *oldest, *newest;
+  size_t idle_bytes;    /* of the records no range holds */
   uint64_t reads, hits; /* printed with SMRULES_STATS_CACHE=1 */
 } shared = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -378,6 +386,13 @@ static void print_shared_counts(void) {
   if (shared.reads)
     fprintf(stderr, "smrules: record cache: reads=%llu shared=%llu\n",
             (unsigned long long)shared.reads, (unsigned long long)shared.hits);
+}
+
+void smr_source_shared_counts(uint64_t *reads, uint64_t *hits) {
+  pthread_mutex_lock(&shared.mu);
+  *reads = shared.reads;
+  *hits = shared.hits;
+  pthread_mutex_unlock(&shared.mu);
 }
 
 /* Under shared.mu. */
@@ -406,19 +421,23 @@ static shared_rec **shared_find(dev_t dev, ino_t ino, uint64_t off,
   return NULL;
 }
 
-static void idle_unlink(shared_rec *r) {
+/* Under shared.mu: forgets an idle record; its buffer is the caller's. */
+static record_buf *shared_drop(shared_rec *r) {
   *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
   *(r->next ? &r->next->prev : &shared.newest) = r->prev;
-  r->prev = r->next = NULL;
+  *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
   shared.idle_bytes -= r->b->cap;
+  record_buf *b = r->b;
+  free(r);
+  return b;
 }
 
-static void idle_append(shared_rec *r) {
-  r->prev = shared.newest;
-  r->next = NULL;
-  *(shared.newest ? &shared.newest->next : &shared.oldest) = r;
-  shared.newest = r;
-  shared.idle_bytes += r->b->cap;
+/* Under shared.mu: the first idle record at or after r in reading order
+ * (the records held are a few per thread, so the walk is short). */
+static shared_rec *next_idle(shared_rec *r) {
+  while (r && r->holders)
+    r = r->next;
+  return r;
 }
 
 /* The buffer of a record another range read, now held by the caller. */
@@ -428,22 +447,21 @@ static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off,
   shared_rec **q = shared_find(dev, ino, off, len);
   shared_rec *r = q ? *q : NULL;
   if (r && !r->holders++)
-    idle_unlink(r);
+    shared.idle_bytes -= r->b->cap;
   count_read(r != NULL);
   pthread_mutex_unlock(&shared.mu);
   return r;
 }
 
-/* Drop the oldest idle records beyond the budget; their buffers are
+/* Drop the first-read idle records beyond the budget; their buffers are
  * returned through out[] (at most max). */
 static size_t shared_evict_locked(record_buf **out, size_t max) {
   size_t n = 0;
-  while (shared.idle_bytes > SHARED_BYTES && shared.oldest && n < max) {
-    shared_rec *r = shared.oldest;
-    idle_unlink(r);
-    *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
-    out[n++] = r->b;
-    free(r);
+  for (shared_rec *r = next_idle(shared.oldest);
+       r && shared.idle_bytes > SHARED_BYTES && n < max;) {
+    shared_rec *after = next_idle(r->next);
+    out[n++] = shared_drop(r);
+    r = after;
   }
   return n;
 }
@@ -458,7 +476,7 @@ static void shared_give_back(void *lent) {
   size_t n = 0;
   pthread_mutex_lock(&shared.mu);
   if (!--r->holders) {
-    idle_append(r);
+    shared.idle_bytes += r->b->cap;
     n = shared_evict_locked(out, sizeof out / sizeof *out);
   }
   pthread_mutex_unlock(&shared.mu);
@@ -482,31 +500,34 @@ static shared_rec *shared_offer(dev_t dev, ino_t ino, uint64_t off,
                       .len = len,
                       .b = b,
                       .holders = 1,
-                      .hnext = shared.bucket[h]};
+                      .hnext = shared.bucket[h],
+                      .prev = shared.newest};
     shared.bucket[h] = r;
+    *(shared.newest ? &shared.newest->next : &shared.oldest) = r;
+    shared.newest = r;
   }
   pthread_mutex_unlock(&shared.mu);
   return r;
 }
 
-/* A buffer for a record about to be read, taken from the oldest records
- * no range holds when keeping this one would go beyond the budget (so
- * the budget is reused rather than freed and allocated again); NULL: take
- * one from the pool. */
+/* A buffer for a record about to be read, taken from the first-read
+ * records no range holds when keeping this one would go beyond the
+ * budget (so the budget is reused rather than freed and allocated
+ * again); NULL: take one from the pool. */
 static record_buf *shared_recycle(uint64_t len) {
   record_buf *got = NULL, *drop[8];
   size_t ndrop = 0;
   pthread_mutex_lock(&shared.mu);
-  while (!got && shared.oldest && ndrop < sizeof drop / sizeof *drop &&
-         shared.idle_bytes + len > SHARED_BYTES) {
-    shared_rec *r = shared.oldest;
-    idle_unlink(r);
-    *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
-    if (r->b->cap >= len && r->b->cap <= 2 * len + 65536)
-      got = r->b; /* a much larger one would count for more than it holds */
+  for (shared_rec *r = next_idle(shared.oldest);
+       r && !got && ndrop < sizeof drop / sizeof *drop &&
+       shared.idle_bytes + len > SHARED_BYTES;) {
+    shared_rec *after = next_idle(r->next);
+    record_buf *b = shared_drop(r);
+    if (b->cap >= len && b->cap <= 2 * len + 65536)
+      got = b; /* a much larger one would count for more than it holds */
     else
-      drop[ndrop++] = r->b;
-    free(r);
+      drop[ndrop++] = b;
+    r = after;
   }
   pthread_mutex_unlock(&shared.mu);
   for (size_t i = 0; i < ndrop; i++)
