@@ -704,20 +704,15 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   return SMRULES_NO_TRIGGER;
 }
 
-static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
-                           int mode, smrules_stats *out) {
-  memset(out, 0, sizeof *out);
-  smr_stats_cache *cache = smr_trial_stats_cache(T(t));
+/* Reads the value and computes its statistics; with a cache, the entry
+ * the caller claimed is filled. */
+static int compute_value_stats(smrules_trial *t, const char *name, int64_t step,
+                               int mode, smr_stats_cache *cache,
+                               smrules_stats *out) {
   smr_stats s;
   memset(&s, 0, sizeof s);
-  int rc;
-  if (cache && smr_stats_cache_claim(cache, name, step, mode, &s, &rc)) {
-    if (rc == SMRULES_NO_TRIGGER)
-      stats_out(&s, out);
-    return rc;
-  }
   smrules_tensor v;
-  rc = api_value(t, name, step, mode, &v);
+  int rc = api_value(t, name, step, mode, &v);
   if (rc == SMRULES_NO_TRIGGER) {
     smr_error e;
     rc = smr_tensor_stats(core_tensor(&v), &s, &e) == SMR_OK
@@ -732,6 +727,35 @@ static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
   if (cache)
     smr_stats_cache_fill(cache, name, step, mode, rc, &s);
   return rc;
+}
+
+/* The statistics from the cache or computed; with wait false, STATS_BUSY
+ * when another thread is computing them (never handed to a rule: a
+ * second pass waits for those). */
+#define STATS_BUSY (-100)
+static int value_stats(smrules_trial *t, const char *name, int64_t step,
+                       int mode, bool wait, smrules_stats *out) {
+  memset(out, 0, sizeof *out);
+  smr_stats_cache *cache = smr_trial_stats_cache(T(t));
+  smr_stats s;
+  int rc;
+  switch (cache ? smr_stats_cache_try(cache, name, step, mode, wait, &s, &rc)
+                : SMR_STATS_CLAIMED) {
+  case SMR_STATS_STORED:
+    if (rc == SMRULES_NO_TRIGGER)
+      stats_out(&s, out);
+    return rc;
+  case SMR_STATS_BUSY:
+    return STATS_BUSY;
+  case SMR_STATS_CLAIMED:
+    break;
+  }
+  return compute_value_stats(t, name, step, mode, cache, out);
+}
+
+static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
+                           int mode, smrules_stats *out) {
+  return value_stats(t, name, step, mode, true, out);
 }
 
 /* ---- the same reduction or statistics of many tensors, in parallel ---- */
@@ -753,10 +777,20 @@ static void one_reduction(void *arg, size_t i) {
                                m->reduction, m->abs, &m->red[i]);
 }
 
+/* First pass: what another thread is computing is left for the second,
+ * so two rules asking for the same tensors at once share the work
+ * instead of one waiting for the other tensor by tensor. */
 static void one_stats(void *arg, size_t i) {
   many *m = arg;
   m->status[i] =
-      api_value_stats(m->t, m->names[i], m->step, m->mode, &m->stats[i]);
+      value_stats(m->t, m->names[i], m->step, m->mode, false, &m->stats[i]);
+}
+
+static void one_stats_waiting(void *arg, size_t i) {
+  many *m = arg;
+  if (m->status[i] == STATS_BUSY)
+    m->status[i] =
+        value_stats(m->t, m->names[i], m->step, m->mode, true, &m->stats[i]);
 }
 
 static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
@@ -776,6 +810,7 @@ static int api_values_stats(smrules_trial *t, const char *const *names,
     return SMRULES_ERR;
   many m = {t, names, step, mode, 0, false, NULL, out, status};
   smr_parallel_for(n, one_stats, &m);
+  smr_parallel_for(n, one_stats_waiting, &m);
   return SMRULES_NO_TRIGGER;
 }
 

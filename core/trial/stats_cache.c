@@ -84,25 +84,36 @@ static slot *insert(smr_stats_cache *c, char *name, int64_t step, int mode) {
   return s;
 }
 
-bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
-                           int mode, smr_stats *out, int *status) {
+smr_stats_claim smr_stats_cache_try(smr_stats_cache *c, const char *name,
+                                    int64_t step, int mode, bool wait,
+                                    smr_stats *out, int *status) {
   char *copy = smr_xstrdup(name);
   pthread_mutex_lock(&c->mu);
-  c->lookups++;
   slot *s;
-  while ((s = find(c, name, step, mode)) != NULL && s->pending)
+  while ((s = find(c, name, step, mode)) != NULL && s->pending && wait)
     pthread_cond_wait(&c->done, &c->mu);
-  if (s) {
+  smr_stats_claim got = SMR_STATS_BUSY;
+  if (!s || !s->pending)
+    c->lookups++; /* a busy answer is asked again: counted then */
+  if (!s) {
+    insert(c, copy, step, mode)->pending = true;
+    copy = NULL;
+    got = SMR_STATS_CLAIMED;
+  } else if (!s->pending) {
     c->hits++;
     *out = s->stats;
     *status = s->status;
-  } else {
-    insert(c, copy, step, mode)->pending = true;
-    copy = NULL;
+    got = SMR_STATS_STORED;
   }
   pthread_mutex_unlock(&c->mu);
   free(copy);
-  return s != NULL;
+  return got;
+}
+
+bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
+                           int mode, smr_stats *out, int *status) {
+  return smr_stats_cache_try(c, name, step, mode, true, out, status) ==
+         SMR_STATS_STORED;
 }
 
 void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,

@@ -33,6 +33,18 @@ void smr_stats_cache_free(smr_stats_cache *c);
  * too. */
 bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
                            int mode, smr_stats *out, int *status);
+/* The same, waiting or not: with wait false, SMR_STATS_BUSY (and nothing
+ * claimed) when another thread is computing the entry, so that a caller
+ * with other values to get can get those first (smr_stats_cache_claim
+ * is wait true). */
+typedef enum smr_stats_claim {
+  SMR_STATS_STORED,  /* *out and *status set */
+  SMR_STATS_CLAIMED, /* the caller computes it, then fills or abandons it */
+  SMR_STATS_BUSY     /* another thread computes it */
+} smr_stats_claim;
+smr_stats_claim smr_stats_cache_try(smr_stats_cache *c, const char *name,
+                                    int64_t step, int mode, bool wait,
+                                    smr_stats *out, int *status);
 void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
                           int mode, int status, const smr_stats *s);
 /* Nothing to store: whoever waits for the entry finds out for itself. */

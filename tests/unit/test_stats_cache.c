@@ -2,7 +2,9 @@
  * a claimed entry is computed once and then served, stored statuses are
  * served too, abandoned entries are claimed again, the ring forgets the
  * oldest entries after SMR_STATS_CACHE_SLOTS insertions, and a thread
- * asking for an entry another thread is computing waits for it. */
+ * asking for an entry another thread is computing waits for it, unless
+ * it asks without waiting (then it is told the entry is busy, and that
+ * lookup is counted when it asks again). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -99,9 +101,32 @@ static void test_waits_for_the_computing_thread(void) {
   smr_stats_cache_free(c);
 }
 
+static void test_try_without_waiting(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, s = stats_with(5);
+  int status = -99;
+  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
+               SMR_STATS_CLAIMED);
+  /* being computed: busy, nothing claimed, nothing counted */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
+               SMR_STATS_BUSY);
+  CHECK_EQ_INT(status, -99);
+  smr_stats_cache_fill(c, "w", 1, 4, 0, &s);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
+               SMR_STATS_STORED);
+  CHECK_EQ_INT(status, 0);
+  CHECK_EQ_INT(out.count, 5);
+  uint64_t lookups, hits;
+  smr_stats_cache_counts(c, &lookups, &hits);
+  CHECK_EQ_INT(lookups, 2);
+  CHECK_EQ_INT(hits, 1);
+  smr_stats_cache_free(c);
+}
+
 int main(void) {
   TEST_RUN(test_claim_fill_hit);
   TEST_RUN(test_ring_forgets_oldest);
   TEST_RUN(test_waits_for_the_computing_thread);
+  TEST_RUN(test_try_without_waiting);
   return TEST_REPORT("test_stats_cache");
 }
