@@ -368,6 +368,7 @@ typedef struct shared_rec {
   uint64_t off, len;
   record_buf *b;
   int holders;                    /* live ranges lent this buffer */
+  bool reading;                   /* b not there yet: one thread reads it */
   struct shared_rec *hnext;       /* hash chain */
   struct shared_rec *prev, *next; /* every record, in the order first read */
 } shared_rec;
@@ -376,9 +377,11 @@ static struct {
   pthread_mutex_t mu;
   shared_rec *bucket[SHARED_BUCKETS];
   shared_rec *oldest, *newest;
-  size_t idle_bytes;    /* of the records no range holds */
-  uint64_t reads, hits; /* printed with SMRULES_STATS_CACHE=1 */
-} shared = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  size_t idle_bytes;        /* of the records no range holds */
+  uint64_t reads, hits;     /* printed with SMRULES_STATS_CACHE=1 */
+  pthread_cond_t read_done; /* a record being read is there, or is not */
+} shared = {.mu = PTHREAD_MUTEX_INITIALIZER,
+            .read_done = PTHREAD_COND_INITIALIZER};
 
 /* SMRULES_STATS_CACHE=1: how many record reads another rule's read served,
  * on stderr at exit (benchmarks, tests). */
@@ -422,10 +425,10 @@ static shared_rec **shared_find(dev_t dev, ino_t ino, uint64_t off,
 }
 
 /* Under shared.mu: forgets an idle record; its buffer is the caller's. */
+static void shared_unlink(shared_rec *r);
+
 static record_buf *shared_drop(shared_rec *r) {
-  *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
-  *(r->next ? &r->next->prev : &shared.newest) = r->prev;
-  *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+  shared_unlink(r);
   shared.idle_bytes -= r->b->cap;
   record_buf *b = r->b;
   free(r);
@@ -440,17 +443,64 @@ static shared_rec *next_idle(shared_rec *r) {
   return r;
 }
 
-/* The buffer of a record another range read, now held by the caller. */
-static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off,
-                               uint64_t len) {
+/* Under shared.mu: unlinks a record from the hash and the list. */
+static void shared_unlink(shared_rec *r) {
+  *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
+  *(r->next ? &r->next->prev : &shared.newest) = r->prev;
+  *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+}
+
+/* The buffer of a record another range read, now held by the caller; or
+ * NULL and *claim, an entry for the record that the caller reads and
+ * then publishes (shared_publish) or withdraws.  A record another thread
+ * is reading is waited for, so that two rules asking for it at once read
+ * it once. */
+static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off, uint64_t len,
+                               shared_rec **claim) {
+  *claim = NULL;
   pthread_mutex_lock(&shared.mu);
-  shared_rec **q = shared_find(dev, ino, off, len);
+  shared_rec **q;
+  while ((q = shared_find(dev, ino, off, len)) && (*q)->reading)
+    pthread_cond_wait(&shared.read_done, &shared.mu);
   shared_rec *r = q ? *q : NULL;
   if (r && !r->holders++)
     shared.idle_bytes -= r->b->cap;
+  if (!r && (*claim = calloc(1, sizeof **claim))) {
+    size_t h = shared_hash(dev, ino, off);
+    **claim = (shared_rec){.dev = dev,
+                           .ino = ino,
+                           .off = off,
+                           .len = len,
+                           .holders = 1,
+                           .reading = true,
+                           .hnext = shared.bucket[h],
+                           .prev = shared.newest};
+    shared.bucket[h] = *claim;
+    *(shared.newest ? &shared.newest->next : &shared.oldest) = *claim;
+    shared.newest = *claim;
+  }
   count_read(r != NULL);
   pthread_mutex_unlock(&shared.mu);
   return r;
+}
+
+/* The claimed record was read into b: the others may have it. */
+static void shared_publish(shared_rec *r, record_buf *b) {
+  pthread_mutex_lock(&shared.mu);
+  r->b = b;
+  r->reading = false;
+  pthread_cond_broadcast(&shared.read_done);
+  pthread_mutex_unlock(&shared.mu);
+}
+
+/* The claimed record could not be read (or is not kept): whoever waits
+ * for it reads it itself. */
+static void shared_withdraw(shared_rec *r) {
+  pthread_mutex_lock(&shared.mu);
+  shared_unlink(r);
+  free(r);
+  pthread_cond_broadcast(&shared.read_done);
+  pthread_mutex_unlock(&shared.mu);
 }
 
 /* Drop the first-read idle records beyond the budget; their buffers are
@@ -482,32 +532,6 @@ static void shared_give_back(void *lent) {
   pthread_mutex_unlock(&shared.mu);
   for (size_t i = 0; i < n; i++)
     buf_keep(out[i], 2);
-}
-
-/* Offer a record just read for sharing; NULL when it is not kept (too
- * large, or another thread shared the same record first). */
-static shared_rec *shared_offer(dev_t dev, ino_t ino, uint64_t off,
-                                uint64_t len, record_buf *b) {
-  if (b->cap > SHARED_RECORD_MAX)
-    return NULL;
-  pthread_mutex_lock(&shared.mu);
-  shared_rec *r = NULL;
-  if (!shared_find(dev, ino, off, len) && (r = calloc(1, sizeof *r))) {
-    size_t h = shared_hash(dev, ino, off);
-    *r = (shared_rec){.dev = dev,
-                      .ino = ino,
-                      .off = off,
-                      .len = len,
-                      .b = b,
-                      .holders = 1,
-                      .hnext = shared.bucket[h],
-                      .prev = shared.newest};
-    shared.bucket[h] = r;
-    *(shared.newest ? &shared.newest->next : &shared.oldest) = r;
-    shared.newest = r;
-  }
-  pthread_mutex_unlock(&shared.mu);
-  return r;
 }
 
 /* A buffer for a record about to be read, taken from the first-read
@@ -573,7 +597,9 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     return SMR_OK;
   }
   bool share = L(s)->share && len <= SHARED_RECORD_MAX;
-  shared_rec *sr = share ? shared_take(st.st_dev, st.st_ino, off, len) : NULL;
+  shared_rec *claim = NULL;
+  shared_rec *sr =
+      share ? shared_take(st.st_dev, st.st_ino, off, len, &claim) : NULL;
   if (sr) {
     close(fd);
     lend_shared(out, sr);
@@ -587,6 +613,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     b = buf_take((size_t)len);
   uint8_t *p = b ? b->p : NULL;
   if (!p) {
+    if (claim)
+      shared_withdraw(claim);
     close(fd);
     return smr_error_set(err, SMR_ERR_NOMEM, rel, (int64_t)off,
                          "cannot allocate %llu bytes for the record",
@@ -601,6 +629,8 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
       int e = r < 0 ? errno : 0;
       close(fd);
       buf_give_back(b);
+      if (claim)
+        shared_withdraw(claim);
       if (e)
         return smr_error_set(err, SMR_ERR_IO, rel, (int64_t)(off + got),
                              "read failed: %s", strerror(e));
@@ -612,10 +642,13 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     got += (size_t)r;
   }
   close(fd);
-  if (share && (sr = shared_offer(st.st_dev, st.st_ino, off, len, b))) {
-    lend_shared(out, sr);
+  if (claim && b->cap <= SHARED_RECORD_MAX) {
+    shared_publish(claim, b);
+    lend_shared(out, claim);
     return SMR_OK;
   }
+  if (claim) /* a pooled buffer much larger than the record: not kept */
+    shared_withdraw(claim);
   out->lent_ = b;
   out->give_back_ = buf_give_back;
   out->data = p;

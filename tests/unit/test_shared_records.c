@@ -7,7 +7,11 @@
  * that fit in the budget are each read from disk once.  (Kept by last use
  * instead, the look-back reads made the older steps look newer and step
  * s's records were dropped just before the next step came back for
- * them: this test then counted 36 reads from disk where 16 suffice.) */
+ * them: this test then counted 36 reads from disk where 16 suffice.)
+ *
+ * Rules on other threads asking for a record while it is being read wait
+ * for that read instead of reading it too. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +77,42 @@ static void test_look_back_reads_once(void) {
   smr_source_close(src);
 }
 
+typedef struct reader_arg {
+  smr_source *src;
+  pthread_barrier_t *start;
+} reader_arg;
+
+static void *read_all_steps(void *p) {
+  reader_arg *a = p;
+  pthread_barrier_wait(a->start);
+  for (int s = 0; s < 3; s++) /* three steps: within the budget */
+    read_step(a->src, s);
+  return NULL;
+}
+
+static void test_concurrent_readers_read_once(void) {
+  enum { THREADS = 4 };
+  smr_source *src;
+  smr_error e;
+  CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
+  smr_source_share_records(src, true);
+  uint64_t reads0, hits0, reads, hits;
+  smr_source_shared_counts(&reads0, &hits0);
+  pthread_barrier_t start;
+  pthread_barrier_init(&start, NULL, THREADS);
+  reader_arg a = {src, &start};
+  pthread_t th[THREADS];
+  for (int i = 0; i < THREADS; i++)
+    pthread_create(&th[i], NULL, read_all_steps, &a);
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&start);
+  smr_source_shared_counts(&reads, &hits);
+  CHECK_EQ_INT(reads - reads0, THREADS * 3 * PER_STEP);
+  CHECK_EQ_INT((reads - reads0) - (hits - hits0), 3 * PER_STEP);
+  smr_source_close(src);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -80,6 +120,7 @@ int main(void) {
   }
   write_file();
   TEST_RUN(test_look_back_reads_once);
+  TEST_RUN(test_concurrent_readers_read_once);
   char path[64];
   snprintf(path, sizeof path, "%s/events.bin", dir);
   unlink(path);
