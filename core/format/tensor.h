@@ -117,6 +117,10 @@ typedef struct smr_stats {
   double min, max, sum, mean, l1, l2, linf;
 } smr_stats;
 int smr_tensor_stats(const smr_tensor *t, smr_stats *out, smr_error *err);
+/* Tests: false keeps smr_tensor_stats to the x86-64 baseline instructions
+ * on a machine with AVX2 (the results are the same bits either way).  Set
+ * it before other threads compute statistics. */
+void smr_tensor_allow_avx2(bool on);
 
 /* SHA-256 of the raw bytes as smdebug fixtures define it: the LE element
  * bytes in C order; for strings every element's UTF-8 bytes followed by one

@@ -1196,7 +1196,10 @@ int main(void) {
   TEST_RUN(test_variance_accuracy);
   TEST_RUN(test_stats_fixture_f32);
   TEST_RUN(test_stats_simple);
-  TEST_RUN(test_stats_order_f32);
+  TEST_RUN(test_stats_order_f32); /* with AVX2 where the machine has it */
+  smr_tensor_allow_avx2(false);
+  TEST_RUN(test_stats_order_f32); /* the baseline instructions */
+  smr_tensor_allow_avx2(true);
   TEST_RUN(test_stats_no_finite);
   TEST_RUN(test_stats_overflowing_finite);
   TEST_RUN(test_stats_large_matches_reduce);
