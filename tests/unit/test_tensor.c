@@ -769,6 +769,44 @@ static void test_reduce_matches_reference(void) {
   free(buf);
 }
 
+/* The float32 sums on AVX2 machines (eight lanes in two vectors) give the
+ * bits of the baseline kernel: every reduction built on a sum, with and
+ * without abs, over lengths around the lane and block sizes. */
+static void test_sums_f32_avx2_same_bits(void) {
+  static const int64_t lengths[] = {1,  2,    7,    8,    9,    15,    16,
+                                    17, 2047, 2048, 2049, 4097, 10007, 100003};
+  static const smr_reduction reds[] = {SMR_RED_SUM,      SMR_RED_MEAN,
+                                       SMR_RED_L1,       SMR_RED_L2,
+                                       SMR_RED_VARIANCE, SMR_RED_STD};
+  float *f = malloc(100003 * sizeof *f);
+  for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; l++) {
+    int64_t n = lengths[l];
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t r = rng_next();
+      double m = ldexp((double)(r & 0xFFFFFF) / 16777216.0,
+                       (int)((r >> 24) % 40) - 20);
+      f[i] = (float)((r >> 40) & 1 ? -m : m);
+    }
+    smr_tensor t = view(SMR_DT_FLOAT, f, n);
+    for (size_t k = 0; k < sizeof reds / sizeof reds[0]; k++)
+      for (int abs = 0; abs < 2; abs++) {
+        double with, without;
+        smr_tensor_allow_avx2(true);
+        CHECK_EQ_INT(smr_tensor_reduce(&t, reds[k], abs, &with, NULL), SMR_OK);
+        smr_tensor_allow_avx2(false);
+        CHECK_EQ_INT(smr_tensor_reduce(&t, reds[k], abs, &without, NULL),
+                     SMR_OK);
+        int before = unit_failed_checks;
+        CHECK(memcmp(&with, &without, sizeof with) == 0);
+        if (unit_failed_checks != before)
+          fprintf(stderr, "  (%s, abs %d, %lld elements)\n",
+                  smr_reduction_name(reds[k]), abs, (long long)n);
+      }
+  }
+  smr_tensor_allow_avx2(true);
+  free(f);
+}
+
 /* ---- summation accuracy ---------------------------------------------- */
 
 static void test_sum_accuracy_tenth(void) {
@@ -1196,6 +1234,7 @@ int main(void) {
   TEST_RUN(test_variance_accuracy);
   TEST_RUN(test_stats_fixture_f32);
   TEST_RUN(test_stats_simple);
+  TEST_RUN(test_sums_f32_avx2_same_bits);
   TEST_RUN(test_stats_order_f32); /* with AVX2 where the machine has it */
   smr_tensor_allow_avx2(false);
   TEST_RUN(test_stats_order_f32); /* the baseline instructions */
