@@ -10,8 +10,14 @@
  * them: this test then counted 36 reads from disk where 16 suffice.)
  *
  * Rules on other threads asking for a record while it is being read wait
- * for that read instead of reading it too. */
+ * for that read instead of reading it too.
+ *
+ * A record lands in memory at its offset in the file modulo 64: the
+ * kernel's copy from the page cache was 3.7 times slower on this AMD EPYC
+ * when the destination sat 16 bytes off the source's alignment, as a
+ * malloc'd buffer did for records at multiples of 64. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +119,27 @@ static void test_concurrent_readers_read_once(void) {
   smr_source_close(src);
 }
 
+static void test_read_lands_aligned_like_the_file(void) {
+  static const uint64_t offsets[] = {0, 1, 16, 63, 64, 175, 4096 + 16};
+  for (int shared = 0; shared < 2; shared++) {
+    smr_source *src;
+    smr_error e;
+    CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
+    smr_source_share_records(src, shared);
+    for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+      smr_range range;
+      uint64_t off = offsets[k];
+      CHECK_EQ_INT(
+          smr_source_read_range(src, "events.bin", off, 100000, &range, &e),
+          SMR_OK);
+      CHECK_EQ_INT(((uintptr_t)range.data - off) % 64, 0);
+      CHECK(range.data[0] == 'a' && range.data[99999] == 'a');
+      smr_range_release(&range);
+    }
+    smr_source_close(src);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -121,6 +148,7 @@ int main(void) {
   write_file();
   TEST_RUN(test_look_back_reads_once);
   TEST_RUN(test_concurrent_readers_read_once);
+  TEST_RUN(test_read_lands_aligned_like_the_file);
   char path[64];
   snprintf(path, sizeof path, "%s/events.bin", dir);
   unlink(path);
