@@ -23,7 +23,6 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER; /* an item done */
 static loop *queue;
 static int wanted;  /* helpers asked for */
 static int started; /* helper threads running */
-static pthread_t helper[MAX_HELPERS];
 
 /* The oldest loop's next index (mu held); false when none is left. */
 static bool claim(loop **l, size_t *i) {
@@ -67,9 +66,10 @@ void smr_workers_set(int helpers) {
 /* Starts the helpers asked for and not yet running (mu held).  A thread
  * that cannot be created is simply not there: loops still finish. */
 static void start_helpers(void) {
+  pthread_t th; /* detached: nothing joins a helper */
   while (started < wanted &&
-         pthread_create(&helper[started], NULL, helper_main, NULL) == 0) {
-    pthread_detach(helper[started]);
+         pthread_create(&th, NULL, helper_main, NULL) == 0) {
+    pthread_detach(th);
     started++;
   }
 }
