@@ -72,6 +72,46 @@ void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                                   reduction, abs, &out[i]);
 }
 
+/* The arrays of out (stats when `stats`, else value), or false with the
+ * rule failed. */
+static bool many_alloc(smrules_ctx *ctx, size_t n, bool stats, rk_many *out) {
+  size_t k = n ? n : 1;
+  *out = (rk_many){.n = n, .status = calloc(k, sizeof *out->status)};
+  if (stats)
+    out->stats = calloc(k, sizeof *out->stats);
+  else
+    out->value = calloc(k, sizeof *out->value);
+  if (out->status && (out->stats || out->value))
+    return true;
+  rk_many_free(out);
+  rk_api->fail(ctx, "out of memory");
+  return false;
+}
+
+bool rk_many_stats(smrules_ctx *ctx, smrules_trial *t,
+                   const smrules_strlist *names, int64_t g, rk_many *out) {
+  if (!many_alloc(ctx, names->n, true, out))
+    return false;
+  rk_values_stats(t, names, g, out->stats, out->status);
+  return true;
+}
+
+bool rk_many_reductions(smrules_ctx *ctx, smrules_trial *t,
+                        const smrules_strlist *names, int64_t g, int reduction,
+                        bool abs, rk_many *out) {
+  if (!many_alloc(ctx, names->n, false, out))
+    return false;
+  rk_reductions(t, names, g, reduction, abs, out->value, out->status);
+  return true;
+}
+
+void rk_many_free(rk_many *m) {
+  free(m->stats);
+  free(m->value);
+  free(m->status);
+  *m = (rk_many){0};
+}
+
 bool rk_is_scalar(const smrules_tensor *v) {
   return v->count == 1;
 }

@@ -56,6 +56,31 @@ void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
 void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                    int reduction, bool abs, double *out, int *status);
 
+/* The statistics, or one reduction, of many tensors at a step with each
+ * one's status, in arrays rk_many_stats / rk_many_reductions allocate
+ * (names->n entries) and rk_many_free frees:
+ *
+ *     rk_many m;
+ *     if (!rk_many_stats(ctx, t, &names, g, &m))
+ *       return SMRULES_ERR;  // out of memory: the rule has failed
+ *     for (size_t i = 0; i < m.n; i++)
+ *       if (m.status[i] == 0) ... m.stats[i] ...
+ *     rk_many_free(&m);
+ *
+ * Read and reduced in parallel as rk_values_stats / rk_reductions. */
+typedef struct rk_many {
+  size_t n;
+  smrules_stats *stats; /* rk_many_stats, else NULL */
+  double *value;        /* rk_many_reductions, else NULL */
+  int *status;
+} rk_many;
+bool rk_many_stats(smrules_ctx *ctx, smrules_trial *t,
+                   const smrules_strlist *names, int64_t g, rk_many *out);
+bool rk_many_reductions(smrules_ctx *ctx, smrules_trial *t,
+                        const smrules_strlist *names, int64_t g, int reduction,
+                        bool abs, rk_many *out);
+void rk_many_free(rk_many *m);
+
 /* Exactly one element (shape (), (1,), (1,1), ...). */
 bool rk_is_scalar(const smrules_tensor *v);
 bool rk_is_numeric(const smrules_tensor *v);

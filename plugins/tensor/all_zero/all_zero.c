@@ -1,6 +1,5 @@
 /* AllZero (docs/rules/AllZero.md): tensors whose share of elements equal to
  * zero reaches `threshold` percent. */
-#include <stdlib.h>
 
 #include "smrules/rulekit.h"
 
@@ -37,22 +36,17 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   smrules_trial *t = rk_api->trial(ctx);
   smrules_strlist names;
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
-  size_t n = names.n ? names.n : 1;
-  smrules_stats *st = calloc(n, sizeof *st); /* shared with ExplodingTensor */
-  int *status = calloc(n, sizeof *status);
-  if (!st || !status) {
-    free(st);
-    free(status);
+  rk_many m; /* shared with ExplodingTensor; read in parallel */
+  if (!rk_many_stats(ctx, t, &names, g, &m)) {
     rk_api->strlist_free(&names);
-    rk_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
-  rk_values_stats(t, &names, g, st, status); /* read in parallel */
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    if (status[i] != 0 || st[i].count == 0)
+    const smrules_stats *st = &m.stats[i];
+    if (m.status[i] != 0 || st->count == 0)
       continue;
-    double pct = 100.0 * (double)st[i].zeros / (double)st[i].count;
+    double pct = 100.0 * (double)st->zeros / (double)st->count;
     evaluated++;
     if (pct >= s->threshold) {
       smrules_json *j = rk_violation(ctx, names.v[i]);
@@ -61,8 +55,7 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
       violations++;
     }
   }
-  free(st);
-  free(status);
+  rk_many_free(&m);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);

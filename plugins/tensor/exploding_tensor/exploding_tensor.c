@@ -1,7 +1,6 @@
 /* ExplodingTensor (docs/rules/ExplodingTensor.md): NaN, and unless only_nan
  * also +-inf, in any selected tensor. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "smrules/rulekit.h"
 
@@ -48,21 +47,15 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   smrules_trial *t = rk_api->trial(ctx);
   smrules_strlist names;
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
-  size_t n = names.n ? names.n : 1;
-  smrules_stats *stv = calloc(n, sizeof *stv); /* shared with AllZero & co */
-  int *status = calloc(n, sizeof *status);
-  if (!stv || !status) {
-    free(stv);
-    free(status);
+  rk_many m; /* shared with AllZero & co; read in parallel */
+  if (!rk_many_stats(ctx, t, &names, g, &m)) {
     rk_api->strlist_free(&names);
-    rk_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
-  rk_values_stats(t, &names, g, stv, status); /* read in parallel */
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    smrules_stats st = stv[i];
-    int rc = status[i];
+    smrules_stats st = m.stats[i];
+    int rc = m.status[i];
     if (rc == SMRULES_TENSOR_UNAVAILABLE_FOR_STEP) {
       bool any;
       if (reductions_explode(t, names.v[i], g, s->only_nan, &any)) {
@@ -83,8 +76,7 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
       violations++;
     }
   }
-  free(stv);
-  free(status);
+  rk_many_free(&m);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);

@@ -1,7 +1,6 @@
 /* VanishingGradient (docs/rules/VanishingGradient.md): the mean absolute value
  * of a gradient below `threshold`. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "smrules/rulekit.h"
 
@@ -25,30 +24,23 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   smrules_trial *t = rk_api->trial(ctx);
   smrules_strlist names;
   rk_api->collection(t, "gradients", &names);
-  double *mean = calloc(names.n ? names.n : 1, sizeof *mean);
-  int *status = calloc(names.n ? names.n : 1, sizeof *status);
-  if (!mean || !status) {
-    free(mean);
-    free(status);
+  rk_many m; /* the gradients' records are read and reduced in parallel */
+  if (!rk_many_reductions(ctx, t, &names, g, SMRULES_RED_MEAN, true, &m)) {
     rk_api->strlist_free(&names);
-    rk_api->fail(ctx, "out of memory");
     return SMRULES_ERR;
   }
-  /* the gradients' records are read and reduced in parallel */
-  rk_reductions(t, &names, g, SMRULES_RED_MEAN, true, mean, status);
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
-    if (status[i] != 0)
+    if (m.status[i] != 0)
       continue;
     evaluated++;
-    if (mean[i] < s->threshold) { /* NaN compares false: no violation */
+    if (m.value[i] < s->threshold) { /* NaN compares false: no violation */
       smrules_json *j = rk_violation(ctx, names.v[i]);
-      rk_api->json_num(j, "abs_mean", mean[i]);
+      rk_api->json_num(j, "abs_mean", m.value[i]);
       violations++;
     }
   }
-  free(mean);
-  free(status);
+  rk_many_free(&m);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);
