@@ -357,7 +357,7 @@ static record_buf *buf_take(size_t len) {
  * records would then look newer than step s's, and the next step's reads
  * would push out step s's records just before those rules come back for
  * them (the bench trial read its records 2.9 times over).  By first read,
- * the oldest step goes first and the budget holds the two steps in use. */
+ * the oldest step goes first, and the steps still looked back at stay. */
 #define SHARED_BYTES ((size_t)24 << 20)
 #define SHARED_RECORD_MAX (SHARED_BYTES / 4)
 #define SHARED_BUCKETS 1024
@@ -425,9 +425,14 @@ static shared_rec **shared_find(dev_t dev, ino_t ino, uint64_t off,
   return NULL;
 }
 
-/* Under shared.mu: forgets an idle record; its buffer is the caller's. */
-static void shared_unlink(shared_rec *r);
+/* Under shared.mu: unlinks a record from the hash and the list. */
+static void shared_unlink(shared_rec *r) {
+  *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
+  *(r->next ? &r->next->prev : &shared.newest) = r->prev;
+  *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+}
 
+/* Under shared.mu: forgets an idle record; its buffer is the caller's. */
 static record_buf *shared_drop(shared_rec *r) {
   shared_unlink(r);
   shared.idle_bytes -= r->b->cap;
@@ -437,18 +442,12 @@ static record_buf *shared_drop(shared_rec *r) {
 }
 
 /* Under shared.mu: the first idle record at or after r in reading order
- * (the records held are a few per thread, so the walk is short). */
+ * (the records held or being read are a few per thread, so the walk is
+ * short). */
 static shared_rec *next_idle(shared_rec *r) {
   while (r && r->holders)
     r = r->next;
   return r;
-}
-
-/* Under shared.mu: unlinks a record from the hash and the list. */
-static void shared_unlink(shared_rec *r) {
-  *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
-  *(r->next ? &r->next->prev : &shared.newest) = r->prev;
-  *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
 }
 
 /* The buffer of a record another range read, now held by the caller; or
