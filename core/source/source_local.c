@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -238,8 +239,42 @@ static int local_read_all(smr_source *s, const char *rel, size_t max,
 typedef struct record_buf {
   uint8_t *p;
   size_t cap;
+  bool mapped; /* p from buf_alloc's mmap, not malloc */
   struct record_buf *next;
 } record_buf;
+
+/* Buffers of MAPPED_MIN bytes or more are mapped directly rather than
+ * malloc'd.  From malloc they lived in its arenas, and a buffer freed by
+ * one thread while another allocated left holes the process kept: the
+ * twenty debugging rules ended with 25 MB in use and 58-63 MB held (peak
+ * RSS 59-71 MB).  Mapped, a buffer's memory is the process's exactly as
+ * long as the buffer lives; the shared records below keep the buffers
+ * alive and in use, so pages are rarely faulted in anew. */
+#define MAPPED_MIN ((size_t)256 << 10)
+
+static bool buf_alloc(record_buf *b, size_t cap) {
+  if (cap < MAPPED_MIN) {
+    b->p = malloc(cap);
+    b->mapped = false;
+  } else {
+    cap = (cap + 4095) & ~(size_t)4095;
+    void *m = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    b->p = m == MAP_FAILED ? NULL : m;
+    b->mapped = true;
+  }
+  b->cap = b->p ? cap : 0;
+  return b->p != NULL;
+}
+
+static void buf_release_memory(record_buf *b) {
+  if (b->mapped && b->p)
+    munmap(b->p, b->cap);
+  else
+    free(b->p);
+  b->p = NULL;
+  b->cap = 0;
+}
 
 typedef struct buf_pool {
   record_buf *free;
@@ -250,7 +285,7 @@ static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
 
 static void buf_destroy(record_buf *b) {
-  free(b->p);
+  buf_release_memory(b);
   free(b);
 }
 
@@ -327,14 +362,11 @@ static record_buf *buf_take(size_t len) {
   }
   b->next = NULL;
   if (b->cap < len || !b->p) {
-    size_t cap = len > 4096 ? len : 4096;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
+    buf_release_memory(b);
+    if (!buf_alloc(b, len > 4096 ? len : 4096)) {
       buf_destroy(b);
       return NULL;
     }
-    b->p = p;
-    b->cap = cap;
   }
   return b;
 }
@@ -360,6 +392,12 @@ static record_buf *buf_take(size_t len) {
  * the oldest step goes first, and the steps still looked back at stay. */
 #define SHARED_BYTES ((size_t)24 << 20)
 #define SHARED_RECORD_MAX (SHARED_BYTES / 4)
+/* Buffers of records dropped from the shared ones wait as spares for the
+ * next record any thread reads, as long as spares and shared records
+ * together stay within SHARED_SLACK of the budget: the rules hold more
+ * records at some moments of a step than at others, and without the
+ * slack each such swing freed buffers that the next one mapped again. */
+#define SHARED_SLACK ((size_t)8 << 20)
 #define SHARED_BUCKETS 1024
 
 typedef struct shared_rec {
@@ -378,7 +416,9 @@ static struct {
   pthread_mutex_t mu;
   shared_rec *bucket[SHARED_BUCKETS];
   shared_rec *oldest, *newest;
-  size_t idle_bytes;        /* of the records no range holds */
+  size_t idle_bytes; /* of the records no range holds */
+  record_buf *spare; /* buffers for the next records read */
+  size_t spare_bytes;
   uint64_t reads, hits;     /* printed with SMRULES_STATS_CACHE=1 */
   pthread_cond_t read_done; /* a record being read is there, or is not */
 } shared = {.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -504,14 +544,43 @@ static void shared_withdraw(shared_rec *r) {
   pthread_mutex_unlock(&shared.mu);
 }
 
-/* Drop the first-read idle records beyond the budget; their buffers are
- * returned through out[] (at most max). */
+/* Under shared.mu: keeps b as a spare if that stays within the slack;
+ * false: the caller frees it (outside the lock). */
+static bool spare_put(record_buf *b) {
+  if (shared.idle_bytes + shared.spare_bytes + b->cap >
+      SHARED_BYTES + SHARED_SLACK)
+    return false;
+  b->next = shared.spare;
+  shared.spare = b;
+  shared.spare_bytes += b->cap;
+  return true;
+}
+
+/* Under shared.mu: a spare buffer that holds len bytes without counting
+ * for much more, or NULL. */
+static record_buf *spare_take(uint64_t len) {
+  for (record_buf **q = &shared.spare; *q; q = &(*q)->next)
+    if ((*q)->cap >= len && (*q)->cap <= 2 * len + 65536) {
+      record_buf *b = *q;
+      *q = b->next;
+      b->next = NULL;
+      shared.spare_bytes -= b->cap;
+      return b;
+    }
+  return NULL;
+}
+
+/* Drop the first-read idle records beyond the budget; their buffers
+ * become spares, or are returned through out[] (at most max) to be
+ * freed. */
 static size_t shared_evict_locked(record_buf **out, size_t max) {
   size_t n = 0;
   for (shared_rec *r = next_idle(shared.oldest);
        r && shared.idle_bytes > SHARED_BYTES && n < max;) {
     shared_rec *after = next_idle(r->next);
-    out[n++] = shared_drop(r);
+    record_buf *b = shared_drop(r);
+    if (!spare_put(b))
+      out[n++] = b;
     r = after;
   }
   return n;
@@ -532,17 +601,18 @@ static void shared_give_back(void *lent) {
   }
   pthread_mutex_unlock(&shared.mu);
   for (size_t i = 0; i < n; i++)
-    buf_keep(out[i], 2);
+    buf_destroy(out[i]);
 }
 
-/* A buffer for a record about to be read, taken from the first-read
- * records no range holds when keeping this one would go beyond the
- * budget (so the budget is reused rather than freed and allocated
- * again); NULL: take one from the pool. */
+/* A buffer for a record about to be read: a spare, else one taken from
+ * the first-read records no range holds when keeping this one would go
+ * beyond the budget (so the budget is reused rather than freed and
+ * mapped again); NULL: take one from the pool. */
 static record_buf *shared_recycle(uint64_t len) {
-  record_buf *got = NULL, *drop[8];
+  record_buf *drop[8];
   size_t ndrop = 0;
   pthread_mutex_lock(&shared.mu);
+  record_buf *got = spare_take(len);
   for (shared_rec *r = next_idle(shared.oldest);
        r && !got && ndrop < sizeof drop / sizeof *drop &&
        shared.idle_bytes + len > SHARED_BYTES;) {
@@ -550,13 +620,13 @@ static record_buf *shared_recycle(uint64_t len) {
     record_buf *b = shared_drop(r);
     if (b->cap >= len && b->cap <= 2 * len + 65536)
       got = b; /* a much larger one would count for more than it holds */
-    else
+    else if (!spare_put(b))
       drop[ndrop++] = b;
     r = after;
   }
   pthread_mutex_unlock(&shared.mu);
   for (size_t i = 0; i < ndrop; i++)
-    buf_keep(drop[i], 2);
+    buf_destroy(drop[i]);
   return got;
 }
 
