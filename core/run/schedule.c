@@ -4,12 +4,14 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "base/common.h"
 
 typedef struct unit_state {
   size_t pos;
   bool running, done;
+  double cost; /* seconds its recent turns took (a moving average) */
 } unit_state;
 
 typedef struct sched_run {
@@ -37,10 +39,20 @@ static size_t slowest(const sched_run *r) {
   return lo;
 }
 
+/* Whether unit a should go before unit b in lock step: the one further
+ * behind, then the one whose turns take longer.  Longest first, because
+ * the threads wait for the last turn of a step: a long turn begun last
+ * would leave the other threads idle while it runs. */
+static bool goes_before(const unit_state *a, const unit_state *b) {
+  if (a->pos != b->pos)
+    return a->pos < b->pos;
+  return a->cost > b->cost;
+}
+
 /* The unit a free thread takes now, or -1 when every candidate is running
  * or too far ahead.  Whole units go in configuration order; in lock step
- * the unit furthest behind goes first.  The slowest unit is always a
- * candidate when it is not running, so some thread can always go on. */
+ * see goes_before.  The slowest unit is always a candidate when it is not
+ * running, so some thread can always go on. */
 static long pick(const sched_run *r) {
   size_t lo = slowest(r), lag = r->s->lag ? r->s->lag : 1;
   long best = -1;
@@ -50,10 +62,16 @@ static long pick(const sched_run *r) {
       continue;
     if (!lock_step(r) || !positional(r, i))
       return (long)i;
-    if (u->pos - lo < lag && (best < 0 || u->pos < r->u[best].pos))
+    if (u->pos - lo < lag && (best < 0 || goes_before(u, &r->u[best])))
       best = (long)i;
   }
   return best;
+}
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static size_t turn_limit(const sched_run *r, size_t i, size_t pos) {
@@ -75,8 +93,11 @@ static void *worker(void *arg) {
     u->running = true;
     size_t pos = u->pos, limit = turn_limit(r, (size_t)i, pos);
     pthread_mutex_unlock(&r->mu);
+    double began = seconds_now();
     bool finished = r->s->run(r->s->arg, (size_t)i, &pos, limit);
+    double took = seconds_now() - began;
     pthread_mutex_lock(&r->mu);
+    u->cost = u->cost ? 0.75 * u->cost + 0.25 * took : took;
     size_t before = slowest(r);
     /* a turn that neither advances nor finishes would repeat forever */
     if (!finished && pos <= u->pos)

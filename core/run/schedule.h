@@ -8,8 +8,9 @@
  *    Best for local trials: nothing is shared between rules but the page
  *    cache, and no thread ever waits for another.
  *  - lock step (block = k steps): a worker takes the unit that is furthest
- *    behind and evaluates its next k steps, and no unit may run more than
- *    `lag` steps ahead of the slowest unfinished one.  All rules then read
+ *    behind (of those, the one whose turns have taken longest) and
+ *    evaluates its next k steps, and no unit may run more than `lag`
+ *    steps ahead of the slowest unfinished one.  All rules then read
  *    the records of the same few steps at about the same time, so a remote
  *    trial's record cache serves every rule after the first and each
  *    record is fetched once; memory stays bounded by those few steps.

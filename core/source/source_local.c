@@ -390,7 +390,7 @@ static record_buf *buf_take(size_t len) {
  * would push out step s's records just before those rules come back for
  * them (the bench trial read its records 2.9 times over).  By first read,
  * the oldest step goes first, and the steps still looked back at stay. */
-#define SHARED_BYTES ((size_t)24 << 20)
+#define SHARED_BYTES ((size_t)28 << 20)
 #define SHARED_RECORD_MAX (SHARED_BYTES / 4)
 /* Buffers of records dropped from the shared ones wait as spares for the
  * next record any thread reads, as long as spares and shared records

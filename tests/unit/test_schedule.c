@@ -1,6 +1,7 @@
 /* test_schedule.c - the turn-taking of core/schedule.c: every unit runs
  * to its end, never on two threads at once, whole units in configuration
- * order, lock step within the lag, non-positional units whole. */
+ * order, lock step within the lag (the longest turns of a step first),
+ * non-positional units whole. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -110,16 +111,41 @@ static void test_whole_units_in_order(void) {
     CHECK(p.done[i]);
 }
 
-/* One thread, block 1: A0 B0 C0 A1 B1 C1 ... */
+/* One thread, block 1: every unit's step 0, then every unit's step 1, ...
+ * (step 0 in configuration order: no turn has been timed yet). */
 static void test_lock_step_round_robin(void) {
   probe p;
   setup(&p, 3, 4);
   run(&p, 3, 1, 1, 1);
   CHECK_EQ_INT(p.nturns, 12);
   for (size_t t = 0; t < p.nturns; t++) {
-    CHECK_EQ_INT(p.turns[t].unit, t % 3);
+    if (t < 3)
+      CHECK_EQ_INT(p.turns[t].unit, t);
     CHECK_EQ_INT(p.turns[t].from, t / 3);
     CHECK_EQ_INT(p.turns[t].limit, t / 3 + 1);
+  }
+  for (size_t step = 0; step < 4; step++) {
+    bool seen[3] = {false, false, false};
+    for (size_t t = 3 * step; t < 3 * step + 3 && t < p.nturns; t++)
+      seen[p.turns[t].unit] = true;
+    CHECK(seen[0] && seen[1] && seen[2]);
+  }
+}
+
+/* Within a step the unit whose turns take longest goes first, so that no
+ * long turn begins last while the other threads wait for it. */
+static void test_lock_step_longest_first(void) {
+  probe p;
+  setup(&p, 3, 4);
+  p.delay_ns[0] = 0;
+  p.delay_ns[1] = 8000000; /* 8 ms */
+  p.delay_ns[2] = 3000000; /* 3 ms */
+  run(&p, 3, 1, 1, 1);
+  CHECK_EQ_INT(p.nturns, 12);
+  static const size_t want[3] = {1, 2, 0};
+  for (size_t t = 3; t < p.nturns; t++) {
+    CHECK_EQ_INT(p.turns[t].from, t / 3);
+    CHECK_EQ_INT(p.turns[t].unit, want[t % 3]);
   }
 }
 
@@ -216,6 +242,7 @@ int main(void) {
   TEST_RUN(test_slowest_moved);
   TEST_RUN(test_whole_units_in_order);
   TEST_RUN(test_lock_step_round_robin);
+  TEST_RUN(test_lock_step_longest_first);
   TEST_RUN(test_early_stop);
   TEST_RUN(test_lag_bound_two_threads);
   TEST_RUN(test_non_positional_whole);

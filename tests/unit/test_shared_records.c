@@ -29,7 +29,7 @@
 enum {
   STEPS = 8,
   PER_STEP = 2,
-  RECORD = 7 << 19, /* 7 MiB a step: three steps fit in the budget, four not */
+  RECORD = 4 << 20, /* 8 MiB a step: three steps fit in the budget, four not */
   LOOK_BACK = 2
 };
 
