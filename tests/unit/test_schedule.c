@@ -133,20 +133,27 @@ static void test_lock_step_round_robin(void) {
 }
 
 /* Within a step the unit whose turns take longest goes first, so that no
- * long turn begins last while the other threads wait for it. */
-static void test_lock_step_longest_first(void) {
+ * long turn begins last while the other threads wait for it.  Turns are
+ * timed, and a busy machine can stretch a short one: up to three runs. */
+static bool longest_first_once(void) {
   probe p;
   setup(&p, 3, 4);
   p.delay_ns[0] = 0;
-  p.delay_ns[1] = 8000000; /* 8 ms */
-  p.delay_ns[2] = 3000000; /* 3 ms */
+  p.delay_ns[1] = 20000000; /* 20 ms */
+  p.delay_ns[2] = 8000000;  /* 8 ms */
   run(&p, 3, 1, 1, 1);
-  CHECK_EQ_INT(p.nturns, 12);
   static const size_t want[3] = {1, 2, 0};
-  for (size_t t = 3; t < p.nturns; t++) {
-    CHECK_EQ_INT(p.turns[t].from, t / 3);
-    CHECK_EQ_INT(p.turns[t].unit, want[t % 3]);
-  }
+  bool ok = p.nturns == 12;
+  for (size_t t = 3; ok && t < p.nturns; t++)
+    ok = p.turns[t].from == t / 3 && p.turns[t].unit == want[t % 3];
+  return ok;
+}
+
+static void test_lock_step_longest_first(void) {
+  bool ok = false;
+  for (int attempt = 0; attempt < 3 && !ok; attempt++)
+    ok = longest_first_once();
+  CHECK(ok);
 }
 
 /* A unit that stops early leaves the others free to go on. */
