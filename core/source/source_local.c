@@ -316,10 +316,11 @@ static buf_pool *thread_pool(void) {
   return pool;
 }
 
-/* Back to this thread's pool, or freed when it holds `max` buffers. */
-static void buf_keep(record_buf *b, size_t max) {
+/* Back to this thread's pool, or freed when the pool is full. */
+static void buf_give_back(void *lent) {
+  record_buf *b = lent;
   buf_pool *pool = thread_pool();
-  if (!pool || b->cap > KEEP_MAX || pool->n >= max ||
+  if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
       pool->bytes + b->cap > POOL_BYTES) {
     buf_destroy(b);
     return;
@@ -328,10 +329,6 @@ static void buf_keep(record_buf *b, size_t max) {
   pool->free = b;
   pool->n++;
   pool->bytes += b->cap;
-}
-
-static void buf_give_back(void *lent) {
-  buf_keep(lent, POOL_MAX);
 }
 
 /* The smallest free buffer that holds `len` bytes, else the largest. */

@@ -316,11 +316,10 @@ static bool bracket_select(const bracket *b, const double *x, size_t n,
   return true;
 }
 
-/* x[0..n) is left as it was unless this returns false. */
+/* Samples x[0..n) (n >= BRACKET_MIN_N) into `sample`; false when out of
+ * memory.  x is left as it was. */
 static bool bracket_init(bracket *b, const double *x, size_t n,
                          double *sample) {
-  if (n < BRACKET_MIN_N)
-    return false;
   for (size_t t = 0; t < SAMPLE; t++)
     sample[t] = x[(size_t)((double)t / SAMPLE * (double)n)];
   qsort(sample, SAMPLE, sizeof *sample, cmp_double);

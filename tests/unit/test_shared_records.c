@@ -64,13 +64,19 @@ static void read_step(smr_source *src, int s) {
   }
 }
 
-static void test_look_back_reads_once(void) {
-  smr_source *src;
+/* A source sharing records, and the read counts before the test. */
+static smr_source *open_shared(uint64_t *reads0, uint64_t *hits0) {
+  smr_source *src = NULL;
   smr_error e;
   CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
   smr_source_share_records(src, true);
+  smr_source_shared_counts(reads0, hits0);
+  return src;
+}
+
+static void test_look_back_reads_once(void) {
   uint64_t reads0, hits0, reads, hits;
-  smr_source_shared_counts(&reads0, &hits0);
+  smr_source *src = open_shared(&reads0, &hits0);
   for (int s = 0; s < STEPS; s++) {
     read_step(src, s); /* one rule */
     read_step(src, s); /* another */
@@ -98,12 +104,8 @@ static void *read_all_steps(void *p) {
 
 static void test_concurrent_readers_read_once(void) {
   enum { THREADS = 4 };
-  smr_source *src;
-  smr_error e;
-  CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
-  smr_source_share_records(src, true);
   uint64_t reads0, hits0, reads, hits;
-  smr_source_shared_counts(&reads0, &hits0);
+  smr_source *src = open_shared(&reads0, &hits0);
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, THREADS);
   reader_arg a = {src, &start};
