@@ -151,6 +151,12 @@ $(BUILD)/tests/test_fwkit $(BUILD)/tests/test_pk_hist: $(BUILD)/tests/%: tests/u
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
 
+# WeightUpdateRatio's norm kernel against its element-by-element definition.
+UPDATE_NORM = plugins/tensor/weight_update_ratio/update_norm
+$(BUILD)/tests/test_update_norm: tests/unit/test_update_norm.c tests/unit/unit.h $(UPDATE_NORM).c $(UPDATE_NORM).h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(UPDATE_NORM).c -lm
+
 # The stand-in training job of the demo and the live tests.
 $(BUILD)/demo-trainer: examples/trainer/demo_trainer.c $(LIB)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "smrules/rulekit.h"
+#include "update_norm.h"
 
 typedef struct settings {
   int64_t num_steps;
@@ -85,96 +86,74 @@ static int64_t previous_step(state *st, smrules_trial *t, const char *name,
   return lo > 0 ? steps[lo - 1] : -1;
 }
 
-/* ||a - b||_2 with scaling, so that large weights do not overflow: the
- * running sum of squares of |a_i - b_i| / scale, rescaled whenever a
- * larger difference raises the scale.  Every difference is added in
- * element order (the result's bits depend on it), so the loop is one
- * chain of adds; what it can save is the work around each add. */
-typedef struct scaled_ssq {
-  double scale, ssq;
-} scaled_ssq;
-
-/* Adds one difference; false once the norm is decided: NaN, or inf. */
-static inline bool ssq_add(scaled_ssq *s, double d, double *decided) {
-  if (isnan(d)) {
-    *decided = NAN;
-    return false;
-  }
-  if (d == 0)
-    return true;
-  if (isinf(d)) {
-    *decided = INFINITY;
-    return false;
-  }
-  if (s->scale < d) {
-    s->ssq = 1 + s->ssq * (s->scale / d) * (s->scale / d);
-    s->scale = d;
-  } else {
-    s->ssq += (d / s->scale) * (d / s->scale);
-  }
-  return true;
-}
-
-/* float32 elements read in place, without a dtype test per element (this
- * loop is most of the rule's time on float32 weights). */
-static double l2_diff_f32(const unsigned char *a, const unsigned char *b,
-                          int64_t n) {
-  scaled_ssq s = {0, 1};
-  double decided;
-  for (int64_t i = 0; i < n; i++) {
-    float x, y;
-    memcpy(&x, a + 4 * i, sizeof x);
-    memcpy(&y, b + 4 * i, sizeof y);
-    if (!ssq_add(&s, fabs((double)x - (double)y), &decided))
-      return decided;
-  }
-  return s.scale * sqrt(s.ssq);
-}
-
+/* ||a - b||_2 element by element, for what update_norms_f32 does not
+ * take (other dtypes, big-endian hosts). */
 static double l2_diff(const smrules_tensor *a, const smrules_tensor *b) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  if (a->dtype == SMRULES_DT_FLOAT && b->dtype == SMRULES_DT_FLOAT && a->data &&
-      b->data)
-    return l2_diff_f32(a->data, b->data, a->count);
-#endif
-  scaled_ssq s = {0, 1};
+  scaled_ssq s = SCALED_SSQ_INIT;
   double decided;
   for (int64_t i = 0; i < a->count; i++)
     if (!ssq_add(&s, fabs(rk_elem(a, i) - rk_elem(b, i)), &decided))
       return decided;
-  return s.scale * sqrt(s.ssq);
+  return ssq_norm(&s);
+}
+
+static bool little_endian_f32(const smrules_tensor *v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  return v->dtype == SMRULES_DT_FLOAT && v->data;
+#else
+  (void)v;
+  return false;
+#endif
 }
 
 static bool numeric(const smrules_tensor *v) {
   return rk_is_numeric(v) && v->dtype != SMRULES_DT_STRING && !v->strings;
 }
 
-/* The update ratio of `name` between steps p and s of `mode`: 0 and the
- * ratio, or -1 when it cannot be computed. */
-static int update_ratio(smrules_ctx *ctx, smrules_trial *t, const char *name,
-                        int mode, int64_t p, int64_t s, double eps,
-                        double *ratio) {
+/* A weight tensor read at steps s and p, waiting for its update norm.
+ * Norms are computed a batch at a time (update_norm.h: several chains
+ * side by side); the batch holds at most BATCH tensors and, beyond its
+ * first, BATCH_BYTES of values, so memory stays bounded whatever the
+ * model. */
+typedef struct pending {
+  const char *name;
+  int64_t p;
   smrules_tensor ws, wp;
-  if (rk_api->value(t, name, p, mode, &wp) != 0)
-    return -1;
-  int rc = -1;
-  if (rk_api->value(t, name, s, mode, &ws) == 0) {
-    double norm;
-    if (!numeric(&ws) || !numeric(&wp))
+  double norm; /* ||w_p||_2 */
+} pending;
+
+#define BATCH 8
+#define BATCH_BYTES ((int64_t)8 << 20)
+
+typedef struct batch {
+  pending v[BATCH];
+  size_t n;
+  int64_t bytes;
+} batch;
+
+/* Reads `name` at p and s into the batch's next entry: true when it is
+ * to be compared (values held), false when skipped. */
+static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
+                      int mode, int64_t p, int64_t s, pending *w) {
+  if (rk_api->value(t, name, p, mode, &w->wp) != 0)
+    return false;
+  if (rk_api->value(t, name, s, mode, &w->ws) == 0) {
+    if (!numeric(&w->ws) || !numeric(&w->wp))
       ;
-    else if (!rk_same_shape(&ws, &wp))
+    else if (!rk_same_shape(&w->ws, &w->wp))
       rk_api->log(ctx, 2,
                   "%s: shape at %s step %lld differs from step %lld; "
                   "not compared",
                   name, rk_mode_name(mode), (long long)s, (long long)p);
-    else if (rk_api->reduce(&wp, SMRULES_RED_L2, false, &norm) == 0) {
-      *ratio = l2_diff(&ws, &wp) / (norm + eps);
-      rc = 0;
+    else if (rk_api->reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
+      w->name = name;
+      w->p = p;
+      return true;
     }
-    rk_api->release(&ws);
+    rk_api->release(&w->ws);
   }
-  rk_api->release(&wp);
-  return rc;
+  rk_api->release(&w->wp);
+  return false;
 }
 
 static int64_t global_of(smrules_trial *t, int mode, int64_t s) {
@@ -184,24 +163,59 @@ static int64_t global_of(smrules_trial *t, int mode, int64_t s) {
   return g;
 }
 
-/* Evaluates one weight tensor at step s: -1 skipped, 0 fine, 1 violation. */
-static int check(smrules_ctx *ctx, state *st, smrules_trial *t,
-                 const char *name, int mode, int64_t s) {
-  int64_t p = previous_step(st, t, name, mode, s);
-  double ratio;
-  if (p < 0 ||
-      update_ratio(ctx, t, name, mode, p, s, st->s->epsilon, &ratio) != 0)
-    return -1;
-  bool large = ratio > st->s->large_threshold;
-  if (!large && !(ratio < st->s->small_threshold))
+/* Reports `ratio` of w when it is out of bounds: 0 fine, 1 violation. */
+static int judge(smrules_ctx *ctx, const settings *cfg, smrules_trial *t,
+                 int mode, const pending *w, double ratio) {
+  bool large = ratio > cfg->large_threshold;
+  if (!large && !(ratio < cfg->small_threshold))
     return 0; /* NaN included */
-  smrules_json *j = rk_violation(ctx, name);
+  smrules_json *j = rk_violation(ctx, w->name);
   rk_api->json_num(j, "ratio", ratio);
-  rk_api->json_int(j, "previous_step", global_of(t, mode, p));
+  rk_api->json_int(j, "previous_step", global_of(t, mode, w->p));
   rk_api->json_str(j, "exceeds", large ? "large_threshold" : "small_threshold");
   rk_api->json_num(j, "threshold",
-                   large ? st->s->large_threshold : st->s->small_threshold);
+                   large ? cfg->large_threshold : cfg->small_threshold);
   return 1;
+}
+
+/* The update norms of the batch, float32 ones together. */
+static void update_norms(const batch *b, double *diff) {
+  update_pair f32[BATCH];
+  size_t where[BATCH], nf = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    const pending *w = &b->v[i];
+    if (little_endian_f32(&w->ws) && little_endian_f32(&w->wp)) {
+      f32[nf] = (update_pair){w->ws.data, w->wp.data, w->ws.count};
+      where[nf++] = i;
+    } else {
+      diff[i] = l2_diff(&w->ws, &w->wp);
+    }
+  }
+  if (nf == 0)
+    return;
+  double norms[BATCH];
+  update_norms_f32(f32, nf, norms);
+  for (size_t k = 0; k < nf; k++)
+    diff[where[k]] = norms[k];
+}
+
+/* Judges and releases the batch, in the order it was read; returns the
+ * number of violations. */
+static int64_t flush(smrules_ctx *ctx, const settings *cfg, smrules_trial *t,
+                     int mode, batch *b) {
+  double diff[BATCH];
+  update_norms(b, diff);
+  int64_t violations = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    pending *w = &b->v[i];
+    violations +=
+        judge(ctx, cfg, t, mode, w, diff[i] / (w->norm + cfg->epsilon));
+    rk_api->release(&w->ws);
+    rk_api->release(&w->wp);
+  }
+  b->n = 0;
+  b->bytes = 0;
+  return violations;
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
@@ -217,11 +231,19 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
       (rk_api->step_mode(t, g, &gmode, &s) != 0 || gmode != mode))
     s = -1; /* not a step of the chosen mode: not evaluated */
   int64_t evaluated = 0, violations = 0;
+  batch b = {0};
   for (size_t i = 0; s >= 0 && i < names.n; i++) {
-    int rc = check(ctx, st, t, names.v[i], mode, s);
-    evaluated += rc >= 0;
-    violations += rc == 1;
+    int64_t prev = previous_step(st, t, names.v[i], mode, s);
+    pending *w = &b.v[b.n];
+    if (prev < 0 || !read_pair(ctx, t, names.v[i], mode, prev, s, w))
+      continue;
+    evaluated++;
+    b.n++;
+    b.bytes += (int64_t)(w->ws.nbytes + w->wp.nbytes);
+    if (b.n == BATCH || b.bytes >= BATCH_BYTES)
+      violations += flush(ctx, st->s, t, mode, &b);
   }
+  violations += flush(ctx, st->s, t, mode, &b);
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);

@@ -1,0 +1,257 @@
+/* update_norm.c - several update norms at once (update_norm.h).
+ *
+ * One norm adds its squares in element order, so it runs at the latency
+ * of a floating-point add per element.  Up to LANES norms run here side
+ * by side: for each live lane a block of BLOCK elements is turned into
+ * squares with vector arithmetic, then the lanes' adds are interleaved,
+ * element by element, so that the CPU overlaps their chains.  Each lane
+ * still adds its own squares in its own order; nothing is reassociated.
+ *
+ * A block is one of three kinds:
+ * - every difference zero (a frozen layer, or weights that barely move
+ *   in float32): nothing to add, as ssq_add skips zeros;
+ * - every difference finite and at most the lane's current scale: each
+ *   square is (d / scale)^2, exactly what ssq_add adds (a zero adds +0,
+ *   which leaves a sum >= 1 unchanged, as skipping it does);
+ * - otherwise (a NaN, an infinity, a new largest difference): added
+ *   element by element with ssq_add, so rescaling and the decided cases
+ *   keep their order. */
+#include "update_norm.h"
+
+#include <string.h>
+
+#define LANES 4  /* add_in_order names four accumulators */
+#define BLOCK 32 /* elements per lane per round */
+
+typedef long long v2i __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+typedef float v2f __attribute__((vector_size(8)));
+
+typedef enum block_kind { BLOCK_ZERO, BLOCK_SQUARES, BLOCK_SLOW } block_kind;
+
+/* A block's kind; for BLOCK_SQUARES its squares in t. */
+typedef block_kind (*squares_fn)(const unsigned char *a, const unsigned char *b,
+                                 double scale, double *t);
+
+/* One definition for both vector widths: GCC/Clang vector extensions, W
+ * doubles per vector.  ATTR is empty for the baseline build (SSE2 on
+ * x86-64, whatever the target has elsewhere) and the `target` attribute
+ * for the AVX2 copy, which is chosen at run time.  No FMA is enabled, and
+ * -std=c11 keeps the compiler from contracting (d / s) * (d / s). */
+#define DEFINE_SQUARES(NAME, W, VD, VI, VF, ATTR)                              \
+  ATTR static block_kind NAME(const unsigned char *a, const unsigned char *b,  \
+                              double scale, double *t) {                       \
+    VD d[BLOCK / W], s;                                                        \
+    VI ok, zero, magnitude;                                                    \
+    for (int k = 0; k < W; k++) {                                              \
+      s[k] = scale;                                                            \
+      ok[k] = zero[k] = -1;                                                    \
+      magnitude[k] = INT64_MAX;                                                \
+    }                                                                          \
+    for (int v = 0; v < BLOCK / W; v++) {                                      \
+      VF x, y;                                                                 \
+      memcpy(&x, a + 4 * W * v, sizeof x);                                     \
+      memcpy(&y, b + 4 * W * v, sizeof y);                                     \
+      VD diff =                                                                \
+          __builtin_convertvector(x, VD) - __builtin_convertvector(y, VD);     \
+      d[v] = (VD)((VI)diff & magnitude); /* fabs */                            \
+      ok &= (VI)(d[v] <= s);             /* false for NaN */                   \
+      zero &= (VI)(d[v] == 0);                                                 \
+    }                                                                          \
+    long long all_ok = -1, all_zero = -1;                                      \
+    for (int k = 0; k < W; k++) {                                              \
+      all_ok &= ok[k];                                                         \
+      all_zero &= zero[k];                                                     \
+    }                                                                          \
+    if (all_zero)                                                              \
+      return BLOCK_ZERO;                                                       \
+    if (!all_ok) /* also when scale is 0: some d > 0 */                        \
+      return BLOCK_SLOW;                                                       \
+    for (int v = 0; v < BLOCK / W; v++) {                                      \
+      VD q = d[v] / s;                                                         \
+      VD sq = q * q;                                                           \
+      memcpy(t + W * v, &sq, sizeof sq);                                       \
+    }                                                                          \
+    return BLOCK_SQUARES;                                                      \
+  }
+
+DEFINE_SQUARES(squares_v2, 2, v2d, v2i, v2f, )
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The build targets the x86-64 baseline, so this copy is compiled for
+ * AVX2 with the GCC/Clang `target` attribute and used only where
+ * __builtin_cpu_supports says the CPU has it. */
+typedef long long v4i __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+DEFINE_SQUARES(squares_v4, 4, v4d, v4i, v4f, __attribute__((target("avx2"))))
+
+static bool avx2_allowed = true;
+
+void update_norm_allow_avx2(bool on) {
+  avx2_allowed = on;
+}
+
+static squares_fn best_squares(void) {
+  if (avx2_allowed && __builtin_cpu_supports("avx2"))
+    return squares_v4;
+  return squares_v2;
+}
+#else
+void update_norm_allow_avx2(bool on) {
+  (void)on;
+}
+
+static squares_fn best_squares(void) {
+  return squares_v2;
+}
+#endif
+
+typedef struct lane {
+  const unsigned char *a, *b;
+  int64_t n, i;
+  scaled_ssq s;
+  size_t job; /* index into pairs and out */
+  bool live;  /* has a norm to finish */
+  bool done;  /* out[job] written (a NaN or inf decided it) */
+} lane;
+
+static double difference(const lane *l, int64_t i) {
+  float x, y;
+  memcpy(&x, l->a + 4 * i, sizeof x);
+  memcpy(&y, l->b + 4 * i, sizeof y);
+  return fabs((double)x - (double)y);
+}
+
+/* Adds elements [i, end) one by one. */
+static void add_one_by_one(lane *l, int64_t end, double *out) {
+  double decided;
+  for (; l->i < end; l->i++)
+    if (!ssq_add(&l->s, difference(l, l->i), &decided)) {
+      out[l->job] = decided;
+      l->done = true;
+      return;
+    }
+}
+
+static void lane_start(lane *l, const update_pair *pairs, size_t n,
+                       size_t *next) {
+  *l = (lane){0};
+  if (*next == n)
+    return;
+  const update_pair *p = &pairs[*next];
+  *l = (lane){.a = p->a,
+              .b = p->b,
+              .n = p->n,
+              .s = SCALED_SSQ_INIT,
+              .job = (*next)++,
+              .live = true};
+}
+
+/* A lane's next block: true with its squares in t, false when it needs
+ * no adds (its zeros skipped, or added one by one already). */
+static bool lane_block(lane *l, squares_fn squares, double *t, double *out) {
+  if (!l->live)
+    return false;
+  int64_t len = l->n - l->i;
+  if (len >= BLOCK) {
+    block_kind k = squares(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    if (k != BLOCK_SLOW) {
+      l->i += BLOCK;
+      return k == BLOCK_SQUARES;
+    }
+  }
+  add_one_by_one(l, l->i + (len < BLOCK ? len : BLOCK), out);
+  return false;
+}
+
+/* The squares of the lanes marked fast added, each lane's in its order,
+ * interleaved so that the chains overlap (the others add zeros to sums
+ * that are thrown away). */
+static void add_in_order(lane *l, double t[LANES][BLOCK], const bool *fast) {
+  for (int j = 0; j < LANES; j++)
+    if (!fast[j])
+      memset(t[j], 0, sizeof t[j]);
+  double s0 = l[0].s.ssq, s1 = l[1].s.ssq, s2 = l[2].s.ssq, s3 = l[3].s.ssq;
+  for (int k = 0; k < BLOCK; k++) {
+    s0 += t[0][k];
+    s1 += t[1][k];
+    s2 += t[2][k];
+    s3 += t[3][k];
+  }
+  double sums[LANES] = {s0, s1, s2, s3};
+  for (int j = 0; j < LANES; j++)
+    if (fast[j])
+      l[j].s.ssq = sums[j];
+}
+
+/* Ends a lane whose norm is complete and starts the next pair in it. */
+static void lane_advance(lane *l, const update_pair *pairs, size_t n,
+                         size_t *next, double *out) {
+  if (!l->live || (!l->done && l->i < l->n))
+    return;
+  if (!l->done)
+    out[l->job] = ssq_norm(&l->s);
+  lane_start(l, pairs, n, next);
+}
+
+/* The live lane when there is exactly one, else NULL. */
+static lane *lone_lane(lane *l) {
+  lane *live = NULL;
+  for (int j = 0; j < LANES; j++)
+    if (l[j].live) {
+      if (live)
+        return NULL;
+      live = &l[j];
+    }
+  return live;
+}
+
+static bool any_live(const lane *l) {
+  for (int j = 0; j < LANES; j++)
+    if (l[j].live)
+      return true;
+  return false;
+}
+
+/* A lane left alone finishes without the others' empty adds. */
+static void finish_alone(lane *l, squares_fn squares, double *out) {
+  double t[BLOCK];
+  while (!l->done && l->n - l->i >= BLOCK) {
+    block_kind k = squares(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    if (k == BLOCK_SLOW) {
+      add_one_by_one(l, l->i + BLOCK, out);
+      continue;
+    }
+    if (k == BLOCK_SQUARES)
+      for (int j = 0; j < BLOCK; j++)
+        l->s.ssq += t[j];
+    l->i += BLOCK;
+  }
+  if (!l->done)
+    add_one_by_one(l, l->n, out);
+}
+
+void update_norms_f32(const update_pair *pairs, size_t n, double *out) {
+  squares_fn squares = best_squares();
+  lane l[LANES];
+  size_t next = 0;
+  for (int j = 0; j < LANES; j++)
+    lane_start(&l[j], pairs, n, &next);
+  double t[LANES][BLOCK];
+  while (any_live(l)) {
+    lane *alone = lone_lane(l);
+    if (alone) { /* no pair is left to start: finish it */
+      finish_alone(alone, squares, out);
+      lane_advance(alone, pairs, n, &next, out);
+      continue;
+    }
+    bool fast[LANES], adds = false;
+    for (int j = 0; j < LANES; j++)
+      adds |= fast[j] = lane_block(&l[j], squares, t[j], out);
+    if (adds)
+      add_in_order(l, t, fast);
+    for (int j = 0; j < LANES; j++)
+      lane_advance(&l[j], pairs, n, &next, out);
+  }
+}
