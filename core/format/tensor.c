@@ -1082,6 +1082,120 @@ int smr_tensor_stats(const smr_tensor *t, smr_stats *out, smr_error *err) {
   return SMR_OK;
 }
 
+/* ---- element counts -------------------------------------------------- */
+
+/* float32 counts from the bits, without converting: |x|'s bits are 0 for
+ * a zero (either sign), above the infinity's bits for a NaN; exactly the
+ * answers lane_add_real gives for the converted double. */
+#define F32_MAGNITUDE 0x7fffffff
+#define F32_PINF 0x7f800000
+#define F32_NINF ((int32_t)0xff800000u)
+
+typedef struct elem_counts {
+  int64_t nan, pinf, ninf, zeros;
+} elem_counts;
+
+static void counts_f32_scalar(const uint8_t *p, int64_t from, int64_t n,
+                              elem_counts *c) {
+  for (int64_t i = from; i < n; i++) {
+    int32_t u = (int32_t)load_u32(p + 4 * i), a = u & F32_MAGNITUDE;
+    c->zeros += a == 0;
+    c->nan += a > F32_PINF;
+    c->pinf += u == F32_PINF;
+    c->ninf += u == F32_NINF;
+  }
+}
+
+/* W int32 lanes at a time, the bits read in host order, so little-endian
+ * hosts only.  Lane counters are int32: a block of at most 2^20 vectors
+ * cannot overflow them.  Returns the elements done. */
+#define COUNTS_BLOCK ((int64_t)1 << 20)
+#define DEFINE_COUNTS_F32(NAME, W, VS, ATTR)                                   \
+  ATTR static int64_t NAME(const uint8_t *p, int64_t n, elem_counts *c) {      \
+    VS magnitude, pinf, ninf, zero;                                            \
+    for (int k = 0; k < W; k++) {                                              \
+      magnitude[k] = F32_MAGNITUDE;                                            \
+      pinf[k] = F32_PINF;                                                      \
+      ninf[k] = F32_NINF;                                                      \
+      zero[k] = 0;                                                             \
+    }                                                                          \
+    int64_t i = 0;                                                             \
+    while (n - i >= W) {                                                       \
+      int64_t vectors = (n - i) / W;                                           \
+      int64_t end = i + W * (vectors < COUNTS_BLOCK ? vectors : COUNTS_BLOCK); \
+      VS zeros = zero, nans = zero, pinfs = zero, ninfs = zero;                \
+      for (; i < end; i += W) {                                                \
+        VS u;                                                                  \
+        memcpy(&u, p + 4 * i, sizeof u);                                       \
+        VS a = u & magnitude;                                                  \
+        zeros -= (VS)(a == zero); /* -1 where true */                          \
+        nans -= (VS)(a > pinf);                                                \
+        pinfs -= (VS)(u == pinf);                                              \
+        ninfs -= (VS)(u == ninf);                                              \
+      }                                                                        \
+      for (int k = 0; k < W; k++) {                                            \
+        c->zeros += zeros[k];                                                  \
+        c->nan += nans[k];                                                     \
+        c->pinf += pinfs[k];                                                   \
+        c->ninf += ninfs[k];                                                   \
+      }                                                                        \
+    }                                                                          \
+    return i;                                                                  \
+  }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+typedef int32_t v4s __attribute__((vector_size(16)));
+DEFINE_COUNTS_F32(counts_f32_v4, 4, v4s, )
+#ifdef HAVE_AVX2_KERNELS
+/* Compiled for AVX2 and chosen at run time, as the statistics kernels. */
+typedef int32_t v8s __attribute__((vector_size(32)));
+DEFINE_COUNTS_F32(counts_f32_v8, 8, v8s, __attribute__((target("avx2"))))
+#endif
+#endif
+
+static void counts_f32(const uint8_t *p, int64_t n, elem_counts *c) {
+  int64_t done = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#ifdef HAVE_AVX2_KERNELS
+  if (use_avx2())
+    done = counts_f32_v8(p, n, c);
+  else
+#endif
+    done = counts_f32_v4(p, n, c);
+#endif
+  counts_f32_scalar(p, done, n, c);
+}
+
+static void counts_out(int64_t count, const elem_counts *c, smr_stats *out) {
+  *out = (smr_stats){.count = count,
+                     .nan = c->nan,
+                     .pinf = c->pinf,
+                     .ninf = c->ninf,
+                     .zeros = c->zeros};
+  out->finite = count - c->nan - c->pinf - c->ninf;
+  out->has_finite = out->finite > 0;
+}
+
+int smr_tensor_counts(const smr_tensor *t, smr_stats *out, smr_error *err) {
+  const kind_ops *ops;
+  int rc = numeric_ops(t, &ops, err);
+  if (rc != SMR_OK)
+    return rc;
+  elem_counts c = {0};
+  if (t->dtype == SMR_DT_FLOAT) {
+    counts_f32(t->data, t->count, &c);
+  } else { /* other dtypes: the one pass of smr_tensor_stats */
+    smr_stats s;
+    if ((rc = smr_tensor_stats(t, &s, err)) != SMR_OK)
+      return rc;
+    c = (elem_counts){s.nan, s.pinf, s.ninf, s.zeros};
+  }
+  counts_out(t->count, &c, out);
+  out->min = out->max = out->sum = out->mean = NAN;
+  out->l1 = out->l2 = out->linf = NAN;
+  return SMR_OK;
+}
+
 /* ---- fingerprint ----------------------------------------------------- */
 
 void smr_tensor_sha256(const smr_tensor *t, char hex[65]) {

@@ -117,6 +117,10 @@ typedef struct smr_stats {
   double min, max, sum, mean, l1, l2, linf;
 } smr_stats;
 int smr_tensor_stats(const smr_tensor *t, smr_stats *out, smr_error *err);
+/* The counts of smr_tensor_stats only (count, finite, nan, pinf, ninf,
+ * zeros, has_finite), the same numbers, from a cheaper pass (float32
+ * tensors are counted from the bits); the other fields are NaN. */
+int smr_tensor_counts(const smr_tensor *t, smr_stats *out, smr_error *err);
 /* Tests: false keeps smr_tensor_stats to the x86-64 baseline instructions
  * on a machine with AVX2 (the results are the same bits either way).  Set
  * it before other threads compute statistics. */

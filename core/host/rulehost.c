@@ -704,58 +704,75 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   return SMRULES_NO_TRIGGER;
 }
 
-/* Reads the value and computes its statistics; with a cache, the entry
- * the caller claimed is filled. */
+/* The pass that computes `what`. */
+static int compute(const smr_tensor *v, smr_stats_what what, smr_stats *s) {
+  smr_error e;
+  int rc = what == SMR_STATS_COUNTS ? smr_tensor_counts(v, s, &e)
+                                    : smr_tensor_stats(v, s, &e);
+  return rc == SMR_OK ? SMRULES_NO_TRIGGER : SMRULES_ERR;
+}
+
+/* What a rule is handed: the counts alone are always without the other
+ * statistics, whether computed for it or found in a full entry. */
+static void what_out(const smr_stats *s, smr_stats_what what,
+                     smrules_stats *out) {
+  stats_out(s, out);
+  if (what == SMR_STATS_COUNTS)
+    out->min = out->max = out->sum = out->mean = out->l1 = out->l2 = out->linf =
+        NAN;
+}
+
+/* Reads the value and computes `what`; with a cache, the entry the
+ * caller claimed is filled. */
 static int compute_value_stats(smrules_trial *t, const char *name, int64_t step,
-                               int mode, smr_stats_cache *cache,
-                               smrules_stats *out) {
+                               int mode, smr_stats_what what,
+                               smr_stats_cache *cache, smrules_stats *out) {
   smr_stats s;
   memset(&s, 0, sizeof s);
   smrules_tensor v;
   int rc = api_value(t, name, step, mode, &v);
   if (rc == SMRULES_NO_TRIGGER) {
-    smr_error e;
-    rc = smr_tensor_stats(core_tensor(&v), &s, &e) == SMR_OK
-             ? SMRULES_NO_TRIGGER
-             : SMRULES_ERR;
+    rc = compute(core_tensor(&v), what, &s);
     api_release(&v);
   }
   if (rc == SMRULES_NO_TRIGGER)
-    stats_out(&s, out);
+    what_out(&s, what, out);
   /* a damaged record's warning is printed once whoever reads it, so
    * every status can be shared */
   if (cache)
-    smr_stats_cache_fill(cache, name, step, mode, rc, &s);
+    smr_stats_cache_fill(cache, name, step, mode, what, rc, &s);
   return rc;
 }
 
-/* The statistics from the cache or computed; with wait false, STATS_BUSY
- * when another thread is computing them (never handed to a rule: a
- * second pass waits for those). */
+/* The statistics (or counts) from the cache or computed; with wait
+ * false, STATS_BUSY when another thread is computing them (never handed
+ * to a rule: a second pass waits for those). */
 #define STATS_BUSY (-100)
 static int value_stats(smrules_trial *t, const char *name, int64_t step,
-                       int mode, bool wait, smrules_stats *out) {
+                       int mode, smr_stats_what what, bool wait,
+                       smrules_stats *out) {
   memset(out, 0, sizeof *out);
   smr_stats_cache *cache = smr_trial_stats_cache(T(t));
   smr_stats s;
   int rc;
-  switch (cache ? smr_stats_cache_try(cache, name, step, mode, wait, &s, &rc)
-                : SMR_STATS_CLAIMED) {
+  switch (
+      cache ? smr_stats_cache_try(cache, name, step, mode, what, wait, &s, &rc)
+            : SMR_STATS_CLAIMED) {
   case SMR_STATS_STORED:
     if (rc == SMRULES_NO_TRIGGER)
-      stats_out(&s, out);
+      what_out(&s, what, out);
     return rc;
   case SMR_STATS_BUSY:
     return STATS_BUSY;
   case SMR_STATS_CLAIMED:
     break;
   }
-  return compute_value_stats(t, name, step, mode, cache, out);
+  return compute_value_stats(t, name, step, mode, what, cache, out);
 }
 
 static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
                            int mode, smrules_stats *out) {
-  return value_stats(t, name, step, mode, true, out);
+  return value_stats(t, name, step, mode, SMR_STATS_FULL, true, out);
 }
 
 /* ---- the same reduction or statistics of many tensors, in parallel ---- */
@@ -767,6 +784,7 @@ typedef struct many {
   int mode, reduction;
   bool abs;
   double *red;
+  smr_stats_what what;
   smrules_stats *stats;
   int *status;
 } many;
@@ -782,15 +800,15 @@ static void one_reduction(void *arg, size_t i) {
  * instead of one waiting for the other tensor by tensor. */
 static void one_stats(void *arg, size_t i) {
   many *m = arg;
-  m->status[i] =
-      value_stats(m->t, m->names[i], m->step, m->mode, false, &m->stats[i]);
+  m->status[i] = value_stats(m->t, m->names[i], m->step, m->mode, m->what,
+                             false, &m->stats[i]);
 }
 
 static void one_stats_waiting(void *arg, size_t i) {
   many *m = arg;
   if (m->status[i] == STATS_BUSY)
-    m->status[i] =
-        value_stats(m->t, m->names[i], m->step, m->mode, true, &m->stats[i]);
+    m->status[i] = value_stats(m->t, m->names[i], m->step, m->mode, m->what,
+                               true, &m->stats[i]);
 }
 
 static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
@@ -798,20 +816,33 @@ static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
                           double *out, int *status) {
   if (n && (!names || !out || !status))
     return SMRULES_ERR;
-  many m = {t, names, step, mode, reduction, abs, out, NULL, status};
+  many m = {t,   names, step,           mode, reduction,
+            abs, out,   SMR_STATS_FULL, NULL, status};
   smr_parallel_for(n, one_reduction, &m);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int many_stats(smrules_trial *t, const char *const *names, size_t n,
+                      int64_t step, int mode, smr_stats_what what,
+                      smrules_stats *out, int *status) {
+  if (n && (!names || !out || !status))
+    return SMRULES_ERR;
+  many m = {t, names, step, mode, 0, false, NULL, what, out, status};
+  smr_parallel_for(n, one_stats, &m);
+  smr_parallel_for(n, one_stats_waiting, &m);
   return SMRULES_NO_TRIGGER;
 }
 
 static int api_values_stats(smrules_trial *t, const char *const *names,
                             size_t n, int64_t step, int mode,
                             smrules_stats *out, int *status) {
-  if (n && (!names || !out || !status))
-    return SMRULES_ERR;
-  many m = {t, names, step, mode, 0, false, NULL, out, status};
-  smr_parallel_for(n, one_stats, &m);
-  smr_parallel_for(n, one_stats_waiting, &m);
-  return SMRULES_NO_TRIGGER;
+  return many_stats(t, names, n, step, mode, SMR_STATS_FULL, out, status);
+}
+
+static int api_values_counts(smrules_trial *t, const char *const *names,
+                             size_t n, int64_t step, int mode,
+                             smrules_stats *out, int *status) {
+  return many_stats(t, names, n, step, mode, SMR_STATS_COUNTS, out, status);
 }
 
 static void stats_out(const smr_stats *ps, smrules_stats *out) {
@@ -1088,6 +1119,7 @@ static const smrules_api API = {
     .write_output = api_write_output,
     .reductions = api_reductions,
     .values_stats = api_values_stats,
+    .values_counts = api_values_counts,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -661,25 +661,26 @@ static int tensor_value(lua_State *L) {
   return 1;
 }
 
-/* The statistics of the value at a step without reading it again when
- * another rule of the run just did (trial/stats_cache.h); with a worker
- * option the value is read (the shared entries are the default
- * worker's). */
+/* The statistics (or only the counts) of the value at a step without
+ * reading it again when another rule of the run just did
+ * (trial/stats_cache.h); with a worker option the value is read (the
+ * shared entries are the default worker's). */
 static int read_stats(lua_State *L, const char *name, lua_Integer step,
-                      int mode, const char *worker, smr_stats *s,
-                      smr_error *err) {
+                      int mode, const char *worker, smr_stats_what what,
+                      smr_stats *s, smr_error *err) {
   smr_tensor t;
   smr_value_loc loc;
   int rc =
       smr_trial_value(trial_of(L), name, step, mode, worker, &t, &loc, err);
   if (rc == SMR_OK) {
-    rc = smr_tensor_stats(&t, s, err);
+    rc = what == SMR_STATS_COUNTS ? smr_tensor_counts(&t, s, err)
+                                  : smr_tensor_stats(&t, s, err);
     smr_tensor_release(&t);
   }
   return rc;
 }
 
-static int tensor_stats(lua_State *L) {
+static int shared_stats(lua_State *L, smr_stats_what what) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
   smr_lua_check_opts(L, 3);
@@ -689,28 +690,40 @@ static int tensor_stats(lua_State *L) {
   smr_stats_cache *c = worker ? NULL : smr_trial_stats_cache(trial_of(L));
   smr_stats s;
   int status = 0;
-  bool hit = c && smr_stats_cache_claim(c, name, step, mode, &s, &status);
+  bool hit = c && smr_stats_cache_try(c, name, step, mode, what, true, &s,
+                                      &status) == SMR_STATS_STORED;
   if (!hit || status != 0) { /* a stored failure: read, for its message */
     smr_error err;
     smr_error_clear(&err);
-    int rc = read_stats(L, name, step, mode, worker, &s, &err);
+    int rc = read_stats(L, name, step, mode, worker, what, &s, &err);
+    if (rc == SMR_OK) /* read and went over the value for this rule */
+      charge_computed_reduction(L, name, step, mode, worker);
     if (c && !hit && rc == SMR_OK)
-      smr_stats_cache_fill(c, name, step, mode, 0, &s);
+      smr_stats_cache_fill(c, name, step, mode, what, 0, &s);
     else if (c && !hit)
-      smr_stats_cache_abandon(c, name, step, mode);
+      smr_stats_cache_abandon(c, name, step, mode, what);
     if (rc == SMR_ERR_USAGE) /* strings */
       return luaL_error(L, "%s", err.msg);
     if (rc)
       return raise_trial_error(L, rc, &err);
   }
-  smr_lua_push_stats(L, &s);
+  smr_lua_push_stats(L, &s, what == SMR_STATS_FULL);
   return 1;
+}
+
+static int tensor_stats(lua_State *L) {
+  return shared_stats(L, SMR_STATS_FULL);
+}
+
+static int tensor_counts(lua_State *L) {
+  return shared_stats(L, SMR_STATS_COUNTS);
 }
 
 static const luaL_Reg tensor_methods[] = {
     {"steps", tensor_steps},
     {"value", tensor_value},
     {"stats", tensor_stats},
+    {"counts", tensor_counts},
     {"reduction_value", tensor_reduction_value},
     {"has_value", tensor_has_value},
     {"shape", tensor_shape},

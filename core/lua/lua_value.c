@@ -230,11 +230,11 @@ static void set_num(lua_State *L, const char *k, double x) {
 static int value_stats(lua_State *L) {
   smr_stats s;
   stats_of(L, check_value(L), &s);
-  smr_lua_push_stats(L, &s);
+  smr_lua_push_stats(L, &s, true);
   return 1;
 }
 
-void smr_lua_push_stats(lua_State *L, const smr_stats *ps) {
+void smr_lua_push_stats(lua_State *L, const smr_stats *ps, bool sums) {
   smr_stats s = *ps;
   lua_createtable(L, 0, 16);
   set_int(L, "count", s.count);
@@ -246,7 +246,7 @@ void smr_lua_push_stats(lua_State *L, const smr_stats *ps) {
   set_int(L, "zeros", s.zeros);
   lua_pushboolean(L, s.has_finite);
   lua_setfield(L, -2, "has_finite");
-  if (s.has_finite) {
+  if (s.has_finite && sums) {
     set_num(L, "min", s.min);
     set_num(L, "max", s.max);
     set_num(L, "sum", s.sum);

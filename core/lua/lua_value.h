@@ -22,7 +22,8 @@ void smr_lua_value_push(lua_State *L, int name_idx, smr_tensor **t,
  * does not fit) and whose reading is charged to the budget. */
 void smr_lua_value_ready(lua_State *L, int idx);
 
-/* Push the table v:stats() returns. */
-void smr_lua_push_stats(lua_State *L, const smr_stats *s);
+/* Push the table v:stats() returns; without `sums` only its counts
+ * (count, finite, nan, inf, pinf, ninf, zeros, has_finite: t:counts()). */
+void smr_lua_push_stats(lua_State *L, const smr_stats *s, bool sums);
 
 #endif

@@ -14,6 +14,7 @@ typedef struct slot {
   char *name; /* NULL: empty */
   int64_t step;
   int mode;
+  smr_stats_what what;
   bool pending; /* claimed: a thread is computing the statistics */
   bool dead;    /* abandoned: matches nothing */
   int status;   /* the reader's status: 0, or why there are no stats */
@@ -56,47 +57,53 @@ void smr_stats_cache_free(smr_stats_cache *c) {
   free(c);
 }
 
-static bool matches(const slot *s, const char *name, int64_t step, int mode) {
-  return s->name && !s->dead && s->step == step && s->mode == mode &&
+/* An entry for `what`: exactly that kind when `exact` (the entry a claim
+ * made), else any kind that holds it (a full entry holds the counts). */
+static bool matches(const slot *s, const char *name, int64_t step, int mode,
+                    smr_stats_what what, bool exact) {
+  bool holds = s->what == what || (!exact && s->what == SMR_STATS_FULL);
+  return s->name && !s->dead && holds && s->step == step && s->mode == mode &&
          strcmp(s->name, name) == 0;
 }
 
 /* Newest first: rules in lock step ask for what was just stored. */
-static slot *find(smr_stats_cache *c, const char *name, int64_t step,
-                  int mode) {
+static slot *find(smr_stats_cache *c, const char *name, int64_t step, int mode,
+                  smr_stats_what what, bool exact) {
   for (size_t k = 1; k <= SMR_STATS_CACHE_SLOTS; k++) {
     slot *s =
         &c->ring[(c->next + SMR_STATS_CACHE_SLOTS - k) % SMR_STATS_CACHE_SLOTS];
     if (!s->name)
       return NULL; /* the ring fills in order: nothing older */
-    if (matches(s, name, step, mode))
+    if (matches(s, name, step, mode, what, exact))
       return s;
   }
   return NULL;
 }
 
 /* A new entry in the ring slot the next insertion replaces.  Under mu. */
-static slot *insert(smr_stats_cache *c, char *name, int64_t step, int mode) {
+static slot *insert(smr_stats_cache *c, char *name, int64_t step, int mode,
+                    smr_stats_what what) {
   slot *s = &c->ring[c->next];
   c->next = (c->next + 1) % SMR_STATS_CACHE_SLOTS;
   free(s->name); /* a waiter on an evicted pending entry computes itself */
-  *s = (slot){.name = name, .step = step, .mode = mode};
+  *s = (slot){.name = name, .step = step, .mode = mode, .what = what};
   return s;
 }
 
 smr_stats_claim smr_stats_cache_try(smr_stats_cache *c, const char *name,
-                                    int64_t step, int mode, bool wait,
-                                    smr_stats *out, int *status) {
+                                    int64_t step, int mode, smr_stats_what what,
+                                    bool wait, smr_stats *out, int *status) {
   char *copy = smr_xstrdup(name);
   pthread_mutex_lock(&c->mu);
   slot *s;
-  while ((s = find(c, name, step, mode)) != NULL && s->pending && wait)
+  while ((s = find(c, name, step, mode, what, false)) != NULL && s->pending &&
+         wait)
     pthread_cond_wait(&c->done, &c->mu);
   smr_stats_claim got = SMR_STATS_BUSY;
   if (!s || !s->pending)
     c->lookups++; /* a busy answer is asked again: counted then */
   if (!s) {
-    insert(c, copy, step, mode)->pending = true;
+    insert(c, copy, step, mode, what)->pending = true;
     copy = NULL;
     got = SMR_STATS_CLAIMED;
   } else if (!s->pending) {
@@ -112,16 +119,17 @@ smr_stats_claim smr_stats_cache_try(smr_stats_cache *c, const char *name,
 
 bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
                            int mode, smr_stats *out, int *status) {
-  return smr_stats_cache_try(c, name, step, mode, true, out, status) ==
-         SMR_STATS_STORED;
+  return smr_stats_cache_try(c, name, step, mode, SMR_STATS_FULL, true, out,
+                             status) == SMR_STATS_STORED;
 }
 
 void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
-                          int mode, int status, const smr_stats *st) {
+                          int mode, smr_stats_what what, int status,
+                          const smr_stats *st) {
   pthread_mutex_lock(&c->mu);
-  slot *s = find(c, name, step, mode);
+  slot *s = find(c, name, step, mode, what, true);
   if (!s) /* evicted while it was computed */
-    s = insert(c, smr_xstrdup(name), step, mode);
+    s = insert(c, smr_xstrdup(name), step, mode, what);
   s->stats = *st;
   s->status = status;
   s->pending = false;
@@ -130,9 +138,9 @@ void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
 }
 
 void smr_stats_cache_abandon(smr_stats_cache *c, const char *name, int64_t step,
-                             int mode) {
+                             int mode, smr_stats_what what) {
   pthread_mutex_lock(&c->mu);
-  slot *s = find(c, name, step, mode);
+  slot *s = find(c, name, step, mode, what, true);
   if (s && s->pending)
     s->dead = true;
   pthread_cond_broadcast(&c->done);

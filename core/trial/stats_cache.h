@@ -19,6 +19,11 @@
 
 #define SMR_STATS_CACHE_SLOTS 1024
 
+/* What an entry holds: every statistic, or only the element counts
+ * (count, finite, nan, pinf, ninf, zeros: smr_tensor_counts, a cheaper
+ * pass).  A request for counts is served by either kind of entry. */
+typedef enum smr_stats_what { SMR_STATS_FULL, SMR_STATS_COUNTS } smr_stats_what;
+
 typedef struct smr_stats_cache smr_stats_cache;
 
 smr_stats_cache *smr_stats_cache_new(void);
@@ -33,6 +38,7 @@ void smr_stats_cache_free(smr_stats_cache *c);
  * too. */
 bool smr_stats_cache_claim(smr_stats_cache *c, const char *name, int64_t step,
                            int mode, smr_stats *out, int *status);
+/* (smr_stats_cache_claim asks for SMR_STATS_FULL.) */
 /* The same, waiting or not: with wait false, SMR_STATS_BUSY (and nothing
  * claimed) when another thread is computing the entry, so that a caller
  * with other values to get can get those first (smr_stats_cache_claim
@@ -43,13 +49,15 @@ typedef enum smr_stats_claim {
   SMR_STATS_BUSY     /* another thread computes it */
 } smr_stats_claim;
 smr_stats_claim smr_stats_cache_try(smr_stats_cache *c, const char *name,
-                                    int64_t step, int mode, bool wait,
-                                    smr_stats *out, int *status);
+                                    int64_t step, int mode, smr_stats_what what,
+                                    bool wait, smr_stats *out, int *status);
+/* Fill or abandon the entry claimed for `what`. */
 void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
-                          int mode, int status, const smr_stats *s);
+                          int mode, smr_stats_what what, int status,
+                          const smr_stats *s);
 /* Nothing to store: whoever waits for the entry finds out for itself. */
 void smr_stats_cache_abandon(smr_stats_cache *c, const char *name, int64_t step,
-                             int mode);
+                             int mode, smr_stats_what what);
 
 /* Lookups and hits so far (for tests and SMRULES_STATS_CACHE=1). */
 void smr_stats_cache_counts(smr_stats_cache *c, uint64_t *lookups,

@@ -61,6 +61,15 @@ void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
     status[i] = rk_value_stats(t, names->v[i], g, &out[i]);
 }
 
+void rk_values_counts(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                      smrules_stats *out, int *status) {
+  if (SMRULES_API_HAS(rk_api, values_counts) && rk_api->values_counts &&
+      rk_api->values_counts(t, names->v, names->n, g, SMRULES_MODE_GLOBAL, out,
+                            status) == 0)
+    return;
+  rk_values_stats(t, names, g, out, status); /* the same counts */
+}
+
 void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                    int reduction, bool abs, double *out, int *status) {
   if (SMRULES_API_HAS(rk_api, reductions) && rk_api->reductions &&
@@ -93,6 +102,14 @@ bool rk_many_stats(smrules_ctx *ctx, smrules_trial *t,
   if (!many_alloc(ctx, names->n, true, out))
     return false;
   rk_values_stats(t, names, g, out->stats, out->status);
+  return true;
+}
+
+bool rk_many_counts(smrules_ctx *ctx, smrules_trial *t,
+                    const smrules_strlist *names, int64_t g, rk_many *out) {
+  if (!many_alloc(ctx, names->n, true, out))
+    return false;
+  rk_values_counts(t, names, g, out->stats, out->status);
   return true;
 }
 
@@ -169,6 +186,18 @@ double *rk_values(const smrules_tensor *t) {
   if (!v)
     return NULL;
   bool strings = t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (!strings && t->dtype == SMRULES_DT_FLOAT && t->data) {
+    /* rk_elem's float32 case, in a loop the compiler vectorizes */
+    const unsigned char *p = t->data;
+    for (int64_t i = 0; i < t->count; i++) {
+      float f;
+      memcpy(&f, p + (size_t)i * sizeof f, sizeof f);
+      v[i] = f;
+    }
+    return v;
+  }
+#endif
   for (int64_t i = 0; i < t->count; i++)
     v[i] = strings ? parse_string_number(t->strings ? t->strings[i] : NULL,
                                          t->string_lens ? t->string_lens[i] : 0)

@@ -695,6 +695,15 @@ LUA_ATTACKS = (
     ("report data", 'local big = ("x"):rep(20 * 1024 * 1024)'
      ' for i = 1, 200 do report.details{["k" .. i] = big} end', "memory limit"),
     ("endless loop under a huge instruction limit", "while true do end", "time limit"),
+    # with a worker the value is read each time, not shared: each read is
+    # charged, so 20,000 calls (some 160,000 instructions of Lua) exceed
+    # the limit
+    ("statistics of a value read again and again",
+     'local t = trial:tensor("DigitsMLP_layer1.fc.weight") local w = t:value(0).worker'
+     ' for i = 1, 20000 do local s = t:stats(0, {worker = w}) end', "instruction limit"),
+    ("counts of a value read again and again",
+     'local t = trial:tensor("DigitsMLP_layer1.fc.weight") local w = t:value(0).worker'
+     ' for i = 1, 20000 do local s = t:counts(0, {worker = w}) end', "instruction limit"),
     ("regex over the tensor names",
      'for i = 1, 100000 do local n = trial:tensor_names{regex = "%s"} end' % CATASTROPHIC,
      "instruction limit"),

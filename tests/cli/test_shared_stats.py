@@ -7,9 +7,10 @@
    two rules made and exactly half of them as hits, with one and with two
    threads (in lock step, the default for several rules), and the results
    are those of each rule run alone.
-2. A Lua rule asking t:stats(step) shares the same entries, and its table
-   equals v:stats() of the value it would read (the rule fails otherwise);
-   a string tensor raises, a worker option reads the value itself.
+2. Two Lua rules asking t:stats(step) share the same entries, and its
+   table equals v:stats() of the value it would read, t:counts(step) its
+   counts and nothing more (the rule fails otherwise); a string tensor
+   raises, a worker option reads the value itself.
 3. With --schedule rules the results are the same (hits are then
    whatever the recent entries give: not checked).
 4. The twelve rules of examples/many-rules.yaml share the records they
@@ -58,6 +59,13 @@ function invoke_at_step(step)
         end
         local w = t:stats(step, {worker = v.worker})
         if w.count ~= own.count then error("worker option") end
+        local counts = t:counts(step)
+        for i = 1, 8 do
+          if counts[keys[i]] ~= own[keys[i]] then
+            error(string.format("%s at %d: counts.%s differs", name, step, keys[i]))
+          end
+        end
+        if counts.sum ~= nil then error("t:counts() has sums") end
         n = n + 1
       end
     end
@@ -207,16 +215,18 @@ def check_parallel_reductions(c, tmp):
 def check_lua(c, tmp):
     lua = write(os.path.join(tmp, "stats.lua"), LUA)
     y = write(os.path.join(tmp, "lua.yaml"),
-              "rules:\n  - rule: ExplodingTensor\n  - name: SharedStats\n    lua: %s\n" % lua)
+              "rules:\n  - rule: ExplodingTensor\n  - name: SharedStats\n    lua: %s\n"
+              "  - name: SharedStats2\n    lua: %s\n" % (lua, lua))
     for trial in ("healthy_mlp_digits", "two_workers_ddp", "xgboost_balanced_features"):
         r = run_env(["run", "--trial", os.path.join(TRIALS, trial), "--rules", y, "--fresh",
                      "--json", "--output", os.path.join(tmp, "out-lua")],
                     {"SMRULES_STATS_CACHE": "1"})
         sc = c.scope("Lua t:stats on %s" % trial, r)
-        lua_r = rule_results(r).get("SharedStats", {})
-        sc.eq("Lua rule status", lua_r.get("status"), "NoIssuesFound")
+        for rule in ("SharedStats", "SharedStats2"):
+            lua_r = rule_results(r).get(rule, {})
+            sc.eq("%s status" % rule, lua_r.get("status"), "NoIssuesFound")
         m = COUNTS.search(r.err)
-        sc.ok(m and int(m.group(2)) > 0, "the Lua rule and ExplodingTensor share entries",
+        sc.ok(m and int(m.group(2)) > 0, "the Lua rules and ExplodingTensor share entries",
               r.err.strip()[-300:])
     s = write(os.path.join(tmp, "strings.lua"), STRINGS)
     y = write(os.path.join(tmp, "strings.yaml"), "rules:\n  - name: Strings\n    lua: %s\n" % s)

@@ -25,21 +25,22 @@ static void test_claim_fill_hit(void) {
   smr_stats out, s = stats_with(7);
   int status = -99;
   CHECK(!smr_stats_cache_claim(c, "a", 3, 4, &out, &status));
-  smr_stats_cache_fill(c, "a", 3, 4, 0, &s);
+  smr_stats_cache_fill(c, "a", 3, 4, SMR_STATS_FULL, 0, &s);
   CHECK(smr_stats_cache_claim(c, "a", 3, 4, &out, &status));
   CHECK_EQ_INT(status, 0);
   CHECK_EQ_INT(out.count, 7);
   CHECK(out.sum == 3.5);
   /* another step, mode or name is another entry */
   CHECK(!smr_stats_cache_claim(c, "a", 4, 4, &out, &status));
-  smr_stats_cache_abandon(c, "a", 4, 4);
+  smr_stats_cache_abandon(c, "a", 4, 4, SMR_STATS_FULL);
   CHECK(!smr_stats_cache_claim(c, "a", 3, 1, &out, &status));
-  smr_stats_cache_fill(c, "a", 3, 1, -3, &s); /* a stored status */
+  smr_stats_cache_fill(c, "a", 3, 1, SMR_STATS_FULL, -3,
+                       &s); /* a stored status */
   CHECK(smr_stats_cache_claim(c, "a", 3, 1, &out, &status));
   CHECK_EQ_INT(status, -3);
   /* abandoned: the next one claims it again */
   CHECK(!smr_stats_cache_claim(c, "a", 4, 4, &out, &status));
-  smr_stats_cache_fill(c, "a", 4, 4, 0, &s);
+  smr_stats_cache_fill(c, "a", 4, 4, SMR_STATS_FULL, 0, &s);
   uint64_t lookups, hits;
   smr_stats_cache_counts(c, &lookups, &hits);
   CHECK_EQ_INT(lookups, 6);
@@ -53,7 +54,7 @@ static void test_ring_forgets_oldest(void) {
   int status;
   for (int i = 0; i < SMR_STATS_CACHE_SLOTS + 10; i++) {
     CHECK(!smr_stats_cache_claim(c, "t", i, 4, &out, &status));
-    smr_stats_cache_fill(c, "t", i, 4, 0, &s);
+    smr_stats_cache_fill(c, "t", i, 4, SMR_STATS_FULL, 0, &s);
   }
   for (int i = 0; i < 10; i++) /* the first ten were replaced */
     CHECK(!smr_stats_cache_claim(c, "t", i, 4, &out, &status));
@@ -76,7 +77,7 @@ static void *wait_for(void *arg) {
   w->hit = smr_stats_cache_claim(w->c, "x", 1, 4, &out, &status);
   w->count = w->hit ? out.count : -1;
   if (!w->hit)
-    smr_stats_cache_abandon(w->c, "x", 1, 4);
+    smr_stats_cache_abandon(w->c, "x", 1, 4, SMR_STATS_FULL);
   return NULL;
 }
 
@@ -89,15 +90,15 @@ static void test_waits_for_the_computing_thread(void) {
   pthread_t th;
   pthread_create(&th, NULL, wait_for, &w);
   usleep(50 * 1000); /* the other thread is waiting now (or soon) */
-  smr_stats_cache_fill(c, "x", 1, 4, 0, &s);
+  smr_stats_cache_fill(c, "x", 1, 4, SMR_STATS_FULL, 0, &s);
   pthread_join(th, NULL);
   CHECK(w.hit);
   CHECK_EQ_INT(w.count, 42);
   /* abandoned while another waits: that one claims it */
   CHECK(!smr_stats_cache_claim(c, "y", 1, 4, &out, &status));
-  smr_stats_cache_abandon(c, "y", 1, 4);
+  smr_stats_cache_abandon(c, "y", 1, 4, SMR_STATS_FULL);
   CHECK(!smr_stats_cache_claim(c, "y", 1, 4, &out, &status));
-  smr_stats_cache_fill(c, "y", 1, 4, 0, &s);
+  smr_stats_cache_fill(c, "y", 1, 4, SMR_STATS_FULL, 0, &s);
   smr_stats_cache_free(c);
 }
 
@@ -105,15 +106,18 @@ static void test_try_without_waiting(void) {
   smr_stats_cache *c = smr_stats_cache_new();
   smr_stats out, s = stats_with(5);
   int status = -99;
-  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
-               SMR_STATS_CLAIMED);
+  CHECK_EQ_INT(
+      smr_stats_cache_try(c, "w", 1, 4, SMR_STATS_FULL, false, &out, &status),
+      SMR_STATS_CLAIMED);
   /* being computed: busy, nothing claimed, nothing counted */
-  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
-               SMR_STATS_BUSY);
+  CHECK_EQ_INT(
+      smr_stats_cache_try(c, "w", 1, 4, SMR_STATS_FULL, false, &out, &status),
+      SMR_STATS_BUSY);
   CHECK_EQ_INT(status, -99);
-  smr_stats_cache_fill(c, "w", 1, 4, 0, &s);
-  CHECK_EQ_INT(smr_stats_cache_try(c, "w", 1, 4, false, &out, &status),
-               SMR_STATS_STORED);
+  smr_stats_cache_fill(c, "w", 1, 4, SMR_STATS_FULL, 0, &s);
+  CHECK_EQ_INT(
+      smr_stats_cache_try(c, "w", 1, 4, SMR_STATS_FULL, false, &out, &status),
+      SMR_STATS_STORED);
   CHECK_EQ_INT(status, 0);
   CHECK_EQ_INT(out.count, 5);
   uint64_t lookups, hits;
@@ -123,10 +127,50 @@ static void test_try_without_waiting(void) {
   smr_stats_cache_free(c);
 }
 
+/* Counts are served by a full entry; full statistics never by a counts
+ * entry; filling a counts claim leaves a newer full entry alone. */
+static void test_counts_and_full(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, full = stats_with(7), counts = stats_with(3);
+  int status;
+  const smr_stats_what F = SMR_STATS_FULL, C = SMR_STATS_COUNTS;
+  CHECK_EQ_INT(smr_stats_cache_try(c, "f", 1, 4, F, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "f", 1, 4, F, 0, &full);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "f", 1, 4, C, true, &out, &status),
+               SMR_STATS_STORED);
+  CHECK_EQ_INT(out.count, 7);
+
+  CHECK_EQ_INT(smr_stats_cache_try(c, "k", 1, 4, C, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  /* a full request does not wait for, nor take, the counts entry */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "k", 1, 4, F, false, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "k", 1, 4, F, 0, &full);
+  smr_stats_cache_fill(c, "k", 1, 4, C, 0, &counts);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "k", 1, 4, F, true, &out, &status),
+               SMR_STATS_STORED);
+  CHECK_EQ_INT(out.count, 7); /* the full entry, not overwritten */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "k", 1, 4, C, true, &out, &status),
+               SMR_STATS_STORED);
+
+  CHECK_EQ_INT(smr_stats_cache_try(c, "a", 1, 4, C, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_abandon(c, "a", 1, 4, C);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "a", 1, 4, C, false, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "a", 1, 4, C, 0, &counts);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "a", 1, 4, F, false, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_abandon(c, "a", 1, 4, F);
+  smr_stats_cache_free(c);
+}
+
 int main(void) {
   TEST_RUN(test_claim_fill_hit);
   TEST_RUN(test_ring_forgets_oldest);
   TEST_RUN(test_waits_for_the_computing_thread);
   TEST_RUN(test_try_without_waiting);
+  TEST_RUN(test_counts_and_full);
   return TEST_REPORT("test_stats_cache");
 }

@@ -1131,6 +1131,73 @@ static void test_stats_complex(void) {
   CHECK_NEAR(st.l2, sqrt(5.3125), 1e-15);
 }
 
+/* ---- counts ------------------------------------------------------------ */
+
+static bool same_counts(const smr_stats *c, const smr_stats *s) {
+  return c->count == s->count && c->finite == s->finite && c->nan == s->nan &&
+         c->pinf == s->pinf && c->ninf == s->ninf && c->zeros == s->zeros &&
+         c->has_finite == s->has_finite;
+}
+
+/* smr_tensor_counts against the counts of smr_tensor_stats. */
+static void check_counts(int dtype, const void *data, int64_t n) {
+  smr_tensor t = view(dtype, data, n);
+  smr_stats c, s;
+  for (int avx2 = 0; avx2 < 2; avx2++) {
+    smr_tensor_allow_avx2(avx2);
+    CHECK_EQ_INT(smr_tensor_counts(&t, &c, NULL), SMR_OK);
+    CHECK_EQ_INT(smr_tensor_stats(&t, &s, NULL), SMR_OK);
+    if (!same_counts(&c, &s))
+      fprintf(stderr, "dtype %d n %lld avx2 %d: counts differ\n", dtype,
+              (long long)n, avx2);
+    CHECK(same_counts(&c, &s));
+    CHECK(isnan(c.min) && isnan(c.sum) && isnan(c.l2) && isnan(c.linf));
+  }
+  smr_tensor_allow_avx2(true);
+}
+
+/* float32 from the bits: zeros of both signs, NaNs of any payload and
+ * sign, both infinities, subnormals and the largest finite values, at
+ * every position of the vector loops and their tails. */
+static void test_counts_f32(void) {
+  static const uint32_t odd[] = {
+      0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+      0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu, 0xffffffffu,
+      0x00000001u, 0x80000001u, 0x7f7fffffu, 0xff7fffffu, 0x3f800000u};
+  enum { N = 1200 };
+  static uint32_t bits[N];
+  uint64_t r = 12345;
+  for (int round = 0; round < 40; round++) {
+    for (int i = 0; i < N; i++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      bits[i] = (r >> 40) % 3 == 0 ? odd[(r >> 20) % 15] : (uint32_t)(r >> 32);
+    }
+    int64_t n = round < 20 ? round : N - (round % 9);
+    check_counts(SMR_DT_FLOAT, bits, n);
+  }
+  check_counts(SMR_DT_FLOAT, bits + 1, 999); /* unaligned */
+  check_counts(SMR_DT_FLOAT, odd, 15);
+}
+
+/* Other dtypes take smr_tensor_stats' pass: the same counts. */
+static void test_counts_other_dtypes(void) {
+  static const double d[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1.5};
+  check_counts(SMR_DT_DOUBLE, d, 6);
+  static const int32_t i[] = {0, 3, -7, 0};
+  check_counts(SMR_DT_INT32, i, 4);
+  static const uint16_t h[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x3c00};
+  check_counts(SMR_DT_HALF, h, 6);
+  static const double c[] = {3, 4, NAN, 0, INFINITY, 1, 0, 0, -1, -INFINITY};
+  check_counts(SMR_DT_COMPLEX128, c, 5);
+  smr_tensor t = view(SMR_DT_FLOAT, NULL, 0);
+  smr_stats st;
+  CHECK_EQ_INT(smr_tensor_counts(&t, &st, NULL), SMR_OK);
+  CHECK(st.count == 0 && !st.has_finite);
+  const char *strs[] = {"a"};
+  t = view(SMR_DT_STRING, strs, 1);
+  CHECK(smr_tensor_counts(&t, &st, NULL) != SMR_OK);
+}
+
 /* ---- fingerprints of the dtypes_shapes fixture tensors --------------- */
 
 static void test_sha256_fixture_tensors(void) {
@@ -1207,6 +1274,8 @@ int main(void) {
     fprintf(stderr, "test_tensor: tests assume a little-endian host\n");
     return 1;
   }
+  TEST_RUN(test_counts_f32);
+  TEST_RUN(test_counts_other_dtypes);
   TEST_RUN(test_sha256_vectors);
   TEST_RUN(test_sha256_million_a);
   TEST_RUN(test_sha256_incremental);

@@ -51,13 +51,20 @@ int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
  * after another (same results). */
 void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
                      smrules_stats *out, int *status);
+/* rk_values_stats for a rule that reads only the counts (count, finite,
+ * nan, pinf, ninf, zeros, has_finite): api->values_counts, a cheaper
+ * pass; the other fields are NaN.  On a host without it, rk_values_stats
+ * (the same counts). */
+void rk_values_counts(smrules_trial *t, const smrules_strlist *names, int64_t g,
+                      smrules_stats *out, int *status);
 /* api->reduction (any mode) of each of the names' values at global step
  * g, in parallel (api->reductions); status[i] as for one call. */
 void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                    int reduction, bool abs, double *out, int *status);
 
-/* The statistics, or one reduction, of many tensors at a step with each
- * one's status, in arrays rk_many_stats / rk_many_reductions allocate
+/* The statistics (or only their counts), or one reduction, of many
+ * tensors at a step with each one's status, in arrays rk_many_stats /
+ * rk_many_counts / rk_many_reductions allocate
  * (names->n entries) and rk_many_free frees:
  *
  *     rk_many m;
@@ -67,15 +74,18 @@ void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
  *       if (m.status[i] == 0) ... m.stats[i] ...
  *     rk_many_free(&m);
  *
- * Read and reduced in parallel as rk_values_stats / rk_reductions. */
+ * Read and reduced in parallel as rk_values_stats / rk_values_counts /
+ * rk_reductions. */
 typedef struct rk_many {
   size_t n;
-  smrules_stats *stats; /* rk_many_stats, else NULL */
+  smrules_stats *stats; /* rk_many_stats or rk_many_counts, else NULL */
   double *value;        /* rk_many_reductions, else NULL */
   int *status;
 } rk_many;
 bool rk_many_stats(smrules_ctx *ctx, smrules_trial *t,
                    const smrules_strlist *names, int64_t g, rk_many *out);
+bool rk_many_counts(smrules_ctx *ctx, smrules_trial *t,
+                    const smrules_strlist *names, int64_t g, rk_many *out);
 bool rk_many_reductions(smrules_ctx *ctx, smrules_trial *t,
                         const smrules_strlist *names, int64_t g, int reduction,
                         bool abs, rk_many *out);

@@ -430,6 +430,17 @@ typedef struct smrules_api {
                     double *out, int *status);
   int (*values_stats)(smrules_trial *t, const char *const *names, size_t n,
                       int64_t step, int mode, smrules_stats *out, int *status);
+
+  /* ---- appended: test SMRULES_API_HAS(api, values_counts) before use on
+   * an older host (rulekit's rk_values_counts does). ---- */
+
+  /* values_stats for a rule that needs only the counts: count, finite,
+   * nan, pinf, ninf, zeros and has_finite are those values_stats gives;
+   * min, max, sum, mean, l1, l2 and linf are NaN.  A cheaper pass (float32
+   * values are counted from their bits), shared like values_stats: a
+   * value whose full statistics are cached is not read again. */
+  int (*values_counts)(smrules_trial *t, const char *const *names, size_t n,
+                       int64_t step, int mode, smrules_stats *out, int *status);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (it was appended after the

@@ -37,7 +37,7 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
   smrules_strlist names;
   rk_select(t, &s->collection_names, &s->tensor_regex, true, &names);
   rk_many m; /* shared with ExplodingTensor; read in parallel */
-  if (!rk_many_stats(ctx, t, &names, g, &m)) {
+  if (!rk_many_counts(ctx, t, &names, g, &m)) {
     rk_api->strlist_free(&names);
     return SMRULES_ERR;
   }
