@@ -33,19 +33,38 @@ typedef enum block_kind { BLOCK_ZERO, BLOCK_SQUARES, BLOCK_SLOW } block_kind;
 typedef block_kind (*squares_fn)(const unsigned char *a, const unsigned char *b,
                                  double scale, double *t);
 
-/* One definition for both vector widths: GCC/Clang vector extensions, W
- * doubles per vector.  ATTR is empty for the baseline build (SSE2 on
- * x86-64, whatever the target has elsewhere) and the `target` attribute
- * for the AVX2 copy, which is chosen at run time.  No FMA is enabled, and
- * -std=c11 keeps the compiler from contracting (d / s) * (d / s). */
-#define DEFINE_SQUARES(NAME, W, VD, VI, VF, ATTR)                              \
+/* One definition for both vector widths: GCC/Clang vector extensions.
+ * ATTR is empty for the baseline build (SSE2 on x86-64, whatever the
+ * target has elsewhere) and the `target` attribute for the AVX2 copy,
+ * which is chosen at run time.  No FMA is enabled, and -std=c11 keeps the
+ * compiler from contracting (d / s) * (d / s).
+ *
+ * First the floats are compared as they are, EW at a time (a difference
+ * is zero exactly when the two floats are equal, NaN never), so a block of
+ * unchanged weights costs one compare per vector.  Otherwise the
+ * differences are formed as doubles, W at a time. */
+#define DEFINE_BLOCK_KIND(NAME, W, VD, VI, VF, EW, EF, ES, ATTR)               \
   ATTR static block_kind NAME(const unsigned char *a, const unsigned char *b,  \
                               double scale, double *t) {                       \
+    ES equal;                                                                  \
+    for (int k = 0; k < EW; k++)                                               \
+      equal[k] = -1;                                                           \
+    for (int v = 0; v < BLOCK / EW; v++) {                                     \
+      EF x, y;                                                                 \
+      memcpy(&x, a + 4 * EW * v, sizeof x);                                    \
+      memcpy(&y, b + 4 * EW * v, sizeof y);                                    \
+      equal &= (ES)(x == y);                                                   \
+    }                                                                          \
+    int all_equal = -1;                                                        \
+    for (int k = 0; k < EW; k++)                                               \
+      all_equal &= equal[k];                                                   \
+    if (all_equal)                                                             \
+      return BLOCK_ZERO;                                                       \
     VD d[BLOCK / W], s;                                                        \
-    VI ok, zero, magnitude;                                                    \
+    VI ok, magnitude;                                                          \
     for (int k = 0; k < W; k++) {                                              \
       s[k] = scale;                                                            \
-      ok[k] = zero[k] = -1;                                                    \
+      ok[k] = -1;                                                              \
       magnitude[k] = INT64_MAX;                                                \
     }                                                                          \
     for (int v = 0; v < BLOCK / W; v++) {                                      \
@@ -56,15 +75,10 @@ typedef block_kind (*squares_fn)(const unsigned char *a, const unsigned char *b,
           __builtin_convertvector(x, VD) - __builtin_convertvector(y, VD);     \
       d[v] = (VD)((VI)diff & magnitude); /* fabs */                            \
       ok &= (VI)(d[v] <= s);             /* false for NaN */                   \
-      zero &= (VI)(d[v] == 0);                                                 \
     }                                                                          \
-    long long all_ok = -1, all_zero = -1;                                      \
-    for (int k = 0; k < W; k++) {                                              \
+    long long all_ok = -1;                                                     \
+    for (int k = 0; k < W; k++)                                                \
       all_ok &= ok[k];                                                         \
-      all_zero &= zero[k];                                                     \
-    }                                                                          \
-    if (all_zero)                                                              \
-      return BLOCK_ZERO;                                                       \
     if (!all_ok) /* also when scale is 0: some d > 0 */                        \
       return BLOCK_SLOW;                                                       \
     for (int v = 0; v < BLOCK / W; v++) {                                      \
@@ -75,7 +89,9 @@ typedef block_kind (*squares_fn)(const unsigned char *a, const unsigned char *b,
     return BLOCK_SQUARES;                                                      \
   }
 
-DEFINE_SQUARES(squares_v2, 2, v2d, v2i, v2f, )
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4s __attribute__((vector_size(16)));
+DEFINE_BLOCK_KIND(block_kind_v2, 2, v2d, v2i, v2f, 4, v4f, v4s, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* The build targets the x86-64 baseline, so this copy is compiled for
@@ -83,8 +99,10 @@ DEFINE_SQUARES(squares_v2, 2, v2d, v2i, v2f, )
  * __builtin_cpu_supports says the CPU has it. */
 typedef long long v4i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
-DEFINE_SQUARES(squares_v4, 4, v4d, v4i, v4f, __attribute__((target("avx2"))))
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8s __attribute__((vector_size(32)));
+DEFINE_BLOCK_KIND(block_kind_v4, 4, v4d, v4i, v4f, 8, v8f, v8s,
+                  __attribute__((target("avx2"))))
 
 static bool avx2_allowed = true;
 
@@ -94,8 +112,8 @@ void update_norm_allow_avx2(bool on) {
 
 static squares_fn best_squares(void) {
   if (avx2_allowed && __builtin_cpu_supports("avx2"))
-    return squares_v4;
-  return squares_v2;
+    return block_kind_v4;
+  return block_kind_v2;
 }
 #else
 void update_norm_allow_avx2(bool on) {
@@ -103,7 +121,7 @@ void update_norm_allow_avx2(bool on) {
 }
 
 static squares_fn best_squares(void) {
-  return squares_v2;
+  return block_kind_v2;
 }
 #endif
 
