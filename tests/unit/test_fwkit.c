@@ -157,10 +157,17 @@ static void test_rk_quantiles(void) {
     check_quantiles(x, 2);
     check_quantiles(x, 20);
   }
-  x[7] = NAN;
-  double out[1], q = 0.5;
-  rk_quantiles(x, L, &q, out, 1);
-  CHECK(isnan(out[0]));
+  /* a NaN anywhere (either lane of the vector pass, or the odd tail)
+   * makes every quantile NaN */
+  static const size_t at[] = {0, 7, 8, L - 2, L - 1};
+  for (size_t k = 0; k < sizeof at / sizeof *at; k++) {
+    for (size_t i = 0; i < L; i++)
+      x[i] = (double)((i * 7919) % 1000);
+    x[at[k]] = NAN;
+    double out[2], q[2] = {0.5, 0.05};
+    rk_quantiles(x, L, q, out, 2);
+    CHECK(isnan(out[0]) && isnan(out[1]));
+  }
   free(x);
 }
 
