@@ -679,6 +679,8 @@ static void read_ahead_horizon(void *arg, size_t pos) {
  * for steps larger than the mean.  Measured on the 1 GB bench trial
  * (64 MB cache, 7 steps): spans of 6-8 steps evicted records before the
  * slowest rule read them and 17-70 % were fetched twice. */
+#define LOCAL_LAG 2
+
 static void choose_order(smr_runner *r, smr_sched *s) {
   size_t positional = 0;
   for (size_t i = 0; i < r->n; i++)
@@ -703,7 +705,13 @@ static void choose_order(smr_runner *r, smr_sched *s) {
   size_t half = cached / 2 > 128 ? 128 : cached / 2;
   half = half > quarter ? half - quarter : 1; /* lag + read-ahead <= half */
   s->block = lock ? 1 : SMR_SCHED_ALL;
-  s->lag = quarter;
+  /* A local trial has no record cache to span: a lag of 2 lets a thread
+   * that has finished its turns of step s start on s + 1 instead of
+   * waiting for the last long turn of s.  On the 1 GB bench trial (twelve
+   * and twenty rules, two threads) the threads then waited 0.01 s instead
+   * of 0.05-0.07 s, the runs took 0.95 and 0.92 of the time, the same
+   * records were shared, and peak memory did not grow. */
+  s->lag = cached ? quarter : LOCAL_LAG;
   /* Rule after rule, each rule would need its own read-ahead window and
    * the cache would not bound them: read-ahead belongs to lock step. */
   smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
