@@ -56,7 +56,10 @@ int smr_source_local_open(const char *root, smr_source **out, smr_error *err) {
   return SMR_OK;
 }
 
+static void shared_forget_source(const smr_source *src);
+
 static void local_close(smr_source *s) {
+  shared_forget_source(s);
   close(L(s)->rootfd);
   free(s->root);
   free(s);
@@ -401,6 +404,12 @@ typedef struct shared_rec {
   dev_t dev;
   ino_t ino;
   uint64_t off, len;
+  /* The name it was read by: the same (source, rel, off, len) is served
+   * without opening the file again (shared_take_named).  src is NULL once
+   * that source is closed. */
+  const smr_source *src;
+  char *rel;
+  struct shared_rec *nnext; /* name hash chain */
   record_buf *b;
   const uint8_t *data;            /* the record's first byte, in b */
   int holders;                    /* live ranges lent this buffer */
@@ -412,6 +421,7 @@ typedef struct shared_rec {
 static struct {
   pthread_mutex_t mu;
   shared_rec *bucket[SHARED_BUCKETS];
+  shared_rec *named[SHARED_BUCKETS];
   shared_rec *oldest, *newest;
   size_t idle_bytes; /* of the records no range holds */
   record_buf *spare; /* buffers for the next records read */
@@ -462,11 +472,46 @@ static shared_rec **shared_find(dev_t dev, ino_t ino, uint64_t off,
   return NULL;
 }
 
-/* Under shared.mu: unlinks a record from the hash and the list. */
+static size_t name_hash(const smr_source *src, const char *rel, uint64_t off) {
+  uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)src;
+  for (const char *c = rel; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  h ^= off * 0xC2B2AE3D27D4EB4FULL;
+  return (size_t)(h >> 32) % SHARED_BUCKETS;
+}
+
+static shared_rec **shared_find_named(const smr_source *src, const char *rel,
+                                      uint64_t off, uint64_t len) {
+  for (shared_rec **q = &shared.named[name_hash(src, rel, off)]; *q;
+       q = &(*q)->nnext)
+    if ((*q)->src == src && (*q)->off == off && (*q)->len == len &&
+        strcmp((*q)->rel, rel) == 0)
+      return q;
+  return NULL;
+}
+
+/* Under shared.mu: unlinks a record from the hashes and the list. */
 static void shared_unlink(shared_rec *r) {
   *(r->prev ? &r->prev->next : &shared.oldest) = r->next;
   *(r->next ? &r->next->prev : &shared.newest) = r->prev;
   *shared_find(r->dev, r->ino, r->off, r->len) = r->hnext;
+  if (r->src)
+    *shared_find_named(r->src, r->rel, r->off, r->len) = r->nnext;
+}
+
+/* Under shared.mu: r is found by (src, rel) from now on. */
+static void shared_name(shared_rec *r, const smr_source *src, const char *rel) {
+  free(r->rel);
+  r->src = src;
+  r->rel = smr_xstrdup(rel);
+  size_t h = name_hash(src, rel, r->off);
+  r->nnext = shared.named[h];
+  shared.named[h] = r;
+}
+
+static void shared_rec_free(shared_rec *r) {
+  free(r->rel);
+  free(r);
 }
 
 /* Under shared.mu: forgets an idle record; its buffer is the caller's. */
@@ -474,7 +519,7 @@ static record_buf *shared_drop(shared_rec *r) {
   shared_unlink(r);
   shared.idle_bytes -= r->b->cap;
   record_buf *b = r->b;
-  free(r);
+  shared_rec_free(r);
   return b;
 }
 
@@ -492,7 +537,8 @@ static shared_rec *next_idle(shared_rec *r) {
  * then publishes (shared_publish) or withdraws.  A record another thread
  * is reading is waited for, so that two rules asking for it at once read
  * it once. */
-static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off, uint64_t len,
+static shared_rec *shared_take(const smr_source *src, const char *rel,
+                               dev_t dev, ino_t ino, uint64_t off, uint64_t len,
                                shared_rec **claim) {
   *claim = NULL;
   pthread_mutex_lock(&shared.mu);
@@ -502,6 +548,8 @@ static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off, uint64_t len,
   shared_rec *r = q ? *q : NULL;
   if (r && !r->holders++)
     shared.idle_bytes -= r->b->cap;
+  if (r && !r->src) /* read by a source closed since: named anew */
+    shared_name(r, src, rel);
   if (!r && (*claim = calloc(1, sizeof **claim))) {
     size_t h = shared_hash(dev, ino, off);
     **claim = (shared_rec){.dev = dev,
@@ -513,6 +561,7 @@ static shared_rec *shared_take(dev_t dev, ino_t ino, uint64_t off, uint64_t len,
                            .hnext = shared.bucket[h],
                            .prev = shared.newest};
     shared.bucket[h] = *claim;
+    shared_name(*claim, src, rel);
     *(shared.newest ? &shared.newest->next : &shared.oldest) = *claim;
     shared.newest = *claim;
   }
@@ -536,7 +585,7 @@ static void shared_publish(shared_rec *r, record_buf *b, const uint8_t *data) {
 static void shared_withdraw(shared_rec *r) {
   pthread_mutex_lock(&shared.mu);
   shared_unlink(r);
-  free(r);
+  shared_rec_free(r);
   pthread_cond_broadcast(&shared.read_done);
   pthread_mutex_unlock(&shared.mu);
 }
@@ -627,8 +676,41 @@ static record_buf *shared_recycle(uint64_t len) {
   return got;
 }
 
+/* A closed source's records are no longer found by name: another source
+ * could be given its address. */
+static void shared_forget_source(const smr_source *src) {
+  pthread_mutex_lock(&shared.mu);
+  for (shared_rec *r = shared.oldest; r; r = r->next)
+    if (r->src == src) {
+      *shared_find_named(r->src, r->rel, r->off, r->len) = r->nnext;
+      r->src = NULL;
+    }
+  pthread_mutex_unlock(&shared.mu);
+}
+
 static void local_share_records(smr_source *s, bool on) {
   L(s)->share = on;
+}
+
+/* The record `rel` of this source at [off, off+len) when another range
+ * read it and it is still kept: no open, fstat and close (three system
+ * calls that cost as much as the lookup saves on a small record).  NULL:
+ * not kept, or still being read (then the caller opens the file and
+ * waits for that read in shared_take).  A name stands for the file it
+ * was read from: a file replaced since is still served from the record
+ * read before, as a record read once in the run stays what it was. */
+static shared_rec *shared_take_named(const smr_source *src, const char *rel,
+                                     uint64_t off, uint64_t len) {
+  pthread_mutex_lock(&shared.mu);
+  shared_rec **q = shared_find_named(src, rel, off, len);
+  shared_rec *r = q && !(*q)->reading ? *q : NULL;
+  if (r) {
+    if (!r->holders++)
+      shared.idle_bytes -= r->b->cap;
+    count_read(true);
+  }
+  pthread_mutex_unlock(&shared.mu);
+  return r;
 }
 
 static void lend_shared(smr_range *out, shared_rec *r) {
@@ -652,6 +734,12 @@ static uint8_t *read_target(record_buf *b, uint64_t off) {
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
+  bool share = L(s)->share && len <= SHARED_RECORD_MAX && len > 0;
+  shared_rec *named = share ? shared_take_named(s, rel, off, len) : NULL;
+  if (named) {
+    lend_shared(out, named);
+    return SMR_OK;
+  }
   int fd = open_beneath(s, rel, O_RDONLY);
   if (fd < 0)
     return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
@@ -675,10 +763,10 @@ static int local_read_range(smr_source *s, const char *rel, uint64_t off,
     close(fd);
     return SMR_OK;
   }
-  bool share = L(s)->share && len <= SHARED_RECORD_MAX;
   shared_rec *claim = NULL;
   shared_rec *sr =
-      share ? shared_take(st.st_dev, st.st_ino, off, len, &claim) : NULL;
+      share ? shared_take(s, rel, st.st_dev, st.st_ino, off, len, &claim)
+            : NULL;
   if (sr) {
     close(fd);
     lend_shared(out, sr);
