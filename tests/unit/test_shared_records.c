@@ -261,6 +261,81 @@ static void test_parts_land_in_place(void) {
   }
 }
 
+/* A file cut short while four threads read a record of it in parts:
+ * each read gives the whole record with the right bytes, or an error;
+ * none hangs, none sees another file's bytes. */
+typedef struct cut_arg {
+  smr_source *src;
+  pthread_barrier_t *start;
+  const char *name, *path;
+  int round, ok, failed;
+  pthread_mutex_t mu;
+} cut_arg;
+
+static void *read_while_cut(void *v) {
+  cut_arg *a = v;
+  pthread_barrier_wait(a->start);
+  smr_range range;
+  smr_error e;
+  int rc = smr_source_read_range(a->src, a->name, 0, PART_LEN, &range, &e);
+  size_t bad = 0;
+  for (size_t i = 0; rc == SMR_OK && i < range.len; i++)
+    bad += range.data[i] != part_byte(i, a->round);
+  if (rc == SMR_OK)
+    smr_range_release(&range);
+  pthread_mutex_lock(&a->mu);
+  a->ok += rc == SMR_OK && bad == 0;
+  a->failed += rc != SMR_OK;
+  pthread_mutex_unlock(&a->mu);
+  return NULL;
+}
+
+static void *cut_file(void *v) {
+  cut_arg *a = v;
+  pthread_barrier_wait(a->start);
+  usleep((useconds_t)(a->round % 7) * 50);
+  CHECK_EQ_INT(truncate(a->path, PART_LEN / 3), 0);
+  return NULL;
+}
+
+static void test_file_cut_while_read_in_parts(void) {
+  enum { READERS = 4 };
+  int ok = 0, failed = 0;
+  for (int round = 0; round < 40; round++) {
+    char name[32], path[96];
+    snprintf(name, sizeof name, "cut%d.bin", round);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    for (uint64_t i = 0; f && i < PART_LEN; i++)
+      fputc(part_byte(i, round), f);
+    CHECK(f && fclose(f) == 0);
+    uint64_t reads0, hits0;
+    cut_arg a = {.src = open_shared(&reads0, &hits0),
+                 .name = name,
+                 .path = path,
+                 .round = round};
+    pthread_mutex_init(&a.mu, NULL);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, READERS + 1);
+    a.start = &start;
+    pthread_t th[READERS + 1];
+    for (int i = 0; i < READERS; i++)
+      pthread_create(&th[i], NULL, read_while_cut, &a);
+    pthread_create(&th[READERS], NULL, cut_file, &a);
+    for (int i = 0; i <= READERS; i++)
+      pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    pthread_mutex_destroy(&a.mu);
+    CHECK_EQ_INT(a.ok + a.failed, READERS); /* no wrong bytes */
+    ok += a.ok;
+    failed += a.failed;
+    smr_source_close(a.src);
+    unlink(path);
+  }
+  fprintf(stderr, "  file cut while read: %d whole reads, %d errors\n", ok,
+          failed);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -272,6 +347,7 @@ int main(void) {
   TEST_RUN(test_read_lands_aligned_like_the_file);
   TEST_RUN(test_kept_record_served_by_name);
   TEST_RUN(test_parts_land_in_place);
+  TEST_RUN(test_file_cut_while_read_in_parts);
   char path[64];
   snprintf(path, sizeof path, "%s/events.bin", dir);
   unlink(path);
