@@ -30,8 +30,9 @@ typedef float v2f __attribute__((vector_size(8)));
 typedef enum block_kind { BLOCK_ZERO, BLOCK_SQUARES, BLOCK_SLOW } block_kind;
 
 /* A block's kind; for BLOCK_SQUARES its squares in t. */
-typedef block_kind (*squares_fn)(const unsigned char *a, const unsigned char *b,
-                                 double scale, double *t);
+typedef block_kind (*block_kind_fn)(const unsigned char *a,
+                                    const unsigned char *b, double scale,
+                                    double *t);
 
 /* One definition for both vector widths: GCC/Clang vector extensions.
  * ATTR is empty for the baseline build (SSE2 on x86-64, whatever the
@@ -110,7 +111,7 @@ void update_norm_allow_avx2(bool on) {
   avx2_allowed = on;
 }
 
-static squares_fn best_squares(void) {
+static block_kind_fn best_block_kind(void) {
   if (avx2_allowed && __builtin_cpu_supports("avx2"))
     return block_kind_v4;
   return block_kind_v2;
@@ -120,7 +121,7 @@ void update_norm_allow_avx2(bool on) {
   (void)on;
 }
 
-static squares_fn best_squares(void) {
+static block_kind_fn best_block_kind(void) {
   return block_kind_v2;
 }
 #endif
@@ -168,12 +169,12 @@ static void lane_start(lane *l, const update_pair *pairs, size_t n,
 
 /* A lane's next block: true with its squares in t, false when it needs
  * no adds (its zeros skipped, or added one by one already). */
-static bool lane_block(lane *l, squares_fn squares, double *t, double *out) {
+static bool lane_block(lane *l, block_kind_fn kind_of, double *t, double *out) {
   if (!l->live)
     return false;
   int64_t len = l->n - l->i;
   if (len >= BLOCK) {
-    block_kind k = squares(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
     if (k != BLOCK_SLOW) {
       l->i += BLOCK;
       return k == BLOCK_SQUARES;
@@ -233,10 +234,10 @@ static bool any_live(const lane *l) {
 }
 
 /* A lane left alone finishes without the others' empty adds. */
-static void finish_alone(lane *l, squares_fn squares, double *out) {
+static void finish_alone(lane *l, block_kind_fn kind_of, double *out) {
   double t[BLOCK];
   while (!l->done && l->n - l->i >= BLOCK) {
-    block_kind k = squares(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
     if (k == BLOCK_SLOW) {
       add_one_by_one(l, l->i + BLOCK, out);
       continue;
@@ -251,7 +252,7 @@ static void finish_alone(lane *l, squares_fn squares, double *out) {
 }
 
 void update_norms_f32(const update_pair *pairs, size_t n, double *out) {
-  squares_fn squares = best_squares();
+  block_kind_fn kind_of = best_block_kind();
   lane l[LANES];
   size_t next = 0;
   for (int j = 0; j < LANES; j++)
@@ -260,13 +261,13 @@ void update_norms_f32(const update_pair *pairs, size_t n, double *out) {
   while (any_live(l)) {
     lane *alone = lone_lane(l);
     if (alone) { /* no pair is left to start: finish it */
-      finish_alone(alone, squares, out);
+      finish_alone(alone, kind_of, out);
       lane_advance(alone, pairs, n, &next, out);
       continue;
     }
     bool fast[LANES], adds = false;
     for (int j = 0; j < LANES; j++)
-      adds |= fast[j] = lane_block(&l[j], squares, t[j], out);
+      adds |= fast[j] = lane_block(&l[j], kind_of, t[j], out);
     if (adds)
       add_in_order(l, t, fast);
     for (int j = 0; j < LANES; j++)
