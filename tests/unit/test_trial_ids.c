@@ -1,11 +1,17 @@
-/* test_trial_ids.c - the trial's tensor-id cache (trial.c: name -> catalog
- * id, so that a value read does not ask the catalog each time) forgets
- * what it knew when the catalog changes.
+/* test_trial_ids.c - what a trial keeps in memory to answer again:
+ * tensor ids and compiled regular expressions (trial.c).
  *
+ * The tensor-id cache (name -> catalog id, so that a value read does not
+ * ask the catalog each time) forgets what it knew when the catalog
+ * changes.
  * A trial folder rewritten by a new run (an index file the catalog knew
  * is gone) makes the catalog start over, and the same tensor name gets
  * another id.  A value read after the refresh must come from the new
- * run: with a stale id it would be another tensor's, or none. */
+ * run: with a stale id it would be another tensor's, or none.
+ *
+ * Compiled patterns are kept by pattern: the same selection asked again,
+ * and more patterns than are kept, select what they selected the first
+ * time. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +84,50 @@ static void test_ids_forgotten_when_the_run_is_rewritten(void) {
   smr_trial_close(t);
 }
 
+static size_t selected(smr_trial *t, const char *pattern) {
+  smr_strv out = {0};
+  smr_error e;
+  const char *p[1] = {pattern};
+  CHECK_EQ_INT(smr_trial_tensor_names_regex(t, p, 1, NULL, &out, &e), SMR_OK);
+  size_t n = out.n;
+  smr_strv_free(&out);
+  return n;
+}
+
+static void test_patterns_kept_and_not(void) {
+  static const char *const names[] = {"layer1.weight", "layer2.weight",
+                                      "layer2.bias"};
+  remove_tree(dir);
+  write_run(0, names, 3, 1.0f);
+  smr_trial_opts o = {.fresh = true};
+  smr_trial *t;
+  smr_error e;
+  CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
+  for (int round = 0; round < 2; round++) {
+    for (int k = 0; k < 150; k++) { /* more patterns than are kept */
+      char p[32];
+      snprintf(p, sizeof p, "weight|x%d", k);
+      CHECK_EQ_INT(selected(t, p), 2);
+    }
+    CHECK_EQ_INT(selected(t, "layer2"), 2);
+  }
+  CHECK_EQ_INT(selected(t, "bias$"), 1);
+  CHECK_EQ_INT(selected(t, "bias$"), 1);
+  smr_strv out = {0};
+  const char *bad[1] = {"(unclosed"};
+  CHECK(smr_trial_tensor_names_regex(t, bad, 1, NULL, &out, &e) != SMR_OK);
+  CHECK(smr_trial_tensor_names_regex(t, bad, 1, NULL, &out, &e) != SMR_OK);
+  smr_strv_free(&out);
+  smr_trial_close(t);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
     return 1;
   }
   TEST_RUN(test_ids_forgotten_when_the_run_is_rewritten);
+  TEST_RUN(test_patterns_kept_and_not);
   remove_tree(dir);
   rmdir(dir);
   return TEST_REPORT("test_trial_ids");
