@@ -4,7 +4,8 @@
  * bit, since rule reports are compared with the reference exactly.
  * Also rk_quantiles (plugins/common/rulekit.h), which must give the bits
  * that sorting gives, and rk_allclose, whose fast loop must answer as the
- * element-by-element rule does. */
+ * element-by-element rule does.  And rk_values_counts, which falls back
+ * to values_stats on a host whose table has no values_counts. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,48 @@ static void test_rk_allclose(void) {
   CHECK_EQ_INT(cases, 24 * 10 * 2);
 }
 
+/* rk_values_counts on a host without values_counts (its table ends
+ * before it) asks values_stats; on a newer host, values_counts. */
+static int called_stats, called_counts;
+
+static int fake_values_stats(smrules_trial *t, const char *const *names,
+                             size_t n, int64_t step, int mode,
+                             smrules_stats *out, int *status) {
+  (void)t, (void)names, (void)step, (void)mode;
+  called_stats++;
+  for (size_t i = 0; i < n; i++) {
+    out[i] = (smrules_stats){.count = 4, .nan = 1, .zeros = 2};
+    status[i] = 0;
+  }
+  return 0;
+}
+
+static int fake_values_counts(smrules_trial *t, const char *const *names,
+                              size_t n, int64_t step, int mode,
+                              smrules_stats *out, int *status) {
+  called_counts++;
+  return fake_values_stats(t, names, n, step, mode, out, status);
+}
+
+static void test_rk_values_counts_on_old_and_new_hosts(void) {
+  smrules_api api = {.values_stats = fake_values_stats,
+                     .values_counts = fake_values_counts};
+  const smrules_api *saved = rk_api;
+  rk_api = &api;
+  const char *v[2] = {"a", "b"};
+  smrules_strlist names = {.v = v, .n = 2};
+  smrules_stats out[2];
+  int status[2];
+  api.struct_size = (uint32_t)offsetof(smrules_api, values_counts);
+  rk_values_counts(NULL, &names, 3, out, status);
+  CHECK(called_stats == 1 && called_counts == 0);
+  CHECK(out[1].nan == 1 && out[1].zeros == 2 && status[1] == 0);
+  api.struct_size = sizeof api;
+  rk_values_counts(NULL, &names, 3, out, status);
+  CHECK(called_counts == 1);
+  rk_api = saved;
+}
+
 int main(void) {
   TEST_RUN(test_mean_std);
   TEST_RUN(test_quantiles);
@@ -274,5 +317,6 @@ int main(void) {
   TEST_RUN(test_map);
   TEST_RUN(test_rk_quantiles);
   TEST_RUN(test_rk_allclose);
+  TEST_RUN(test_rk_values_counts_on_old_and_new_hosts);
   return TEST_REPORT("test_fwkit");
 }
