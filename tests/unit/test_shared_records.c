@@ -97,6 +97,19 @@ typedef struct reader_arg {
   pthread_barrier_t *start;
 } reader_arg;
 
+/* Runs n threads of fn and, when `also` is set, one of it, all on arg;
+ * returns when they have ended. */
+static void run_threads(int n, void *(*fn)(void *), void *(*also)(void *),
+                        void *arg) {
+  pthread_t th[16];
+  for (int i = 0; i < n; i++)
+    pthread_create(&th[i], NULL, fn, arg);
+  if (also)
+    pthread_create(&th[n++], NULL, also, arg);
+  for (int i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+}
+
 static void *read_all_steps(void *p) {
   reader_arg *a = p;
   pthread_barrier_wait(a->start);
@@ -112,11 +125,7 @@ static void test_concurrent_readers_read_once(void) {
   pthread_barrier_t start;
   pthread_barrier_init(&start, NULL, THREADS);
   reader_arg a = {src, &start};
-  pthread_t th[THREADS];
-  for (int i = 0; i < THREADS; i++)
-    pthread_create(&th[i], NULL, read_all_steps, &a);
-  for (int i = 0; i < THREADS; i++)
-    pthread_join(th[i], NULL);
+  run_threads(THREADS, read_all_steps, NULL, &a);
   pthread_barrier_destroy(&start);
   smr_source_shared_counts(&reads, &hits);
   CHECK_EQ_INT(reads - reads0, THREADS * 3 * PER_STEP);
@@ -208,6 +217,16 @@ typedef struct parts_arg {
   int round;
 } parts_arg;
 
+/* dir/name holding `len` bytes of part_byte(., round); its path in path. */
+static void write_parts_file(const char *name, uint64_t len, int round,
+                             char *path, size_t size) {
+  snprintf(path, size, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  for (uint64_t i = 0; f && i < len; i++)
+    fputc(part_byte(i, round), f);
+  CHECK(f && fclose(f) == 0);
+}
+
 static void *read_parts_thread(void *v) {
   parts_arg *a = v;
   pthread_barrier_wait(a->start);
@@ -237,21 +256,14 @@ static void test_parts_land_in_place(void) {
   for (int round = 0; round < 4; round++) {
     char name[32], path[96];
     snprintf(name, sizeof name, "parts%d.bin", round);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    for (uint64_t i = 0; f && i < (uint64_t)PART_RECORDS * PART_LEN; i++)
-      fputc(part_byte(i, round), f);
-    CHECK(f && fclose(f) == 0);
+    write_parts_file(name, (uint64_t)PART_RECORDS * PART_LEN, round, path,
+                     sizeof path);
     uint64_t reads0, hits0, reads, hits;
     smr_source *src = open_shared(&reads0, &hits0);
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, THREADS);
     parts_arg a = {src, &start, name, round};
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-      pthread_create(&th[i], NULL, read_parts_thread, &a);
-    for (int i = 0; i < THREADS; i++)
-      pthread_join(th[i], NULL);
+    run_threads(THREADS, read_parts_thread, NULL, &a);
     pthread_barrier_destroy(&start);
     smr_source_shared_counts(&reads, &hits);
     CHECK_EQ_INT(reads - reads0, THREADS * PART_RECORDS);
@@ -304,11 +316,7 @@ static void test_file_cut_while_read_in_parts(void) {
   for (int round = 0; round < 40; round++) {
     char name[32], path[96];
     snprintf(name, sizeof name, "cut%d.bin", round);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    for (uint64_t i = 0; f && i < PART_LEN; i++)
-      fputc(part_byte(i, round), f);
-    CHECK(f && fclose(f) == 0);
+    write_parts_file(name, PART_LEN, round, path, sizeof path);
     uint64_t reads0, hits0;
     cut_arg a = {.src = open_shared(&reads0, &hits0),
                  .name = name,
@@ -318,12 +326,7 @@ static void test_file_cut_while_read_in_parts(void) {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, READERS + 1);
     a.start = &start;
-    pthread_t th[READERS + 1];
-    for (int i = 0; i < READERS; i++)
-      pthread_create(&th[i], NULL, read_while_cut, &a);
-    pthread_create(&th[READERS], NULL, cut_file, &a);
-    for (int i = 0; i <= READERS; i++)
-      pthread_join(th[i], NULL);
+    run_threads(READERS, read_while_cut, cut_file, &a);
     pthread_barrier_destroy(&start);
     pthread_mutex_destroy(&a.mu);
     CHECK_EQ_INT(a.ok + a.failed, READERS); /* no wrong bytes */

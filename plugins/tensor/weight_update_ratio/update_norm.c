@@ -236,19 +236,10 @@ static bool any_live(const lane *l) {
 /* A lane left alone finishes without the others' empty adds. */
 static void finish_alone(lane *l, block_kind_fn kind_of, double *out) {
   double t[BLOCK];
-  while (!l->done && l->n - l->i >= BLOCK) {
-    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
-    if (k == BLOCK_SLOW) {
-      add_one_by_one(l, l->i + BLOCK, out);
-      continue;
-    }
-    if (k == BLOCK_SQUARES)
+  while (!l->done && l->i < l->n)
+    if (lane_block(l, kind_of, t, out))
       for (int j = 0; j < BLOCK; j++)
         l->s.ssq += t[j];
-    l->i += BLOCK;
-  }
-  if (!l->done)
-    add_one_by_one(l, l->n, out);
 }
 
 void update_norms_f32(const update_pair *pairs, size_t n, double *out) {
