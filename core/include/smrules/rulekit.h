@@ -152,6 +152,13 @@ double rk_quantile(double *x, size_t n, double q);
  * O(n) per quantile (x is reordered). */
 void rk_quantiles(double *x, size_t n, const double *q, double *out, size_t m);
 
+/* The same over a tensor's elements (as rk_values gives them; NaN for an
+ * empty tensor), bit for bit: 0, or -1 when memory runs out.  Large
+ * float32 tensors are read where they lie, not widened (4 bytes of
+ * scratch per element at most, usually a few percent of that). */
+int rk_tensor_quantiles(const smrules_tensor *t, const double *q, double *out,
+                        size_t m);
+
 /* Rounding to the nearest integer, halves away from zero
  * (docs/rule-semantics.md#decisions, Decision R6). */
 double rk_round_half_away(double v);

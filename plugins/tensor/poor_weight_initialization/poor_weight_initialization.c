@@ -146,13 +146,10 @@ static int64_t check_variance(smrules_ctx *ctx, const state *st,
 
 /* 95 % quantile minus 5 % quantile of the tensor's elements. */
 static double spread(const smrules_tensor *v) {
-  double *x = rk_values(v);
-  if (!x)
-    return NAN;
   static const double q[2] = {0.95, 0.05};
   double at[2];
-  rk_quantiles(x, (size_t)v->count, q, at, 2);
-  free(x);
+  if (rk_tensor_quantiles(v, q, at, 2) != 0)
+    return NAN;
   return at[0] - at[1];
 }
 
