@@ -15,7 +15,7 @@
 struct smr_catalog {
   sqlite3 *db;
   sqlite3_stmt *ins_index, *ins_tensor, *get_tensor, *ins_entry, *ins_step;
-  sqlite3_stmt *q_entries_any, *q_entries_key;
+  sqlite3_stmt *q_entries_any, *q_entries_key, *q_step_entries;
 };
 
 /* The tables are SMR_SCHEMA_CATALOG (statedb.c: the state file's whole
@@ -48,19 +48,28 @@ static int prepare(smr_catalog *c, const char *sql, sqlite3_stmt **st,
 static int prepare_all(smr_catalog *c, smr_error *err) {
   static const char *ENTRY_COLS =
       "SELECT f.step, f.mode, f.mode_step, f.worker, e.kind, e.reduction,"
-      " e.abs, e.start, e.length, f.event_file, e.shape, f.path, f.error"
-      " FROM entries e JOIN index_files f ON f.id = e.index_id"
-      " WHERE e.tensor = ?1";
-  char *any = smr_xasprintf("%s ORDER BY f.step, f.worker", ENTRY_COLS);
+      " e.abs, e.start, e.length, f.event_file, e.shape, f.path, f.error,"
+      " e.tensor";
+  char *any =
+      smr_xasprintf("%s FROM entries e JOIN index_files f ON f.id = e.index_id"
+                    " WHERE e.tensor = ?1 ORDER BY f.step, f.worker",
+                    ENTRY_COLS);
   /* Keyed lookups start from the (few) index files of that step and use
    * entries(index_id, tensor): starting from the tensor would scan all its
-   * entries, making a long trial quadratic.  CROSS JOIN fixes the order. */
+   * entries, making a long trial quadratic.  CROSS JOIN fixes the order.
+   * Within a worker, entries come in the order their index files were
+   * first read and then as each listed them: a step's entries of all
+   * tensors (q_step_entries) hold each tensor's keyed answer in order. */
   char *key = smr_xasprintf(
-      "SELECT f.step, f.mode, f.mode_step, f.worker, e.kind, e.reduction,"
-      " e.abs, e.start, e.length, f.event_file, e.shape, f.path, f.error"
-      " FROM index_files f CROSS JOIN entries e ON e.index_id = f.id"
+      "%s FROM index_files f CROSS JOIN entries e ON e.index_id = f.id"
       " WHERE e.tensor = ?1 AND f.mode = ?2 AND f.mode_step = ?3"
-      " ORDER BY f.worker");
+      " ORDER BY f.worker, f.id, e.rowid",
+      ENTRY_COLS);
+  char *step = smr_xasprintf(
+      "%s FROM index_files f CROSS JOIN entries e ON e.index_id = f.id"
+      " WHERE f.mode = ?1 AND f.mode_step = ?2"
+      " ORDER BY f.worker, f.id, e.rowid",
+      ENTRY_COLS);
   int rc = SMR_OK;
   if (prepare(c,
               "INSERT INTO index_files(path, step, worker, mode, mode_step,"
@@ -76,10 +85,12 @@ static int prepare_all(smr_catalog *c, smr_error *err) {
               " start, length, shape) VALUES(?,?,?,?,?,?,?,?)",
               &c->ins_entry, err) ||
       prepare(c, any, &c->q_entries_any, err) ||
-      prepare(c, key, &c->q_entries_key, err))
+      prepare(c, key, &c->q_entries_key, err) ||
+      prepare(c, step, &c->q_step_entries, err))
     rc = SMR_ERR_SQL;
   free(any);
   free(key);
+  free(step);
   return rc;
 }
 
@@ -159,9 +170,9 @@ int smr_catalog_open(const char *path, const char *root, smr_catalog **out,
 void smr_catalog_close(smr_catalog *c) {
   if (!c)
     return;
-  sqlite3_stmt *all[] = {c->ins_index,    c->ins_tensor, c->get_tensor,
-                         c->ins_entry,    c->ins_step,   c->q_entries_any,
-                         c->q_entries_key};
+  sqlite3_stmt *all[] = {c->ins_index,     c->ins_tensor,    c->get_tensor,
+                         c->ins_entry,     c->ins_step,      c->q_entries_any,
+                         c->q_entries_key, c->q_step_entries};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     sqlite3_finalize(all[i]);
   sqlite3_close(c->db);
@@ -378,6 +389,7 @@ static void entries_push(smr_entries *out, sqlite3_stmt *st) {
     parse_shape((const char *)sqlite3_column_text(st, 10), e);
   e->index_path = col_dup(st, 11);
   e->problem = col_dup(st, 12);
+  e->tensor = sqlite3_column_int64(st, 13);
   if (e->kind == SMR_ENTRY_BAD) { /* the index's own entry is wrong */
     e->kind = SMR_ENTRY_RAW;
     free(e->problem);
@@ -405,6 +417,25 @@ int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,
   if (r != SQLITE_DONE)
     return sql_fail(c, err, "query entries");
   return SMR_OK;
+}
+
+int smr_catalog_step_entries(smr_catalog *c, int mode, int64_t mode_step,
+                             size_t max, smr_entries *out, bool *all,
+                             smr_error *err) {
+  sqlite3_stmt *st = c->q_step_entries;
+  memset(out, 0, sizeof *out);
+  sqlite3_reset(st);
+  sqlite3_bind_int(st, 1, mode);
+  sqlite3_bind_int64(st, 2, mode_step);
+  int r;
+  while ((r = sqlite3_step(st)) == SQLITE_ROW && out->n < max)
+    entries_push(out, st);
+  sqlite3_reset(st);
+  *all = r != SQLITE_ROW;
+  if (!*all || r != SQLITE_DONE)
+    smr_entries_free(out);
+  return *all && r != SQLITE_DONE ? sql_fail(c, err, "query step entries")
+                                  : SMR_OK;
 }
 
 void smr_entries_free(smr_entries *e) {

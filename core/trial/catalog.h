@@ -57,6 +57,7 @@ typedef struct smr_entry {
   char *problem;         /* why its values cannot be read, or NULL */
   int ndim;              /* shape entries */
   int64_t shape[SMR_MAX_DIMS];
+  int64_t tensor; /* catalog id */
 } smr_entry;
 
 typedef struct smr_entries {
@@ -92,6 +93,13 @@ int64_t smr_catalog_tensor_id(smr_catalog *c, const char *name, smr_error *err);
 /* Entries of a tensor; mode 0 = any mode, mode_step < 0 = any step. */
 int smr_catalog_entries(smr_catalog *c, int64_t tensor_id, int mode,
                         int64_t mode_step, smr_entries *out, smr_error *err);
+
+/* Entries of every tensor at (mode, mode_step), each tensor's in the
+ * order smr_catalog_entries gives them; *all false (and none) when there
+ * are more than max. */
+int smr_catalog_step_entries(smr_catalog *c, int mode, int64_t mode_step,
+                             size_t max, smr_entries *out, bool *all,
+                             smr_error *err);
 
 /* Bytes of all tensor-value records (kind 0) and the number of distinct
  * steps that hold them. */

@@ -19,6 +19,7 @@
 #include "source/source.h"
 #include "trial/catalog.h"
 #include "trial/stats_cache.h"
+#include "trial/step_entries.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -53,6 +54,7 @@ struct smr_trial {
   int64_t last_complete_step;
   smr_strv names; /* cached tensor names */
   bool names_valid;
+  smr_step_entries *step_entries; /* under mu; forgotten with `names` */
   /* tensor name -> catalog id, as looked up (under mu): a value read
    * asked the catalog for the id each time, about 4 % of the twelve
    * rules' CPU time.  Cleared with `names` when the catalog changes. */
@@ -433,6 +435,7 @@ static int sync_index_files(smr_trial *t, size_t *added, smr_error *err) {
   if (n || reset) {
     t->names_valid = false;
     forget_tensor_ids(t);
+    smr_step_entries_forget(t->step_entries);
   }
   return rc;
 }
@@ -624,6 +627,7 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   smr_trial *t = smr_xcalloc(1, sizeof *t);
   pthread_mutex_init(&t->mu, NULL);
   t->stats = smr_stats_cache_new();
+  t->step_entries = smr_step_entries_new();
   t->live = o->live;
   int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
@@ -653,6 +657,7 @@ void smr_trial_close(smr_trial *t) {
   free(t->pf_upto);
   forget_tensor_ids(t);
   forget_regexes(t);
+  smr_step_entries_free(t->step_entries);
   smr_stats_cache_free(t->stats);
   pthread_mutex_destroy(&t->mu);
   free(t);
@@ -986,8 +991,12 @@ static int tensor_entries(smr_trial *t, const char *name, int mode,
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&t->mu);
   int64_t id = tensor_id(t, name, err);
+  bool by_step = mode != 0 && mode_step >= 0;
   int rc = id < 0 ? SMR_TENSOR_UNAVAILABLE
-                  : smr_catalog_entries(t->cat, id, mode, mode_step, out, err);
+           : by_step
+               ? smr_step_entries_get(t->step_entries, t->cat, id, mode,
+                                      mode_step, out, err)
+               : smr_catalog_entries(t->cat, id, mode, mode_step, out, err);
   pthread_mutex_unlock(&t->mu);
   if (rc == SMR_TENSOR_UNAVAILABLE)
     smr_error_set(err, rc, "", -1, "tensor '%s' was never saved in this trial",
