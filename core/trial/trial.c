@@ -625,7 +625,13 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   const smr_trial_opts *o = opts ? opts : &defaults;
   *out = NULL;
   smr_trial *t = smr_xcalloc(1, sizeof *t);
-  pthread_mutex_init(&t->mu, NULL);
+  /* glibc's adaptive mutex (spins a little before it sleeps): lookups
+   * hold the lock for a few microseconds */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+  pthread_mutex_init(&t->mu, &ma);
+  pthread_mutexattr_destroy(&ma);
   t->stats = smr_stats_cache_new();
   t->step_entries = smr_step_entries_new();
   t->live = o->live;
