@@ -1152,10 +1152,12 @@ static int lookup(smr_trial *t, const char *name, int64_t step, int mode,
     free(out->v[i].problem);
   }
   out->n = k;
-  if (k == 0)
+  if (k == 0) {
+    smr_entries_free(out); /* the caller frees only what it is given */
     return smr_error_set(err, SMR_INVALID_WORKER, "", -1,
                          "worker '%s' has no entry for '%s' at %s step %lld",
                          worker, name, smr_mode_name(mode), (long long)step);
+  }
   return SMR_OK;
 }
 
