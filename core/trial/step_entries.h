@@ -4,8 +4,8 @@
  * A value read asked the catalog for the tensor's entries at its step:
  * two SQLite queries under the trial's lock, about 7 µs each.  Rules in
  * lock step read every tensor of a step, so one query for all tensors of
- * the step answers all of them.  The entries of the last STEP_SLOTS
- * steps asked are kept until the catalog changes. */
+ * the step answers all of them.  The entries of the last 16 steps asked
+ * are kept, 16384 entries at most, until the catalog changes. */
 #ifndef SMR_STEP_ENTRIES_H
 #define SMR_STEP_ENTRIES_H
 
@@ -15,6 +15,9 @@ typedef struct smr_step_entries smr_step_entries;
 
 smr_step_entries *smr_step_entries_new(void);
 void smr_step_entries_free(smr_step_entries *s);
+
+/* Entries kept now, in all steps: at most 16384 (tests). */
+size_t smr_step_entries_count(const smr_step_entries *s);
 
 /* Forget every kept step: the catalog changed. */
 void smr_step_entries_forget(smr_step_entries *s);

@@ -6,7 +6,8 @@
  *   reductions, shapes), for every tensor at every (mode, mode step) and
  *   every global step, the kept entries equal smr_catalog_entries' field
  *   by field and in the same order, while slots are evicted and reloaded.
- * - A step with more entries than are kept is answered per tensor.
+ * - A step with more entries than are kept is answered per tensor, and
+ *   steps are let go of when the kept entries would pass their bound.
  * - A live trial: a second worker's index file for a step already read
  *   is seen after the refresh (a kept step would otherwise hide it). */
 #include <dirent.h>
@@ -132,7 +133,7 @@ static void remove_tree(const char *path) {
 }
 
 static void test_a_step_too_large_to_keep(void) {
-  enum { N = 17000 }; /* more than the 16384 entries a kept step holds */
+  enum { N = 5000 }; /* more than the 4096 entries a kept step holds */
   remove_tree(dir);
   write_step("worker_0", 0, N, 2.0f);
   smr_trial_opts o = {.fresh = true};
@@ -141,7 +142,7 @@ static void test_a_step_too_large_to_keep(void) {
   CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
   smr_catalog *c = smr_trial_catalog(t);
   smr_step_entries *kept = smr_step_entries_new();
-  static const char *const some[] = {"t0", "t1", "t8500", "t16999"};
+  static const char *const some[] = {"t0", "t1", "t2500", "t4999"};
   size_t before = compared;
   for (size_t k = 0; k < sizeof some / sizeof *some; k++) {
     int64_t id = smr_catalog_tensor_id(c, some[k], &e);
@@ -149,6 +150,38 @@ static void test_a_step_too_large_to_keep(void) {
     check_one(kept, c, id, SMR_MODE_TRAIN, 0);
   }
   CHECK_EQ_INT((long long)(compared - before), 4);
+  CHECK_EQ_INT((long long)smr_step_entries_count(kept), 0);
+  smr_step_entries_free(kept);
+  smr_trial_close(t);
+}
+
+/* Steps of 3000 tensors: five of them are more entries than are kept,
+ * so steps are let go of by size; every answer stays right and the kept
+ * entries within the bound, asked forward and back. */
+static void test_steps_let_go_of_by_size(void) {
+  enum { STEPS = 6, N = 3000 };
+  remove_tree(dir);
+  for (int s = 0; s < STEPS; s++)
+    write_step("worker_0", s, N, (float)s);
+  smr_trial_opts o = {.fresh = true};
+  smr_trial *t;
+  smr_error e;
+  CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
+  smr_catalog *c = smr_trial_catalog(t);
+  smr_step_entries *kept = smr_step_entries_new();
+  size_t before = compared, most = 0;
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < STEPS; i++) {
+      int s = round ? STEPS - 1 - i : i;
+      static const char *const some[] = {"t0", "t1499", "t2999"};
+      for (size_t k = 0; k < sizeof some / sizeof *some; k++)
+        check_one(kept, c, smr_catalog_tensor_id(c, some[k], &e),
+                  SMR_MODE_TRAIN, s);
+      size_t now = smr_step_entries_count(kept);
+      most = now > most ? now : most;
+    }
+  CHECK_EQ_INT((long long)(compared - before), 2 * STEPS * 3);
+  CHECK(most >= 3 * N && most <= 16384);
   smr_step_entries_free(kept);
   smr_trial_close(t);
 }
@@ -190,6 +223,7 @@ int main(void) {
   }
   TEST_RUN(test_same_as_the_catalog_on_fixtures);
   TEST_RUN(test_a_step_too_large_to_keep);
+  TEST_RUN(test_steps_let_go_of_by_size);
   TEST_RUN(test_a_later_worker_is_seen);
   remove_tree(dir);
   rmdir(dir);
