@@ -171,9 +171,16 @@ static void keep_entries(step_slot *k, smr_entries *es) {
     smr_entry *e = &es->v[i];
     const kept_entry *prev = i ? &k->v[i - 1] : NULL;
     kept_entry *d = &k->v[i];
-    *d = (kept_entry){e->tensor, e->step, e->mode_step, e->start, e->length,
-                      e->mode,   e->kind, e->reduction, e->ndim,  e->abs,
-                      NULL,      NULL,    NULL,         NULL,     NULL};
+    *d = (kept_entry){.tensor = e->tensor,
+                      .step = e->step,
+                      .mode_step = e->mode_step,
+                      .start = e->start,
+                      .length = e->length,
+                      .mode = e->mode,
+                      .kind = e->kind,
+                      .reduction = e->reduction,
+                      .ndim = e->ndim,
+                      .abs = e->abs};
     if (e->ndim > 0) {
       int64_t *shape = smr_xcalloc((size_t)e->ndim, sizeof *shape);
       memcpy(shape, e->shape, (size_t)e->ndim * sizeof *shape);
