@@ -2,6 +2,7 @@
 #include "trial/catalog.h"
 
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,48 @@
 
 #define SCHEMA_VERSION "3"
 
+/* Tensor ids met in the current write transaction, by name.  Reading an
+ * index file asked the tensors table twice for every tensor it lists
+ * (INSERT OR IGNORE, then SELECT): most of the catalog's work when a
+ * trial is first read.  The ids are remembered only within one
+ * transaction, since another process may change the table between ours,
+ * and for at most NAME_IDS names. */
+#define NAME_IDS 4096
+#define NAME_ID_SLOTS (2 * NAME_IDS) /* a power of two */
+
+struct name_id {
+  char *name; /* NULL: empty */
+  int64_t id;
+};
+
 struct smr_catalog {
   sqlite3 *db;
   sqlite3_stmt *ins_index, *ins_tensor, *get_tensor, *ins_entry, *ins_step;
   sqlite3_stmt *q_entries_any, *q_entries_key, *q_step_entries;
+  struct name_id ids[NAME_ID_SLOTS];
+  size_t nids;
 };
+
+static void forget_ids(smr_catalog *c) {
+  for (size_t i = 0; c->nids && i < NAME_ID_SLOTS; i++) {
+    free(c->ids[i].name);
+    c->ids[i].name = NULL;
+  }
+  c->nids = 0;
+}
+
+/* The slot of `name`: the one holding it, or the empty one where it
+ * would go. */
+static struct name_id *id_slot(smr_catalog *c, const char *name) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *p = name; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  for (size_t i = (size_t)h;; i++) {
+    struct name_id *s = &c->ids[i & (NAME_ID_SLOTS - 1)];
+    if (!s->name || strcmp(s->name, name) == 0)
+      return s;
+  }
+}
 
 /* The tables are SMR_SCHEMA_CATALOG (statedb.c: the state file's whole
  * schema is defined in one place, to be checked against). */
@@ -176,6 +214,7 @@ void smr_catalog_close(smr_catalog *c) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     sqlite3_finalize(all[i]);
   sqlite3_close(c->db);
+  forget_ids(c);
   free(c);
 }
 
@@ -184,14 +223,17 @@ sqlite3 *smr_catalog_db(smr_catalog *c) {
 }
 
 int smr_catalog_begin(smr_catalog *c, smr_error *err) {
+  forget_ids(c);
   return exec(c, "BEGIN IMMEDIATE", err);
 }
 
 int smr_catalog_commit(smr_catalog *c, smr_error *err) {
+  forget_ids(c);
   return exec(c, "COMMIT", err);
 }
 
 void smr_catalog_rollback(smr_catalog *c) {
+  forget_ids(c);
   sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
@@ -215,6 +257,7 @@ static bool table_exists(smr_catalog *c, const char *name) {
 }
 
 int smr_catalog_reset(smr_catalog *c, smr_error *err) {
+  forget_ids(c);
   int rc = exec(c,
                 "DELETE FROM entries; DELETE FROM tensors;"
                 " DELETE FROM index_files;",
@@ -239,7 +282,25 @@ int smr_catalog_index_paths(smr_catalog *c, smr_strv *out, smr_error *err) {
   return SMR_OK;
 }
 
+static int64_t tensor_id_from_db(smr_catalog *c, const char *name,
+                                 smr_error *err);
+
 static int64_t tensor_id_for(smr_catalog *c, const char *name, smr_error *err) {
+  bool in_transaction = !sqlite3_get_autocommit(c->db);
+  struct name_id *slot = in_transaction ? id_slot(c, name) : NULL;
+  if (slot && slot->name)
+    return slot->id;
+  int64_t id = tensor_id_from_db(c, name, err);
+  if (slot && id >= 0 && c->nids < NAME_IDS) {
+    slot->name = smr_xstrdup(name);
+    slot->id = id;
+    c->nids++;
+  }
+  return id;
+}
+
+static int64_t tensor_id_from_db(smr_catalog *c, const char *name,
+                                 smr_error *err) {
   sqlite3_reset(c->ins_tensor);
   sqlite3_bind_text(c->ins_tensor, 1, name, -1, SQLITE_STATIC);
   if (sqlite3_step(c->ins_tensor) != SQLITE_DONE) {
