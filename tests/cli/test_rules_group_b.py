@@ -13,10 +13,12 @@ and column of the offending parameter) and the HTML report.
 Nothing is written into the fixtures: every run uses --output in a
 temporary directory and --fresh, or --state with a temporary file."""
 
+import json
 import math
 import os
 import re
 import shutil
+import struct
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -346,6 +348,141 @@ def pwi_gradients(sc, r):
 
 add("PoorWeightInitialization degenerate gradients fire", trial("vanishing_gradient_sigmoid"),
     [rule_yaml("PoorWeightInitialization")], one(pwi_gradients))
+
+
+# Large float32 gradients take another path through the rule kit
+# (rk_tensor_quantiles selects on the floats' bits where they lie, from
+# 16,384 elements): the spread must still be NumPy's to the last bit.  The
+# trial is written here the way smdebug's hook writes one (TFRecord
+# framing with masked CRC-32C, Event > Summary > Value > TensorProto, an
+# index file, the collections file), and the expected spread is computed
+# by widening, a stable sort and NumPy's interpolation.
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def masked_crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    c ^= 0xFFFFFFFF
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_bytes(field, data):
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def tfrecord(name, floats, step):
+    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
+              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(len(floats))))
+              + pb_bytes(4, struct.pack("<%df" % len(floats), *floats)))
+    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor)
+    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9)  # wall_time
+             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
+    head = struct.pack("<Q", len(event))
+    return (head + struct.pack("<I", masked_crc32c(head)) + event
+            + struct.pack("<I", masked_crc32c(event)))
+
+
+def write_float_trial(folder, tensors):
+    """Step 0 (TRAIN) of a one-worker trial holding `tensors` (name ->
+    floats, already float32-exact), collection `gradients` = ^gradient/."""
+    event_rel = "events/000000000000/000000000000_worker_0.tfevents"
+    payload, blob = [], b""
+    for name, floats in tensors.items():
+        rec = tfrecord(name, floats, 0)
+        payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
+        blob += rec
+    files = {
+        event_rel: blob,
+        "index/000000000/000000000000_worker_0.json": json.dumps(
+            {"meta": {"mode": "TRAIN", "mode_step": 0, "event_file_name": event_rel},
+             "tensor_payload": payload, "shape_payload": []}).encode(),
+        "collections/000000000/worker_0_collections.json": json.dumps(
+            {"collections": {"gradients": {"name": "gradients",
+                                           "include_regex": ["^gradient/"],
+                                           "tensor_names": []}},
+             "_meta": {"num_workers": 1}}).encode(),
+        "training_job_end.ts": b"",
+    }
+    for rel, data in files.items():
+        path = os.path.join(folder, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def np_quantile(values, q):
+    """np.quantile(values, q), linear: a stable sort keeps the zeros' order
+    (their signs), then NumPy's lerp from the nearer neighbour."""
+    s = sorted(values)
+    vi = (len(s) - 1) * q
+    if vi >= len(s) - 1:
+        return s[-1]
+    lo = math.floor(vi)
+    t = vi - lo
+    a, b = s[lo], s[lo + 1]
+    d = b - a
+    return b - d * (1 - t) if t >= 0.5 else a + d * t
+
+
+def float32_gradients():
+    def f32(x):
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    state = [12345]
+
+    def rnd():  # a fixed linear congruential sequence in [0, 1)
+        state[0] = (state[0] * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+        return (state[0] >> 11) / float(1 << 53)
+    normal = [f32((sum(rnd() for _ in range(4)) - 2) * 1e-3) for _ in range(20000)]
+    # mostly zeros of both signs: the 5 % quantile is a zero whose sign
+    # NumPy takes from the array's order
+    zeros = [f32(rnd() - 0.01) if i % 10 == 0 else (-0.0 if rnd() < 0.5 else 0.0)
+             for i in range(70001)]
+    small = [f32(rnd() - 0.5) for _ in range(100)]  # below the float32 path
+    return {"gradient/normal": normal, "gradient/zeros": zeros, "gradient/small": small}
+
+
+PWI_F32 = os.path.join(TMP, "pwi-float32")
+PWI_F32_GRADS = float32_gradients()
+write_float_trial(PWI_F32, PWI_F32_GRADS)
+
+
+def pwi_float32_spreads(sc, r):
+    if not check_outcome(sc, r, "IssuesFound", 0, [0]):
+        return
+    for name, values in PWI_F32_GRADS.items():
+        v = check_violation(sc, r, {"check": "gradient_spread", "tensor": name},
+                            keys=("spread",))
+        if v:
+            want = np_quantile(values, 0.95) - np_quantile(values, 0.05)
+            sc.eq("spread of %s (bit for bit)" % name, v.get("spread"), want)
+
+
+add("PoorWeightInitialization spreads of large float32 gradients are NumPy's",
+    PWI_F32, [rule_yaml("PoorWeightInitialization", {"distribution_range": 1e30})],
+    one(pwi_float32_spreads))
 add("PoorWeightInitialization activation variance fires", trial("vanishing_gradient_sigmoid"),
     [rule_yaml("PoorWeightInitialization", {"activation_inputs_regex": "sigmoid_input",
                                             "distribution_range": 0, "threshold": 1.5})],
