@@ -100,6 +100,22 @@ int smr_read_file(const char *path, size_t max, char **out, size_t *len,
  * smr_fmt_double and as null by the JSON writers. */
 void smr_fmt_double(double v, char *buf, size_t n);
 
+/* FNV-1a, for the in-memory hash tables: smr_hash_str continues hash h
+ * over the bytes of s up to its NUL, smr_hash_bytes over n bytes; start
+ * from SMR_HASH_INIT. */
+#define SMR_HASH_INIT 1469598103934665603ULL
+static inline uint64_t smr_hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ULL;
+  return h;
+}
+static inline uint64_t smr_hash_str(uint64_t h, const char *s) {
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
 /* Little-endian loads/stores that work on unaligned pointers. */
 static inline uint32_t smr_le32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/common.h"
 #include "profiler/profiler_int.h"
 
 void pj_init(pj *j, const char *p, size_t len) {
@@ -374,13 +375,6 @@ bool pj_skip(pj *j, int depth) {
 
 /* ----------------------------------------------------------- interning */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 static void intern_grow(smr_intern *t) {
   size_t cap = t->cap ? t->cap * 2 : 256;
   char **slots = smr_xcalloc(cap, sizeof *slots);
@@ -388,7 +382,7 @@ static void intern_grow(smr_intern *t) {
     char *s = t->slots[i];
     if (!s)
       continue;
-    size_t k = hash_bytes(s, strlen(s)) & (cap - 1);
+    size_t k = smr_hash_str(SMR_HASH_INIT, s) & (cap - 1);
     while (slots[k])
       k = (k + 1) & (cap - 1);
     slots[k] = s;
@@ -402,7 +396,7 @@ const char *smr_intern_get(smr_intern *t, const char *s, size_t n) {
   n = strnlen(s, n);
   if ((t->n + 1) * 2 > t->cap)
     intern_grow(t);
-  size_t k = hash_bytes(s, n) & (t->cap - 1);
+  size_t k = smr_hash_bytes(SMR_HASH_INIT, s, n) & (t->cap - 1);
   while (t->slots[k]) {
     if (strncmp(t->slots[k], s, n) == 0 && t->slots[k][n] == '\0')
       return t->slots[k];

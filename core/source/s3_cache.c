@@ -44,9 +44,7 @@ struct smr_s3_cache {
 };
 
 static uint64_t rec_hash(const char *rel, uint64_t off, uint64_t len) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = rel; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+  uint64_t h = smr_hash_str(SMR_HASH_INIT, rel);
   h = (h ^ off) * 1099511628211ULL;
   return (h ^ len) * 1099511628211ULL;
 }

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/path.h"
 
 typedef struct local_source {
@@ -506,9 +507,7 @@ static shared_rec **shared_find(const file_id *f, uint64_t off, uint64_t len) {
 }
 
 static size_t name_hash(const smr_source *src, const char *rel, uint64_t off) {
-  uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)src;
-  for (const char *c = rel; *c; c++)
-    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  uint64_t h = smr_hash_str(SMR_HASH_INIT ^ (uint64_t)(uintptr_t)src, rel);
   h ^= off * 0xC2B2AE3D27D4EB4FULL;
   return (size_t)(h >> 32) % SHARED_BUCKETS;
 }

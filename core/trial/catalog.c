@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/common.h"
 #include "format/tensor.h"
 #include "trial/statedb.h"
 
@@ -46,10 +47,7 @@ static void forget_ids(smr_catalog *c) {
 /* The slot of `name`: the one holding it, or the empty one where it
  * would go. */
 static struct name_id *id_slot(smr_catalog *c, const char *name) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *p = name; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-  for (size_t i = (size_t)h;; i++) {
+  for (size_t i = (size_t)smr_hash_str(SMR_HASH_INIT, name);; i++) {
     struct name_id *s = &c->ids[i & (NAME_ID_SLOTS - 1)];
     if (!s->name || strcmp(s->name, name) == 0)
       return s;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/regex.h"
 #include "base/safefs.h"
 #include "format/event.h"
@@ -964,10 +965,7 @@ int smr_trial_collection_members(smr_trial *t, const char *collection,
 /* -------------------------------------------------------- tensor steps */
 
 static size_t id_slot_of(const char *name) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *c = name; *c; c++)
-    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-  return (size_t)(h >> 32) % TENSOR_ID_SLOTS;
+  return (size_t)(smr_hash_str(SMR_HASH_INIT, name) >> 32) % TENSOR_ID_SLOTS;
 }
 
 static void forget_tensor_ids(smr_trial *t) {
