@@ -59,11 +59,19 @@ static void check_one(smr_step_entries *kept, smr_catalog *c, int64_t id,
   smr_entries_free(&got);
 }
 
-static void check_trial(const char *path) {
-  smr_trial_opts o = {.fresh = true};
-  smr_trial *t;
+/* The trial at path with a private catalog; live: only the end marker
+ * ends training. */
+static smr_trial *open_fresh(const char *path, bool live) {
+  smr_trial_opts o = {.fresh = true, .live = live};
+  smr_trial *t = NULL;
   smr_error e;
   CHECK_EQ_INT(smr_trial_open(path, &o, &t, &e), SMR_OK);
+  return t;
+}
+
+static void check_trial(const char *path) {
+  smr_trial *t = open_fresh(path, false);
+  smr_error e;
   smr_catalog *c = smr_trial_catalog(t);
   smr_strv names = {0};
   CHECK_EQ_INT(smr_catalog_tensor_names(c, &names, &e), SMR_OK);
@@ -136,10 +144,8 @@ static void test_a_step_too_large_to_keep(void) {
   enum { N = 5000 }; /* more than the 4096 entries a kept step holds */
   remove_tree(dir);
   write_step("worker_0", 0, N, 2.0f);
-  smr_trial_opts o = {.fresh = true};
-  smr_trial *t;
+  smr_trial *t = open_fresh(dir, false);
   smr_error e;
-  CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
   smr_catalog *c = smr_trial_catalog(t);
   smr_step_entries *kept = smr_step_entries_new();
   static const char *const some[] = {"t0", "t1", "t2500", "t4999"};
@@ -163,10 +169,8 @@ static void test_steps_let_go_of_by_size(void) {
   remove_tree(dir);
   for (int s = 0; s < STEPS; s++)
     write_step("worker_0", s, N, (float)s);
-  smr_trial_opts o = {.fresh = true};
-  smr_trial *t;
+  smr_trial *t = open_fresh(dir, false);
   smr_error e;
-  CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
   smr_catalog *c = smr_trial_catalog(t);
   smr_step_entries *kept = smr_step_entries_new();
   size_t before = compared, most = 0;
@@ -201,10 +205,8 @@ static int value_of_worker(smr_trial *t, const char *worker, float *x) {
 static void test_a_later_worker_is_seen(void) {
   remove_tree(dir);
   write_step("worker_0", 0, 2, 1.0f);
-  smr_trial_opts o = {.fresh = true, .live = true};
-  smr_trial *t;
+  smr_trial *t = open_fresh(dir, true);
   smr_error e;
-  CHECK_EQ_INT(smr_trial_open(dir, &o, &t, &e), SMR_OK);
   float x = 0;
   CHECK_EQ_INT(value_of_worker(t, "worker_0", &x), SMR_OK);
   CHECK(x == 1.0f);
