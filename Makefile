@@ -165,7 +165,14 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
-unit: $(UNIT_BIN)
+# Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
+# against the public header only.
+TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so
+$(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<
+
+unit: $(UNIT_BIN) $(TEST_PLUGINS)
 
 # The whole suite: unit tests and CLI end-to-end tests, normal build and
 # then the ASan/UBSan build.  tests/run.sh prints the closing tally.

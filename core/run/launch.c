@@ -190,6 +190,23 @@ void smr_launch_free(smr_launch *l) {
 
 /* ---------------------------------------------------------- signals */
 
+/* What the first signal does, said at once (write(2) is async-signal
+ * safe; the run may take a while to finish the step in hand, and whoever
+ * pressed Ctrl-C must know that a second one stops it at once). */
+static void say_stopping(int sig) {
+  static const char head[] = "smrules: ";
+  static const char tail[] = " received: finishing the step in hand, then "
+                             "the reports and state (send it again to "
+                             "stop at once)\n";
+  const char *name = sig == SIGINT    ? "SIGINT"
+                     : sig == SIGTERM ? "SIGTERM"
+                                      : "SIGHUP";
+  ssize_t w = write(STDERR_FILENO, head, sizeof head - 1);
+  w = write(STDERR_FILENO, name, strlen(name));
+  w = write(STDERR_FILENO, tail, sizeof tail - 1);
+  (void)w;
+}
+
 static void on_signal(int sig) {
   int saved = errno;
   /* a second signal while nothing is passed on: stop at once, as the
@@ -198,8 +215,11 @@ static void on_signal(int sig) {
     signal(sig, SIG_DFL);
     raise(sig);
   }
-  if (!caught)
+  if (!caught) {
     caught = sig;
+    if (forward_pgid <= 0)
+      say_stopping(sig);
+  }
   if (forward_pgid > 0)
     kill(-forward_pgid, sig);
   char c = (char)sig;

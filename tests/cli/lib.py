@@ -471,3 +471,75 @@ def check_state_db(c, case, trial, fresh_offline, fresh_live, concurrent, rounds
                 if sc.process() and sc.exit_code(r, [0]):
                     got = without_state(r.obj)
                     sc.ok(got == want[live], "same answer as --fresh", first_difference(got, want[live]))
+
+
+# --------------------------------------------------------------------------
+# A process followed line by line: tests wait for what it says, never for
+# a duration to pass.
+
+class Running:
+    """smrules (or another program) started in the background; its stdout
+    and stderr are collected line by line by two threads, and wait_line
+    blocks until a line matching a regular expression has been printed.
+    The limit of each wait is only a guard against a hang (the test fails
+    then); nothing assumes how long the work takes."""
+
+    def __init__(self, args, program=None, env=None, cwd=ROOT):
+        import threading
+        self.args = [program or SMRULES] + list(args)
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, cwd=cwd)
+        self.out_lines, self.err_lines = [], []
+        self._cond = threading.Condition()
+        self._open = 2
+        self._threads = [threading.Thread(target=self._pump, args=(s, l), daemon=True)
+                         for s, l in ((self.proc.stdout, self.out_lines),
+                                      (self.proc.stderr, self.err_lines))]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, stream, lines):
+        for raw in iter(stream.readline, b""):
+            with self._cond:
+                lines.append(raw.decode("utf-8", "replace"))
+                self._cond.notify_all()
+        with self._cond:
+            self._open -= 1
+            self._cond.notify_all()
+
+    def wait_line(self, pattern, stream="stderr", limit=TIMEOUT):
+        """The first line of `stream` matching `pattern` (re.search), or
+        None when the program closed it (or `limit` seconds passed)."""
+        import re
+        import time
+        rx = re.compile(pattern)
+        lines = self.err_lines if stream == "stderr" else self.out_lines
+        deadline = time.monotonic() + limit
+        seen = 0
+        with self._cond:
+            while True:
+                for line in lines[seen:]:
+                    if rx.search(line):
+                        return line
+                seen = len(lines)
+                left = deadline - time.monotonic()
+                if self._open == 0 or left <= 0:
+                    return None
+                self._cond.wait(left)
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def finish(self, limit=TIMEOUT):
+        """Wait for the exit; returns (rc, stdout, stderr).  A program still
+        running after `limit` seconds is killed and gets rc 124."""
+        try:
+            rc = self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = TIMEOUT_RC
+        for t in self._threads:
+            t.join()
+        return rc, "".join(self.out_lines), "".join(self.err_lines)
