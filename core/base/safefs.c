@@ -151,7 +151,7 @@ int smr_safe_dir_open(const char *dir_given, const char *confine, bool create,
     free(trusted);
     trusted = smr_xstrdup("/");
   }
-  if (create && !below)
+  if (create) /* the trusted part is the user's: made as asked */
     mkdirs_trusted(trusted);
   int cur = open(trusted, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (cur < 0) {
@@ -270,4 +270,57 @@ int smr_safe_write_below(int dirfd, const char *relpath, const void *data,
   free(rel);
   free(full);
   return rc;
+}
+
+static const char *file_kind(mode_t m) {
+  return S_ISLNK(m)                 ? "a symbolic link"
+         : S_ISFIFO(m)              ? "a FIFO"
+         : S_ISDIR(m)               ? "a directory"
+         : S_ISSOCK(m)              ? "a socket"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+                                    : "not a regular file";
+}
+
+static int refuse_kind(smr_error *err, const char *shown, mode_t m) {
+  return smr_error_set(err, SMR_ERR_IO, shown, -1,
+                       "is %s: smrules writes only regular files there and "
+                       "follows no link",
+                       file_kind(m));
+}
+
+int smr_safe_open_append(int dirfd, const char *name, const char *shown,
+                         int *fd, smr_error *err) {
+  *fd = -1;
+  const char *why;
+  if (!smr_safe_name(name, &why))
+    return smr_error_set(err, SMR_ERR_IO, shown, -1, "the file name %s", why);
+  int f = openat(dirfd, name,
+                 O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK |
+                     O_CLOEXEC,
+                 0644);
+  struct stat st;
+  if (f < 0) {
+    int e = errno;
+    /* ELOOP: a link (O_NOFOLLOW); ENXIO: a FIFO nobody reads */
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISREG(st.st_mode))
+      return refuse_kind(err, shown, st.st_mode);
+    return smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot open: %s",
+                         strerror(e));
+  }
+  if (fstat(f, &st) != 0) {
+    int e = errno;
+    close(f);
+    return smr_error_set(err, SMR_ERR_IO, shown, -1, "cannot stat: %s",
+                         strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) { /* a FIFO with a reader opens */
+    close(f);
+    return refuse_kind(err, shown, st.st_mode);
+  }
+  int flags = fcntl(f, F_GETFL);
+  if (flags >= 0)
+    fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
+  *fd = f;
+  return SMR_OK;
 }

@@ -36,6 +36,15 @@ int smr_safe_write_at(int dirfd, const char *name, const void *data, size_t len,
 int smr_safe_write_below(int dirfd, const char *relpath, const void *data,
                          size_t len, const char *shown, smr_error *err);
 
+/* Opens `name` in the directory `dirfd` for appending, creating it when
+ * missing, into *fd: never through a symbolic link (O_NOFOLLOW), never
+ * blocking on a FIFO (opened O_NONBLOCK, then refused), and only a
+ * regular file is kept: anything else planted there is an error naming
+ * `shown` (the path for messages) and what was found.  The descriptor is
+ * blocking, close-on-exec. */
+int smr_safe_open_append(int dirfd, const char *name, const char *shown,
+                         int *fd, smr_error *err);
+
 /* Whether `name` is usable as one path component that smrules creates
  * below a trial: not empty, not "." or "..", no '/', no control
  * characters.  On false, *why says what is wrong. */

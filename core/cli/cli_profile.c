@@ -1,6 +1,8 @@
 /* cli_profile.c - the monitor beside `run --watch --profile DIR`. */
 #include "cli/cli_profile.h"
 
+#include "base/safefs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -93,12 +95,22 @@ void smr_profile_stop(smr_profile_session *s, bool ended) {
   }
   if (!ended)
     return;
-  char *marker = smr_xasprintf("%s/system/training_job_end.ts", s->dir);
-  int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  /* the training job writes in the profiler folder too: no link is
+   * followed and nothing but a regular file is made or kept there */
+  char *system = smr_xasprintf("%s/system", s->dir);
+  char *marker = smr_xasprintf("%s/training_job_end.ts", system);
+  smr_error err;
+  smr_error_clear(&err);
+  int dfd = -1, fd = -1;
+  if (smr_safe_dir_open(system, s->dir, true, &dfd, &err) == SMR_OK) {
+    smr_safe_open_append(dfd, "training_job_end.ts", marker, &fd, &err);
+    close(dfd);
+  }
   if (fd < 0)
-    fprintf(stderr, "smrules: --profile: cannot write %s: %s\n", marker,
-            strerror(errno));
+    fprintf(stderr, "smrules: --profile: cannot write %s: %s\n", err.file,
+            err.msg);
   else
     close(fd);
   free(marker);
+  free(system);
 }

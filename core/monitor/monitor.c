@@ -65,6 +65,24 @@ static void sleep_until(int64_t at) {
   clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
+/* One round appended to its minute's file.  A file that cannot be
+ * written (a link or FIFO planted by someone else, a full disk) loses
+ * that round, not the recording: the problem is logged once per file and
+ * the first one kept for the exit status. */
+static bool append_round(smr_sysfile *file, const smr_mon_round *r, FILE *log,
+                         smr_error *first) {
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_sysfile_append(file, r, &e) == SMR_OK)
+    return true;
+  if (log && !file->repeated)
+    fprintf(log, "smrules monitor: %s: %s; its readings are not recorded\n",
+            e.file, e.msg);
+  if (first->status == SMR_OK)
+    *first = e;
+  return false;
+}
+
 int smr_monitor_run(const smr_monitor_opts *o, volatile sig_atomic_t *stop,
                     smr_error *err) {
   samplers s;
@@ -84,9 +102,11 @@ int smr_monitor_run(const smr_monitor_opts *o, volatile sig_atomic_t *stop,
       o->duration_s > 0 ? start + (int64_t)(o->duration_s * 1e9) : INT64_MAX;
   int64_t last = start, next = start + step;
   smr_mon_round r = {.node = o->node};
-  long rounds = 0;
+  long rounds = 0, lost = 0;
   int rc = SMR_OK;
-  while (!*stop && rc == SMR_OK) {
+  smr_error first;
+  smr_error_clear(&first);
+  while (!*stop) {
     if (next > deadline)
       break;
     sleep_until(next);
@@ -99,13 +119,19 @@ int smr_monitor_run(const smr_monitor_opts *o, volatile sig_atomic_t *stop,
     r.ts = wall_seconds();
     sample(&s, (double)(now - last) / 1e9, &r);
     last = now;
-    rc = smr_sysfile_append(&file, &r, err);
+    if (!append_round(&file, &r, o->log, &first))
+      lost++;
     rounds++;
     /* the next tick on the grid after now: a stall skips ticks */
     next += step * ((now - next) / step + 1);
   }
-  if (o->log && rc == SMR_OK)
+  if (o->log)
     fprintf(o->log, "smrules monitor: stopped after %ld samples\n", rounds);
+  if (lost > 0)
+    rc = smr_error_set(err, first.status, first.file, first.offset,
+                       "%ld of %ld samples could not be written (the first "
+                       "because: %s)",
+                       lost, rounds, first.msg);
   smr_buf_free(&r.lines);
   smr_sysfile_close(&file);
   close_samplers(&s);

@@ -2,6 +2,8 @@
  * file of their minute. */
 #include "monitor/sysfile.h"
 
+#include "base/safefs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -26,36 +28,25 @@ void smr_mon_emit(smr_mon_round *r, const char *type, const char *name,
 
 void smr_sysfile_init(smr_sysfile *f, const char *profiler_dir,
                       const char *node) {
+  f->confine = smr_xstrdup(profiler_dir);
   f->root = smr_xasprintf("%s/system/incremental", profiler_dir);
   f->node = smr_xstrdup(node);
   f->fd = -1;
   f->minute = -1;
+  f->refused = -1;
   f->path = NULL;
 }
 
-/* mkdir -p for a path whose parents may be missing. */
-static int make_dirs(const char *path) {
-  char *p = smr_xstrdup(path);
-  int rc = 0;
-  for (char *s = p + 1; rc == 0; s++) {
-    bool end = *s == '\0';
-    if (*s == '/' || end) {
-      *s = '\0';
-      if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-      if (end)
-        break;
-      *s = '/';
-    }
-  }
-  free(p);
-  return rc;
-}
-
+/* The minute's file, opened for appending below the profiler folder: the
+ * training job writes there too (its own profiler output), so no link is
+ * followed on the way or at the file, and a FIFO or anything else that is
+ * not a regular file is refused rather than written through or waited
+ * on. */
 static int open_minute(smr_sysfile *f, int64_t minute, smr_error *err) {
   if (f->fd >= 0)
     close(f->fd);
   f->fd = -1;
+  f->minute = -1;
   free(f->path);
   time_t t = (time_t)minute;
   struct tm tm;
@@ -63,30 +54,44 @@ static int open_minute(smr_sysfile *f, int64_t minute, smr_error *err) {
   char hour[16];
   strftime(hour, sizeof hour, "%Y%m%d%H", &tm);
   char *dir = smr_xasprintf("%s/%s", f->root, hour);
-  f->path =
-      smr_xasprintf("%s/%010lld.%s.json", dir, (long long)minute, f->node);
-  int rc = make_dirs(dir);
+  char *name = smr_xasprintf("%010lld.%s.json", (long long)minute, f->node);
+  f->path = smr_xasprintf("%s/%s", dir, name);
+  int dfd = -1;
+  int rc = smr_safe_dir_open(dir, f->confine, true, &dfd, err);
+  if (rc == SMR_OK) {
+    rc = smr_safe_open_append(dfd, name, f->path, &f->fd, err);
+    close(dfd);
+  }
   free(dir);
-  if (rc != 0)
-    return smr_error_set(err, SMR_ERR_IO, f->path, -1,
-                         "cannot create the folder: %s", strerror(errno));
-  f->fd = open(f->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (f->fd < 0)
-    return smr_error_set(err, SMR_ERR_IO, f->path, -1, "cannot open: %s",
-                         strerror(errno));
-  f->minute = minute;
-  return SMR_OK;
+  free(name);
+  if (rc == SMR_OK)
+    f->minute = minute;
+  return rc;
 }
+
+static int write_lines(smr_sysfile *f, const smr_mon_round *r, smr_error *err);
 
 int smr_sysfile_append(smr_sysfile *f, const smr_mon_round *r, smr_error *err) {
   if (r->lines.len == 0)
     return SMR_OK;
   int64_t minute = (int64_t)floor(r->ts / 60) * 60;
-  if (minute != f->minute) {
-    int rc = open_minute(f, minute, err);
-    if (rc != SMR_OK)
-      return rc;
+  f->repeated = minute == f->refused;
+  if (f->repeated) /* the minute's file is unusable: said once already */
+    return smr_error_set(err, f->refused_err.status, f->refused_err.file,
+                         f->refused_err.offset, "%s", f->refused_err.msg);
+  int rc = minute == f->minute ? SMR_OK : open_minute(f, minute, err);
+  if (rc == SMR_OK)
+    rc = write_lines(f, r, err);
+  if (rc != SMR_OK) {
+    f->refused = minute;
+    f->refused_err = *err;
   }
+  return rc;
+}
+
+/* The round's lines in one write; on failure the file is cut back to its
+ * last complete line and closed. */
+static int write_lines(smr_sysfile *f, const smr_mon_round *r, smr_error *err) {
   struct stat st;
   off_t before = fstat(f->fd, &st) == 0 ? st.st_size : -1;
   size_t done = 0;
@@ -98,6 +103,9 @@ int smr_sysfile_append(smr_sysfile *f, const smr_mon_round *r, smr_error *err) {
       int e = n < 0 ? errno : ENOSPC;
       if (before >= 0 && ftruncate(f->fd, before) != 0)
         e = errno;
+      close(f->fd);
+      f->fd = -1;
+      f->minute = -1;
       return smr_error_set(err, SMR_ERR_IO, f->path, (int64_t)before,
                            "cannot write: %s", strerror(e));
     }
@@ -109,9 +117,11 @@ int smr_sysfile_append(smr_sysfile *f, const smr_mon_round *r, smr_error *err) {
 void smr_sysfile_close(smr_sysfile *f) {
   if (f->fd >= 0)
     close(f->fd);
+  free(f->confine);
   free(f->root);
   free(f->node);
   free(f->path);
   memset(f, 0, sizeof *f);
   f->fd = -1;
+  f->minute = f->refused = -1;
 }

@@ -110,6 +110,52 @@ static void test_links_are_not_followed(void) {
   close(fd);
 }
 
+/* Appending: a regular file is made or kept and appended to; a link, a
+ * FIFO (read or not) and a folder are refused without being written
+ * through or waited on, the message saying what was found. */
+static void test_open_append(void) {
+  int fd = open(root, O_RDONLY | O_DIRECTORY);
+  smr_error e;
+  int f = -1;
+  CHECK_EQ_INT(smr_safe_open_append(fd, "log", "log", &f, &e), SMR_OK);
+  CHECK(f >= 0 && write(f, "a", 1) == 1);
+  close(f);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "log", "log", &f, &e), SMR_OK);
+  CHECK(f >= 0 && write(f, "b", 1) == 1);
+  close(f);
+  char *got = slurp("log");
+  CHECK_STR(got, "ab");
+  free(got);
+  char *victim = at("append-victim");
+  FILE *v = fopen(victim, "w");
+  fputs("precious", v);
+  fclose(v);
+  char *link = at("alink");
+  CHECK_EQ_INT(symlink(victim, link), 0);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "alink", "alink", &f, &e), SMR_ERR_IO);
+  CHECK(f == -1 && strstr(e.msg, "symbolic link") != NULL);
+  got = slurp("append-victim");
+  CHECK_STR(got, "precious");
+  free(got);
+  char *fifo = at("afifo");
+  CHECK_EQ_INT(mkfifo(fifo, 0644), 0);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "afifo", "afifo", &f, &e), SMR_ERR_IO);
+  CHECK(strstr(e.msg, "a FIFO") != NULL);
+  int reader = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "afifo", "afifo", &f, &e), SMR_ERR_IO);
+  CHECK(f == -1 && strstr(e.msg, "a FIFO") != NULL);
+  close(reader);
+  char *dir = at("adir");
+  mkdir(dir, 0755);
+  free(dir);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "adir", "adir", &f, &e), SMR_ERR_IO);
+  CHECK_EQ_INT(smr_safe_open_append(fd, "../x", "../x", &f, &e), SMR_ERR_IO);
+  free(fifo);
+  free(link);
+  free(victim);
+  close(fd);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/smr-safefs-XXXXXX");
   if (!mkdtemp(root))
@@ -117,6 +163,7 @@ int main(void) {
   TEST_RUN(test_writes_and_makes_folders);
   TEST_RUN(test_refuses_bad_paths);
   TEST_RUN(test_links_are_not_followed);
+  TEST_RUN(test_open_append);
   char *cmd = smr_xasprintf("rm -rf '%s'", root);
   if (system(cmd) != 0)
     fprintf(stderr, "could not remove %s\n", root);
