@@ -43,31 +43,57 @@ void smr_jw_arr_end(smr_jw *w) {
   close_(w, "]");
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
+ * (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+  if (c >= 0xf5 || len == 0 || len > n)
+    return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+    return 0;
+  return len;
+}
+
+/* A JSON string of n bytes: always valid JSON and valid UTF-8, whatever
+ * the bytes (names come from files the training job writes): controls
+ * are escaped, and a byte that does not begin a valid UTF-8 sequence is
+ * written as U+FFFD, the replacement character. */
 static void put_string(smr_buf *b, const char *s, size_t n) {
+  static const char *const short_escapes[0x20] = {
+      ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t"};
+  const unsigned char *u = (const unsigned char *)s;
   smr_buf_puts(b, "\"");
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    switch (c) {
-    case '"':
-      smr_buf_puts(b, "\\\"");
-      break;
-    case '\\':
-      smr_buf_puts(b, "\\\\");
-      break;
-    case '\n':
-      smr_buf_puts(b, "\\n");
-      break;
-    case '\r':
-      smr_buf_puts(b, "\\r");
-      break;
-    case '\t':
-      smr_buf_puts(b, "\\t");
-      break;
-    default:
-      if (c < 0x20)
-        smr_buf_printf(b, "\\u%04x", c);
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = u[i];
+    if (c == '"' || c == '\\') {
+      smr_buf_puts(b, c == '"' ? "\\\"" : "\\\\");
+      i++;
+    } else if (c < 0x20 || c == 0x7f) {
+      if (c < 0x20 && short_escapes[c])
+        smr_buf_puts(b, short_escapes[c]);
       else
-        smr_buf_append(b, &s[i], 1);
+        smr_buf_printf(b, "\\u%04x", c);
+      i++;
+    } else if (c < 0x80) {
+      size_t j = i;
+      while (j < n && u[j] >= 0x20 && u[j] < 0x7f && u[j] != '"' &&
+             u[j] != '\\')
+        j++;
+      smr_buf_append(b, s + i, j - i);
+      i = j;
+    } else {
+      size_t len = utf8_len(u + i, n - i);
+      if (len)
+        smr_buf_append(b, s + i, len);
+      else
+        smr_buf_puts(b, "\\ufffd");
+      i += len ? len : 1;
     }
   }
   smr_buf_puts(b, "\"");
