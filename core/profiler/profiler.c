@@ -22,6 +22,10 @@
 #define DEFAULT_BUFFER_US 180000000LL
 #define DEFAULT_CACHE_BYTES (12u << 20)
 #define MAX_FILE_BYTES (1u << 30) /* a bigger profiler file is refused */
+/* A trace.json.gz may inflate to this much: a small file can inflate a
+ * thousandfold, and its parsed events take several times the text; past
+ * it the file is skipped with a warning, the rest read as usual. */
+#define MAX_INFLATED_BYTES (256u << 20)
 /* Live, a remote source is listed at most this often (each listing is a
  * request; windows follow each other far faster). */
 #define REMOTE_RELIST_NS 1000000000LL
@@ -68,8 +72,9 @@ typedef struct sys_file {
 } sys_file;
 
 typedef struct name_set {
-  const char **v; /* interned */
+  const char **v; /* interned, in first-seen order */
   size_t n;
+  smr_ptrmap has; /* the names of v, so a line costs constant time */
 } name_set;
 
 typedef struct node_names {
@@ -103,6 +108,7 @@ struct pstore {
   uint64_t tick;
   node_names *nn;
   size_t nnn;
+  smr_ptrmap node_of;            /* node (interned) -> index in nn */
   const char *dim_cpu, *dim_gpu; /* interned dimension names */
   const char *last[4];           /* the strings of the previous line */
   /* where the system readings end (final_window), for the listing of the
@@ -592,8 +598,11 @@ static void store_free(pstore *p) {
   for (size_t i = 0; i < p->nnn; i++) {
     free(p->nn[i].cpus.v);
     free(p->nn[i].gpus.v);
+    smr_ptrmap_free(&p->nn[i].cpus.has);
+    smr_ptrmap_free(&p->nn[i].gpus.has);
   }
   free(p->nn);
+  smr_ptrmap_free(&p->node_of);
   smr_regex_free(p->re_sys_name);
   smr_regex_free(p->re_sys_path);
   smr_regex_free(p->re_fw_name);
@@ -854,7 +863,7 @@ static int read_file(pstore *p, pfile *f, bool gz, char **text, size_t *len,
     return rc;
   char *raw = *text;
   size_t n = *len;
-  rc = smr_profiler_gunzip(raw, n, MAX_FILE_BYTES, f->path, text, len, err);
+  rc = smr_profiler_gunzip(raw, n, MAX_INFLATED_BYTES, f->path, text, len, err);
   free(raw);
   return rc;
 }
@@ -897,10 +906,11 @@ static void prefetch(pstore *p, const plist *l, size_t a, size_t b) {
 /* ------------------------------------------------------- system files */
 
 static void set_add(name_set *s, const char *name) {
-  for (size_t i = 0; i < s->n; i++)
-    if (s->v[i] == name)
-      return;
+  size_t at;
+  if (smr_ptrmap_get(&s->has, name, &at))
+    return;
   s->v = smr_xrealloc(s->v, (s->n + 1) * sizeof *s->v);
+  smr_ptrmap_put(&s->has, name, s->n);
   s->v[s->n++] = name;
 }
 
@@ -909,16 +919,15 @@ static void note_name(pstore *p, const smrules_sys_event *e) {
   bool cpu = e->dimension == p->dim_cpu, gpu = e->dimension == p->dim_gpu;
   if (!cpu && !gpu && p->nnn && p->nn[p->nnn - 1].node == e->node)
     return;
-  node_names *nn = NULL;
-  for (size_t i = 0; i < p->nnn && !nn; i++)
-    if (p->nn[i].node == e->node)
-      nn = &p->nn[i];
-  if (!nn) {
-    p->nn = smr_xrealloc(p->nn, (p->nnn + 1) * sizeof *p->nn);
-    nn = &p->nn[p->nnn++];
-    memset(nn, 0, sizeof *nn);
-    nn->node = e->node;
+  size_t at;
+  if (!smr_ptrmap_get(&p->node_of, e->node, &at)) {
+    at = p->nnn++;
+    p->nn = smr_xrealloc(p->nn, p->nnn * sizeof *p->nn);
+    memset(&p->nn[at], 0, sizeof p->nn[at]);
+    p->nn[at].node = e->node;
+    smr_ptrmap_put(&p->node_of, e->node, at);
   }
+  node_names *nn = &p->nn[at];
   if (cpu || gpu)
     set_add(cpu ? &nn->cpus : &nn->gpus, e->name);
 }

@@ -5,6 +5,7 @@
 #ifndef SMR_PROFILER_INT_H
 #define SMR_PROFILER_INT_H
 
+#include "base/ptrmap.h"
 #include "profiler/profiler.h"
 
 /* ------------------------------------------------------ JSON scanning
@@ -109,14 +110,18 @@ size_t trace_file_bytes(const trace_file *f);
 /* The reference TraceEventParser's state for one file kind. */
 typedef struct trace_state {
   bool started; /* base time initialised (the integer 0) */
-  /* pid key -> phase name (interned), most recent process_name wins */
-  const char **pid_keys, **phases;
+  /* pid key -> phase name (interned), most recent process_name wins;
+   * found through phase_of (pid key -> index), so many distinct pids cost
+   * linear time */
+  const char **phases;
   size_t nproc, capproc;
+  smr_ptrmap phase_of;
   double base;
   bool base_int;
-  /* open "B" objects per pid key */
+  /* open "B" objects per pid key, found through stack_of */
   struct b_stack *stacks;
   size_t nstacks, capstacks;
+  smr_ptrmap stack_of;
 } trace_state;
 
 void trace_state_free(trace_state *s);

@@ -504,10 +504,12 @@ typedef struct b_ent {
   const char *name;
 } b_ent;
 
+/* The open "B" objects of one pid key: a ring of at most B_STACK_MAX, the
+ * newest at the top; a push onto a full ring forgets the oldest in
+ * constant time. */
 typedef struct b_stack {
-  const char *pid_key;
   b_ent *v;
-  size_t n, cap;
+  size_t head, n, cap; /* v[head .. head+n) modulo cap */
 } b_stack;
 
 /* Unmatched "B" objects pile up when a file is replayed again (as in the
@@ -518,60 +520,78 @@ void trace_state_free(trace_state *s) {
   for (size_t i = 0; i < s->nstacks; i++)
     free(s->stacks[i].v);
   free(s->stacks);
-  free(s->pid_keys);
   free(s->phases);
+  smr_ptrmap_free(&s->phase_of);
+  smr_ptrmap_free(&s->stack_of);
   memset(s, 0, sizeof *s);
 }
 
 static const char *phase_of(const trace_state *s, const char *pid_key) {
-  for (size_t i = 0; i < s->nproc; i++)
-    if (s->pid_keys[i] == pid_key)
-      return s->phases[i];
-  return NULL;
+  size_t i;
+  return smr_ptrmap_get(&s->phase_of, pid_key, &i) ? s->phases[i] : NULL;
 }
 
 static void set_phase(trace_state *s, const char *pid_key, const char *ph) {
-  for (size_t i = 0; i < s->nproc; i++)
-    if (s->pid_keys[i] == pid_key) {
-      s->phases[i] = ph;
-      return;
-    }
+  size_t i;
+  if (smr_ptrmap_get(&s->phase_of, pid_key, &i)) {
+    s->phases[i] = ph;
+    return;
+  }
   if (s->nproc == s->capproc) {
     s->capproc = s->capproc ? s->capproc * 2 : 16;
-    s->pid_keys = smr_xrealloc(s->pid_keys, s->capproc * sizeof(char *));
     s->phases = smr_xrealloc(s->phases, s->capproc * sizeof(char *));
   }
-  s->pid_keys[s->nproc] = pid_key;
+  smr_ptrmap_put(&s->phase_of, pid_key, s->nproc);
   s->phases[s->nproc++] = ph;
 }
 
 static b_stack *stack_of(trace_state *s, const char *pid_key, bool create) {
-  for (size_t i = 0; i < s->nstacks; i++)
-    if (s->stacks[i].pid_key == pid_key)
-      return &s->stacks[i];
+  size_t i;
+  if (smr_ptrmap_get(&s->stack_of, pid_key, &i))
+    return &s->stacks[i];
   if (!create)
     return NULL;
   if (s->nstacks == s->capstacks) {
     s->capstacks = s->capstacks ? s->capstacks * 2 : 8;
     s->stacks = smr_xrealloc(s->stacks, s->capstacks * sizeof *s->stacks);
   }
+  smr_ptrmap_put(&s->stack_of, pid_key, s->nstacks);
   b_stack *b = &s->stacks[s->nstacks++];
   memset(b, 0, sizeof *b);
-  b->pid_key = pid_key;
   return b;
+}
+
+/* The ring grown to twice its size, its entries moved to the start. */
+static void grow_ring(b_stack *b) {
+  size_t cap = b->cap ? b->cap * 2 : 8;
+  if (cap > B_STACK_MAX)
+    cap = B_STACK_MAX;
+  b_ent *v = smr_xmalloc(cap * sizeof *v);
+  for (size_t i = 0; i < b->n; i++)
+    v[i] = b->v[(b->head + i) % b->cap];
+  free(b->v);
+  b->v = v;
+  b->cap = cap;
+  b->head = 0;
 }
 
 static void push_b(trace_state *s, const trace_obj *o) {
   b_stack *b = stack_of(s, o->pid_key, true);
-  if (b->n == B_STACK_MAX) {
-    memmove(b->v, b->v + 1, (b->n - 1) * sizeof *b->v);
+  if (b->n == B_STACK_MAX) { /* forget the oldest */
+    b->head = (b->head + 1) % b->cap;
     b->n--;
   }
-  if (b->n == b->cap) {
-    b->cap = b->cap ? b->cap * 2 : 8;
-    b->v = smr_xrealloc(b->v, b->cap * sizeof *b->v);
-  }
-  b->v[b->n++] = (b_ent){o->ts, (o->flags & TO_TS_INT) != 0, o->name};
+  if (b->n == b->cap)
+    grow_ring(b);
+  b->v[(b->head + b->n++) % b->cap] =
+      (b_ent){o->ts, (o->flags & TO_TS_INT) != 0, o->name};
+}
+
+static bool pop_b(b_stack *b, b_ent *out) {
+  if (b->n == 0)
+    return false;
+  *out = b->v[(b->head + --b->n) % b->cap];
+  return true;
 }
 
 static void fill_common(smrules_fw_event *e, const trace_state *s,
@@ -608,9 +628,9 @@ static void replay_x(trace_state *s, const trace_file *f, const trace_obj *o,
 static void replay_e(trace_state *s, const trace_file *f, const trace_obj *o,
                      const replay_ctx *rc) {
   b_stack *b = stack_of(s, o->pid_key, false);
-  if (!b || b->n == 0)
+  b_ent be;
+  if (!b || !pop_b(b, &be))
     return; /* an "E" without its "B" is skipped */
-  b_ent be = b->v[--b->n];
   smrules_fw_event e;
   memset(&e, 0, sizeof e);
   double start = be.ts + s->base, end = o->ts + s->base;

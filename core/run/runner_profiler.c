@@ -118,6 +118,25 @@ static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
   return true;
 }
 
+/* Whether the data spans more windows than a job may have; checked before
+ * any is walked, and again as a live job's data grows. */
+static bool too_many_windows(smr_prof_run *r, int64_t S, char **message) {
+  smrules_profiler_info in;
+  smr_profiler_info(r->prof, &in);
+  if (in.latest_us <= r->first ||
+      (in.latest_us - r->first) / S < SMR_MAX_PROFILER_WINDOWS)
+    return false;
+  *message = smr_xasprintf(
+      "the profiler data spans %lld windows of %g s (timestamps from %.0f "
+      "to %.0f s since the epoch), more than the %lld a job may have: a "
+      "file far from the others in time? (a larger scan_interval_us "
+      "covers a longer job)",
+      (long long)((in.latest_us - r->first) / S + 1), (double)S / 1e6,
+      (double)r->first / 1e6, (double)in.latest_us / 1e6,
+      (long long)SMR_MAX_PROFILER_WINDOWS);
+  return true;
+}
+
 int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
                       char **message) {
   *message = NULL;
@@ -150,6 +169,8 @@ int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
       return SMR_OK;
     }
   }
+  if (too_many_windows(r, S, message))
+    return SMR_ERR_USAGE;
   for (; l->end < 0 || k < l->end; k++) {
     if (k > (INT64_MAX - r->first) / S - 1)
       break; /* the window would end beyond any representable time */

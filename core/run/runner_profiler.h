@@ -15,6 +15,11 @@
 #include "host/rulectx.h"
 
 #define SMR_DEFAULT_SCAN_INTERVAL_US 60000000LL
+/* The most time windows a job's profiler data may span: 694 days at the
+ * default 60 s.  Timestamps further apart (a stray file, a forged one)
+ * would cost a walk and memory per window: the rule fails instead,
+ * saying why (docs/profiler.md#memory-over-a-long-job). */
+#define SMR_MAX_PROFILER_WINDOWS 1000000LL
 
 /* What one evaluation pass needs and updates (the instance's fields). */
 typedef struct smr_prof_loop {
