@@ -14,30 +14,6 @@
 #include "source/source.h"
 #include "trial/trial.h"
 
-void smr_cli_print_error(const smr_error *e) {
-  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
-  smr_error_format(e, msg, sizeof msg);
-  fprintf(stderr, "smrules: %s\n", msg);
-}
-
-int smr_cli_exit_for(int status) {
-  switch (status) {
-  case SMR_OK:
-    return SMR_EXIT_OK;
-  case SMR_ERR_USAGE:
-    return SMR_EXIT_USAGE;
-  case SMR_STEP_UNAVAILABLE:
-  case SMR_STEP_NOT_YET:
-  case SMR_TENSOR_UNAVAILABLE_FOR_STEP:
-  case SMR_TENSOR_UNAVAILABLE:
-  case SMR_NO_MORE_DATA:
-  case SMR_INVALID_WORKER:
-    return SMR_EXIT_UNAVAILABLE;
-  default:
-    return SMR_EXIT_UNREADABLE;
-  }
-}
-
 /* Options shared by the trial commands. */
 typedef struct trial_args {
   const char *trial;
