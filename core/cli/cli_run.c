@@ -30,7 +30,8 @@ enum {
   OPT_SCHEDULE,
   OPT_SAGEMAKER_WINDOWS,
   OPT_PROFILE,
-  OPT_HEARTBEAT
+  OPT_HEARTBEAT,
+  OPT_KILL_AFTER
 };
 
 static const char *RUN_HELP =
@@ -69,7 +70,10 @@ static const char *RUN_HELP =
     "                     training_job_end.ts appears or the\n"
     "                     --training-pid process exits (implies --live);\n"
     "                     a folder not there yet is waited for\n"
-    "  --timeout S        with --watch: stop after S seconds\n"
+    "  --timeout S        with --watch or a command: stop after S seconds,\n"
+    "                     SIGTERM to a command started here (SIGKILL\n"
+    "                     after --kill-after); exit 124\n"
+    "  --kill-after S     the command's grace after SIGTERM (default 10)\n"
     "  --profile DIR      with --watch: record this machine's system metrics\n"
     "                     into DIR (smrules monitor), evaluate the profiler\n"
     "                     rules on them live and write ProfilerReport when\n"
@@ -85,9 +89,10 @@ static const char *RUN_HELP =
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
     "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
     "exit status (first that applies): 128+N interrupted by signal N,\n"
-    "5 a rule failed, 4 an action failed, 1 issues found, the command's\n"
-    "status when it failed, 0; before evaluating: 2 usage or configuration\n"
-    "error, 3 no trial or trial unreadable, 127 command cannot run\n";
+    "124 --timeout passed, 5 a rule failed, 4 an action failed, 1 issues\n"
+    "found, the command's status when it failed, 0; before evaluating:\n"
+    "2 usage or configuration error, 3 no trial or trial unreadable,\n"
+    "127 command cannot run\n";
 
 static int parse_step(const char *s, int64_t *out) {
   char *end;
@@ -135,6 +140,7 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"poll", no_argument, NULL, OPT_POLL},
       {"heartbeat", required_argument, NULL, OPT_HEARTBEAT},
+      {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
       {"verbose", no_argument, NULL, 'v'},
       {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
       {"sagemaker-windows", no_argument, NULL, OPT_SAGEMAKER_WINDOWS},
@@ -143,6 +149,7 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
   a->heartbeat_s = 60;
+  a->kill_after_s = -1; /* the job's default */
   smr_lua_limits_default(&a->ropts.lua);
   int c, rc;
   optind = 1;
@@ -216,6 +223,16 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
     case OPT_POLL:
       a->poll = true;
       break;
+    case OPT_KILL_AFTER: {
+      char *end;
+      a->kill_after_s = strtod(optarg, &end);
+      if (*end || end == optarg || a->kill_after_s < 0) {
+        fprintf(stderr, "smrules: --kill-after needs seconds, got '%s'\n",
+                optarg);
+        return SMR_EXIT_USAGE;
+      }
+      break;
+    }
     case OPT_HEARTBEAT: {
       char *end;
       a->heartbeat_s = strtod(optarg, &end);
@@ -270,6 +287,29 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
 }
 
 /* ---- how training ended: a line under the table, a JSON object ---- */
+/* What --timeout did, after the training line. */
+static void print_timeout(const smr_job_end *te, FILE *f) {
+  fprintf(f, "timeout: --timeout %g s passed", te->timeout_s);
+  if (te->child && te->sent_kill)
+    fprintf(f,
+            "; SIGTERM sent to the command's process group, still running "
+            "%g s later: SIGKILL sent",
+            te->grace_s);
+  else if (te->child && te->sent_term)
+    fprintf(f,
+            "; SIGTERM sent to the command's process group, which exited "
+            "within the %g s grace",
+            te->grace_s);
+  else if (te->child)
+    fprintf(f, "; the command had already exited");
+  else if (te->pid > 0)
+    fprintf(f, "; smrules did not start pid %lld: it was left running",
+            (long long)te->pid);
+  else
+    fprintf(f, "; stopped following the trial");
+  fprintf(f, " (exit %d)\n", SMR_EXIT_TIMEOUT);
+}
+
 static void print_training(const smr_job_end *te, FILE *f) {
   fprintf(f, "\ntraining: ");
   if (te->child)
@@ -279,7 +319,10 @@ static void print_training(const smr_job_end *te, FILE *f) {
     fprintf(f, "pid %lld exited", (long long)te->pid);
   else if (te->how == SMR_WATCH_ENDED)
     fprintf(f, "ended (training_job_end.ts)");
-  else if (te->how == SMR_WATCH_TIMEOUT)
+  else if (te->how == SMR_WATCH_TIMEOUT && te->timed_out && te->pid > 0)
+    fprintf(f, "pid %lld still running when --timeout passed",
+            (long long)te->pid);
+  else if (te->how == SMR_WATCH_TIMEOUT && te->timed_out)
     fprintf(f, "still running when --timeout passed");
   else
     fprintf(f, "still running");
@@ -289,6 +332,8 @@ static void print_training(const smr_job_end *te, FILE *f) {
     fprintf(f, "; smrules was interrupted by %s",
             smr_signal_text(te->interrupted));
   fprintf(f, "\n");
+  if (te->timed_out && !te->interrupted)
+    print_timeout(te, f);
 }
 
 static char *training_json(const smr_job_end *te) {
@@ -314,6 +359,24 @@ static char *training_json(const smr_job_end *te) {
                      : NULL);
   smr_jw_key(&w, "stopped_by");
   smr_jw_str(&w, te->stopped_by);
+  smr_jw_key(&w, "timeout");
+  if (te->timed_out) {
+    smr_jw_obj(&w);
+    smr_jw_key(&w, "seconds");
+    smr_jw_double(&w, te->timeout_s);
+    smr_jw_key(&w, "sent");
+    smr_jw_str(&w, te->sent_kill   ? "SIGTERM,SIGKILL"
+                   : te->sent_term ? "SIGTERM"
+                                   : NULL);
+    smr_jw_key(&w, "grace_seconds");
+    if (te->sent_term)
+      smr_jw_double(&w, te->grace_s);
+    else
+      smr_jw_null(&w);
+    smr_jw_obj_end(&w);
+  } else {
+    smr_jw_null(&w);
+  }
   smr_jw_key(&w, "interrupted_by");
   smr_jw_str(&w, te->interrupted ? smr_signal_text(te->interrupted) : NULL);
   smr_jw_obj_end(&w);

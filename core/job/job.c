@@ -51,13 +51,16 @@ const char *smr_job_end_name(const smr_job_end *te) {
 }
 
 /* Exit status precedence (docs/cli.md): 128+N when smrules itself was
- * interrupted by signal N (the results are partial) > 5 a rule failed >
+ * interrupted by signal N (the results are partial) > 124 --timeout ended
+ * it (partial too) > 5 a rule failed >
  * 4 an action failed > 1 issues found > the launched command's status
  * when it failed > 0. */
 static int exit_for_results(smr_runner *r, smr_actions *acts,
                             const smr_job_end *te) {
   if (te && te->interrupted)
     return 128 + te->interrupted;
+  if (te && te->timed_out)
+    return SMR_EXIT_TIMEOUT; /* the results are partial too */
   bool issues = false, errors = false;
   for (size_t i = 0; i < smr_runner_count(r); i++) {
     smr_rule_status s = smr_instance_status(smr_runner_instance(r, i));
@@ -139,17 +142,34 @@ static void finish_profile(smr_profile_session *s, smr_trial *t, smr_runner *r,
     smr_runner_run(r, err);
 }
 
+#define DEFAULT_GRACE_S 10.0
+
 /* When smrules stops following before the command it started ends (a
  * timeout, a trial that cannot be read), the command is not left behind:
- * SIGTERM to its process group, SIGKILL after 10 s. */
-static void end_child(smr_launch *child) {
+ * SIGTERM to its process group, SIGKILL after the grace (--kill-after,
+ * 10 s).  What was done goes into te (when not NULL). */
+static void end_child(smr_launch *child, double grace_s, smr_job_end *te) {
   int fd = smr_launch_fd(child);
   struct pollfd p = {fd, POLLIN, 0};
   if (poll(&p, 1, 0) > 0)
     return;
+  if (grace_s < 0)
+    grace_s = DEFAULT_GRACE_S;
+  if (te && te->timed_out)
+    fprintf(stderr,
+            "smrules: --timeout %g s passed: SIGTERM sent to the training "
+            "command (pid %lld and its process group); SIGKILL if it has "
+            "not exited within %g s\n",
+            te->timeout_s, (long long)smr_launch_pid(child), grace_s);
   kill(-(pid_t)smr_launch_pid(child), SIGTERM);
-  if (poll(&p, 1, 10000) <= 0)
+  bool killed = poll(&p, 1, (int)(grace_s * 1000)) <= 0;
+  if (killed)
     kill(-(pid_t)smr_launch_pid(child), SIGKILL);
+  if (te) {
+    te->sent_term = true;
+    te->sent_kill = killed;
+    te->grace_s = grace_s;
+  }
 }
 
 /* An offline run stops at the next step once SIGINT/SIGTERM/SIGHUP came. */
@@ -177,6 +197,8 @@ static void evaluate_watch(const smr_job_opts *a, smr_trial *t, smr_runner *r,
       watch_opts(a, timeout_left, trainer_fd, te->child != NULL, &te->how);
   if (smr_watch_run(t, r, &wo, &err) != SMR_OK)
     report_error(p, &err, false);
+  else if (te->how == SMR_WATCH_TIMEOUT && a->timeout_s > 0)
+    te->timed_out = true;
   if (prof)
     finish_profile(prof, t, r, te->how, &err);
 }
@@ -191,7 +213,8 @@ static int evaluate_rules(smr_job_opts *a, smr_trial *t, smr_runner *r,
   smr_error_clear(&err);
   smr_job_end te = {.how = SMR_WATCH_TIMEOUT,
                     .child = child,
-                    .pid = child ? smr_launch_pid(child) : a->training_pid};
+                    .pid = child ? smr_launch_pid(child) : a->training_pid,
+                    .timeout_s = a->timeout_s};
   if (a->watch)
     evaluate_watch(a, t, r, trainer_fd, timeout_left, prof, &te, p);
   else
@@ -199,7 +222,7 @@ static int evaluate_rules(smr_job_opts *a, smr_trial *t, smr_runner *r,
   smr_runner_finish(r);
   smr_actions_finish(acts); /* every queued action has run */
   if (child) {
-    end_child(child);
+    end_child(child, a->kill_after_s, &te);
     smr_launch_wait(child);
   }
   te.interrupted = child ? 0 : smr_interrupt_signal();
@@ -271,6 +294,22 @@ static int pidfd_of(int64_t pid) {
 #endif
 }
 
+/* --timeout passed before a trial appeared: a command started is ended
+ * as at the end of a watch, and the exit status says it was the timeout. */
+static int timed_out_waiting(const smr_job_opts *a, smr_launch *child) {
+  smr_job_end te = {.timed_out = true, .timeout_s = a->timeout_s};
+  if (!child)
+    return SMR_EXIT_TIMEOUT;
+  end_child(child, a->kill_after_s, &te);
+  smr_launch_wait(child);
+  fprintf(stderr, "smrules: training: pid %lld %s%s\n",
+          (long long)smr_launch_pid(child), smr_launch_outcome(child),
+          te.sent_kill   ? " (SIGKILL: it outlived the grace after SIGTERM)"
+          : te.sent_term ? " (after SIGTERM)"
+                         : "");
+  return SMR_EXIT_TIMEOUT;
+}
+
 /* Before the trial exists (a watch started before training, a launched
  * command still importing): wait for it; returns nonzero to exit. */
 static int wait_for_trial(const smr_job_opts *a, smr_job_presence *pr,
@@ -306,9 +345,7 @@ static int wait_for_trial(const smr_job_opts *a, smr_job_presence *pr,
   default:
     fprintf(stderr, "smrules: %s: no trial appeared within %g s\n", a->trial,
             a->timeout_s);
-    if (child)
-      end_child(child);
-    return SMR_EXIT_UNREADABLE;
+    return timed_out_waiting(a, child);
   }
 }
 
@@ -378,7 +415,7 @@ int smr_job_run(smr_job_opts *a, smr_config *cfg, const smr_job_print *p) {
   if (!rc)
     rc = follow(a, cfg, &pr, &child, &prof, p);
   if (child) { /* never left running behind smrules (a no-op once it ended) */
-    end_child(child);
+    end_child(child, a->kill_after_s, NULL);
     smr_launch_wait(child);
   }
   smr_profile_stop(&prof, false); /* a no-op once it was stopped */

@@ -25,7 +25,7 @@
  * 0 success, 1 issues found (run), 2 usage or configuration error, 3
  * trial or value unreadable (or no trial there), 4 tensor or step
  * unavailable (tensor) or an action failed (run), 5 a rule failed (run),
- * 127 the command cannot run, 128+N
+ * 124 --timeout ended the run, 127 the command cannot run, 128+N
  * interrupted by signal N. */
 enum {
   SMR_EXIT_OK = 0,
@@ -35,6 +35,7 @@ enum {
   SMR_EXIT_UNAVAILABLE = 4,   /* tensor */
   SMR_EXIT_ACTION_FAILED = 4, /* run */
   SMR_EXIT_RULE_ERROR = 5,
+  SMR_EXIT_TIMEOUT = 124,   /* --timeout ended the run, as timeout(1) */
   SMR_EXIT_CANNOT_RUN = 127 /* as a shell reports a command it cannot run */
 };
 
@@ -48,6 +49,7 @@ typedef struct smr_job_opts {
   bool dry_run, verbose;
   bool watch, poll;
   double timeout_s;
+  double kill_after_s; /* --kill-after: SIGTERM's grace at a timeout */
   const char *profile; /* --profile DIR (job_profile.h) */
   char **command;      /* run [options] -- COMMAND [ARG...] */
   double heartbeat_s;  /* --heartbeat */
@@ -60,6 +62,12 @@ typedef struct smr_job_end {
   int64_t pid;            /* --training-pid, else the child's */
   int interrupted;        /* the signal smrules got (0: none) */
   const char *stopped_by; /* rule whose StopTraining signalled it */
+  /* --timeout ended the run (how == SMR_WATCH_TIMEOUT, or no trial had
+   * appeared), and what it did to a command still running: SIGTERM to
+   * its process group, SIGKILL when it outlived the grace */
+  bool timed_out;
+  double timeout_s, grace_s;
+  bool sent_term, sent_kill;
 } smr_job_end;
 
 /* "end_marker", "trainer_exit", "interrupted", "timeout". */

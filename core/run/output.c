@@ -112,7 +112,10 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
     printf("%-28s %-26s %-14s %9" PRId64 " %8zu  %s\n", smr_instance_name(in),
            smr_instance_rule(in), smr_rule_status_name(smr_instance_status(in)),
            smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
-    if (smr_instance_waiting_at(in) >= 0)
+    /* a rule with a final status waits for nothing (it may have stopped
+     * at a trigger before a step that never came) */
+    if (smr_instance_waiting_at(in) >= 0 &&
+        smr_instance_status(in) == SMR_RULE_IN_PROGRESS)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
     if (smr_instance_message(in)) /* its first line: a traceback would
                                      break the table (--json has all) */
