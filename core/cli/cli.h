@@ -32,6 +32,13 @@ int smr_cli_load_config(const char *path, smr_config *cfg, bool json);
 /* `--json` anywhere among the arguments of validate, list, describe;
  * the others are returned in order in rest.  Returns how many there are. */
 int smr_cli_take_json_flag(int argc, char **argv, bool *json, char **rest);
+/* The getopt_long error of command `cmd` (call with opterr = 0 where
+ * getopt_long returned '?' or ':'): "unknown option '--trail'; did you
+ * mean --trial?" or "option '--step' needs a value", and where --help
+ * lists the options, on stderr.  Returns SMR_EXIT_USAGE. */
+struct option;
+int smr_cli_bad_option(const char *cmd, char **argv, const char *shortopts,
+                       const struct option *longopts);
 /* Exit code for a status returned by the reader. */
 int smr_cli_exit_for(int status);
 

@@ -34,6 +34,43 @@ static void bound_text(const smrules_param *p, char *buf, size_t n) {
     snprintf(buf, n, "-");
 }
 
+static const char *default_text(const smrules_param *q) {
+  if (q->default_value)
+    return q->default_value;
+  return q->flags & SMRULES_P_REQUIRED ? "(required)" : "(unset)";
+}
+
+static int widest(int w, const char *s) {
+  int n = (int)strlen(s);
+  return n > w ? n : w;
+}
+
+/* The parameter table, each column as wide as its longest entry. */
+static void print_params(const smrules_param *params) {
+  int w[4] = {4, 4, 7, 5}; /* NAME TYPE DEFAULT VALID */
+  char bounds[160];
+  for (const smrules_param *q = params; q && q->type != SMRULES_PARAM_END;
+       q++) {
+    bound_text(q, bounds, sizeof bounds);
+    w[0] = widest(w[0], q->name);
+    w[1] = widest(w[1], smr_param_type_name(q->type));
+    w[2] = widest(w[2], default_text(q));
+    w[3] = widest(w[3], bounds);
+  }
+  printf("  %-*s  %-*s  %-*s  %-*s  %s\n", w[0], "NAME", w[1], "TYPE", w[2],
+         "DEFAULT", w[3], "VALID", "DESCRIPTION");
+  for (const smrules_param *q = params; q && q->type != SMRULES_PARAM_END;
+       q++) {
+    bound_text(q, bounds, sizeof bounds);
+    printf("  %-*s  %-*s  %-*s  %-*s  %s%s\n", w[0], q->name, w[1],
+           smr_param_type_name(q->type), w[2], default_text(q), w[3], bounds,
+           q->description ? q->description : "",
+           q->aliases ? " (also accepted as: " : "");
+    if (q->aliases)
+      printf("  %-*s  %s)\n", w[0], "", q->aliases);
+  }
+}
+
 static void describe_json(const smr_plugin *p) {
   const smrules_rule *r = p->reg;
   smr_jw w = {0};
@@ -97,13 +134,21 @@ static void describe_json(const smr_plugin *p) {
   free(text);
 }
 
+static const char *DESCRIBE_HELP =
+    "usage: smrules describe [--json] RULE\n"
+    "  a rule's kind, the data it reads and its parameters (type, default,\n"
+    "  valid values); an unknown RULE gets the nearest known name\n"
+    "  --json           print JSON instead of text\n";
+
 int smr_cmd_describe(int argc, char **argv) {
   bool json = false;
   char *rest[argc > 0 ? argc : 1];
   int n = smr_cli_take_json_flag(argc, argv, &json, rest);
   if (n != 1 || rest[0][0] == '-') {
-    fprintf(stderr, "usage: smrules describe [--json] RULE\n");
-    return SMR_EXIT_USAGE;
+    bool help =
+        n == 1 && (!strcmp(rest[0], "--help") || !strcmp(rest[0], "-h"));
+    fprintf(help ? stdout : stderr, "%s", DESCRIBE_HELP);
+    return help ? SMR_EXIT_OK : SMR_EXIT_USAGE;
   }
   smr_plugin *p;
   smr_error err;
@@ -125,22 +170,7 @@ int smr_cmd_describe(int argc, char **argv) {
                                   : "tensor (evaluated per step)");
   printf("data:        %s\n", r->data_needed ? r->data_needed : "-");
   printf("plugin:      %s\n\nparameters:\n", p->path);
-  printf("  %-28s %-16s %-24s %-20s %s\n", "NAME", "TYPE", "DEFAULT", "VALID",
-         "DESCRIPTION");
-  for (const smrules_param *q = r->params; q && q->type != SMRULES_PARAM_END;
-       q++) {
-    char bounds[160];
-    bound_text(q, bounds, sizeof bounds);
-    printf("  %-28s %-16s %-24s %-20s %s%s\n", q->name,
-           smr_param_type_name(q->type),
-           q->default_value
-               ? q->default_value
-               : (q->flags & SMRULES_P_REQUIRED ? "(required)" : "(unset)"),
-           bounds, q->description ? q->description : "",
-           q->aliases ? " (also accepted as: " : "");
-    if (q->aliases)
-      printf("  %-28s %s)\n", "", q->aliases);
-  }
+  print_params(r->params);
   smr_plugin_unload(p);
   return SMR_EXIT_OK;
 }

@@ -12,12 +12,21 @@ static const char *kind_name(const smrules_rule *r) {
   return r->kind == SMRULES_KIND_PROFILER ? "profiler" : "tensor";
 }
 
+static const char *LIST_HELP =
+    "usage: smrules list [--json]\n"
+    "  the rule plugins found (built-in rules, and those in the folders of\n"
+    "  SMRULES_PLUGIN_PATH): name and description\n"
+    "  --json           print JSON: name, description, kind, plugin path\n";
+
 int smr_cmd_list(int argc, char **argv) {
   bool json = false;
   char *rest[argc > 0 ? argc : 1];
-  if (smr_cli_take_json_flag(argc, argv, &json, rest) != 0) {
-    fprintf(stderr, "usage: smrules list [--json]\n");
-    return SMR_EXIT_USAGE;
+  int n_rest = smr_cli_take_json_flag(argc, argv, &json, rest);
+  if (n_rest != 0) {
+    bool help =
+        n_rest == 1 && (!strcmp(rest[0], "--help") || !strcmp(rest[0], "-h"));
+    fprintf(help ? stdout : stderr, "%s", LIST_HELP);
+    return help ? SMR_EXIT_OK : SMR_EXIT_USAGE;
   }
   smr_plugin **all;
   size_t n;

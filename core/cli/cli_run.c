@@ -43,7 +43,7 @@ static const char *RUN_HELP =
     "                     when it exits\n"
     "  --trial DIR        the trial (smdebug out_dir), a profiler-output\n"
     "                     folder, or a job folder holding debug-output/\n"
-    "                     and/or profiler-output/\n"
+    "                     and/or profiler-output/; or s3://BUCKET/PREFIX\n"
     "  --profiler DIR     the profiler-output folder (profiler rules), or\n"
     "                     s3://BUCKET/PREFIX\n"
     "  --rules FILE       rules.yaml (default: the built-in default set)\n"
@@ -53,7 +53,8 @@ static const char *RUN_HELP =
     "                     ~/.cache/smrules/s3/<hash>/rule-output)\n"
     "  --start-step N     first global step to evaluate\n"
     "  --end-step N       stop before this global step\n"
-    "  --jobs N           rules evaluated in parallel (default: cores)\n"
+    "  -j N, --jobs N     rules evaluated in parallel (default: jobs: in\n"
+    "                     rules.yaml, else the number of cores)\n"
     "  --schedule ORDER   rules: each rule over all steps, side by side;\n"
     "                     steps: all rules step by step (each record read\n"
     "                     once); auto (default): steps for several rules\n"
@@ -62,7 +63,8 @@ static const char *RUN_HELP =
     "  --state PATH       catalog and rule state (default "
     "DIR/.smrules/state.db)\n"
     "  --fresh            evaluate from scratch; read and store no state\n"
-    "  --training-pid N   the training process StopTraining may stop\n"
+    "  --training-pid N   the training process StopTraining may stop;\n"
+    "                     with --watch its exit ends the watch\n"
     "  --dry-run          report what actions would do and do nothing\n"
     "                     (rules evaluated from the start, no state kept)\n"
     "  --watch            follow a trial while training writes it: evaluate\n"
@@ -70,24 +72,28 @@ static const char *RUN_HELP =
     "                     training_job_end.ts appears or the\n"
     "                     --training-pid process exits (implies --live);\n"
     "                     a folder not there yet is waited for\n"
-    "  --timeout S        with --watch or a command: stop after S seconds,\n"
-    "                     SIGTERM to a command started here (SIGKILL\n"
-    "                     after --kill-after); exit 124\n"
-    "  --kill-after S     the command's grace after SIGTERM (default 10)\n"
-    "  --profile DIR      with --watch: record this machine's system metrics\n"
-    "                     into DIR (smrules monitor), evaluate the profiler\n"
-    "                     rules on them live and write ProfilerReport when\n"
-    "                     training ends\n"
-    "  --poll             with --watch: poll instead of using inotify\n"
+    "  --timeout S        with --watch or a command: stop after S seconds\n"
+    "                     and exit 124; a command started here gets\n"
+    "                     SIGTERM, then SIGKILL after --kill-after\n"
+    "  --kill-after S     with a command: its grace after that SIGTERM\n"
+    "                     (default 10)\n"
+    "  --profile DIR      with --watch or a command: record this machine's\n"
+    "                     system metrics into DIR (smrules monitor),\n"
+    "                     evaluate the profiler rules on them live and\n"
+    "                     write ProfilerReport when training ends\n"
+    "  --poll             with --watch or a command: poll instead of\n"
+    "                     using inotify\n"
     "  --sagemaker-windows  profiler rules stop as SageMaker's do, before\n"
     "                     the window holding the last minute of data\n"
     "                     (default: evaluate that final window too)\n"
-    "  --heartbeat S      with --watch, not on a terminal: a status line\n"
-    "                     every S seconds while nothing else is printed\n"
-    "                     (default 60, 0: off)\n"
+    "  --heartbeat S      with --watch or a command, not on a terminal: a\n"
+    "                     status line every S seconds while nothing else\n"
+    "                     is printed (default 60, 0: off)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
-    "                     AWS_ENDPOINT_URL, else AWS; see docs/s3.md)\n"
+    "                     AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else\n"
+    "                     AWS; see docs/s3.md)\n"
+    "  -h, --help         this help\n"
     "exit status (first that applies): 128+N interrupted by signal N,\n"
     "124 --timeout passed, 5 a rule failed, 4 an action failed, 1 issues\n"
     "found, the command's status when it failed, 0; before evaluating:\n"
@@ -153,7 +159,8 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
   smr_lua_limits_default(&a->ropts.lua);
   int c, rc;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "t:r:j:vh", longopts, NULL)) != -1) {
+  opterr = 0; /* smr_cli_bad_option says it, with a suggestion */
+  while ((c = getopt_long(argc, argv, ":t:r:j:vh", longopts, NULL)) != -1) {
     switch (c) {
     case 't':
       a->trial = optarg;
@@ -261,8 +268,7 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       fputs(RUN_HELP, stdout);
       return -1;
     default:
-      fputs(RUN_HELP, stderr);
-      return SMR_EXIT_USAGE;
+      return smr_cli_bad_option("run", argv, "trjvh", longopts);
     }
   }
   if (optind < argc) {
@@ -271,8 +277,8 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
   }
   if (a->profile && ((!a->watch && !a->command) || a->profiler ||
                      smr_location_is_remote(a->profile))) {
-    fprintf(stderr, "smrules: --profile DIR needs --watch and a local DIR, "
-                    "and replaces --profiler\n");
+    fprintf(stderr, "smrules: --profile DIR needs --watch or a command, and "
+                    "a local DIR, and replaces --profiler\n");
     return SMR_EXIT_USAGE;
   }
   if (a->profile)

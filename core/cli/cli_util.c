@@ -1,11 +1,13 @@
 /* cli_util.c - what the commands share: printing errors (as text, and as
  * JSON for --json), loading rules.yaml, the exit code of a reader status. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/embedded.h"
 #include "base/jsonw.h"
+#include "base/suggest.h"
 #include "cli/cli.h"
 
 #define DEFAULT_RULES "rules/default.yaml"
@@ -87,4 +89,56 @@ int smr_cli_take_json_flag(int argc, char **argv, bool *json, char **rest) {
       rest[n++] = argv[i];
   }
   return n;
+}
+
+/* The long option `name` (up to '=' or its end), or NULL. */
+static const struct option *long_option(const struct option *longopts,
+                                        const char *name, size_t len) {
+  for (const struct option *o = longopts; o->name; o++)
+    if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+      return o;
+  return NULL;
+}
+
+static void bad_long_option(const char *cmd, const char *arg,
+                            const struct option *longopts) {
+  const char *name = arg + 2;
+  size_t len = strcspn(name, "=");
+  const struct option *o = long_option(longopts, name, len);
+  if (o && o->has_arg == required_argument) {
+    fprintf(stderr, "smrules %s: option '--%s' needs a value\n", cmd, o->name);
+    return;
+  }
+  if (o) {
+    fprintf(stderr, "smrules %s: option '--%s' takes no value\n", cmd, o->name);
+    return;
+  }
+  size_t n = 0;
+  for (const struct option *q = longopts; q->name; q++)
+    n++;
+  const char *names[n ? n : 1];
+  for (size_t i = 0; i < n; i++)
+    names[i] = longopts[i].name;
+  char word[128];
+  snprintf(word, sizeof word, "%.*s", (int)(len < 127 ? len : 127), name);
+  const char *near = smr_suggest(word, names, n);
+  fprintf(stderr, "smrules %s: unknown option '--%s'", cmd, word);
+  if (near)
+    fprintf(stderr, "; did you mean --%s?", near);
+  fprintf(stderr, "\n");
+}
+
+int smr_cli_bad_option(const char *cmd, char **argv, const char *shortopts,
+                       const struct option *longopts) {
+  const char *arg = optind > 0 ? argv[optind - 1] : "";
+  if (strncmp(arg, "--", 2) == 0 && arg[2]) {
+    bad_long_option(cmd, arg, longopts);
+  } else if (optopt && strchr(shortopts, optopt)) {
+    fprintf(stderr, "smrules %s: option '-%c' needs a value\n", cmd, optopt);
+  } else {
+    fprintf(stderr, "smrules %s: unknown option '-%c'\n", cmd,
+            optopt ? optopt : '?');
+  }
+  fprintf(stderr, "('smrules %s --help' lists the options)\n", cmd);
+  return SMR_EXIT_USAGE;
 }

@@ -16,7 +16,10 @@ int smr_cmd_validate(int argc, char **argv) {
     bool help =
         n == 1 && (!strcmp(rest[0], "--help") || !strcmp(rest[0], "-h"));
     fprintf(help ? stdout : stderr,
-            "usage: smrules validate [--json] rules.yaml\n");
+            "usage: smrules validate [--json] rules.yaml\n"
+            "  check a rules.yaml completely (schema, rule names, every\n"
+            "  parameter, actions, Lua syntax) without reading a trial\n"
+            "  --json           print JSON: the file, ok, its rules\n");
     return help ? SMR_EXIT_OK : SMR_EXIT_USAGE;
   }
   smr_config cfg;
