@@ -302,11 +302,16 @@ static int timed_out_waiting(const smr_job_opts *a, smr_launch *child) {
     return SMR_EXIT_TIMEOUT;
   end_child(child, a->kill_after_s, &te);
   smr_launch_wait(child);
-  fprintf(stderr, "smrules: training: pid %lld %s%s\n",
-          (long long)smr_launch_pid(child), smr_launch_outcome(child),
-          te.sent_kill   ? " (SIGKILL: it outlived the grace after SIGTERM)"
-          : te.sent_term ? " (after SIGTERM)"
-                         : "");
+  if (te.sent_kill)
+    fprintf(stderr,
+            "smrules: training: pid %lld %s (SIGTERM sent, still running "
+            "%g s later: SIGKILL sent)\n",
+            (long long)smr_launch_pid(child), smr_launch_outcome(child),
+            te.grace_s);
+  else
+    fprintf(stderr, "smrules: training: pid %lld %s%s\n",
+            (long long)smr_launch_pid(child), smr_launch_outcome(child),
+            te.sent_term ? " (SIGTERM sent)" : "");
   return SMR_EXIT_TIMEOUT;
 }
 

@@ -154,7 +154,7 @@ def test_notrial(c, tmp):
         return
     sc.eq("exit 124", r.rc, 124)
     sc.ok("no trial appeared within 1 s" in r.err, "says no trial appeared", r.err[-400:])
-    sc.ok(re.search(r"training: pid \d+ killed by SIGTERM \(after SIGTERM\)", r.err),
+    sc.ok(re.search(r"training: pid \d+ killed by SIGTERM \(SIGTERM sent\)", r.err),
           "says what was done to the command", r.err[-400:])
     sc.ok(not os.path.exists(trial), "nothing created there")
 
