@@ -269,11 +269,14 @@ static void inspect_table(smr_trial *t, const char *dir) {
   }
   smr_strv cn = {0};
   smr_trial_collection_names(t, &cn);
-  printf("\n%-24s %s\n", "COLLECTION", "MEMBERS");
+  int cw = 24; /* wider for a longer collection name */
+  for (size_t i = 0; i < cn.n; i++)
+    cw = (int)strlen(cn.v[i]) > cw ? (int)strlen(cn.v[i]) : cw;
+  printf("\n%-*s %s\n", cw, "COLLECTION", "MEMBERS");
   for (size_t i = 0; i < cn.n; i++) {
     smr_strv m = {0};
     smr_trial_collection_members(t, cn.v[i], NULL, &m, &err);
-    printf("%-24s %zu\n", cn.v[i], m.n);
+    printf("%-*s %zu\n", cw, cn.v[i], m.n);
     smr_strv_free(&m);
   }
   if (smr_trial_collections_error(t))

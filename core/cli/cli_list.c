@@ -34,10 +34,14 @@ int smr_cmd_list(int argc, char **argv) {
   smr_jw w = {0};
   if (json)
     smr_jw_arr(&w);
+  int width = 30; /* wider for a longer rule name (a plugin's) */
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(all[i]->reg->name) > width)
+      width = (int)strlen(all[i]->reg->name);
   for (size_t i = 0; i < n; i++) {
     const smrules_rule *r = all[i]->reg;
     if (!json) {
-      printf("%-30s %s\n", r->name, r->description ? r->description : "");
+      printf("%-*s %s\n", width, r->name, r->description ? r->description : "");
       continue;
     }
     smr_jw_obj(&w);
