@@ -215,13 +215,20 @@ fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 bench: all $(BENCH_BIN)
 	bench/run.sh $(BUILD)
 
+# the user documentation the man page names (docs/ARCHITECTURE.md is the
+# maintainer's map, not installed)
+DOCDIR ?= $(PREFIX)/share/doc/smrules
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/smrules/plugins \
 	  $(DESTDIR)$(PREFIX)/include/smrules $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/share/smrules/lua $(DESTDIR)$(PREFIX)/share/smrules/rules \
-	  $(DESTDIR)$(PREFIX)/share/man/man1
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(DOCDIR)/rules
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/smrules
-	install -m 644 man/smrules.1 $(DESTDIR)$(PREFIX)/share/man/man1/smrules.1
+	sed -e 's|/usr/local/share/doc/smrules|$(DOCDIR)|g' man/smrules.1 \
+	  > $(DESTDIR)$(PREFIX)/share/man/man1/smrules.1
+	install -m 644 $(filter-out docs/ARCHITECTURE.md,$(wildcard docs/*.md)) $(DESTDIR)$(DOCDIR)/
+	install -m 644 docs/rules/*.md $(DESTDIR)$(DOCDIR)/rules/
 	for so in $(PLUGIN_SO); do install -m 755 $$so $(DESTDIR)$(PREFIX)/lib/smrules/plugins/; done
 	install -m 644 core/include/smrules/*.h $(DESTDIR)$(PREFIX)/include/smrules/
 	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/

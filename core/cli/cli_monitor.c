@@ -59,7 +59,8 @@ static int parse_args(int argc, char **argv, smr_monitor_opts *o,
   int c;
   char *end;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "o:i:n:d:h", longopts, NULL)) != -1) {
+  opterr = 0; /* smr_cli_bad_option says it, with a suggestion */
+  while ((c = getopt_long(argc, argv, ":o:i:n:d:h", longopts, NULL)) != -1) {
     switch (c) {
     case 'o':
       o->out_dir = optarg;
@@ -88,8 +89,7 @@ static int parse_args(int argc, char **argv, smr_monitor_opts *o,
       usage(stdout);
       return -1;
     default:
-      usage(stderr);
-      return SMR_EXIT_USAGE;
+      return smr_cli_bad_option("monitor", argv, "oindh", longopts);
     }
   }
   if (optind < argc)

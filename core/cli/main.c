@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/suggest.h"
 #include "cli/cli.h"
 
 static const struct {
@@ -27,7 +28,40 @@ static void usage(FILE *f) {
   fprintf(f, "usage: smrules <command> [options]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
     fprintf(f, "  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].help);
-  fprintf(f, "\n'smrules <command> --help' describes a command's options.\n");
+  fprintf(f, "\n'smrules <command> --help' or 'smrules help <command>' "
+             "describes a command's\noptions.\n");
+}
+
+static int find_command(const char *name) {
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+    if (!strcmp(name, COMMANDS[i].name))
+      return (int)i;
+  return -1;
+}
+
+static int unknown_command(const char *name) {
+  const char *names[sizeof COMMANDS / sizeof *COMMANDS];
+  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
+    names[i] = COMMANDS[i].name;
+  const char *near = smr_suggest(name, names, sizeof names / sizeof *names);
+  fprintf(stderr, "smrules: unknown command '%s'", name);
+  if (near)
+    fprintf(stderr, "; did you mean %s?", near);
+  fprintf(stderr, "\n('smrules --help' lists the commands)\n");
+  return SMR_EXIT_USAGE;
+}
+
+/* `smrules help [COMMAND]`: the general help, or COMMAND --help. */
+static int help(int argc, char **argv) {
+  if (argc < 3) {
+    usage(stdout);
+    return SMR_EXIT_OK;
+  }
+  int i = find_command(argv[2]);
+  if (i < 0)
+    return unknown_command(argv[2]);
+  char *args[] = {argv[2], "--help", NULL};
+  return COMMANDS[i].fn(2, args);
 }
 
 int main(int argc, char **argv) {
@@ -35,19 +69,16 @@ int main(int argc, char **argv) {
     usage(stderr);
     return SMR_EXIT_USAGE;
   }
-  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-      !strcmp(argv[1], "help")) {
-    usage(stdout);
-    return SMR_EXIT_OK;
-  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+    return help(1, argv);
+  if (!strcmp(argv[1], "help"))
+    return help(argc, argv);
   if (!strcmp(argv[1], "--version")) {
     printf("smrules 0.1.0\n");
     return SMR_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS; i++)
-    if (!strcmp(argv[1], COMMANDS[i].name))
-      return COMMANDS[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "smrules: unknown command '%s'\n", argv[1]);
-  usage(stderr);
-  return SMR_EXIT_USAGE;
+  int i = find_command(argv[1]);
+  if (i >= 0)
+    return COMMANDS[i].fn(argc - 1, argv + 1);
+  return unknown_command(argv[1]);
 }

@@ -101,18 +101,38 @@ static void steps_text(const smr_i64v *v, char *buf, size_t n) {
     snprintf(buf, n, "-");
 }
 
+/* The RULE and TYPE columns: at least 28 and 26 wide, wider when a name
+ * is longer (FeatureImportanceOverweight, a long lua:<script>). */
+static void column_widths(smr_runner *r, int *name_w, int *type_w) {
+  *name_w = 28;
+  *type_w = 26;
+  for (size_t i = 0; i < smr_runner_count(r); i++) {
+    smr_instance *in = smr_runner_instance(r, i);
+    int n = (int)strlen(smr_instance_name(in));
+    int t = (int)strlen(smr_instance_rule(in));
+    *name_w = n > *name_w ? n : *name_w;
+    *type_w = t > *type_w ? t : *type_w;
+  }
+}
+
 void smr_output_run_table(smr_runner *r, const char *trial) {
+  int nw, tw;
+  column_widths(r, &nw, &tw);
   printf("trial %s\n\n", trial);
-  printf("%-28s %-26s %-14s %9s %8s  %s\n", "RULE", "TYPE", "STATUS",
+  printf("%-*s %-*s %-14s %9s %8s  %s\n", nw, "RULE", tw, "TYPE", "STATUS",
          "EVALUATED", "SKIPPED", "TRIGGERED AT");
   for (size_t i = 0; i < smr_runner_count(r); i++) {
     smr_instance *in = smr_runner_instance(r, i);
     char steps[256];
     steps_text(smr_instance_triggered(in), steps, sizeof steps);
-    printf("%-28s %-26s %-14s %9" PRId64 " %8zu  %s\n", smr_instance_name(in),
-           smr_instance_rule(in), smr_rule_status_name(smr_instance_status(in)),
+    printf("%-*s %-*s %-14s %9" PRId64 " %8zu  %s\n", nw, smr_instance_name(in),
+           tw, smr_instance_rule(in),
+           smr_rule_status_name(smr_instance_status(in)),
            smr_instance_evaluated(in), smr_instance_skipped(in)->n, steps);
-    if (smr_instance_waiting_at(in) >= 0)
+    /* a rule with a final status waits for nothing (it may have stopped
+     * at a trigger before a step that never came) */
+    if (smr_instance_waiting_at(in) >= 0 &&
+        smr_instance_status(in) == SMR_RULE_IN_PROGRESS)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
     if (smr_instance_message(in)) /* its first line: a traceback would
                                      break the table (--json has all) */

@@ -129,7 +129,7 @@ static void status_line(smr_instance *in, char *buf, size_t n) {
              trig->v[trig->n - 1], trig->n);
 }
 
-static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
+static void show(progress *p, smr_runner *r, smr_trial *t) {
   if (!p->f)
     return;
   size_t n = smr_runner_count(r);
@@ -158,13 +158,14 @@ static void show(progress *p, smr_runner *r, smr_trial *t, bool final) {
     return;
   }
   /* log mode: a line when a rule's status or trigger count changes (not
-   * at every evaluated step) */
+   * at every evaluated step); the final pass too prints only what changed,
+   * so the last line of a rule is not printed twice */
   for (size_t i = 0; i < n; i++) {
     smr_instance *in = smr_runner_instance(r, i);
     char key[64], line[256];
     snprintf(key, sizeof key, "%d/%zu", (int)smr_instance_status(in),
              smr_instance_triggered(in)->n);
-    if (p->last[i] && strcmp(p->last[i], key) == 0 && !final)
+    if (p->last[i] && strcmp(p->last[i], key) == 0)
       continue;
     free(p->last[i]);
     p->last[i] = smr_xstrdup(key);
@@ -285,7 +286,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       end = SMR_WATCH_INTERRUPTED; /* the step in hand is done */
       break;
     }
-    show(&p, r, t, false);
+    show(&p, r, t);
     heartbeat(&p, r, t, o->heartbeat_s);
     double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
     if (o->timeout_s > 0 && left <= 0)
@@ -302,7 +303,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     changed = woke & WOKE_CHANGED;
   }
   set_end(o, end);
-  show(&p, r, t, true);
+  show(&p, r, t);
   progress_free(&p);
   if (w.fd >= 0)
     close(w.fd);

@@ -118,11 +118,29 @@ static void write_pid_file(const char *path) {
   }
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: demo-trainer OUT_DIR [--steps N] [--interval-ms MS] "
+             "[--plateau-at S] [--pid-file P]\n"
+             "  writes an smdebug trial into OUT_DIR step by step, as a "
+             "training job would\n"
+             "  --steps N         steps to write (default 200)\n"
+             "  --interval-ms MS  pause between steps (default 50)\n"
+             "  --plateau-at S    the loss stops decreasing from step S "
+             "(default 40)\n"
+             "  --pid-file P      write this process's pid into P\n"
+             "  SIGTERM or SIGINT: finish the step in hand, write the end "
+             "marker, exit 143\n");
+}
+
 int main(int argc, char **argv) {
   opts o;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
   if (parse(argc, argv, &o) != 0) {
-    fprintf(stderr, "usage: demo-trainer OUT_DIR [--steps N] "
-                    "[--interval-ms MS] [--plateau-at S] [--pid-file P]\n");
+    usage(stderr);
     return 2;
   }
   struct sigaction sa;

@@ -8,6 +8,7 @@ recorded trial (tests/fixtures/trials/*) at a chosen pace.
     standin_trainer.py --source TRIAL --out DIR [--start-delay S]
         [--step-delay S] [--fail-after STEP --exit-code N]
         [--die-after STEP] [--hang-after STEP] [--log FILE] [--pid-file F]
+        [--on-sigterm default|exit0|ignore]
 
   --start-delay   seconds before DIR is created (imports, data loading)
   --fail-after    exit with --exit-code after writing that step (a crash:
@@ -18,6 +19,10 @@ recorded trial (tests/fixtures/trials/*) at a chosen pace.
                   "index STEP T" once a step's index file is in place,
                   "signal NAME T" when a signal arrives (then the default
                   action: SIGTERM/SIGINT kill it, as they would Python)
+  --on-sigterm    exit0: SIGTERM ends it with status 0 (a training script
+                  that saves and exits cleanly, as smdebug's hook lets it);
+                  ignore: SIGTERM is logged and training goes on (only
+                  SIGKILL ends it)
 
 It uses only the standard library, so any python3 can run it.
 """
@@ -42,6 +47,7 @@ def parse():
     p.add_argument("--hang-after", type=int)
     p.add_argument("--log")
     p.add_argument("--pid-file")
+    p.add_argument("--on-sigterm", choices=("default", "exit0", "ignore"), default="default")
     return p.parse_args()
 
 
@@ -54,8 +60,15 @@ def log(line):
             f.write("%s %.6f\n" % (line, time.time()))
 
 
+ON_SIGTERM = "default"
+
+
 def on_signal(sig, frame):
     log("signal %s" % signal.Signals(sig).name)
+    if sig == signal.SIGTERM and ON_SIGTERM == "exit0":
+        sys.exit(0)
+    if sig == signal.SIGTERM and ON_SIGTERM == "ignore":
+        return
     signal.signal(sig, signal.SIG_DFL)
     os.kill(os.getpid(), sig)
 
@@ -80,9 +93,10 @@ def steps_of(src):
 
 
 def main():
-    global LOG
+    global LOG, ON_SIGTERM
     a = parse()
     LOG = a.log
+    ON_SIGTERM = a.on_sigterm
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     if a.pid_file:

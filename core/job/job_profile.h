@@ -1,10 +1,10 @@
-/* cli_profile.h - `run --watch --profile DIR`: record this machine's
+/* job_profile.h - `run --watch --profile DIR`: record this machine's
  * system metrics into DIR beside the training job (a `smrules monitor`
  * child), evaluate the profiler rules on them live, and when training
  * ends stop the recording, mark the end and let ProfilerReport write its
- * HTML report.  Used by cli_rules.c only. */
-#ifndef SMR_CLI_PROFILE_H
-#define SMR_CLI_PROFILE_H
+ * HTML report.  Used by job.c only. */
+#ifndef SMR_JOB_PROFILE_H
+#define SMR_JOB_PROFILE_H
 
 #include <stdbool.h>
 #include <sys/types.h>

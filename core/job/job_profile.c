@@ -1,5 +1,5 @@
-/* cli_profile.c - the monitor beside `run --watch --profile DIR`. */
-#include "cli/cli_profile.h"
+/* job_profile.c - the monitor beside `run --watch --profile DIR`. */
+#include "job/job_profile.h"
 
 #include "base/safefs.h"
 
