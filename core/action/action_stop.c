@@ -31,6 +31,7 @@
 
 #include "action/action_int.h"
 #include "action/action_store.h"
+#include "run/launch.h"
 
 #define PID_FILE_SLACK 2.0 /* seconds: start times are known to ~1 s */
 #define KILL_WAIT 5.0
@@ -461,6 +462,71 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
               k >= 0 ? "; it exited" : "");
 }
 
+/* Seconds until no process of group `pgid` runs, or -1 if some still do
+ * after max (looked at every 20 ms: nothing signals a group's end). */
+static double wait_group_exit(int64_t pgid, double max) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el =
+        (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (smr_proc_group_alive(pgid) == 0)
+      return el;
+    if (el >= max)
+      return -1;
+    nanosleep(&(struct timespec){0, 20000000}, NULL);
+  }
+}
+
+/* The command smrules launched leads a process group of its own: a
+ * wrapper that does not exec (`sh -c 'train; echo done'`) or a trainer
+ * started in the background stays in it, so the whole group is signalled
+ * and the stop is done when the group is empty, not when its leader has
+ * exited.  The leader is smrules' child and not reaped before the run
+ * ends, so its pid, the group's id, names no other group meanwhile. */
+static void signal_group_and_wait(smr_stop_cfg *c, const smr_proc_id *id,
+                                  const char *cmd, smr_act_result *r) {
+  char sname[24];
+  signal_text(c->sig, sname, sizeof sname);
+  int64_t pgid = id->pid;
+  size_t n = smr_proc_group_alive(pgid);
+  if (kill(-(pid_t)pgid, c->sig) != 0) {
+    smr_act_set(r, errno == ESRCH ? SMR_ACT_SKIPPED : SMR_ACT_FAILED,
+                "cannot send %s to the process group of pid %lld: %s", sname,
+                (long long)pgid, strerror(errno));
+    return;
+  }
+  bool escalate = c->kill_after_grace && c->sig != SIGKILL;
+  double t = wait_group_exit(pgid, escalate ? c->grace : 1.0);
+  if (t >= 0) {
+    smr_act_set(r, SMR_ACT_OK,
+                "sent %s to the process group of pid %lld (%s, %zu "
+                "process%s); all exited after %.1f s",
+                sname, (long long)pgid, cmd, n, n == 1 ? "" : "es", t);
+    return;
+  }
+  if (!escalate) {
+    smr_act_set(r, SMR_ACT_OK,
+                "sent %s to the process group of pid %lld (%s, %zu "
+                "process%s)",
+                sname, (long long)pgid, cmd, n, n == 1 ? "" : "es");
+    return;
+  }
+  kill(-(pid_t)pgid, SIGKILL);
+  double k = wait_group_exit(pgid, KILL_WAIT);
+  smr_act_set(r, SMR_ACT_OK,
+              "sent %s to the process group of pid %lld (%s); still running "
+              "after %g s, sent SIGKILL%s",
+              sname, (long long)pgid, cmd, c->grace,
+              k >= 0 ? "; all exited" : "");
+}
+
+/* Whether the target is the launched command, leading its own group. */
+static bool launched_group(const smr_stop_cfg *c, int64_t pid) {
+  return c->launched && pid == c->pid && getpgid((pid_t)pid) == (pid_t)pid;
+}
+
 static smr_act_rc check_prefix(const smr_stop_cfg *c, const char *prefix,
                                smr_act_result *r) {
   if (!prefix || strncmp(c->job_name, prefix, strlen(prefix)) == 0)
@@ -504,7 +570,8 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
                 "nothing signalled",
                 (long long)t.pid, strerror(open_errno));
   } else if (!have_status || smr_proc_identity(t.pid, &now) != 0 ||
-             now.state == 'Z') {
+             (now.state == 'Z' &&
+              !(launched_group(c, t.pid) && smr_proc_group_alive(t.pid) > 0))) {
     smr_act_set(r, SMR_ACT_SKIPPED, "process %lld is not running",
                 (long long)t.pid);
   } else if (uid != (int64_t)geteuid() && uid != c->allow_uid) {
@@ -525,6 +592,8 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
                       ? ", then SIGKILL if it still runs after the grace "
                         "period"
                       : "");
+    } else if (launched_group(c, t.pid)) {
+      signal_group_and_wait(c, &now, cmd, r);
     } else {
       signal_and_wait(c, pidfd, &now, cmd, r);
     }

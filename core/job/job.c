@@ -112,8 +112,9 @@ static double mono_s(void) {
 }
 
 static smr_watch_opts watch_opts(const smr_job_opts *a, double timeout_s,
-                                 int trainer_fd, bool launched,
+                                 int trainer_fd, const smr_launch *child,
                                  smr_watch_end *ended) {
+  bool launched = child != NULL;
   FILE *out = a->json ? stderr : stdout;
   bool s3 = smr_location_is_remote(a->trial);
   smr_watch_opts wo = {.timeout_s = timeout_s,
@@ -124,6 +125,7 @@ static smr_watch_opts watch_opts(const smr_job_opts *a, double timeout_s,
                        .heartbeat_s = a->heartbeat_s,
                        .follow_trainer = trainer_fd >= 0,
                        .trainer_fd = trainer_fd,
+                       .trainer_pgid = child ? smr_launch_pid(child) : 0,
                        .forwarding = launched,
                        .ended = ended};
   return wo;
@@ -148,10 +150,32 @@ static void finish_profile(smr_profile_session *s, smr_trial *t, smr_runner *r,
  * timeout, a trial that cannot be read), the command is not left behind:
  * SIGTERM to its process group, SIGKILL after the grace (--kill-after,
  * 10 s).  What was done goes into te (when not NULL). */
+/* Whether the command and every process of its group have exited. */
+static bool child_over(const smr_launch *child) {
+  struct pollfd p = {smr_launch_fd(child), POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && smr_proc_group_alive(smr_launch_pid(child)) == 0;
+}
+
+/* Waits up to `grace_s` for child_over: on the leader's descriptor while
+ * it runs, then by looking at the group every 50 ms (no descriptor says
+ * that a process group is empty).  Returns whether it came. */
+static bool wait_child_over(const smr_launch *child, double grace_s) {
+  double until = mono_s() + grace_s;
+  while (!child_over(child)) {
+    double left = until - mono_s();
+    if (left <= 0)
+      return false;
+    struct pollfd p = {smr_launch_fd(child), POLLIN, 0};
+    bool leader_running = poll(&p, 1, 0) == 0;
+    if (!leader_running && left > 0.05)
+      left = 0.05;
+    poll(&p, leader_running ? 1 : 0, (int)(left * 1000) + 1);
+  }
+  return true;
+}
+
 static void end_child(smr_launch *child, double grace_s, smr_job_end *te) {
-  int fd = smr_launch_fd(child);
-  struct pollfd p = {fd, POLLIN, 0};
-  if (poll(&p, 1, 0) > 0)
+  if (child_over(child))
     return;
   if (grace_s < 0)
     grace_s = DEFAULT_GRACE_S;
@@ -162,7 +186,7 @@ static void end_child(smr_launch *child, double grace_s, smr_job_end *te) {
             "not exited within %g s\n",
             te->timeout_s, (long long)smr_launch_pid(child), grace_s);
   kill(-(pid_t)smr_launch_pid(child), SIGTERM);
-  bool killed = poll(&p, 1, (int)(grace_s * 1000)) <= 0;
+  bool killed = !wait_child_over(child, grace_s);
   if (killed)
     kill(-(pid_t)smr_launch_pid(child), SIGKILL);
   if (te) {
@@ -194,7 +218,7 @@ static void evaluate_watch(const smr_job_opts *a, smr_trial *t, smr_runner *r,
   smr_error err;
   smr_error_clear(&err);
   smr_watch_opts wo =
-      watch_opts(a, timeout_left, trainer_fd, te->child != NULL, &te->how);
+      watch_opts(a, timeout_left, trainer_fd, te->child, &te->how);
   if (smr_watch_run(t, r, &wo, &err) != SMR_OK)
     report_error(p, &err, false);
   else if (te->how == SMR_WATCH_TIMEOUT && a->timeout_s > 0)
@@ -332,8 +356,7 @@ static int wait_for_trial(const smr_job_opts *a, smr_job_presence *pr,
           "smrules: waiting for a trial in %s (smdebug's index/ folder, "
           "written once training starts)\n",
           a->trial);
-  smr_watch_opts wo =
-      watch_opts(a, a->timeout_s, trainer_fd, child != NULL, NULL);
+  smr_watch_opts wo = watch_opts(a, a->timeout_s, trainer_fd, child, NULL);
   switch (smr_watch_wait_until(smr_job_trial_present, pr, &wo)) {
   case SMR_WATCH_READY:
     return SMR_EXIT_OK;

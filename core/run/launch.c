@@ -2,6 +2,7 @@
  * and the signals smrules receives while it follows a run. */
 #include "run/launch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -186,6 +187,47 @@ void smr_launch_free(smr_launch *l) {
     close(l->pidfd);
   close(l->alive_fd);
   free(l);
+}
+
+/* -------------------------------------------------- process groups */
+
+/* The state and process group of /proc/<pid>/stat: the fields after the
+ * command name, which is in parentheses and may hold anything. */
+static bool stat_group(int dirfd, const char *pid, char *state, long *pgrp) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "%s/stat", pid);
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  const char *end = strrchr(buf, ')');
+  long ppid;
+  return end && sscanf(end + 1, " %c %ld %ld", state, &ppid, pgrp) == 3;
+}
+
+size_t smr_proc_group_alive(int64_t pgid) {
+  if (pgid <= 1)
+    return 0;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return kill(-(pid_t)pgid, 0) == 0; /* zombies count: the best there is */
+  size_t alive = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9')
+      continue;
+    char state;
+    long pgrp;
+    if (stat_group(dirfd(d), de->d_name, &state, &pgrp) && pgrp == pgid &&
+        state != 'Z' && state != 'X')
+      alive++;
+  }
+  closedir(d);
+  return alive;
 }
 
 /* ---------------------------------------------------------- signals */

@@ -39,6 +39,14 @@ int smr_launch_signal(const smr_launch *l);
 int smr_launch_exit_code(const smr_launch *l); /* -1 when killed */
 void smr_launch_free(smr_launch *l);
 
+/* How many processes of process group `pgid` are alive (zombies, which
+ * have exited, do not count), from /proc.  The launched command runs in
+ * a group of its own (its pid is the group's id): a wrapper that does
+ * not exec, or a command that starts the trainer in the background and
+ * exits, leaves the trainer in that group.  A process that leaves the
+ * group (setsid, setpgid) is no longer counted. */
+size_t smr_proc_group_alive(int64_t pgid);
+
 /* Catch SIGINT, SIGTERM and SIGHUP from now on; when `forward` is not
  * NULL they are passed on to its process group. */
 void smr_interrupt_install(const smr_launch *forward);

@@ -64,13 +64,19 @@ enum { WOKE_CHANGED = 1, WOKE_TRAINER = 2, WOKE_SIGNAL = 4 };
 /* Block until something changes, the trainer exits, a signal comes or
  * `wait_s` passes (polling: the polling interval).  Returns WOKE_* bits;
  * WOKE_CHANGED always when polling, as the trial may have changed. */
+/* How often the group is looked at once its leader has exited (there is
+ * no descriptor that says a process group is empty). */
+#define GROUP_POLL_S 0.1
+
 static int wait_for_change(watcher *w, double wait_s, int poll_ms,
-                           const smr_watch_opts *o) {
+                           const smr_watch_opts *o, bool following_group) {
   struct pollfd p[3];
   int n = 0, ino = -1, tr = -1, sg = -1;
   if (w->fd >= 0)
     p[ino = n++] = (struct pollfd){w->fd, POLLIN, 0};
-  if (o->follow_trainer && o->trainer_fd >= 0)
+  if (following_group && wait_s > GROUP_POLL_S)
+    wait_s = GROUP_POLL_S; /* the leader's descriptor stays readable */
+  else if (o->follow_trainer && o->trainer_fd >= 0)
     p[tr = n++] = (struct pollfd){o->trainer_fd, POLLIN, 0};
   if (smr_interrupt_fd() >= 0)
     p[sg = n++] = (struct pollfd){smr_interrupt_fd(), POLLIN, 0};
@@ -99,11 +105,32 @@ static int wait_for_change(watcher *w, double wait_s, int poll_ms,
   return woke;
 }
 
-static bool trainer_gone(const smr_watch_opts *o) {
+static bool leader_gone(const smr_watch_opts *o) {
   if (!o->follow_trainer || o->trainer_fd < 0)
     return false;
   struct pollfd p = {o->trainer_fd, POLLIN, 0};
   return poll(&p, 1, 0) > 0;
+}
+
+/* Whether training is over: the trainer exited and, when it leads a
+ * process group, the group is empty.  The first time the leader is found
+ * gone with the group still running, that is said once. */
+static bool trainer_gone(const smr_watch_opts *o, bool *following_group) {
+  if (!leader_gone(o))
+    return false;
+  size_t left = o->trainer_pgid > 0 ? smr_proc_group_alive(o->trainer_pgid) : 0;
+  if (left == 0)
+    return true;
+  if (!*following_group) {
+    fprintf(o->progress ? o->progress : stderr,
+            "smrules: the training command (pid %lld) exited, but %zu "
+            "process%s of its process group still run%s: following the "
+            "group until its last process exits\n",
+            (long long)o->trainer_pgid, left, left == 1 ? "" : "es",
+            left == 1 ? "s" : "");
+    *following_group = true;
+  }
+  return false;
 }
 
 /* ------------------------------------------------------------ progress */
@@ -247,7 +274,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   /* Without a change event only rules driven by time have work; a full
    * re-scan still runs every RESCAN_S as a safety net (an event lost while
    * a new index folder was being added to the watch). */
-  bool changed = true;
+  bool changed = true, following_group = false;
   double last_scan = 0;
   int woke = 0;
   for (;;) {
@@ -275,7 +302,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
      * model after the end marker, or die without writing one); else the
      * end marker does.  Either way nothing more is written: one more pass
      * picks up anything renamed into place just before. */
-    bool over = o->follow_trainer ? (woke & WOKE_TRAINER) || trainer_gone(o)
+    bool over = o->follow_trainer ? trainer_gone(o, &following_group)
                                   : smr_trial_end_marker(t);
     if (over) {
       end = o->follow_trainer ? SMR_WATCH_TRAINER : SMR_WATCH_ENDED;
@@ -299,7 +326,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       if (due < wait)
         wait = due > 0.01 ? due : 0.01;
     }
-    woke = wait_for_change(&w, wait, poll_cur, o);
+    woke = wait_for_change(&w, wait, poll_cur, o, following_group);
     changed = woke & WOKE_CHANGED;
   }
   set_end(o, end);
@@ -314,14 +341,15 @@ smr_watch_end smr_watch_wait_until(bool (*ready)(void *), void *arg,
                                    const smr_watch_opts *o) {
   watcher none = {-1, NULL};
   double start = now_s();
+  bool following_group = false;
   for (;;) {
     if (ready(arg))
       return SMR_WATCH_READY;
-    if (trainer_gone(o))
+    if (trainer_gone(o, &following_group))
       return SMR_WATCH_TRAINER;
     if (o->timeout_s > 0 && now_s() - start >= o->timeout_s)
       return SMR_WATCH_TIMEOUT;
-    int woke = wait_for_change(&none, 0.1, 100, o);
+    int woke = wait_for_change(&none, 0.1, 100, o, following_group);
     if ((woke & WOKE_SIGNAL) && !o->forwarding)
       return SMR_WATCH_INTERRUPTED;
   }

@@ -36,6 +36,11 @@ typedef struct smr_watch_opts {
    * final pass) */
   bool follow_trainer;
   int trainer_fd;
+  /* the launched command's process group (0: none): when its leader
+   * exits while other processes of the group still run (a wrapper that
+   * did not exec, a trainer started in the background), the watch says
+   * so once on `progress` and follows the group until it is empty */
+  int64_t trainer_pgid;
   /* a signal caught by smr_interrupt_install ends the watch after the
    * step in hand (unless `forwarding`: the launched command got it and
    * the watch goes on until it exits) */
