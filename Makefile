@@ -145,9 +145,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
-# The plugins' shared NumPy arithmetic and the profiler histories are
-# tested directly.
-$(BUILD)/tests/test_fwkit $(BUILD)/tests/test_pk_hist: $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
+# The plugins' kits are tested directly: the framework-metric statistics
+# (profkit's fwkit), the profiler histories, and the rule kit's quantiles
+# and value helpers.
+KIT_TESTS = $(addprefix $(BUILD)/tests/,test_fwkit test_pk_hist test_rulekit_quantiles \
+                                         test_rulekit_values)
+$(KIT_TESTS): $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
 
