@@ -53,6 +53,11 @@ def cases(folder):
     return out
 
 
+# The fixture cases each folder holds (tests/fixtures/<folder>/*/EXPECT.json):
+# a test driven by them must have found at least these (Checker.cases).
+FIXTURE_CASES = {"synthetic": 26, "trials": 10, "profiler": 11, "corrupt": 15}
+
+
 def rel(path):
     return os.path.relpath(path, ROOT)
 
@@ -271,6 +276,14 @@ class Checker:
         empty.  `what` names what was counted."""
         got = counted if isinstance(counted, (int, float)) else len(counted)
         return self.ok(got >= n, "checked at least %d %s" % (n, what), "only %s" % got)
+
+    def cases(self, folder):
+        """lib.cases(folder), guarded: fails unless every known case of the
+        folder was found (one, when $SMRULES_TEST_CASES filters them)."""
+        found = cases(folder)
+        want = 1 if CASE_FILTER else FIXTURE_CASES.get(folder, 1)
+        self.at_least(want, found, "cases in tests/fixtures/%s" % folder)
+        return found
 
     def scope(self, prefix, result=None):
         return Scope(self, prefix, result)

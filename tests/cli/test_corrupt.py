@@ -178,7 +178,7 @@ def main():
     folder = os.path.join(lib.FIXTURES, "corrupt")
     before = lib.tree_snapshot(folder)
     cases = []
-    for name, path in lib.cases("corrupt"):
+    for name, path in c.cases("corrupt"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         cases.append((name, lib.rel(os.path.join(path, exp["trial_dir"])), exp))
 

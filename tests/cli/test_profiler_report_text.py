@@ -96,7 +96,7 @@ def main():
         with open(rules, "w") as f:
             f.write("rules:\n  - rule: ProfilerReport\n")
         seen = collections.Counter()
-        cases = lib.cases("profiler")
+        cases = c.cases("profiler")
         for case, path in cases:
             for extra in ([], ["--sagemaker-windows"]):
                 out = os.path.join(tmp, case + "".join(extra))

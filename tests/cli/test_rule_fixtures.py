@@ -121,10 +121,10 @@ def clean_params(p):
     return {k: v for k, v in (p or {}).items() if v is not None}
 
 
-def synthetic_entries():
+def synthetic_entries(c):
     """[(label, trial, rule, params, start, end, result, instance, index)]"""
     out = []
-    for case, path in lib.cases("synthetic"):
+    for case, path in c.cases("synthetic"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         for i, e in enumerate(exp.get("expect") or []):
             if e.get("rule") == "probe":
@@ -157,7 +157,7 @@ def check_invocation(sc, r, start, end, want, first_of_chain):
 
 
 def run_synthetic(c, ws):
-    entries = synthetic_entries()
+    entries = synthetic_entries(c)
     single = [e for e in entries if not e[7]]
     chains = {}
     for e in entries:
@@ -175,9 +175,9 @@ def run_synthetic(c, ws):
     return len(entries)
 
 
-def trial_entries():
+def trial_entries(c):
     out = []
-    for case, path in lib.cases("trials"):
+    for case, path in c.cases("trials"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         for i, e in enumerate(exp.get("expect") or []):
             if e.get("rule") == "probe":
@@ -189,7 +189,7 @@ def trial_entries():
 
 
 def run_trials(c, ws):
-    entries = trial_entries()
+    entries = trial_entries(c)
     args = [ws.run_args(t, rules_yaml(e["rule"], clean_params(e.get("parameters"))))
             for _, t, e in entries]
     for (label, _, e), r in zip(entries, lib.run_all(args)):
