@@ -145,9 +145,12 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
-# The plugins' shared NumPy arithmetic and the profiler histories are
-# tested directly.
-$(BUILD)/tests/test_fwkit $(BUILD)/tests/test_pk_hist: $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
+# The plugins' kits are tested directly: the framework-metric statistics
+# (profkit's fwkit), the profiler histories, and the rule kit's quantiles
+# and value helpers.
+KIT_TESTS = $(addprefix $(BUILD)/tests/,test_fwkit test_pk_hist test_rulekit_quantiles \
+                                         test_rulekit_values)
+$(KIT_TESTS): $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)
 
@@ -172,7 +175,13 @@ $(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<
 
-unit: $(UNIT_BIN) $(TEST_PLUGINS)
+# Unit tests that load a built rule plugin at run time (dlopen from
+# <build>/plugins/, next to <build>/tests/): the plugins are built with them.
+#   test_old_host: profiler_report.so on a host with an older, shorter table
+UNIT_PLUGINS = $(BUILD)/plugins/profiler_report.so
+$(BUILD)/tests/test_old_host: | $(UNIT_PLUGINS)
+
+unit: $(UNIT_BIN) $(TEST_PLUGINS) $(UNIT_PLUGINS)
 
 # The whole suite: unit tests and CLI end-to-end tests, normal build and
 # then the ASan/UBSan build.  tests/run.sh prints the closing tally.

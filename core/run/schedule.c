@@ -74,6 +74,10 @@ static double seconds_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double turn_clock(const smr_sched *s) {
+  return s->clock ? s->clock(s->arg) : seconds_now();
+}
+
 static size_t turn_limit(const sched_run *r, size_t i, size_t pos) {
   if (!lock_step(r) || !positional(r, i))
     return SMR_SCHED_ALL;
@@ -93,9 +97,9 @@ static void *worker(void *arg) {
     u->running = true;
     size_t pos = u->pos, limit = turn_limit(r, (size_t)i, pos);
     pthread_mutex_unlock(&r->mu);
-    double began = seconds_now();
+    double began = turn_clock(r->s);
     bool finished = r->s->run(r->s->arg, (size_t)i, &pos, limit);
-    double took = seconds_now() - began;
+    double took = turn_clock(r->s) - began;
     pthread_mutex_lock(&r->mu);
     u->cost = u->cost ? 0.75 * u->cost + 0.25 * took : took;
     size_t before = slowest(r);

@@ -42,6 +42,10 @@ typedef struct smr_sched {
   /* Optional: told (under the scheduler's lock) each time the slowest
    * unfinished positional unit moves on, with its position. */
   void (*slowest_moved)(void *arg, size_t pos);
+  /* Optional: the clock turns are timed with, in seconds (NULL: the
+   * monotonic clock).  Tests give one that counts work instead of time,
+   * so the order they check holds on a machine of any speed. */
+  double (*clock)(void *arg);
 } smr_sched;
 
 /* Run every unit to its end with `jobs` threads (the caller's thread

@@ -53,6 +53,11 @@ def cases(folder):
     return out
 
 
+# The fixture cases each folder holds (tests/fixtures/<folder>/*/EXPECT.json):
+# a test driven by them must have found at least these (Checker.cases).
+FIXTURE_CASES = {"synthetic": 26, "trials": 10, "profiler": 11, "corrupt": 15}
+
+
 def rel(path):
     return os.path.relpath(path, ROOT)
 
@@ -264,6 +269,22 @@ class Checker:
             print("FAIL %s%s" % (what, (": " + detail) if detail else ""), flush=True)
         return bool(cond)
 
+    def at_least(self, n, counted, what):
+        """The guard of a fixture-driven or conditional check: fails unless
+        `counted` (a number, or anything with a len) is at least n, so that
+        a loop over no cases, or checks skipped behind an `if`, cannot pass
+        empty.  `what` names what was counted."""
+        got = counted if isinstance(counted, (int, float)) else len(counted)
+        return self.ok(got >= n, "checked at least %d %s" % (n, what), "only %s" % got)
+
+    def cases(self, folder):
+        """lib.cases(folder), guarded: fails unless every known case of the
+        folder was found (one, when $SMRULES_TEST_CASES filters them)."""
+        found = cases(folder)
+        want = 1 if CASE_FILTER else FIXTURE_CASES.get(folder, 1)
+        self.at_least(want, found, "cases in tests/fixtures/%s" % folder)
+        return found
+
     def scope(self, prefix, result=None):
         return Scope(self, prefix, result)
 
@@ -288,6 +309,11 @@ class Scope:
             print("     cmd: %s\n     rc=%s stderr: %s" % (r.cmd, r.rc, short(r.err.strip(), 400)),
                   flush=True)
         return good
+
+    def at_least(self, n, counted, what):
+        """Checker.at_least, with the scope's prefix."""
+        got = counted if isinstance(counted, (int, float)) else len(counted)
+        return self.ok(got >= n, "checked at least %d %s" % (n, what), "only %s" % got)
 
     def eq(self, what, got, exp):
         return self.ok(got == exp and type(got) is type(exp) or (is_number(got) and is_number(exp)
@@ -526,6 +552,23 @@ class Running:
                 left = deadline - time.monotonic()
                 if self._open == 0 or left <= 0:
                     return None
+                self._cond.wait(left)
+
+    def wait_count(self, pattern, n, stream="stderr", limit=TIMEOUT):
+        """True once `n` lines of `stream` have matched `pattern` (False
+        when the program closed it first, or after `limit` seconds)."""
+        import re
+        import time
+        rx = re.compile(pattern)
+        lines = self.err_lines if stream == "stderr" else self.out_lines
+        deadline = time.monotonic() + limit
+        with self._cond:
+            while True:
+                if sum(1 for line in lines if rx.search(line)) >= n:
+                    return True
+                left = deadline - time.monotonic()
+                if self._open == 0 or left <= 0:
+                    return False
                 self._cond.wait(left)
 
     def signal(self, sig):

@@ -175,7 +175,74 @@ def proc_stat_busy():
     return busy, total
 
 
-def start_burners(n, seconds):
-    """n CPU-bound children (busy loops) that end by themselves."""
-    code = "import time\nend = time.time() + %f\nwhile time.time() < end: pass\n" % seconds
-    return [subprocess.Popen(["python3", "-c", code]) for _ in range(n)]
+def start_burners(n, seconds=None):
+    """n CPU-bound children (busy loops), each running when this returns
+    (it prints a line once it loops).  With `seconds` they end by
+    themselves; without, they burn until the caller kills them (tests that
+    need load for as long as something else takes must not guess how long
+    that is)."""
+    code = ("import time\nend = time.time() + float(%r)\nprint('burning', flush=True)\n"
+            "while time.time() < end: pass\n" % ("inf" if seconds is None else seconds))
+    procs = [subprocess.Popen(["python3", "-c", code], stdout=subprocess.PIPE) for _ in range(n)]
+    for p in procs:
+        if p.stdout.readline() != b"burning\n":
+            raise RuntimeError("a CPU burner did not start")
+    return procs
+
+
+def stop_burners(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
+def round_times(profiler_dir):
+    """Timestamps of the rounds written so far (a round's cpu0
+    CPUUtilization line; complete lines only: the monitor may be writing)."""
+    out = []
+    for path in system_files(profiler_dir):
+        if not path.endswith(".json"):
+            continue
+        with open(path, "rb") as f:
+            data = f.read()
+        for line in data[:data.rfind(b"\n") + 1].splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r.get("Name") == "cpu0" and r.get("Dimension") == "CPUUtilization":
+                out.append(r["Timestamp"])
+    return sorted(out)
+
+
+def wait_rounds(profiler_dir, n, after=None, proc=None, limit=lib.TIMEOUT):
+    """Wait until the recording holds n rounds (stamped later than `after`,
+    when given); False if `proc` exited first or after `limit` seconds (a
+    hang guard).  The tests count rounds instead of assuming how many a
+    duration gives."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if len([t for t in round_times(profiler_dir) if after is None or t > after]) >= n:
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.02)
+    return False
+
+
+def record_rounds(out, n, args=(), env=None):
+    """Run the monitor until it has written n rounds, then SIGTERM it;
+    (rc, stderr, seconds it ran)."""
+    import signal
+    t0 = time.time()
+    p = start_monitor(out, args, env)
+    wait_rounds(out, n, proc=p)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=lib.TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+        return lib.TIMEOUT_RC, err.decode("utf-8", "replace") + "\n[test] timed out", 0
+    return p.returncode, err.decode("utf-8", "replace"), time.time() - t0

@@ -7,14 +7,16 @@ recorded trial (tests/fixtures/trials/*) at a chosen pace.
 
     standin_trainer.py --source TRIAL --out DIR [--start-delay S]
         [--step-delay S] [--fail-after STEP --exit-code N]
-        [--die-after STEP] [--hang-after STEP] [--log FILE] [--pid-file F]
-        [--on-sigterm default|exit0|ignore]
+        [--die-after STEP] [--hang-after STEP] [--hold-after STEP --release F]
+        [--log FILE] [--pid-file F] [--on-sigterm default|exit0|ignore]
 
   --start-delay   seconds before DIR is created (imports, data loading)
   --fail-after    exit with --exit-code after writing that step (a crash:
                   no end marker)
   --die-after     kill itself with SIGKILL after that step (an OOM kill)
   --hang-after    stop writing after that step and wait (to be killed)
+  --hold-after    stop writing after that step until the file --release
+                  exists, then go on (a test decides when training resumes)
   --log           one line per event, with wall-clock times:
                   "index STEP T" once a step's index file is in place,
                   "signal NAME T" when a signal arrives (then the default
@@ -45,6 +47,8 @@ def parse():
     p.add_argument("--exit-code", type=int, default=1)
     p.add_argument("--die-after", type=int)
     p.add_argument("--hang-after", type=int)
+    p.add_argument("--hold-after", type=int)
+    p.add_argument("--release")
     p.add_argument("--log")
     p.add_argument("--pid-file")
     p.add_argument("--on-sigterm", choices=("default", "exit0", "ignore"), default="default")
@@ -123,6 +127,11 @@ def main():
         if a.hang_after is not None and step >= a.hang_after:
             while True:
                 time.sleep(1)
+        if a.hold_after is not None and step >= a.hold_after:
+            log("hold %d" % step)
+            while not os.path.exists(a.release):
+                time.sleep(0.01)
+            a.hold_after = None
     with open(os.path.join(a.out, "training_job_end.ts"), "w") as f:
         f.write("%d\n" % int(time.time()))
     log("end")

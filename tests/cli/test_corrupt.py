@@ -6,7 +6,10 @@ must_read values read exactly; must_error (tensor, step) pairs fail with exit
 3 or 4 and an error naming the damaged file (and a byte offset for record
 defects); error_or_value accepts either outcome; nothing crashes and no
 sanitizer reports; the decoy of index_path_traversal (values 666...) never
-shows up."""
+shows up.  Every case must show its defect at least once (a read error
+naming the damaged file, the collections error, or a value read exactly
+from the damaged step), so that a fixture or a check that stopped looking
+fails instead of passing empty."""
 
 import os
 import re
@@ -98,6 +101,19 @@ def reports_offset(r):
     return lib.is_number(off) or OFFSET_RE.search(r.err) is not None
 
 
+SEEN = {}  # case -> outcomes of its defect that were checked
+
+
+def saw(case, good):
+    if good:
+        SEEN[case] = SEEN.get(case, 0) + 1
+
+
+def defect_step(defect):
+    m = re.search(r"(\d{12})_", defect["file"])
+    return int(m.group(1)) if m else None
+
+
 def check_inspect(sc, case, exp, o):
     ta, defect = exp["trial_api"], exp["defect"]
     sc.field_eq(o, "steps", ta["steps"])
@@ -105,8 +121,8 @@ def check_inspect(sc, case, exp, o):
     sc.eq("tensors (names, sorted)", names, ta["tensor_names"])
     if isinstance(ta.get("collections"), str):   # the collections file is broken
         ce = o.get("collections_error")
-        sc.ok(isinstance(ce, str) and defect["file"] in ce, "collections_error",
-              "got %s, expected a message naming %s" % (lib.short(ce), defect["file"]))
+        saw(case, sc.ok(isinstance(ce, str) and defect["file"] in ce, "collections_error",
+              "got %s, expected a message naming %s" % (lib.short(ce), defect["file"])))
     else:
         sc.field_eq(o, "collections_error", None)
     if defect["file"].startswith("index/"):
@@ -128,15 +144,15 @@ def expected_value(t):
     return e
 
 
-def check_error(sc, r, defect, t):
+def check_error(sc, case, r, defect, t):
     sc.exit_code(r, READ_ERRORS)
     if r.rc not in READ_ERRORS:
         return
     sc.ok(bool(r.error_obj().get("status")), "error.status", "no {\"error\": {...}} on stdout")
     files = defect_files(defect, t)
-    sc.ok(names_defect_file(r, files), "error names the file",
+    saw(case, sc.ok(names_defect_file(r, files), "error names the file",
           "none of %s in stderr %s / error %s" % (files, lib.short(r.err.strip()),
-                                                 lib.short(r.error_obj())))
+                                                 lib.short(r.error_obj()))))
     if "offset" in defect:
         sc.ok(reports_offset(r), "error gives a byte offset",
               "no offset in stderr %s / error %s (defect at %d)" % (lib.short(r.err.strip()),
@@ -162,7 +178,7 @@ def main():
     folder = os.path.join(lib.FIXTURES, "corrupt")
     before = lib.tree_snapshot(folder)
     cases = []
-    for name, path in lib.cases("corrupt"):
+    for name, path in c.cases("corrupt"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         cases.append((name, lib.rel(os.path.join(path, exp["trial_dir"])), exp))
 
@@ -186,10 +202,14 @@ def main():
         check_no_decoy(sc, case, r)
         if kind == "read" or (kind == "either" and r.rc == 0):
             if sc.exit_code(r, [0]) and isinstance(r.obj, dict):
+                failed = c.failed
                 lib.check_tensor(sc, r.obj, e)
+                saw(case, t["step"] == defect_step(exp["defect"]) and c.failed == failed)
         else:
-            check_error(sc, r, exp["defect"], t)
+            check_error(sc, case, r, exp["defect"], t)
+    c.at_least(15, cases, "corrupt cases (tests/fixtures/corrupt/*/EXPECT.json)")
     for case, trial, exp in cases:
+        c.scope(case).at_least(1, SEEN.get(case, 0), "outcomes of its defect")
         check_opens(c, case, trial, exp)
     lib.check_untouched(c, folder, before)
     c.finish()

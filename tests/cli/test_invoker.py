@@ -89,7 +89,7 @@ def check_entry(c, case, trial, i, entry, tmp):
 def main():
     c = lib.Checker("test_invoker")
     n = 0
-    for case, path in lib.cases("synthetic"):
+    for case, path in c.cases("synthetic"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         trial = os.path.normpath(os.path.join(path, exp.get("trial_dir", ".")))
         for i, entry in enumerate(exp.get("expect", [])):

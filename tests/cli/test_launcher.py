@@ -18,8 +18,9 @@ smdebug's hook does).
              trainer, smrules makes its final pass and exits with the
              trainer's status (143, 130, 129)
   pid        a trainer watched through --training-pid and killed without
-             writing the end marker: the watch ends within seconds, the
-             reports are written, JSON says it ended by the trainer's exit
+             writing the end marker: the watch ends (nothing else could
+             end it), the reports are written, JSON says it ended by the
+             trainer's exit
   before     --watch started before the trial folder exists waits (one
              line) and follows the trainer once it starts; the launcher
              waits the same way through a trainer's slow start
@@ -37,11 +38,16 @@ smdebug's hook does).
   heartbeat  a non-TTY --watch on a trial that does not change prints a
              status line every --heartbeat seconds (none with 0)
 
-Every process the test starts is killed at the end; every wait is bounded.
+No check depends on how fast the machine is: stand-in trainers that must be
+stopped hang after their last step instead of ending (--hang-after), and the
+test acts on what the processes print or write, never after a pause; how
+soon smrules acts is measured by `make bench` (5, 5b).  Every process the
+test starts is killed at the end; every wait is bounded (a hang guard).
 """
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -132,7 +138,7 @@ def test_launch_stop(c, tmp):
     trial, log = os.path.join(tmp, "trial"), os.path.join(tmp, "trainer.log")
     args = ["run", "--trial", trial, "--rules", stop_rules(tmp), "--json",
             "--output", os.path.join(tmp, "out"), "--"] + \
-        trainer(EXPLODING, trial, "--step-delay", 0.3, "--log", log)
+        trainer(EXPLODING, trial, "--step-delay", 0.05, "--hang-after", 12, "--log", log)
     r = result(spawn(smrules(*args), tmp, "stop"), args)
     sc = c.scope("launch: exploding trainer stopped", r)
     if not sc.process():
@@ -143,9 +149,8 @@ def test_launch_stop(c, tmp):
     sc.ok(sig and sig[0][1] == "SIGTERM", "the trainer got SIGTERM", str(events[-3:]))
     sc.ok(not os.path.exists(os.path.join(trial, "training_job_end.ts")),
           "stopped before the end (no end marker)")
-    steps = [int(e[1]) for e in events if e[0] == "index"]
-    sc.ok(steps and max(steps) <= 12, "stopped within a few steps of step 8",
-          "last step written %s" % (steps[-1:] or None))
+    # The trainer hangs after step 12 instead of ending: only StopTraining
+    # ends it, at any speed.  How soon after step 8 is `make bench` (5b).
     t = (r.obj or {}).get("training") or {}
     sc.eq("training.launched", t.get("launched"), True)
     sc.eq("training.signal", t.get("signal"), "SIGTERM")
@@ -167,7 +172,7 @@ def test_launch_table(c, tmp):
     trial = os.path.join(tmp, "trial-t")
     args = ["run", "--trial", trial, "--rules", stop_rules(tmp), "--fresh",
             "--output", os.path.join(tmp, "out-t"), "--"] + \
-        trainer(EXPLODING, trial, "--step-delay", 0.2)
+        trainer(EXPLODING, trial, "--step-delay", 0.05, "--hang-after", 12)
     r = result(spawn(smrules(*args), tmp, "table"), args)
     sc = c.scope("launch: table", r)
     if not sc.process(want_json=False):
@@ -216,7 +221,8 @@ def test_errors(c, tmp):
                       "sh", "-c", "touch %s" % marker])
     sc = c.scope("launch: bad rules.yaml", r)
     sc.eq("exit 2", r.rc, 2)
-    time.sleep(0.2)
+    # a launched command shares smrules' stdout: run() returns at the EOF of
+    # that pipe, so a command started would have finished by now
     sc.ok(not os.path.exists(marker), "the command was not started")
     r = lib.run_json(["run", "--trial", os.path.join(tmp, "never"), "--"])
     sc = c.scope("launch: '--' and no command", r)
@@ -236,16 +242,15 @@ def test_init_error(c, tmp):
     rules = write(os.path.join(tmp, "init.yaml"), "rules:\n  - lua: init_fails.lua\n")
     args = ["run", "--trial", trial, "--rules", rules, "--fresh", "--output",
             os.path.join(tmp, "out-init"), "--"] + \
-        trainer(HEALTHY, trial, "--step-delay", 2, "--log", log)
-    t0 = time.time()
+        trainer(HEALTHY, trial, "--step-delay", 0.05, "--hang-after", 0, "--log", log)
     r = result(spawn(smrules(*args), tmp, "init"), args)
     sc = c.scope("errors: rule init fails once the trial exists", r)
     if not sc.process(want_json=False):
         return
     sc.eq("exit 2", r.rc, 2)
     sc.ok("cannot start" in r.err, "message", r.err.strip()[-300:])
-    sc.ok(time.time() - t0 < 15, "did not wait for the trainer to finish",
-          "%.1f s" % (time.time() - t0))
+    # the trainer hangs after step 0: had smrules waited for it, result()
+    # would have timed out
     sc.ok(["signal", "SIGTERM"] in [e[:2] for e in log_lines(log)], "the trainer was stopped",
           str(log_lines(log)[-2:]))
 
@@ -256,7 +261,7 @@ def test_signals(c, tmp):
         trial, log = os.path.join(tmp, "trial-" + name), os.path.join(tmp, name + ".log")
         args = ["run", "--trial", trial, "--rules", stop_rules(tmp), "--json",
                 "--output", os.path.join(tmp, "out-" + name), "--"] + \
-            trainer(HEALTHY, trial, "--step-delay", 0.3, "--log", log)
+            trainer(HEALTHY, trial, "--step-delay", 0.05, "--hang-after", 8, "--log", log)
         p = spawn(smrules(*args), tmp, "sig-" + name)
         got_steps = wait_for(lambda: sum(e[0] == "index" for e in log_lines(log)) >= 2, 30)
         p.send_signal(sig)
@@ -282,16 +287,15 @@ def test_pid(c, tmp):
     args = ["run", "--trial", trial, "--watch", "--training-pid", t.pid, "--json",
             "--fresh", "--output", os.path.join(tmp, "out-pid")]
     p = spawn(smrules(*args), tmp, "pid-watch")
-    time.sleep(1.0)
+    # the watch has read the trial once it prints its first progress line
+    watching = wait_for(lambda: "steps seen" in open(p.err_path).read(), 30)
     t.kill()
     t.wait(10)
-    killed = time.time()
-    r = result(p, args, timeout=30)
-    took = time.time() - killed
+    r = result(p, args, timeout=30)  # no end marker, no --timeout: only the pid ends it
     sc = c.scope("pid: trainer killed, no end marker", r)
+    sc.ok(watching, "the watch started", open(p.err_path).read()[-300:])
     if not sc.process():
         return
-    sc.ok(took < 5, "the watch ended within seconds of the trainer", "%.1f s" % took)
     sc.eq("exit 0 (no rule fired up to step 6)", r.rc, 0)
     sc.eq("training.ended_by", ((r.obj or {}).get("training") or {}).get("ended_by"),
           "trainer_exit")
@@ -309,8 +313,7 @@ def test_before(c, tmp):
     args = ["run", "--trial", trial, "--watch", "--json", "--fresh", "--timeout", 60,
             "--output", os.path.join(tmp, "out-before")]
     p = spawn(smrules(*args), tmp, "before")
-    saw_line = wait_for(lambda: "waiting for a trial in" in open(p.err_path).read(), 10)
-    time.sleep(0.5)
+    saw_line = wait_for(lambda: "waiting for a trial in" in open(p.err_path).read(), 30)
     sc0 = c.scope("before: --watch on a missing folder")
     sc0.ok(saw_line, "one line says what it waits for")
     sc0.ok(p.poll() is None, "still waiting")
@@ -329,7 +332,7 @@ def test_before(c, tmp):
     trial = os.path.join(tmp, "slow", "trial")
     args = ["run", "--trial", trial, "--rules", stop_rules(tmp), "--json", "--fresh",
             "--output", os.path.join(tmp, "out-slow"), "--"] + \
-        trainer(EXPLODING, trial, "--start-delay", 1.0, "--step-delay", 0.2)
+        trainer(EXPLODING, trial, "--start-delay", 1.0, "--step-delay", 0.05, "--hang-after", 12)
     r = result(spawn(smrules(*args), tmp, "slow"), args)
     sc = c.scope("before: launched trainer that starts slowly", r)
     if sc.process():
@@ -402,6 +405,9 @@ def test_notrial_profiler(c, tmp):
                       "--output", os.path.join(tmp, "out-prof")])
     sc = c.scope("notrial: profiler-only folder, profiler rules", r)
     sc.ok(r.rc in (0, 1), "evaluated (exit 0 or 1)", "exit %d: %s" % (r.rc, r.err.strip()))
+    rule = ((r.obj or {}).get("rules") or [{}])[0]
+    sc.at_least(1, rule.get("evaluated_steps") or 0, "windows evaluated by CPUBottleneck")
+    sc.at_least(1, lib.dig(rule, "report.Datapoints") or 0, "system-metric datapoints read")
 
 
 def test_interrupt(c, tmp):
@@ -415,8 +421,7 @@ def test_interrupt(c, tmp):
         args = ["run", "--trial", trial, "--watch", "--state", state,
                 "--output", os.path.join(tmp, "out-int-" + name)]
         p = spawn(smrules(*args), tmp, "int-" + name)
-        ok = wait_for(lambda: "ExplodingTensor" in open(p.out_path).read(), 20)
-        time.sleep(0.3)
+        ok = wait_for(lambda: "ExplodingTensor" in open(p.out_path).read(), 30)
         p.send_signal(sig)
         r = result(p, args, timeout=20)
         sc = c.scope("interrupt: %s on --watch" % name, r)
@@ -518,16 +523,24 @@ def test_heartbeat(c, tmp):
     trial = os.path.join(tmp, "hb")
     shutil.copytree(HEALTHY, trial)
     os.unlink(os.path.join(trial, "training_job_end.ts"))
-    for every, want in (("1", (2, 5)), ("0", (0, 0))):
-        r = lib.run_json(["run", "--trial", trial, "--watch", "--fresh", "--timeout", "3.5",
-                          "--heartbeat", every, "--output", os.path.join(tmp, "out-hb")])
-        sc = c.scope("heartbeat: --heartbeat %s, 3.5 s" % every, r)
-        if not sc.process(want_json=False):
-            continue
-        lines = [ln for ln in r.out.splitlines() if " watching: steps seen: 16 (latest 101), "
-                 "triggers so far: 0 (0 of 2 rules)" in ln]
-        sc.ok(want[0] <= len(lines) <= want[1], "status lines",
-              "%d, expected %d..%d" % (len(lines), want[0], want[1]))
+    line = (r" watching: steps seen: 16 \(latest 101\), "
+            r"triggers so far: 0 \(0 of 2 rules\)")
+    # --heartbeat 1: the test waits for two status lines, then interrupts
+    p = lib.Running(["run", "--trial", trial, "--watch", "--fresh", "--heartbeat", "1",
+                     "--output", os.path.join(tmp, "out-hb")])
+    two = p.wait_count(line, 2, stream="stdout")
+    p.signal(signal.SIGINT)
+    rc, out, err = p.finish()
+    sc = c.scope("heartbeat: --heartbeat 1")
+    sc.ok(two, "a status line while nothing changes, again and again", out[-300:])
+    sc.eq("interrupted: exit 130", rc, 130)
+    # --heartbeat 0: none, over a watch that ends by --timeout
+    r = lib.run_json(["run", "--trial", trial, "--watch", "--fresh", "--timeout", "2.5",
+                      "--heartbeat", "0", "--output", os.path.join(tmp, "out-hb0")])
+    sc = c.scope("heartbeat: --heartbeat 0", r)
+    if sc.process(want_json=False):
+        sc.eq("no status line", len(re.findall(line, r.out)), 0)
+        sc.ok(" watching: " not in r.out, "nothing like one", r.out[-300:])
     r = lib.run_json(["run", "--trial", trial, "--watch", "--heartbeat", "x"])
     c.scope("heartbeat: bad value", r).eq("exit 2", r.rc, 2)
 

@@ -6,13 +6,19 @@
   stand-in's readings; without the library: one notice, no GPU lines, exit 0;
 - the files pass an independent check of SageMaker's format (layout, file
   naming by minute and UTC hour, key order, names, units, value ranges);
-- sampling follows the interval without drift;
+- sampling never runs faster than the interval (whether it keeps to its
+  grid without drift is timed by `make bench`, 8: a loaded machine delays
+  rounds by any amount);
 - CPU-burning children show in CPUUtilization, in agreement with /proc/stat
   over the same time; MemoryUsedPercent agrees with /proc/meminfo; a
   writing child shows in the disk metrics where the machine has a disk;
 - SIGTERM and SIGINT stop it with exit 0 and every file ends with a
   complete line;
 - bad options are usage errors (exit 2) that name the option.
+
+No check depends on how fast the machine is: the test counts the rounds
+written (monitor_lib.wait_rounds) instead of assuming how many a duration
+gives, and load lasts until the rounds it must show were written.
 """
 
 import os
@@ -30,8 +36,9 @@ import monitor_lib as ml  # noqa: E402
 def test_gpus(c, tmp, nvml):
     out = os.path.join(tmp, "gpu")
     t0 = time.time()
-    rc, err = ml.record(out, ["--interval-ms", "100", "--duration", "1.05"],
-                        ml.monitor_env(nvml, gpus=3, util=7, mem_used=3000, mem_total=12000))
+    rc, err, took = ml.record_rounds(out, 10, ["--interval-ms", "100"],
+                                     ml.monitor_env(nvml, gpus=3, util=7, mem_used=3000,
+                                                    mem_total=12000))
     t1 = time.time()
     sc = c.scope("monitor with stand-in NVML")
     sc.eq("exit code", rc, 0)
@@ -41,20 +48,16 @@ def test_gpus(c, tmp, nvml):
     rows = ml.readings(out)
     util = ml.rounds(rows, "GPUUtilization")
     mem = ml.rounds(rows, "GPUMemoryUtilization")
-    sc.ok(9 <= len(util) <= 11, "one round per 100 ms over 1.05 s", "%d rounds" % len(util))
+    sc.at_least(10, util, "rounds with GPU readings")
+    # a machine may delay or skip a tick, never sample twice in one
+    sc.ok(len(util) <= took / 0.1 + 1, "at most one round per 100 ms",
+          "%d rounds in %.2f s" % (len(util), took))
     sc.ok(all(v == [7.0, 8.0, 9.0] for v in util.values()), "GPUUtilization gpu0..gpu2 = 7, 8, 9",
           lib.short(list(util.values())[:3]))
     sc.ok(all(v == [25.0, 25.0, 25.0] for v in mem.values()), "GPUMemoryUtilization = used/total",
           lib.short(list(mem.values())[:3]))
     names = [r["Name"] for r in rows if r["Type"] == "gpu"][:6]
     sc.eq("GPU names", names, ["gpu0", "gpu0", "gpu1", "gpu1", "gpu2", "gpu2"])
-    # no drift: every round on the grid start + k*interval (a loaded
-    # machine may delay a round or skip a tick, never shift the grid)
-    ts = sorted(util)
-    idx = [round((t - ts[0]) / 0.1) for t in ts]
-    off = [abs(t - ts[0] - k * 0.1) for t, k in zip(ts, idx)]
-    sc.ok(len(set(idx)) == len(idx) and max(off) < 0.045, "rounds on the 100 ms grid",
-          "grid %s, offsets %s" % (idx, lib.short([round(o, 3) for o in off])))
 
 
 def test_no_gpu(c, tmp):
@@ -73,18 +76,23 @@ def test_no_gpu(c, tmp):
 def test_cpu_and_memory(c, tmp):
     out = os.path.join(tmp, "cpu")
     p = ml.start_monitor(out, ["--interval-ms", "250"], ml.monitor_env())
-    time.sleep(0.3)
+    started = ml.wait_rounds(out, 1, proc=p)
     before = ml.proc_stat_busy()
-    burners = ml.start_burners(2, 2.0)
-    for b in burners:
-        b.wait()
+    burn0 = time.time()
+    burners = ml.start_burners(2)
+    # six rounds that sampled only the burn (the first round after burn0
+    # partly covers the time before)
+    burning = ml.wait_rounds(out, 7, after=burn0, proc=p)
     after = ml.proc_stat_busy()
+    burn1 = time.time()
+    ml.stop_burners(burners)
     mem_now = ml.meminfo_used_percent()
-    time.sleep(0.3)
+    ml.wait_rounds(out, 1, after=time.time(), proc=p)
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=lib.TIMEOUT)
     sc = c.scope("CPU-burning children")
     sc.eq("exit code", p.returncode, 0)
+    sc.ok(started and burning, "rounds written before and during the burn")
     rows = ml.readings(out)
     cores = os.cpu_count()
     cpu = ml.rounds(rows, "CPUUtilization")
@@ -92,8 +100,8 @@ def test_cpu_and_memory(c, tmp):
           "%d cores" % cores)
     # the rounds inside the burn: their mean machine load must agree with
     # /proc/stat over the burn, and the burn shows as a busy machine
-    t0, t1 = min(cpu), max(cpu)
-    inner = [sum(v) / len(v) for t, v in cpu.items() if t0 + 0.5 <= t <= t1 - 0.5]
+    ts = sorted(cpu)
+    inner = [sum(cpu[t]) / len(cpu[t]) for prev, t in zip(ts, ts[1:]) if prev >= burn0 and t <= burn1]
     want = 100.0 * (after[0] - before[0]) / max(1, after[1] - before[1])
     got = sum(inner) / max(1, len(inner))
     sc.ok(len(inner) >= 4 and abs(got - want) < 15, "mean CPUUtilization agrees with /proc/stat",
@@ -117,11 +125,11 @@ def test_disk(c, tmp):
         if os.path.isdir("/sys/block") else []
     out = os.path.join(tmp, "disk")
     p = ml.start_monitor(out, ["--interval-ms", "200"], ml.monitor_env())
-    time.sleep(0.3)
+    ml.wait_rounds(out, 1, proc=p)
     data = os.path.join(tmp, "big.bin")
     subprocess.run(["dd", "if=/dev/zero", "of=" + data, "bs=1M", "count=64", "conv=fsync"],
                    capture_output=True)
-    time.sleep(0.5)
+    ml.wait_rounds(out, 1, after=time.time(), proc=p)  # a round that saw all of it
     p.send_signal(signal.SIGTERM)
     p.communicate(timeout=lib.TIMEOUT)
     os.unlink(data)
@@ -132,7 +140,9 @@ def test_disk(c, tmp):
         print("SKIP disk throughput: no whole disk under /sys/block on this machine")
         sc.ok(not wr, "no disk lines without a disk")
         return
-    written = sum(w * 0.2 for w in wr)
+    ts = ml.round_times(out)
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    written = sum(w * g for w, g in zip(wr[1:], gaps))  # bytes/s over each round's own span
     sc.ok(written >= 32 * 2 ** 20, "WriteThroughput adds up to the data written",
           "%.1f MiB seen of 64 MiB" % (written / 2 ** 20))
 
@@ -141,6 +151,7 @@ def test_signals(c, tmp):
     for sig, delay in ((signal.SIGTERM, 0.33), (signal.SIGINT, 0.47), (signal.SIGTERM, 0.61)):
         out = os.path.join(tmp, "sig%d-%g" % (sig, delay))
         p = ml.start_monitor(out, ["--interval-ms", "10"], ml.monitor_env())
+        ml.wait_rounds(out, 1, proc=p)  # files exist; then the signal at some phase
         time.sleep(delay)
         p.send_signal(sig)
         try:

@@ -12,9 +12,9 @@
 """
 
 import os
+import re
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lib  # noqa: E402
@@ -23,13 +23,15 @@ import test_profiler_report as tpr  # noqa: E402
 
 
 def record_under_load(out, nvml, gpu_util):
-    """~4 s at 100 ms while every core is busy."""
-    burners = ml.start_burners(os.cpu_count() or 2, 5.5)
-    time.sleep(0.5)
-    rc, err = ml.record(out, ["--interval-ms", "100", "--duration", "4"],
-                        ml.monitor_env(nvml, gpus=1, util=gpu_util, mem_used=2000, mem_total=8000))
-    for b in burners:
-        b.wait()
+    """40 rounds at 100 ms while every core is busy (the burners run from
+    before the first round to after the last, however long that takes)."""
+    burners = ml.start_burners(os.cpu_count() or 2)
+    try:
+        rc, err, _ = ml.record_rounds(out, 40, ["--interval-ms", "100"],
+                                      ml.monitor_env(nvml, gpus=1, util=gpu_util, mem_used=2000,
+                                                     mem_total=8000))
+    finally:
+        ml.stop_burners(burners)
     return rc, err
 
 
@@ -103,9 +105,21 @@ def test_report(c, tmp):
                 "Workload balancing"):
         sc.ok(">%s<" % sec in html, "section '%s'" % sec)
     sc.ok("No system metrics were found" not in html, "system metrics found")
-    system = html.split('<section id="system">', 1)[-1].split("</section>", 1)[0]
-    sc.ok("CPUUtilization" in system or "cpu" in system.lower(), "system table lists CPU rows")
-    sc.ok("gpu" in system.lower(), "system table lists GPU rows")
+    # the rows of the system usage table, read from its own section only
+    m = re.search(r'<section id="system">(.*?)</section>', html, re.S)
+    system = m.group(1) if m else ""
+    rows = {}
+    for cells in re.findall(r"<tr>(.*?)</tr>", system, re.S):
+        td = re.findall(r"<td[^>]*>(.*?)</td>", cells)
+        if len(td) == 8:  # node, metric, unit, max, p99, p95, p50, min
+            rows[(td[0], td[1])] = dict(zip(("max", "p99", "p95", "p50", "min"),
+                                            (float(x) for x in td[3:])))
+    sc.at_least(4, rows, "rows of the system usage table")
+    cpu, gpu = rows.get(("algo-1", "CPU"), {}), rows.get(("algo-1", "GPU"), {})
+    sc.ok(cpu.get("p95", 0) > 90, "CPU row: p95 > 90 % under load", lib.short(cpu))
+    sc.eq("GPU row: p50 is the stand-in's 3 %", gpu.get("p50"), 3.0)
+    sc.eq("GPU memory row: p50 2000 of 8000 MB", rows.get(("algo-1", "GPU memory"), {}).get("p50"),
+          25.0)
     p = tpr.SvgCollector()
     p.feed(html)
     sc.ok(len(p.charts) > 0, "has charts")

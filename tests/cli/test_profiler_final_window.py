@@ -113,7 +113,7 @@ def by_name(res):
 
 def test_fixtures(c, tmp):
     rules = rules_yaml(tmp, RULES)
-    for case, path in lib.cases("profiler"):
+    for case, path in c.cases("profiler"):
         prof = os.path.join(path, "profiler-output")
         first, latest, end = windows(prof)
         sm, final = count(first, latest), count(first, end)

@@ -264,8 +264,7 @@ def main():
     c = lib.Checker("test_profiler_rules")
     root = os.path.join(lib.FIXTURES, "profiler")
     before = lib.tree_snapshot(root)
-    cases = lib.cases("profiler")
-    c.ok(len(cases) > 0, "profiler fixtures exist", "none under %s" % lib.rel(root))
+    cases = c.cases("profiler")
     with tempfile.TemporaryDirectory(prefix="smrules-prof-") as tmp:
         for name, path in cases:
             check_case(c, name, path, tmp)

@@ -11,12 +11,17 @@ the fixtures expect, plus cases of our own.
    (--state), as smdebug invokes one rule object again.  Trial entries give
    `status` and `first_trigger_step` (checked when not null).  A rule that
    does not exist is a failed check, not a skip.
-2. For the rules of group A (pages under docs/rules/, see docs/rules/README.md): a case
+2. For the rules of the training's progress - LossNotDecreasing,
+   UnchangedTensor, AllZero, TensorVariance, WeightUpdateRatio,
+   SimilarAcrossRuns, Overfit, Overtraining and StalledTrainingRule (pages
+   under docs/rules/, see docs/rules/README.md): a case
    where each must fire and one where it must not, with the violation
    fields the rule's page under docs/rules/ lists; the defaults shown in RuleParameters; resuming a
    stateful rule from stored state gives the same triggers as one run; and
    invalid parameters (wrong type, out of range, not allowed, unknown name,
    missing required) exit 2 naming the parameter and its line:column.
+   (The rules of data, activations, outputs and XGBoost models are in
+   test_rules_data_and_models.py.)
 """
 
 import json
@@ -116,10 +121,10 @@ def clean_params(p):
     return {k: v for k, v in (p or {}).items() if v is not None}
 
 
-def synthetic_entries():
+def synthetic_entries(c):
     """[(label, trial, rule, params, start, end, result, instance, index)]"""
     out = []
-    for case, path in lib.cases("synthetic"):
+    for case, path in c.cases("synthetic"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         for i, e in enumerate(exp.get("expect") or []):
             if e.get("rule") == "probe":
@@ -152,7 +157,7 @@ def check_invocation(sc, r, start, end, want, first_of_chain):
 
 
 def run_synthetic(c, ws):
-    entries = synthetic_entries()
+    entries = synthetic_entries(c)
     single = [e for e in entries if not e[7]]
     chains = {}
     for e in entries:
@@ -170,9 +175,9 @@ def run_synthetic(c, ws):
     return len(entries)
 
 
-def trial_entries():
+def trial_entries(c):
     out = []
-    for case, path in lib.cases("trials"):
+    for case, path in c.cases("trials"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         for i, e in enumerate(exp.get("expect") or []):
             if e.get("rule") == "probe":
@@ -184,7 +189,7 @@ def trial_entries():
 
 
 def run_trials(c, ws):
-    entries = trial_entries()
+    entries = trial_entries(c)
     args = [ws.run_args(t, rules_yaml(e["rule"], clean_params(e.get("parameters"))))
             for _, t, e in entries]
     for (label, _, e), r in zip(entries, lib.run_all(args)):
@@ -199,7 +204,8 @@ def run_trials(c, ws):
 
 
 # --------------------------------------------------------------------------
-# 2. group A: fire / no fire, reports
+# 2. the training-progress rules: fire / no fire, defaults, resuming,
+#    invalid parameters
 
 def syn(case, sub="."):
     return lib.rel(os.path.join(SYN, case, sub))
@@ -227,7 +233,7 @@ FIELDS = {
 
 # (label, trial, rule, params, first trigger step (None: must not fire;
 #  "any": must fire, step not pinned), extra check on the last violation)
-CASES = [
+PROGRESS_CASES = [
     ("LND flat loss (GLOBAL)", real("stalled_lr_zero"), "LossNotDecreasing",
      {"mode": "GLOBAL"}, 12,
      lambda v: v["step"] - v["reference_step"] >= 10 and v["change_percent"] == 0
@@ -316,9 +322,9 @@ def check_case(sc, r, rule, want, extra):
         sc.ok(good, "violation detail", "got %s" % lib.short(viol[-1]))
 
 
-def run_cases(c, ws):
-    args = [ws.run_args(t, rules_yaml(rule, p)) for _, t, rule, p, _, _ in CASES]
-    for (label, _, rule, _, want, extra), r in zip(CASES, lib.run_all(args)):
+def run_progress_cases(c, ws):
+    args = [ws.run_args(t, rules_yaml(rule, p)) for _, t, rule, p, _, _ in PROGRESS_CASES]
+    for (label, _, rule, _, want, extra), r in zip(PROGRESS_CASES, lib.run_all(args)):
         check_case(c.scope("%s: %s" % (rule, label), r), r, rule, want, extra)
 
 
@@ -468,9 +474,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="smrules-rules-") as tmp:
         ws = Workspace(tmp)
         n = run_synthetic(c, ws) + run_trials(c, ws)
-        c.ok(n > 0, "fixture rule expectations found")
+        c.at_least(1, n, "fixture rule expectations")
         if not lib.CASE_FILTER:
-            run_cases(c, ws)
+            run_progress_cases(c, ws)
             run_defaults(c, ws)
             run_resume(c, ws)
             run_invalid(c, ws)

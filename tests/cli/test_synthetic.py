@@ -362,7 +362,7 @@ def main():
     folder = os.path.join(lib.FIXTURES, "synthetic")
     before = lib.tree_snapshot(folder)
     cases = []
-    for name, path in lib.cases("synthetic"):
+    for name, path in c.cases("synthetic"):
         exp = lib.load_json(os.path.join(path, "EXPECT.json"))
         cases.append((name, path, lib.rel(os.path.join(path, exp["trial_dir"])), exp))
 

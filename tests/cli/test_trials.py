@@ -165,7 +165,7 @@ def main():
     folder = os.path.join(lib.FIXTURES, "trials")
     before = lib.tree_snapshot(folder)
     cases = [(name, lib.rel(path), lib.load_json(os.path.join(path, "EXPECT.json")))
-             for name, path in lib.cases("trials")]
+             for name, path in c.cases("trials")]
     inspect_args = []
     for _, trial, _ in cases:
         inspect_args += [lib.inspect_args(trial), lib.inspect_args(trial, live=True)]

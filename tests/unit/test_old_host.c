@@ -3,13 +3,18 @@
  * table has.  ProfilerReport builds a table for its sub-rules from the
  * host's (plugins/profiler/profiler_report/rpt_shim.c); it copied the
  * plugin's sizeof(smrules_api) bytes, past the end of an older host's
- * table (the ASan build reports the over-read).  The old table here ends
- * before value_stats, the first member appended after version 1. */
+ * table.  The old table here ends before value_stats, the first member
+ * appended after version 1, and it ends exactly where an inaccessible page
+ * begins: a read past it faults in every build (not only under ASan), and
+ * the fault is caught and reported as a failed check. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "host/rulectx.h"
@@ -30,6 +35,25 @@ static char *plugin_path(const char *name) {
   return path;
 }
 
+/* `size` bytes that end where a PROT_NONE page begins (NULL on failure). */
+static unsigned char *before_a_guard_page(size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t span = (size + page - 1) / page * page;
+  unsigned char *base = mmap(NULL, span + page, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    return NULL;
+  if (mprotect(base + span, page, PROT_NONE) != 0)
+    return NULL;
+  return base + span - size;
+}
+
+static sigjmp_buf fault_jump;
+
+static void on_fault(int sig) {
+  siglongjmp(fault_jump, sig);
+}
+
 static void test_profiler_report_on_an_old_host(void) {
   const char *path = plugin_path("profiler_report.so");
   void *h = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
@@ -43,14 +67,29 @@ static void test_profiler_report_on_an_old_host(void) {
     return;
   memcpy(&init, &sym, sizeof init); /* POSIX: a function pointer */
   size_t old = offsetof(smrules_api, value_stats);
-  unsigned char *table = malloc(old); /* exactly the old table's bytes */
+  unsigned char *table = before_a_guard_page(old); /* the old table's bytes */
+  CHECK(table != NULL);
+  if (!table)
+    return;
   memcpy(table, smr_host_api(), old);
   uint32_t size = (uint32_t)old;
   memcpy(table + offsetof(smrules_api, struct_size), &size, sizeof size);
-  const smrules_rule *r = init((const smrules_api *)(void *)table);
+  struct sigaction sa, was_segv, was_bus;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_fault;
+  sigaction(SIGSEGV, &sa, &was_segv);
+  sigaction(SIGBUS, &sa, &was_bus);
+  const smrules_rule *volatile r = NULL; /* kept across siglongjmp */
+  int fault = sigsetjmp(fault_jump, 1);
+  if (fault == 0)
+    r = init((const smrules_api *)(void *)table);
+  sigaction(SIGSEGV, &was_segv, NULL);
+  sigaction(SIGBUS, &was_bus, NULL);
+  int read_past_the_old_table = fault != 0;
+  CHECK(!read_past_the_old_table);
   CHECK(r != NULL);
   CHECK_STR(r ? r->name : NULL, "ProfilerReport");
-  /* the plugin keeps using the table: it stays valid until the end */
+  /* the plugin keeps using the table: it stays mapped until the end */
 }
 
 int main(void) {

@@ -98,18 +98,15 @@ static void *thread_search(void *arg) {
   return NULL;
 }
 
-/* A catastrophic pattern stops at PCRE2's match limit: not a match, and
- * at once (2^40 steps otherwise). */
+/* A catastrophic pattern stops at PCRE2's match limit: not a match.
+ * Without the limit it would take 2^40 steps: the test would not end, and
+ * the suite's hang guard fails it (no clock here: a busy machine must not
+ * fail a bounded search, and test_metered_search counts the work). */
 static void test_catastrophic_pattern_is_bounded(void) {
   char subject[64];
   memset(subject, 'a', 40);
   subject[40] = '\0';
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
   CHECK(!search("^(a|a)*[bc]", subject));
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-  CHECK(s < 5.0);
 }
 
 /* Metered searches: the same answers, the work counted, and a budget

@@ -20,6 +20,8 @@ typedef struct probe {
   size_t steps[MAX_UNITS];   /* steps of each unit */
   size_t stop_at[MAX_UNITS]; /* a unit that stops early (0: never) */
   long delay_ns[MAX_UNITS];  /* time per step */
+  bool virtual_time;         /* count delay_ns on work_ns instead of sleeping */
+  long work_ns;              /* the work done so far, by the virtual clock */
   bool positional[MAX_UNITS];
   pthread_mutex_t mu;
   turn turns[MAX_TURNS];
@@ -60,7 +62,13 @@ static bool run_unit(void *arg, size_t u, size_t *pos, size_t limit) {
   pthread_mutex_unlock(&p->mu);
   bool finished = false;
   while (*pos < p->steps[u] && *pos < limit) {
-    sleep_ns(p->delay_ns[u]);
+    if (p->virtual_time) {
+      pthread_mutex_lock(&p->mu);
+      p->work_ns += p->delay_ns[u];
+      pthread_mutex_unlock(&p->mu);
+    } else {
+      sleep_ns(p->delay_ns[u]);
+    }
     (*pos)++;
     if (p->stop_at[u] && *pos == p->stop_at[u]) {
       finished = true;
@@ -86,8 +94,19 @@ static void setup(probe *p, size_t n, size_t steps) {
   }
 }
 
+/* The scheduler's clock when virtual_time is set: the work done, so turns
+ * "take" exactly their delay_ns whatever the machine. */
+static double work_clock(void *arg) {
+  probe *p = arg;
+  pthread_mutex_lock(&p->mu);
+  double s = (double)p->work_ns * 1e-9;
+  pthread_mutex_unlock(&p->mu);
+  return s;
+}
+
 static void run(probe *p, size_t n, int jobs, size_t block, size_t lag) {
   smr_sched s = {.units = n,
+                 .clock = p->virtual_time ? work_clock : NULL,
                  .positional = p->positional,
                  .jobs = jobs,
                  .block = block,
@@ -134,26 +153,22 @@ static void test_lock_step_round_robin(void) {
 
 /* Within a step the unit whose turns take longest goes first, so that no
  * long turn begins last while the other threads wait for it.  Turns are
- * timed, and a busy machine can stretch a short one: up to three runs. */
-static bool longest_first_once(void) {
+ * timed by the work they do (a virtual clock), not by a clock a busy or
+ * fast machine would stretch or shrink. */
+static void test_lock_step_longest_first(void) {
   probe p;
   setup(&p, 3, 4);
+  p.virtual_time = true;
   p.delay_ns[0] = 0;
   p.delay_ns[1] = 20000000; /* 20 ms */
   p.delay_ns[2] = 8000000;  /* 8 ms */
   run(&p, 3, 1, 1, 1);
   static const size_t want[3] = {1, 2, 0};
-  bool ok = p.nturns == 12;
-  for (size_t t = 3; ok && t < p.nturns; t++)
-    ok = p.turns[t].from == t / 3 && p.turns[t].unit == want[t % 3];
-  return ok;
-}
-
-static void test_lock_step_longest_first(void) {
-  bool ok = false;
-  for (int attempt = 0; attempt < 3 && !ok; attempt++)
-    ok = longest_first_once();
-  CHECK(ok);
+  CHECK_EQ_INT(p.nturns, 12);
+  for (size_t t = 3; t < p.nturns; t++) {
+    CHECK_EQ_INT(p.turns[t].from, t / 3);
+    CHECK_EQ_INT(p.turns[t].unit, want[t % 3]);
+  }
 }
 
 /* A unit that stops early leaves the others free to go on. */

@@ -5,6 +5,7 @@
  * the helpers really take items (the loop ran on more than one thread). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -17,7 +18,8 @@ typedef struct counts {
   atomic_int hits[N];
   atomic_int threads_seen; /* items run by a thread other than the caller */
   pthread_t caller;
-  int slow; /* nanoseconds of work per item */
+  int slow;          /* nanoseconds of work per item */
+  bool caller_waits; /* the caller's items wait until a helper took one */
 } counts;
 
 static void count_item(void *arg, size_t i) {
@@ -25,6 +27,14 @@ static void count_item(void *arg, size_t i) {
   atomic_fetch_add(&c->hits[i], 1);
   if (!pthread_equal(pthread_self(), c->caller))
     atomic_fetch_add(&c->threads_seen, 1);
+  else if (c->caller_waits) {
+    /* an event, not a duration: the loop cannot end before a helper has
+     * taken an item, however the threads are scheduled (20 s: a hang
+     * guard, for a pool whose helpers never come) */
+    struct timespec ms = {0, 1000000};
+    for (int k = 0; k < 20000 && atomic_load(&c->threads_seen) == 0; k++)
+      nanosleep(&ms, NULL);
+  }
   if (c->slow) {
     struct timespec ts = {0, c->slow};
     nanosleep(&ts, NULL);
@@ -67,17 +77,14 @@ static void test_zero_and_one(void) {
 
 static void test_helpers_take_items(void) {
   smr_workers_set(3);
-  /* 0.5 ms an item: helpers get some, unless the machine is so busy that
-   * they are not scheduled in time; then try again (up to 2 s in all) */
-  int helped = 0;
-  for (int round = 0; round < 60 && !helped; round++) {
-    counts *c = run_loop(64, 500000);
-    CHECK_EQ_INT(wrong_hits(c, 64), 0);
-    helped = atomic_load(&c->threads_seen) > 0;
-    free(c);
-  }
-  CHECK(helped);
-  counts *c = run_loop(N, 0);
+  counts *c = calloc(1, sizeof *c);
+  c->caller = pthread_self();
+  c->caller_waits = true;
+  smr_parallel_for(64, count_item, c);
+  CHECK_EQ_INT(wrong_hits(c, 64), 0);
+  CHECK(atomic_load(&c->threads_seen) > 0);
+  free(c);
+  c = run_loop(N, 0);
   CHECK_EQ_INT(wrong_hits(c, N), 0);
   free(c);
 }

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""End-to-end: the built-in rules CheckInputImages, DeadRelu, Confusion,
-TreeDepth, ClassImbalance, PoorWeightInitialization, SaturatedActivation,
-NLPSequenceRatio, FeatureImportanceOverweight and CreateXgboostReport
-(their pages under docs/rules/, see docs/rules/README.md) through `smrules run --json`.
+"""End-to-end: the built-in rules that judge a model's data and parts -
+inputs (CheckInputImages, NLPSequenceRatio, ClassImbalance), activations
+and initial weights (DeadRelu, SaturatedActivation, PoorWeightInitialization),
+outputs (Confusion) and XGBoost models (TreeDepth,
+FeatureImportanceOverweight, CreateXgboostReport); their pages are under
+docs/rules/ (see docs/rules/README.md) - through `smrules run --json`.
+(The rules of the training's progress - losses, weights, stalls - are in
+test_rule_fixtures.py, part 2.)
 
 The EXPECT.json `expect` entries of the fixtures are run generically by
 test_rule_fixtures.py; this file adds, per rule, cases where it must fire
@@ -34,8 +38,8 @@ RULES = ("CheckInputImages", "DeadRelu", "Confusion", "TreeDepth", "ClassImbalan
          "FeatureImportanceOverweight", "CreateXgboostReport")
 EXIT_USAGE = 2
 
-C = lib.Checker("rules_group_b")
-TMP = tempfile.mkdtemp(prefix="smrules-group-b-")
+C = lib.Checker("test_rules_data_and_models")
+TMP = tempfile.mkdtemp(prefix="smrules-data-models-")
 
 
 def syn(name):

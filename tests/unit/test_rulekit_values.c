@@ -1,0 +1,153 @@
+/* test_rulekit_values.c - the rule kit's value helpers
+ * (plugins/kit/rulekit.c, declared in smrules/rulekit.h): rk_allclose,
+ * whose fast loop must answer as the element-by-element rule does, and
+ * rk_values_counts, which falls back to values_stats on a host whose
+ * table has no values_counts. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "smrules/rulekit.h"
+#include "unit.h"
+
+static bool ref_allclose(const double *x, const double *y, int64_t n,
+                         double rtol, double atol, bool equal_nan,
+                         double *worst) {
+  bool close = true;
+  *worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d;
+    bool ok;
+    if (isfinite(x[i]) && isfinite(y[i])) {
+      d = fabs(x[i] - y[i]);
+      ok = d <= atol + rtol * fabs(y[i]);
+    } else if (isnan(x[i]) && isnan(y[i])) {
+      d = 0;
+      ok = equal_nan;
+    } else {
+      d = x[i] == y[i] ? 0 : INFINITY;
+      ok = x[i] == y[i];
+    }
+    close &= ok;
+    *worst = d > *worst ? d : *worst;
+  }
+  return close;
+}
+
+static smrules_tensor tensor_of(int dtype, const void *data, int64_t n) {
+  smrules_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.ndim = 1;
+  t.shape[0] = n;
+  t.count = n;
+  t.data = data;
+  return t;
+}
+
+/* Both element types, finite data (the fast loop) and data with NaN and
+ * infinities (the general one), close and not, at every length up to 9
+ * (the lanes' tails) and a long one; the data sits unaligned. */
+static void test_rk_allclose(void) {
+  enum { L = 1003 };
+  static const double odd[] = {NAN, INFINITY, -INFINITY};
+  double x[L], y[L];
+  unsigned char fa[4 * L + 1], fb[4 * L + 1], da[8 * L + 1], db[8 * L + 1];
+  int wrong = 0, cases = 0;
+  for (int variant = 0; variant < 24; variant++) {
+    for (int i = 0; i < L; i++) {
+      x[i] = (float)(sin(i * 0.37 + variant) * 1e3);
+      y[i] = (float)(x[i] + (variant % 3 == 0 ? 0 : x[i] * 1e-6 * (i % 5)));
+    }
+    if (variant % 4 == 1)
+      y[L / 2] = (float)(x[L / 2] + 5); /* one pair far apart */
+    if (variant >= 12) { /* non-finite values, before or after that pair */
+      int at = (variant / 2) % 2 ? variant % 7 : L - 1 - variant % 7;
+      x[at] = odd[variant % 3];
+      y[at] = variant % 2 ? odd[variant % 3] : 1.0;
+    }
+    for (int i = 0; i < L; i++) {
+      float f = (float)x[i], g = (float)y[i];
+      memcpy(fa + 1 + 4 * i, &f, 4);
+      memcpy(fb + 1 + 4 * i, &g, 4);
+      memcpy(da + 1 + 8 * i, &x[i], 8);
+      memcpy(db + 1 + 8 * i, &y[i], 8);
+    }
+    for (int64_t n = 1; n <= L; n = n < 9 ? n + 1 : n < L ? L : L + 1) {
+      for (int eq = 0; eq < 2; eq++) {
+        double want_w, got_w, got_w2;
+        bool want = ref_allclose(x, y, n, 1e-5, 1e-8, eq, &want_w);
+        smrules_tensor a = tensor_of(SMRULES_DT_FLOAT, fa + 1, n),
+                       b = tensor_of(SMRULES_DT_FLOAT, fb + 1, n);
+        bool got = rk_allclose(&a, &b, 1e-5, 1e-8, eq, &got_w);
+        a = tensor_of(SMRULES_DT_DOUBLE, da + 1, n);
+        b = tensor_of(SMRULES_DT_DOUBLE, db + 1, n);
+        bool got2 = rk_allclose(&a, &b, 1e-5, 1e-8, eq, &got_w2);
+        /* without the largest difference it may stop early: same answer */
+        bool got3 = rk_allclose(&a, &b, 1e-5, 1e-8, eq, NULL);
+        a = tensor_of(SMRULES_DT_FLOAT, fa + 1, n);
+        b = tensor_of(SMRULES_DT_FLOAT, fb + 1, n);
+        got3 =
+            got3 == want && rk_allclose(&a, &b, 1e-5, 1e-8, eq, NULL) == want;
+        int w = got != want || got2 != want || !got3 ||
+                memcmp(&got_w, &want_w, sizeof got_w) != 0 ||
+                memcmp(&got_w2, &want_w, sizeof got_w) != 0;
+        wrong += w;
+        cases++;
+      }
+    }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(cases, 24 * 10 * 2);
+}
+
+/* rk_values_counts on a host without values_counts (its table ends
+ * before it) asks values_stats; on a newer host, values_counts. */
+static int called_stats, called_counts;
+
+static int fake_values_stats(smrules_trial *t, const char *const *names,
+                             size_t n, int64_t step, int mode,
+                             smrules_stats *out, int *status) {
+  (void)t, (void)names, (void)step, (void)mode;
+  called_stats++;
+  for (size_t i = 0; i < n; i++) {
+    out[i] = (smrules_stats){.count = 4, .nan = 1, .zeros = 2};
+    status[i] = 0;
+  }
+  return 0;
+}
+
+static int fake_values_counts(smrules_trial *t, const char *const *names,
+                              size_t n, int64_t step, int mode,
+                              smrules_stats *out, int *status) {
+  called_counts++;
+  return fake_values_stats(t, names, n, step, mode, out, status);
+}
+
+static void test_rk_values_counts_on_old_and_new_hosts(void) {
+  smrules_api api = {.values_stats = fake_values_stats,
+                     .values_counts = fake_values_counts};
+  const smrules_api *saved = rk_api;
+  rk_api = &api;
+  const char *v[2] = {"a", "b"};
+  smrules_strlist names = {.v = v, .n = 2};
+  smrules_stats out[2];
+  int status[2];
+  api.struct_size = (uint32_t)offsetof(smrules_api, values_counts);
+  rk_values_counts(NULL, &names, 3, out, status);
+  CHECK(called_stats == 1 && called_counts == 0);
+  CHECK(out[1].nan == 1 && out[1].zeros == 2 && status[1] == 0);
+  api.struct_size = sizeof api;
+  rk_values_counts(NULL, &names, 3, out, status);
+  CHECK(called_counts == 1);
+  rk_api = saved;
+}
+
+int main(void) {
+  TEST_RUN(test_rk_allclose);
+  TEST_RUN(test_rk_values_counts_on_old_and_new_hosts);
+  return TEST_REPORT("test_rulekit_values");
+}
