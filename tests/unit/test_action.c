@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "aws/aws_chain.h"
 #include "config/config.h"
 #include "unit.h"
@@ -111,26 +111,29 @@ static void test_plan_items(void) {
   CHECK_EQ_INT(p.n_items, 5);
   const smr_act_rule_plan *rp = &p.rules[0];
   CHECK_EQ_INT(rp->n, 5);
-  CHECK_EQ_INT(rp->v[0].kind, SMR_ACT_STOP);
+  CHECK_EQ_INT(rp->v[0].kind == &smr_action_stop, 1);
   CHECK_STR(rp->v[0].key, "StopTraining");
-  CHECK_EQ_INT(rp->v[1].kind, SMR_ACT_EMAIL);
+  CHECK_EQ_INT(rp->v[1].kind == &smr_action_email, 1);
   CHECK_STR(rp->v[1].key, "Email:ml-team@example.com");
   CHECK_STR(rp->v[1].label, "Email");
   CHECK_STR(rp->v[2].key, "SMS:+15555550100");
-  CHECK_EQ_INT(rp->v[3].kind, SMR_ACT_HOOK);
+  CHECK_EQ_INT(rp->v[3].kind == &smr_action_hook, 1);
   CHECK_STR(rp->v[3].key, "hook:pager");
-  CHECK_STR(smr_act_arg(&rp->v[3].args, "severity"), "high");
+  CHECK_STR(
+      smr_act_arg(&((const smr_hook_item *)rp->v[3].data)->args, "severity"),
+      "high");
   CHECK_EQ_INT(rp->v[3].repeat.mode, SMR_REPEAT_EVERY);
   CHECK_EQ_INT(rp->v[0].repeat.mode, SMR_REPEAT_EVERY_NTH);
   CHECK_EQ_INT(rp->v[0].repeat.n, 3);
-  CHECK_STR(rp->v[4].topic, "arn:aws:sns:eu-west-1:123456789012:t");
-  CHECK_EQ_INT(p.stop.how, SMR_STOP_PID_FILE);
+  CHECK_STR(rp->v[4].data, "arn:aws:sns:eu-west-1:123456789012:t");
+  const smr_stop_cfg *stop = smr_act_plan_settings(&p, &smr_action_stop);
+  CHECK_EQ_INT(stop->how, SMR_STOP_PID_FILE);
   char want[128];
   snprintf(want, sizeof want, "%s/train.pid", tmp_dir);
-  CHECK_STR(p.stop.pid_file, want);
-  CHECK_EQ_INT(p.stop.sig, SIGINT);
-  CHECK(p.stop.grace == 5);
-  CHECK_STR(p.stop.job_name, "job-7");
+  CHECK_STR(stop->pid_file, want);
+  CHECK_EQ_INT(stop->sig, SIGINT);
+  CHECK(stop->grace == 5);
+  CHECK_STR(p.job_name, "job-7");
   smr_act_plan_free(&p);
   smr_config_free(&cfg);
 }
@@ -156,8 +159,8 @@ static void test_plan_cli_pid_and_implicit_stop(void) {
   smr_actions_opts o = {.trial_dir = "job-7", .training_pid = 77};
   CHECK_EQ_INT(smr_act_plan_build(&cfg, &o, &p, &err), SMR_OK);
   CHECK_EQ_INT(p.rules[0].n, 1);
-  CHECK_EQ_INT(p.rules[0].v[0].kind, SMR_ACT_STOP);
-  CHECK_STR(p.rules[0].v[0].prefix, "job");
+  CHECK_EQ_INT(p.rules[0].v[0].kind == &smr_action_stop, 1);
+  CHECK_STR(p.rules[0].v[0].data, "job");
   CHECK_STR(p.rules[0].v[0].target, "--training-pid 77");
   smr_act_plan_free(&p);
   smr_config_free(&cfg);
