@@ -131,6 +131,12 @@ struct smr_action_kind {
 extern const smr_action_kind *const smr_action_kinds[];
 extern const size_t smr_n_action_kinds;
 
+/* The JSON Schema of a kind's settings (owned; NULL when it has none):
+ * schemas/rules.schema.json holds it as definitions.action_settings.
+ * properties.<settings_key>, or for a named kind as definitions.<name>
+ * (test_action checks the file against every kind). */
+char *smr_act_kind_schema(const smr_action_kind *k);
+
 /* Appends an item to a rule's plan (checks it is not listed twice). */
 int smr_act_plan_add(smr_act_parse *c, smr_act_rule_plan *rp,
                      const smr_node *at, smr_act_item *it);

@@ -424,6 +424,16 @@ static int parse_rule(smr_act_parse *c, const smr_rule_config *rc,
   return SMR_OK;
 }
 
+/* ------------------------------------------------------------ schema */
+
+char *smr_act_kind_schema(const smr_action_kind *k) {
+  if (!k->settings_key)
+    return NULL;
+  if (k->named) /* definitions.<name>: one entry of the map */
+    return smr_settings_schema(k->settings, k->name, false, k->required);
+  return smr_settings_schema(k->settings, k->settings_key, true, k->required);
+}
+
 /* ------------------------------------------------------------- plan */
 
 static char *trial_basename(const char *dir) {

@@ -2,6 +2,7 @@
  * with its line and column), the plan, safe text and templates, e-mail
  * and SNS message building, the exec runner (argv, environment, stdin,
  * timeout), process identity and StopTraining against a real child. */
+#include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 
 #include "action/action_kind.h"
 #include "aws/aws_chain.h"
+#include "base/embedded.h"
 #include "config/config.h"
 #include "unit.h"
 
@@ -860,6 +862,134 @@ static void test_stop_cmdline(void) {
   free(c.job_name);
 }
 
+/* ------------------------------------------------------------ schema */
+
+/* Where schemas/rules.schema.json holds a kind's settings. */
+static const cJSON *schema_part(const cJSON *root, const smr_action_kind *k) {
+  const cJSON *defs = cJSON_GetObjectItemCaseSensitive(root, "definitions");
+  if (k->named)
+    return cJSON_GetObjectItemCaseSensitive(defs, k->name);
+  const cJSON *as = cJSON_GetObjectItemCaseSensitive(defs, "action_settings");
+  return cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(as, "properties"), k->settings_key);
+}
+
+/* The schema's part equals the kind's table, key order included (the
+ * order is the one "unknown key ... (expected one of: ...)" lists). */
+static bool schema_matches(const cJSON *part, const char *generated) {
+  cJSON *g = cJSON_Parse(generated);
+  char *a = part ? cJSON_PrintUnformatted(part) : NULL;
+  char *b = g ? cJSON_PrintUnformatted(g) : NULL;
+  bool same = a && b && strcmp(a, b) == 0;
+  cJSON_free(a);
+  cJSON_free(b);
+  cJSON_Delete(g);
+  return same;
+}
+
+static cJSON *embedded_schema(void) {
+  return cJSON_Parse(smr_embedded("schemas/rules.schema.json", NULL));
+}
+
+/* The schema's action part is the kinds' tables: every kind with settings
+ * has its part, nothing else is there but `repeat`, and the parts are the
+ * tables as smr_act_kind_schema prints them. */
+static void test_schema_is_the_tables(void) {
+  cJSON *root = embedded_schema();
+  CHECK(root != NULL);
+  size_t with_settings = 0;
+  for (size_t i = 0; i < smr_n_action_kinds; i++) {
+    const smr_action_kind *k = smr_action_kinds[i];
+    char *gen = smr_act_kind_schema(k);
+    if (!gen)
+      continue;
+    with_settings++;
+    bool same = schema_matches(schema_part(root, k), gen);
+    CHECK(same);
+    if (!same)
+      fprintf(stderr, "schema of %s should be:\n%s\n", k->name, gen);
+    free(gen);
+  }
+  CHECK_EQ_INT(with_settings, 4);
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(root, "definitions"),
+          "action_settings"),
+      "properties");
+  size_t n = 0;
+  for (const cJSON *p = props ? props->child : NULL; p; p = p->next, n++) {
+    bool known = strcmp(p->string, "repeat") == 0;
+    for (size_t i = 0; i < smr_n_action_kinds; i++)
+      known |= smr_action_kinds[i]->settings_key &&
+               strcmp(smr_action_kinds[i]->settings_key, p->string) == 0;
+    CHECK(known);
+  }
+  CHECK_EQ_INT(n, with_settings + 1);
+  cJSON_Delete(root);
+}
+
+/* A limit changed in one place (a copy of Email's table with a longer
+ * timeout) changes the schema the table prints, so the file no longer
+ * matches it (test_schema_is_the_tables fails), and validation and the
+ * reader follow the table: 5000 s is refused by the shipped schema and
+ * table, accepted by the schema and reader of the changed copy. */
+static void test_schema_follows_a_changed_limit(void) {
+  const smr_setting *orig = smr_action_email.settings;
+  size_t n = 0;
+  while (orig[n].type != SMR_SETTING_END)
+    n++;
+  smr_setting copy[32];
+  CHECK(n < 32);
+  memcpy(copy, orig, (n + 1) * sizeof *copy);
+  smr_setting *t = (smr_setting *)smr_setting_find(copy, "timeout_seconds");
+  CHECK(t != NULL && t->max == SMR_ACT_MAX_TIMEOUT);
+  t->max = 7200;
+  smr_action_kind changed = smr_action_email;
+  changed.settings = copy;
+  char *gen = smr_act_kind_schema(&changed);
+  cJSON *root = embedded_schema();
+  CHECK(!schema_matches(schema_part(root, &smr_action_email), gen));
+  /* the shipped schema refuses 5000 s ... */
+  const char *yaml = "rules:\n  - rule: LossNotDecreasing\n"
+                     "actions:\n  Email: {sendmail: /x, timeout_seconds: "
+                     "5000}\n";
+  smr_node *doc;
+  smr_error err;
+  CHECK_EQ_INT(smr_yaml_parse(yaml, strlen(yaml), "rules.yaml", &doc, &err),
+               SMR_OK);
+  char *text = cJSON_PrintUnformatted(root);
+  CHECK_EQ_INT(smr_schema_validate(text, doc, "rules.yaml", &err),
+               SMR_ERR_USAGE);
+  CHECK(strstr(err.msg, "timeout_seconds") != NULL);
+  cJSON_free(text);
+  /* ... the one with the changed table's part accepts it */
+  cJSON *props = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(root, "definitions"),
+          "action_settings"),
+      "properties");
+  cJSON_ReplaceItemInObjectCaseSensitive(props, "Email", cJSON_Parse(gen));
+  text = cJSON_PrintUnformatted(root);
+  CHECK_EQ_INT(smr_schema_validate(text, doc, "rules.yaml", &err), SMR_OK);
+  cJSON_free(text);
+  /* and the reader follows its table the same way */
+  const smr_node *m = smr_node_value(smr_node_value(doc, "actions"), "Email");
+  smr_settings_ctx sc = {"rules.yaml", tmp_dir, &err, NULL};
+  smr_email_cfg e;
+  memset(&e, 0, sizeof e);
+  CHECK_EQ_INT(smr_settings_read(&sc, orig, m, &e), SMR_ERR_USAGE);
+  CHECK_STR(err.msg, "line 4, column 42: timeout_seconds: expected a number "
+                     "from 0.001 to 3600");
+  smr_settings_free(orig, &e);
+  memset(&e, 0, sizeof e);
+  CHECK_EQ_INT(smr_settings_read(&sc, copy, m, &e), SMR_OK);
+  CHECK(e.timeout == 5000);
+  smr_settings_free(copy, &e);
+  smr_node_free(doc);
+  cJSON_Delete(root);
+  free(gen);
+}
+
 int main(void) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/smr-action-XXXXXX");
   if (!mkdtemp(tmp_dir)) {
@@ -884,6 +1014,8 @@ int main(void) {
   TEST_RUN(test_stop_by_pid);
   TEST_RUN(test_stop_escalates_and_pid_file);
   TEST_RUN(test_stop_cmdline);
+  TEST_RUN(test_schema_is_the_tables);
+  TEST_RUN(test_schema_follows_a_changed_limit);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
   if (system(cmd) != 0)
