@@ -430,6 +430,7 @@ static const smr_setting SETTINGS[] = {
     {.name = "argv",
      .type = SMR_SETTING_STRLIST,
      .offset = offsetof(smr_hook_cfg, argv),
+     .flags = SMR_SETTING_LIST_ONLY,
      .description = "exec: the program and its arguments (templates)"},
     {.name = "url",
      .type = SMR_SETTING_STRING,

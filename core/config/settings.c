@@ -50,13 +50,6 @@ void smr_settings_warn(const smr_settings_ctx *c, const smr_node *at,
 
 /* ------------------------------------------------------------- helpers */
 
-const smr_node *smr_node_value(const smr_node *map, const char *key) {
-  if (!map || map->type != SMR_NODE_MAP)
-    return NULL;
-  const smr_node *v = smr_node_get(map, key);
-  return v && v->type != SMR_NODE_NULL ? v : NULL;
-}
-
 char *smr_settings_resolve(const char *base_dir, const char *p) {
   if (p[0] == '/' || !base_dir || !base_dir[0])
     return smr_xstrdup(p);
@@ -118,13 +111,14 @@ static int read_string(const smr_settings_ctx *c, const smr_setting *s,
 static int read_strlist(const smr_settings_ctx *c, const smr_setting *s,
                         const smr_node *v, smr_strv *out) {
   smr_strv_free(out);
-  if (v->type == SMR_NODE_STRING) {
+  if (v->type == SMR_NODE_STRING && !(s->flags & SMR_SETTING_LIST_ONLY)) {
     smr_strv_push(out, v->s);
     return SMR_OK;
   }
   if (v->type != SMR_NODE_LIST || v->n == 0)
     return smr_settings_error(
-        c, v, "%s: expected a string or a non-empty list of strings", s->name);
+        c, v, "%s: expected %sa non-empty list of strings", s->name,
+        s->flags & SMR_SETTING_LIST_ONLY ? "" : "a string or ");
   for (size_t i = 0; i < v->n; i++) {
     if (v->items[i]->type != SMR_NODE_STRING)
       return smr_settings_error(c, v->items[i], "%s: expected a string",
@@ -272,8 +266,12 @@ static cJSON *setting_schema(const smr_setting *s) {
     cJSON_AddNumberToObject(o, "minLength", 1);
     break;
   case SMR_SETTING_STRLIST:
-    cJSON_AddItemToObject(o, "type", types("string", "array"));
-    cJSON_AddNumberToObject(o, "minLength", 1);
+    if (s->flags & SMR_SETTING_LIST_ONLY) {
+      cJSON_AddItemToObject(o, "type", types("array", NULL));
+    } else {
+      cJSON_AddItemToObject(o, "type", types("string", "array"));
+      cJSON_AddNumberToObject(o, "minLength", 1);
+    }
     cJSON_AddNumberToObject(o, "minItems", 1);
     cJSON_AddItemToObject(o, "items", cJSON_Parse("{\"type\":\"string\"}"));
     break;

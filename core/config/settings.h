@@ -35,7 +35,10 @@ enum {
    * the user running smrules, without group or other permission bits. */
   SMR_SETTING_SECRET_FILE = 1u << 0,
   /* the value may carry a secret (a token in a header): never quoted */
-  SMR_SETTING_SECRET = 1u << 1
+  SMR_SETTING_SECRET = 1u << 1,
+  /* STRLIST: only the list form (an argv, where one string would hide
+   * the difference between a program and a command line) */
+  SMR_SETTING_LIST_ONLY = 1u << 2
 };
 
 typedef struct smr_settings_ctx smr_settings_ctx;
@@ -87,8 +90,6 @@ void smr_settings_warn(const smr_settings_ctx *c, const smr_node *at,
                        const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Child of a map that is present and not null, or NULL. */
-const smr_node *smr_node_value(const smr_node *map, const char *key);
 /* `p` resolved against `base_dir` unless absolute (owned). */
 char *smr_settings_resolve(const char *base_dir, const char *p);
 /* SMR_SETTING_SECRET_FILE's check.  SMR_OK or SMR_ERR_USAGE with why. */

@@ -291,6 +291,18 @@ static void test_plan_errors_hooks(void) {
            "rules2: 1\n",
            H);
   CHECK(strstr(plan_error(buf), "unknown key 'rules2'") != NULL);
+  /* an argv is a list: one string would hide a program behind a command
+   * line (the table's LIST_ONLY, in the schema and the reader) */
+  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: /bin/page}\n", H);
+  CHECK_STR(plan_error(buf), "line 6, column 31: argv: expected a list, got "
+                             "a string ('/bin/page')");
+  /* one limit for every kind's timeout: SMR_ACT_MAX_TIMEOUT */
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], timeout_seconds: 3601}\n", H);
+  CHECK(strstr(plan_error(buf), "timeout_seconds") != NULL);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], timeout_seconds: 3600}\n", H);
+  plan_ok(buf);
 }
 
 static void test_plan_errors_settings(void) {
