@@ -439,7 +439,6 @@ static const smr_setting SETTINGS[] = {
     {.name = "headers",
      .type = SMR_SETTING_CUSTOM,
      .offset = offsetof(smr_hook_cfg, headers),
-     .flags = SMR_SETTING_SECRET,
      .read = read_headers,
      .schema = "{\"type\":\"object\",\"additionalProperties\":{\"type\":"
                "[\"string\",\"number\",\"boolean\"]}}",

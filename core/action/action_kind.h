@@ -2,27 +2,41 @@
  * nginx's ngx_command_t): each core/action/action_<kind>.c exports one
  * `const smr_action_kind`, listed once in action_kinds.h.  The plan builder
  * (action_plan.c) and the dispatcher (action.c) know kinds only through
- * this table.
+ * this table: no switch on the kind anywhere.
  *
- * To add a kind: write action_<kind>.c with its settings struct, settings
- * table and ops, and add one line to action_kinds.h.  The schema's part for
- * it (schemas/rules.schema.json, definitions.action_settings) is the table
- * printed by smr_settings_schema; test_action checks the two are the same.
+ * To add a kind: write action_<kind>.c with its settings struct, its
+ * settings table (config/settings.h: types, ranges, choices, defaults,
+ * descriptions, offsets) and its ops, and add one line to action_kinds.h.
+ * The schema's part for it (schemas/rules.schema.json,
+ * definitions.action_settings.properties.<key>) is what smr_act_kind_schema
+ * prints for it; test_action fails until the two are the same.
  *
- * How the kinds planned next fit, without touching anything else:
- *  - DumpStacks: settings {signal, command, timeout_seconds}; `run` signals
- *    the trainer or runs the command and writes into the rule's output
- *    folder (smr_act_exec.out_dir); `start` primes the trainer's identity
- *    the way StopTraining's does.
- *  - Alertmanager: settings {url, labels, timeout_seconds, retries...};
- *    `default_repeat` every (re-sent while the rule keeps firing), `run`
- *    POSTs to /api/v2/alerts, `finish` POSTs the resolved alerts of the
- *    items that fired (the kind keeps them in its settings struct, which
- *    lives for the whole run).
- *  - StopTraining with a checkpoint step: more rows in its table
- *    (checkpoint_signal, checkpoint_request_file, checkpoint_file,
- *    checkpoint_timeout_seconds) and one more step in its `run`.
- * A rule's actions run in the order written (one worker, one queue). */
+ * A kind's life: its settings are read once (defaults, then the table,
+ * then `configure`); each item of a rule's list that `match`es it is
+ * `parse`d into the item's `data`, `retry` and action-log `key`; at run
+ * start `start` sees how many items it has; each due trigger queues the
+ * item, and the worker calls `run` (again while it returns SMR_ACT_RETRY,
+ * up to it->retry); when the run ends, `finish`.  The action log's "exactly
+ * once" and the summary are the dispatcher's, the same for every kind.
+ *
+ * How the kinds planned next fit, touching only their file and the list:
+ *  - DumpStacks: rows {signal, command, output_file, timeout_seconds};
+ *    `start` remembers the trainer's identity as StopTraining's does,
+ *    `run` signals it (or runs the command) and writes what it prints into
+ *    the rule's output folder.  That folder is the one thing a run does not
+ *    pass yet: it goes at the end of smr_act_exec (and smr_actions_opts),
+ *    an addition the other kinds ignore.
+ *  - Alertmanager: rows {url, labels, annotations, timeout_seconds,
+ *    retries...}; `default_repeat` every, so it is re-sent at each trigger
+ *    while the rule keeps firing; `run` POSTs to /api/v2/alerts and records
+ *    the alert in the kind's settings struct (it lives for the whole run and
+ *    `run` gets it non-const); `finish` POSTs them again with endsAt = now:
+ *    resolved when the run ends.
+ *  - StopTraining with a checkpoint step: rows {checkpoint_signal,
+ *    checkpoint_request_file, checkpoint_file, checkpoint_timeout_seconds}
+ *    and a first step in its `run` (ask, wait for the file, then stop).
+ * A rule's actions run in the order written: items are queued in list
+ * order and one worker runs the queue in order. */
 #ifndef SMR_ACTION_KIND_H
 #define SMR_ACTION_KIND_H
 

@@ -34,8 +34,6 @@ enum {
   /* PATH: a file holding secrets: a regular file (no symbolic link) owned by
    * the user running smrules, without group or other permission bits. */
   SMR_SETTING_SECRET_FILE = 1u << 0,
-  /* the value may carry a secret (a token in a header): never quoted */
-  SMR_SETTING_SECRET = 1u << 1,
   /* STRLIST: only the list form (an argv, where one string would hide
    * the difference between a program and a command line) */
   SMR_SETTING_LIST_ONLY = 1u << 2
