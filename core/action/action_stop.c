@@ -612,15 +612,9 @@ static void cli_target(smr_act_parse *c, smr_stop_cfg *s) {
   s->launched = c->o->launched;
 }
 
-static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
-  smr_stop_cfg *s = settings;
-  if (!smr_node_value(m, "allow_uid"))
-    s->allow_uid = -1;
-  if (!m) {
-    if (c->o->training_pid > 0)
-      cli_target(c, s);
-    return SMR_OK;
-  }
+/* Which target the settings give: one of pid, pid_file and cmdline. */
+static int configure_target(smr_act_parse *c, const smr_node *m,
+                            smr_stop_cfg *s) {
   static const char *const TARGETS[] = {"pid", "pid_file", "cmdline"};
   const smr_node *first = NULL;
   for (size_t k = 0; k < 3; k++) {
@@ -641,16 +635,28 @@ static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
     s->cmdline_text = smr_xstrdup(cl->s);
     smr_strv_free(&s->cmdline);
   }
-  if (s->prefix && !smr_act_valid_prefix(s->prefix))
+  return SMR_OK;
+}
+
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_stop_cfg *s = settings;
+  if (!smr_node_value(m, "allow_uid"))
+    s->allow_uid = -1;
+  int rc = m ? configure_target(c, m, s) : SMR_OK;
+  if (!rc && s->prefix && !smr_act_valid_prefix(s->prefix))
     return smr_settings_error(&c->sc, smr_node_value(m, "training_job_prefix"),
                               "%s", PREFIX_EXPECTED);
+  /* the job name prefixes are matched against, also the event's "job":
+   * job_name as given (made printable), else the trial folder's name */
   if (s->job_name) {
     free(c->p->job_name);
     c->p->job_name = smr_act_oneline(s->job_name, 256);
   }
-  if (c->o->training_pid > 0)
+  free(s->job_name);
+  s->job_name = smr_xstrdup(c->p->job_name);
+  if (!rc && c->o->training_pid > 0)
     cli_target(c, s);
-  return SMR_OK;
+  return rc;
 }
 
 static void free_settings(void *settings) {
