@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "action/action_kind.h"
+#include "base/suggest.h"
 
 #define SMR_ACTION_KIND(sym) &sym,
 const smr_action_kind *const smr_action_kinds[] = {
@@ -326,17 +327,26 @@ static int unknown_kind(smr_act_parse *c, const smr_act_src *s) {
   return rc;
 }
 
-/* The map form's keys: only the kind's and `repeat`. */
+/* The map form's keys: only the kind's and `repeat` (a near miss gets a
+ * "did you mean", as rule parameters do). */
 static int item_keys(smr_act_parse *c, const smr_act_src *s,
                      const char *const *keys) {
   const smr_node *v = s->value;
+  const char *names[16];
+  size_t n = 0;
+  for (; keys && keys[n] && n + 1 < 16; n++)
+    names[n] = keys[n];
+  names[n++] = "repeat";
   for (size_t i = 0; keys && i < v->n; i++) {
-    bool known = strcmp(v->keys[i], "repeat") == 0;
-    for (size_t k = 0; keys[k]; k++)
-      known |= strcmp(v->keys[i], keys[k]) == 0;
+    bool known = false;
+    for (size_t k = 0; k < n; k++)
+      known |= strcmp(v->keys[i], names[k]) == 0;
+    const char *near = known ? NULL : smr_suggest(v->keys[i], names, n);
     if (!known)
-      return smr_settings_error(&c->sc, v->items[i], "%s: unknown key '%s'",
-                                s->name, v->keys[i]);
+      return smr_settings_error(&c->sc, v->items[i],
+                                "%s: unknown key '%s'%s%s%s", s->name,
+                                v->keys[i], near ? ": did you mean '" : "",
+                                near ? near : "", near ? "'?" : "");
   }
   return SMR_OK;
 }

@@ -213,6 +213,10 @@ static void test_plan_errors_rule_items(void) {
   CHECK_STR(plan_error(R1 "    actions:\n      - StopTraining: {prefix: x}\n"
                           "actions:\n  StopTraining: {pid: 99}\n"),
             "line 4, column 32: StopTraining: unknown key 'prefix'");
+  CHECK_STR(plan_error(R1 "    actions:\n      - Email: {too: a@b.cd}\n"
+                          "actions:\n  Email: {sendmail: /x}\n"),
+            "line 4, column 22: Email: unknown key 'too': did you mean "
+            "'to'?");
   CHECK_STR(plan_error(R1 "    actions:\n      - SNS: {topic_arn: nope}\n"),
             "line 4, column 26: SNS: expected a topic ARN arn:aws:sns:"
             "<region>:<account>:<topic>");
