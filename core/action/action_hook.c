@@ -561,6 +561,7 @@ static void free_settings(void *settings) {
   smr_hooks_cfg *hs = settings;
   for (size_t i = 0; i < hs->n; i++) {
     smr_settings_free(SETTINGS, &hs->v[i]);
+    smr_strv_free(&hs->v[i].headers); /* CUSTOM: the table cannot free it */
     free(hs->v[i].name);
     smr_strv_free(&hs->v[i].arg_names);
   }
