@@ -1,5 +1,6 @@
 /* action.c - the dispatcher: triggers from the evaluating threads become
- * jobs on a queue that one worker thread runs, with retries and backoff;
+ * jobs on a queue that one worker thread runs in order, each through its
+ * kind's `run` (action_kind.h), with the item's retries and backoff;
  * every job is recorded in the action_log table of the trial's state
  * before it runs and after it ends, so no smrules run repeats an action a
  * run before it started; the per-run summary lists every outcome. */
@@ -11,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "action/action_store.h"
 #include "base/jsonw.h"
 
@@ -48,6 +49,7 @@ struct smr_actions {
   pthread_cond_t cv;
   act_job *head, *tail;
   bool closing, worker_started;
+  bool started; /* the kinds' start ran; their finish is due */
   pthread_t worker;
   act_entry *entries;
   size_t n_entries, cap_entries;
@@ -145,90 +147,10 @@ char *smr_actions_json(smr_actions *a) {
 
 /* ---------------------------------------------------------- dispatch */
 
-static void add_arg(smr_act_args *a, const char *name, const char *value) {
-  smr_strv_push(&a->names, name);
-  smr_strv_push(&a->values, value ? value : "");
-}
-
-static void free_args(smr_act_args *a) {
-  smr_strv_free(&a->names);
-  smr_strv_free(&a->values);
-}
-
-static char *sms_text(const smr_act_event *e) {
-  char *raw = smr_xasprintf("SMDebugRule:%s fired. %s", e->rule, e->summary);
-  char *t = smr_act_oneline(raw, 1000);
-  free(raw);
-  return t;
-}
-
-/* Email, SMS or SNS handed to a configured hook instead. */
-static void via_hook(smr_actions *a, const smr_hook_cfg *h,
-                     const smr_act_item *it, const smr_act_event *e,
-                     smr_act_result *r) {
-  smr_act_args args = {0};
-  if (it->kind == SMR_ACT_EMAIL) {
-    char *to = smr_xstrdup(it->target), *subject = smr_email_subject(e);
-    char *body = smr_email_message(&a->plan.email, &it->to, e);
-    add_arg(&args, "to", to);
-    add_arg(&args, "subject", subject);
-    add_arg(&args, "message", body);
-    free(to);
-    free(subject);
-    free(body);
-  } else {
-    char *text = sms_text(e);
-    add_arg(&args, it->kind == SMR_ACT_SMS ? "phone_number" : "topic_arn",
-            it->kind == SMR_ACT_SMS ? it->phone : it->topic);
-    add_arg(&args, "message", text);
-    free(text);
-  }
-  smr_hook_run(h, it->label, &args, e, NULL, a->o.dry_run, r);
-  free_args(&args);
-}
-
-static void dispatch(smr_actions *a, const smr_act_item *it,
-                     const smr_act_event *e, smr_act_result *r) {
-  bool dry = a->o.dry_run;
-  switch (it->kind) {
-  case SMR_ACT_STOP:
-    smr_stop_run(&a->plan.stop, it->prefix, dry, a->store,
-                 smr_act_store_persists(a->store), r);
-    break;
-  case SMR_ACT_EMAIL:
-    if (a->plan.email.hook)
-      via_hook(a, a->plan.email.hook, it, e, r);
-    else
-      smr_email_send(&a->plan.email, &it->to, e, dry, r);
-    break;
-  case SMR_ACT_SMS:
-  case SMR_ACT_SNS:
-    if (a->plan.sns.hook)
-      via_hook(a, a->plan.sns.hook, it, e, r);
-    else if (it->kind == SMR_ACT_SMS)
-      smr_sns_publish(&a->plan.sns, a->plan.sns.topic_arn, it->phone, e, dry,
-                      r);
-    else
-      smr_sns_publish(&a->plan.sns, it->topic, NULL, e, dry, r);
-    break;
-  case SMR_ACT_HOOK:
-    smr_hook_run(it->hook, it->label, &it->args, e, NULL, dry, r);
-    break;
-  }
-}
-
-static smr_act_retry retry_of(const smr_actions *a, const smr_act_item *it) {
-  switch (it->kind) {
-  case SMR_ACT_EMAIL:
-    return a->plan.email.hook ? a->plan.email.hook->retry : a->plan.email.retry;
-  case SMR_ACT_SMS:
-  case SMR_ACT_SNS:
-    return a->plan.sns.hook ? a->plan.sns.hook->retry : a->plan.sns.retry;
-  case SMR_ACT_HOOK:
-    return it->hook->retry;
-  default:
-    return (smr_act_retry){2, 1};
-  }
+/* What a kind's run and lifecycle callbacks see. */
+static smr_act_exec exec_of(smr_actions *a) {
+  return (smr_act_exec){&a->plan, a->store, &a->o, a->o.dry_run,
+                        smr_act_store_persists(a->store)};
 }
 
 static void report(const smr_actions *a, const act_job *j,
@@ -253,18 +175,20 @@ static void run_job(smr_actions *a, act_job *j) {
                 "already performed by another smrules "
                 "run (action log)");
   } else {
-    smr_act_retry retry = retry_of(a, it);
+    smr_act_retry retry = it->retry;
+    smr_act_exec x = exec_of(a);
     double delay = retry.delay;
     for (;;) {
       attempts++;
       memset(&r, 0, sizeof r);
-      dispatch(a, it, e, &r);
+      it->kind->run(&x, it, e, &r);
       if (r.rc != SMR_ACT_RETRY || attempts > retry.retries)
         break;
       fprintf(stderr,
               "smrules: action %s for rule %s: attempt %d of %d "
               "failed: %s; retrying in %gs\n",
-              it->label, e->rule, attempts, retry.retries + 1, r.detail, delay);
+              it->label, e->rule, attempts, (int)retry.retries + 1, r.detail,
+              delay);
       sleep_seconds(delay);
       delay = delay * 2 > MAX_BACKOFF ? MAX_BACKOFF : delay * 2;
     }
@@ -328,9 +252,8 @@ static shared_event *make_event(smr_actions *a, smr_instance *inst,
                                 int64_t step, int64_t ordinal) {
   char *rep = smr_instance_report(inst);
   shared_event *ev = smr_xcalloc(1, sizeof *ev);
-  ev->e =
-      smr_act_event_new(smr_instance_name(inst), smr_instance_rule(inst), step,
-                        ordinal, a->trial, a->plan.stop.job_name, rep);
+  ev->e = smr_act_event_new(smr_instance_name(inst), smr_instance_rule(inst),
+                            step, ordinal, a->trial, a->plan.job_name, rep);
   free(rep);
   return ev;
 }
@@ -387,23 +310,24 @@ void smr_actions_on_trigger(void *arg, smr_instance *inst, int64_t step) {
 
 /* ------------------------------------------------------ life cycle */
 
-static bool needs_stop(const smr_act_plan *p) {
+/* How many items of kind k the plan has. */
+static size_t items_of(const smr_act_plan *p, const smr_action_kind *k) {
+  size_t n = 0;
   for (size_t i = 0; i < p->n_rules; i++)
-    for (size_t k = 0; k < p->rules[i].n; k++)
-      if (p->rules[i].v[k].kind == SMR_ACT_STOP)
-        return true;
-  return false;
+    for (size_t j = 0; j < p->rules[i].n; j++)
+      n += p->rules[i].v[j].kind == k;
+  return n;
 }
 
 static int start(smr_actions *a, smr_error *err) {
   int rc = smr_act_store_open(&a->store, a->o.db, !a->o.dry_run, err);
   if (rc)
     return rc;
-  if (needs_stop(&a->plan) && a->plan.stop.how != SMR_STOP_NONE)
-    smr_stop_prime(&a->plan.stop, a->store, smr_act_store_persists(a->store));
-  else if (a->o.training_pid > 0 && !a->o.launched)
-    fprintf(stderr, "smrules: warning: --training-pid given but no rule has "
-                    "a StopTraining action\n");
+  smr_act_exec x = exec_of(a);
+  for (size_t i = 0; i < smr_n_action_kinds; i++)
+    if (smr_action_kinds[i]->start)
+      smr_action_kinds[i]->start(&x, items_of(&a->plan, smr_action_kinds[i]));
+  a->started = true;
   a->worker_started = pthread_create(&a->worker, NULL, worker, a) == 0;
   if (!a->worker_started)
     fprintf(stderr, "smrules: cannot start the action worker: actions will "
@@ -452,6 +376,13 @@ void smr_actions_finish(smr_actions *a) {
   pthread_mutex_unlock(&a->mu);
   if (join)
     pthread_join(a->worker, NULL);
+  if (a->started) { /* once, after the last queued action ran */
+    a->started = false;
+    smr_act_exec x = exec_of(a);
+    for (size_t i = 0; i < smr_n_action_kinds; i++)
+      if (smr_action_kinds[i]->finish)
+        smr_action_kinds[i]->finish(&x);
+  }
 }
 
 size_t smr_actions_failed(smr_actions *a) {

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "base/curl_lazy.h"
 
 #define LINE_MAX_OCTETS 990 /* RFC 5322 allows 998 before CRLF */
@@ -377,3 +377,230 @@ void smr_email_send(const smr_email_cfg *c, const smr_strv *to,
   }
   free(where);
 }
+
+/* ---------------------------------------------------------- the kind */
+
+static const char *const TLS[] = {"try", "required", "none", NULL};
+
+static const smr_setting SETTINGS[] = {
+    {.name = "smtp_url",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_email_cfg, smtp_url),
+     .description = "smtp://host[:port] or smtps://host[:port]"},
+    {.name = "from",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_email_cfg, from),
+     .description = "the sender's address"},
+    {.name = "to",
+     .type = SMR_SETTING_STRLIST,
+     .offset = offsetof(smr_email_cfg, to),
+     .description = "recipients when a rule's Email names none"},
+    {.name = "username_env",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_email_cfg, username_env),
+     .description = "environment variable holding the SMTP user name"},
+    {.name = "password_env",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_email_cfg, password_env),
+     .description = "environment variable holding the SMTP password"},
+    {.name = "credentials_file",
+     .type = SMR_SETTING_PATH,
+     .offset = offsetof(smr_email_cfg, credentials_file),
+     .flags = SMR_SETTING_SECRET_FILE,
+     .description = "a private file with username = and password = lines"},
+    {.name = "sendmail",
+     .type = SMR_SETTING_STRLIST,
+     .offset = offsetof(smr_email_cfg, sendmail),
+     .description = "a sendmail-compatible program (argv template)"},
+    {.name = "hook",
+     .type = SMR_SETTING_CUSTOM,
+     .offset = offsetof(smr_email_cfg, hook),
+     .read = smr_act_read_hook_ref,
+     .schema = "{\"type\":\"string\"}",
+     .description = "a hook of actions.hooks that sends the e-mail"},
+    {.name = "tls",
+     .type = SMR_SETTING_ENUM,
+     .offset = offsetof(smr_email_cfg, tls),
+     .choices = TLS,
+     .def = "try",
+     .description = "STARTTLS: try, required or none"},
+    {.name = "ca_file",
+     .type = SMR_SETTING_PATH,
+     .offset = offsetof(smr_email_cfg, ca_file),
+     .description = "certificates to verify the server with"},
+    SMR_ACT_TIMEOUT_SETTING(smr_email_cfg),
+    SMR_ACT_RETRY_SETTINGS(smr_email_cfg),
+    {.type = SMR_SETTING_END}};
+
+static int check_addresses(smr_act_parse *c, const smr_node *at,
+                           const smr_strv *v, const char *what) {
+  for (size_t i = 0; i < v->n; i++) {
+    if (!smr_act_valid_email(v->v[i])) {
+      char *shown = smr_act_oneline(v->v[i], 200);
+      int rc = smr_settings_error(
+          &c->sc, at,
+          "%s: '%s' is not an e-mail address (expected name@host.domain or "
+          "name@host, without spaces, quotes or brackets)",
+          what, shown);
+      free(shown);
+      return rc;
+    }
+    if (!smr_act_sagemaker_email(v->v[i]))
+      smr_settings_warn(&c->sc, at,
+                        "%s: SageMaker would have rejected '%s' (its pattern "
+                        "is ^[a-z0-9]+@\\w+\\.\\w{2,3}$); smrules accepts it",
+                        what, v->v[i]);
+  }
+  return SMR_OK;
+}
+
+static int check_transport(smr_act_parse *c, const smr_node *m,
+                           smr_email_cfg *e) {
+  const smr_node *url = smr_node_value(m, "smtp_url"),
+                 *sm = smr_node_value(m, "sendmail"),
+                 *hk = smr_node_value(m, "hook");
+  if ((url != NULL) + (sm != NULL) + (hk != NULL) != 1)
+    return smr_settings_error(
+        &c->sc,
+        url && sm   ? sm
+        : url && hk ? hk
+        : sm && hk  ? hk
+                    : m,
+        "Email: give exactly one of smtp_url, sendmail and hook");
+  static const char *const SMTP[] = {"smtp://", "smtps://", NULL};
+  if (e->smtp_url && !smr_act_has_scheme(e->smtp_url, SMTP))
+    return smr_settings_error(&c->sc, url,
+                              "smtp_url: expected smtp://host[:port] or "
+                              "smtps://host[:port]");
+  if (sm && sm->type == SMR_NODE_STRING) {
+    smr_strv_push(&e->sendmail, "-t");
+    smr_strv_push(&e->sendmail, "-i");
+  }
+  int rc = sm ? smr_act_check_templates(c, sm, &e->sendmail, NULL) : SMR_OK;
+  if (!rc && e->smtp_url && !e->from)
+    return smr_settings_error(&c->sc, m,
+                              "Email: sending through smtp_url needs from: "
+                              "sender@example.com");
+  return rc;
+}
+
+static int check_auth(smr_act_parse *c, const smr_node *m, smr_email_cfg *e) {
+  const char *names[] = {"username_env", "password_env"};
+  char *vals[] = {e->username_env, e->password_env};
+  for (int k = 0; k < 2; k++)
+    if (vals[k] && !smr_act_valid_env_name(vals[k]))
+      return smr_settings_error(&c->sc, smr_node_value(m, names[k]),
+                                "%s: expected the name of an environment "
+                                "variable (letters, digits, '_')",
+                                names[k]);
+  if (!e->username_env != !e->password_env)
+    return smr_settings_error(&c->sc, m,
+                              "Email: give both username_env and "
+                              "password_env");
+  if (e->username_env && e->credentials_file)
+    return smr_settings_error(&c->sc, smr_node_value(m, "credentials_file"),
+                              "Email: give either username_env/password_env "
+                              "or credentials_file, not both");
+  return SMR_OK;
+}
+
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_email_cfg *e = settings;
+  if (!m)
+    return SMR_OK;
+  e->present = true;
+  int rc = check_transport(c, m, e);
+  if (!rc && e->from && !smr_act_valid_email(e->from))
+    return smr_settings_error(&c->sc, smr_node_value(m, "from"),
+                              "from: '%s' is not an e-mail address", e->from);
+  if (!rc)
+    rc = check_addresses(c, smr_node_value(m, "to"), &e->to, "to");
+  return rc ? rc : check_auth(c, m, e);
+}
+
+static char *joined(const smr_strv *v) {
+  smr_buf b = {0};
+  smr_buf_puts(&b, "");
+  for (size_t i = 0; i < v->n; i++)
+    smr_buf_printf(&b, "%s%s", i ? "," : "", v->v[i]);
+  return b.data;
+}
+
+/* The item's data: its recipients (a smr_strv). */
+static int parse(smr_act_parse *c, const smr_act_src *s, smr_act_item *it) {
+  const smr_email_cfg *e = smr_act_plan_settings(c->p, &smr_action_email);
+  smr_strv *to = it->data = smr_xcalloc(1, sizeof *to);
+  const smr_node *v = s->value, *at = s->at;
+  int rc = SMR_OK;
+  if (v && v->type == SMR_NODE_STRING) {
+    smr_strv_push(to, v->s);
+    at = v;
+  } else if (v) {
+    static const smr_setting TO[] = {
+        {.name = "to", .type = SMR_SETTING_STRLIST, .offset = 0},
+        {.type = SMR_SETTING_END}};
+    rc = smr_settings_read(&c->sc, TO, v, to);
+    at = smr_node_value(v, "to") ? smr_node_value(v, "to") : v;
+  }
+  for (size_t i = 0; !rc && !to->n && i < e->to.n; i++)
+    smr_strv_push(to, e->to.v[i]);
+  if (!rc && !to->n)
+    return smr_settings_error(&c->sc, at,
+                              "Email needs a recipient: 'Email: "
+                              "ml-team@example.com' or actions.Email.to");
+  if (!rc && v)
+    rc = check_addresses(c, at, to, "Email");
+  if (!rc && !e->present)
+    return smr_settings_error(&c->sc, s->at,
+                              "Email needs settings: add actions.Email with "
+                              "smtp_url (and from), sendmail, or hook");
+  if (rc)
+    return rc;
+  it->retry = e->hook ? e->hook->retry : e->retry;
+  it->target = joined(to);
+  it->key = smr_xasprintf("Email:%s", it->target);
+  return SMR_OK;
+}
+
+static void free_item(void *data) {
+  smr_strv_free(data);
+  free(data);
+}
+
+static void run(const smr_act_exec *x, const smr_act_item *it,
+                const smr_act_event *e, smr_act_result *r) {
+  const smr_email_cfg *c = smr_act_plan_settings(x->plan, &smr_action_email);
+  if (!c->hook) {
+    smr_email_send(c, it->data, e, x->dry_run, r);
+    return;
+  }
+  smr_act_args args = {0};
+  char *subject = smr_email_subject(e),
+       *body = smr_email_message(c, it->data, e);
+  const char *names[] = {"to", "subject", "message"};
+  const char *values[] = {it->target, subject, body};
+  for (size_t i = 0; i < 3; i++) {
+    smr_strv_push(&args.names, names[i]);
+    smr_strv_push(&args.values, values[i]);
+  }
+  smr_act_via_hook(x, c->hook, it, &args, e, r);
+  free(subject);
+  free(body);
+  smr_strv_free(&args.names);
+  smr_strv_free(&args.values);
+}
+
+static const char *const ITEM_KEYS[] = {"to", NULL};
+
+const smr_action_kind smr_action_email = {
+    .name = "Email",
+    .settings_key = "Email",
+    .settings = SETTINGS,
+    .settings_size = sizeof(smr_email_cfg),
+    .configure = configure,
+    .item_keys = ITEM_KEYS,
+    .parse = parse,
+    .free_item = free_item,
+    .default_repeat = {SMR_REPEAT_FIRST, 0},
+    .run = run,
+};

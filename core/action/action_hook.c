@@ -13,11 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "base/curl_lazy.h"
 
 #define OUTPUT_MAX 4096
@@ -390,3 +391,273 @@ void smr_hook_run(const smr_hook_cfg *h, const char *action,
   else
     run_webhook(h, action, args, e, dry_run, r);
 }
+
+/* ---------------------------------------------------------- the kind */
+
+static int read_headers(const smr_settings_ctx *c, const smr_setting *s,
+                        const smr_node *m, void *field) {
+  smr_strv *out = field;
+  if (m->type != SMR_NODE_MAP)
+    return smr_settings_error(
+        c, m, "%s: expected a map of header names to values", s->name);
+  for (size_t i = 0; i < m->n; i++) {
+    const smr_node *v = m->items[i];
+    bool token = m->keys[i][0] != '\0';
+    for (const char *q = m->keys[i]; *q; q++)
+      token &= isalnum((unsigned char)*q) || *q == '-';
+    if (!token)
+      return smr_settings_error(c, v,
+                                "%s: '%s' is not a header name (letters, "
+                                "digits and '-')",
+                                s->name, m->keys[i]);
+    if (!v->s || v->type == SMR_NODE_LIST || v->type == SMR_NODE_MAP ||
+        strpbrk(v->s, "\r\n"))
+      return smr_settings_error(c, v, "%s: %s: expected a one-line value",
+                                s->name, m->keys[i]);
+    smr_strv_take(out, smr_xasprintf("%s: %s", m->keys[i], v->s));
+  }
+  return SMR_OK;
+}
+
+static const char *const HOOK_TYPES[] = {"exec", "webhook", NULL};
+
+static const smr_setting SETTINGS[] = {
+    {.name = "type",
+     .type = SMR_SETTING_ENUM,
+     .offset = offsetof(smr_hook_cfg, type),
+     .choices = HOOK_TYPES,
+     .description = "exec: run a program; webhook: POST the event as JSON"},
+    {.name = "argv",
+     .type = SMR_SETTING_STRLIST,
+     .offset = offsetof(smr_hook_cfg, argv),
+     .flags = SMR_SETTING_LIST_ONLY,
+     .description = "exec: the program and its arguments (templates)"},
+    {.name = "url",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_hook_cfg, url),
+     .description = "webhook: http(s)://..."},
+    {.name = "headers",
+     .type = SMR_SETTING_CUSTOM,
+     .offset = offsetof(smr_hook_cfg, headers),
+     .read = read_headers,
+     .schema = "{\"type\":\"object\",\"additionalProperties\":{\"type\":"
+               "[\"string\",\"number\",\"boolean\"]}}",
+     .description = "webhook: extra request headers"},
+    SMR_ACT_TIMEOUT_SETTING(smr_hook_cfg),
+    {.name = "inherit_env",
+     .type = SMR_SETTING_BOOL,
+     .offset = offsetof(smr_hook_cfg, inherit_env),
+     .def = "true",
+     .description = "exec: pass smrules' environment on"},
+    SMR_ACT_RETRY_SETTINGS(smr_hook_cfg),
+    {.type = SMR_SETTING_END}};
+
+static const char *const REQUIRED[] = {"type", NULL};
+
+const smr_hook_cfg *smr_act_find_hook(const smr_act_plan *p, const char *name) {
+  const smr_hooks_cfg *hs = smr_act_plan_settings(p, &smr_action_hook);
+  for (size_t i = 0; hs && i < hs->n; i++)
+    if (strcasecmp(hs->v[i].name, name) == 0)
+      return &hs->v[i];
+  return NULL;
+}
+
+int smr_act_read_hook_ref(const smr_settings_ctx *c, const smr_setting *s,
+                          const smr_node *v, void *field) {
+  const smr_act_parse *pc = c->user;
+  const smr_hook_cfg *h =
+      v->type == SMR_NODE_STRING ? smr_act_find_hook(pc->p, v->s) : NULL;
+  if (!h)
+    return smr_settings_error(c, v,
+                              "%s: expected the name of a hook defined "
+                              "under actions.hooks",
+                              s->name);
+  *(const smr_hook_cfg **)field = h;
+  return SMR_OK;
+}
+
+/* What the table cannot say: which settings each type needs. */
+static int check_hook(smr_act_parse *c, const smr_node *v, smr_hook_cfg *h) {
+  const smr_node *argv = smr_node_value(v, "argv"),
+                 *url = smr_node_value(v, "url");
+  if (h->type == SMR_HOOK_EXEC) {
+    if (!argv)
+      return smr_settings_error(&c->sc, v,
+                                "hook '%s': an exec hook needs argv: "
+                                "[program, arguments...]",
+                                h->name);
+    if (url || h->headers.n)
+      return smr_settings_error(&c->sc, url ? url : v,
+                                "hook '%s': url and headers belong to "
+                                "webhook hooks",
+                                h->name);
+    return smr_act_check_templates(c, argv, &h->argv, &h->arg_names);
+  }
+  if (!url)
+    return smr_settings_error(
+        &c->sc, v, "hook '%s': a webhook needs url: http(s)://...", h->name);
+  static const char *const HTTP[] = {"http://", "https://", NULL};
+  if (!smr_act_has_scheme(h->url, HTTP))
+    return smr_settings_error(
+        &c->sc, url, "hook '%s': url: expected http://... or https://...",
+        h->name);
+  if (argv)
+    return smr_settings_error(&c->sc, argv,
+                              "hook '%s': argv belongs to exec hooks", h->name);
+  return SMR_OK;
+}
+
+static bool builtin_name(const char *name) {
+  for (size_t i = 0; i < smr_n_action_kinds; i++)
+    if (!smr_action_kinds[i]->match &&
+        strcasecmp(smr_action_kinds[i]->name, name) == 0)
+      return true;
+  return false;
+}
+
+static int check_name(smr_act_parse *c, const smr_hooks_cfg *hs,
+                      const smr_node *at, const char *name) {
+  if (!smr_act_valid_name_token(name))
+    return smr_settings_error(&c->sc, at,
+                              "hook name '%s': expected letters, digits, "
+                              "'_', '.' or '-'",
+                              name);
+  if (builtin_name(name))
+    return smr_settings_error(&c->sc, at,
+                              "hook name '%s' is the name of a built-in "
+                              "action; choose another",
+                              name);
+  for (size_t i = 0; i < hs->n; i++)
+    if (strcasecmp(hs->v[i].name, name) == 0)
+      return smr_settings_error(&c->sc, at,
+                                "hook name '%s' is used twice (names are "
+                                "compared case-insensitively)",
+                                name);
+  return SMR_OK;
+}
+
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_hooks_cfg *hs = settings;
+  if (!m || m->type != SMR_NODE_MAP)
+    return SMR_OK;
+  hs->v = smr_xcalloc(m->n ? m->n : 1, sizeof *hs->v);
+  for (size_t i = 0; i < m->n; i++) {
+    smr_node at = {.line = m->key_lines[i], .col = m->key_cols[i]};
+    int rc = check_name(c, hs, &at, m->keys[i]);
+    if (rc)
+      return rc;
+    smr_hook_cfg *h = &hs->v[hs->n++];
+    h->name = smr_xstrdup(m->keys[i]);
+    rc = smr_settings_read(&c->sc, SETTINGS, m->items[i], h);
+    if (!rc)
+      rc = check_hook(c, m->items[i], h);
+    if (rc)
+      return rc;
+  }
+  return SMR_OK;
+}
+
+static void free_settings(void *settings) {
+  smr_hooks_cfg *hs = settings;
+  for (size_t i = 0; i < hs->n; i++) {
+    smr_settings_free(SETTINGS, &hs->v[i]);
+    smr_strv_free(&hs->v[i].headers); /* CUSTOM: the table cannot free it */
+    free(hs->v[i].name);
+    smr_strv_free(&hs->v[i].arg_names);
+  }
+  free(hs->v);
+}
+
+static bool match(const smr_act_parse *c, const char *name) {
+  return smr_act_find_hook(c->p, name) != NULL;
+}
+
+static void hint(const smr_act_parse *c, smr_buf *b) {
+  smr_buf_puts(b, " or a hook defined under actions.hooks");
+  const smr_hooks_cfg *hs = smr_act_plan_settings(c->p, &smr_action_hook);
+  for (size_t i = 0; hs && i < hs->n; i++)
+    smr_buf_printf(b, "%s%s", i ? ", " : "; hooks defined: ", hs->v[i].name);
+}
+
+/* The item's arguments: its scalar value as {args.value}, or every key of
+ * its map but `repeat`. */
+static int item_args(smr_act_parse *c, const smr_act_src *s,
+                     smr_hook_item *hi) {
+  const smr_node *v = s->value;
+  if (v && v->type == SMR_NODE_STRING) {
+    smr_strv_push(&hi->args.names, "value");
+    smr_strv_push(&hi->args.values, v->s);
+  } else if (v) {
+    for (size_t i = 0; i < v->n; i++) {
+      const smr_node *a = v->items[i];
+      if (strcmp(v->keys[i], "repeat") == 0)
+        continue;
+      if (!smr_act_valid_env_name(v->keys[i]))
+        return smr_settings_error(&c->sc, a,
+                                  "%s: argument name '%s': expected letters, "
+                                  "digits and '_'",
+                                  s->name, v->keys[i]);
+      if (a->type == SMR_NODE_LIST || a->type == SMR_NODE_MAP)
+        return smr_settings_error(&c->sc, a,
+                                  "%s: argument %s: expected a single value",
+                                  s->name, v->keys[i]);
+      smr_strv_push(&hi->args.names, v->keys[i]);
+      smr_strv_push(&hi->args.values, a->s ? a->s : "");
+    }
+  }
+  const smr_strv *need = &hi->hook->arg_names;
+  for (size_t i = 0; i < need->n; i++)
+    if (!smr_act_arg(&hi->args, need->v[i]))
+      return smr_settings_error(&c->sc, v ? v : s->at,
+                                "hook '%s' uses {args.%s}: give it here, "
+                                "e.g. '%s: {%s: ...}'",
+                                hi->hook->name, need->v[i], s->name,
+                                need->v[i]);
+  return SMR_OK;
+}
+
+static int parse(smr_act_parse *c, const smr_act_src *s, smr_act_item *it) {
+  smr_hook_item *hi = it->data = smr_xcalloc(1, sizeof *hi);
+  hi->hook = smr_act_find_hook(c->p, s->name);
+  it->retry = hi->hook->retry;
+  it->target =
+      smr_xstrdup(hi->hook->type == SMR_HOOK_EXEC ? "exec" : "webhook");
+  it->key = smr_xasprintf("hook:%s", hi->hook->name);
+  return item_args(c, s, hi);
+}
+
+static void free_item(void *data) {
+  smr_hook_item *hi = data;
+  smr_strv_free(&hi->args.names);
+  smr_strv_free(&hi->args.values);
+  free(hi);
+}
+
+static void run(const smr_act_exec *x, const smr_act_item *it,
+                const smr_act_event *e, smr_act_result *r) {
+  const smr_hook_item *hi = it->data;
+  smr_hook_run(hi->hook, it->label, &hi->args, e, NULL, x->dry_run, r);
+}
+
+void smr_act_via_hook(const smr_act_exec *x, const smr_hook_cfg *h,
+                      const smr_act_item *it, const smr_act_args *args,
+                      const smr_act_event *e, smr_act_result *r) {
+  smr_hook_run(h, it->label, args, e, NULL, x->dry_run, r);
+}
+
+const smr_action_kind smr_action_hook = {
+    .name = "hook",
+    .settings_key = "hooks",
+    .settings = SETTINGS,
+    .settings_size = sizeof(smr_hooks_cfg),
+    .named = true,
+    .required = REQUIRED,
+    .configure = configure,
+    .free_settings = free_settings,
+    .match = match,
+    .parse = parse,
+    .free_item = free_item,
+    .hint = hint,
+    .default_repeat = {SMR_REPEAT_FIRST, 0},
+    .run = run,
+};

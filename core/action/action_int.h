@@ -101,8 +101,8 @@ typedef struct smr_repeat {
 bool smr_repeat_due(const smr_repeat *r, int64_t ordinal);
 
 typedef struct smr_act_retry {
-  int retries;  /* further attempts after a retryable failure */
-  double delay; /* seconds before the first retry, doubled each time */
+  int64_t retries; /* further attempts after a retryable failure */
+  double delay;    /* seconds before the first retry, doubled each time */
 } smr_act_retry;
 
 typedef enum smr_stop_how {
@@ -121,6 +121,7 @@ typedef struct smr_proc_id {
   char state;           /* 'R', 'S', 'Z', ... */
 } smr_proc_id;
 
+/* actions.StopTraining (action_stop.c's settings table). */
 typedef struct smr_stop_cfg {
   smr_stop_how how;
   bool from_cli; /* --training-pid */
@@ -134,7 +135,7 @@ typedef struct smr_stop_cfg {
   bool kill_after_grace;
   int64_t allow_uid; /* another user whose processes may be stopped; -1 */
   char *prefix;      /* default training_job_prefix or NULL */
-  char *job_name;    /* the local job name */
+  char *job_name;    /* as written; the plan keeps the printable form */
   /* run time: the process as first seen in this run */
   bool have_seen;
   smr_proc_id seen;
@@ -144,6 +145,7 @@ typedef enum smr_tls { SMR_TLS_TRY, SMR_TLS_REQUIRED, SMR_TLS_NONE } smr_tls;
 
 typedef struct smr_hook_cfg smr_hook_cfg;
 
+/* actions.Email (action_email.c's settings table). */
 typedef struct smr_email_cfg {
   bool present;
   char *smtp_url, *from;
@@ -151,12 +153,13 @@ typedef struct smr_email_cfg {
   char *username_env, *password_env, *credentials_file;
   smr_strv sendmail; /* argv template; empty: SMTP or hook */
   const smr_hook_cfg *hook;
-  smr_tls tls;
+  int tls; /* smr_tls */
   char *ca_file;
   double timeout;
   smr_act_retry retry;
 } smr_email_cfg;
 
+/* actions.SNS, also read by SMS (action_sns.c's settings table). */
 typedef struct smr_sns_cfg {
   bool present;
   char *topic_arn, *region, *endpoint, *phone_number, *profile;
@@ -167,9 +170,10 @@ typedef struct smr_sns_cfg {
 
 typedef enum smr_hook_type { SMR_HOOK_EXEC, SMR_HOOK_WEBHOOK } smr_hook_type;
 
+/* One of actions.hooks (action_hook.c's settings table). */
 struct smr_hook_cfg {
   char *name;
-  smr_hook_type type;
+  int type;         /* smr_hook_type */
   smr_strv argv;    /* exec: argv template */
   char *url;        /* webhook */
   smr_strv headers; /* webhook: "Name: value" lines */
@@ -179,27 +183,25 @@ struct smr_hook_cfg {
   smr_strv arg_names; /* {args.NAME} used by the argv template */
 };
 
-typedef enum smr_act_kind {
-  SMR_ACT_STOP,
-  SMR_ACT_EMAIL,
-  SMR_ACT_SMS,
-  SMR_ACT_SNS,
-  SMR_ACT_HOOK
-} smr_act_kind;
+/* All of actions.hooks. */
+typedef struct smr_hooks_cfg {
+  smr_hook_cfg *v;
+  size_t n;
+} smr_hooks_cfg;
 
-/* One action of one rule. */
+typedef struct smr_action_kind smr_action_kind;
+
+/* One action of one rule.  What is particular to its kind (the e-mail
+ * recipients, the phone number, the hook arguments...) is the kind's
+ * `data`, made by its parse and freed by its free_item. */
 typedef struct smr_act_item {
-  smr_act_kind kind;
+  const smr_action_kind *kind;
   char *key;    /* identity in the action log: "Email:a@b.c" ... */
   char *label;  /* "StopTraining", "Email", ..., or the hook name */
   char *target; /* printable target */
-  smr_strv to;  /* Email */
-  char *phone;  /* SMS */
-  char *topic;  /* SNS */
-  char *prefix; /* StopTraining: training_job_prefix or NULL */
-  const smr_hook_cfg *hook;
-  smr_act_args args; /* hook arguments from the rule */
+  void *data;   /* the kind's */
   smr_repeat repeat;
+  smr_act_retry retry; /* how a retryable failure is retried */
   int line, col;
 } smr_act_item;
 
@@ -209,12 +211,10 @@ typedef struct smr_act_rule_plan {
 } smr_act_rule_plan;
 
 typedef struct smr_act_plan {
-  smr_stop_cfg stop;
-  smr_email_cfg email;
-  smr_sns_cfg sns;
-  smr_hook_cfg *hooks;
-  size_t n_hooks;
-  smr_repeat repeat;        /* default for every action */
+  void **settings;          /* per kind (index in the list): its struct */
+  char *job_name;           /* the local job name (event field "job") */
+  smr_repeat repeat;        /* actions.repeat: default for every action */
+  bool repeat_set;          /* ... given (else each kind's default) */
   smr_act_rule_plan *rules; /* parallel to smr_config.rules */
   size_t n_rules;
   size_t n_items;
@@ -224,6 +224,8 @@ typedef struct smr_act_plan {
 int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
                        smr_act_plan *p, smr_error *err);
 void smr_act_plan_free(smr_act_plan *p);
+/* The settings struct of a kind (NULL when it has no settings table). */
+void *smr_act_plan_settings(const smr_act_plan *p, const smr_action_kind *k);
 /* Checks shared with tests. */
 bool smr_act_valid_email(const char *s);     /* permissive, header-safe */
 bool smr_act_sagemaker_email(const char *s); /* SageMaker's pattern */
@@ -263,6 +265,11 @@ void smr_sns_publish(const smr_sns_cfg *c, const char *topic, const char *phone,
                      const smr_act_event *e, bool dry_run, smr_act_result *r);
 
 /* action_hook.c */
+/* An item naming a hook: the hook and the item's arguments. */
+typedef struct smr_hook_item {
+  const smr_hook_cfg *hook;
+  smr_act_args args;
+} smr_hook_item;
 void smr_hook_run(const smr_hook_cfg *h, const char *action,
                   const smr_act_args *args, const smr_act_event *e,
                   const char *stdin_text, bool dry_run, smr_act_result *r);

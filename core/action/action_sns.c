@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "aws/aws_chain.h"
 #include "aws/aws_xml.h"
 #include "base/curl_lazy.h"
@@ -229,3 +229,202 @@ void smr_sns_publish(const smr_sns_cfg *c, const char *topic, const char *phone,
   free(endpoint);
   free(region);
 }
+
+/* --------------------------------------------------------- the kinds */
+
+static const smr_setting SETTINGS[] = {
+    {.name = "topic_arn",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_sns_cfg, topic_arn),
+     .description = "arn:aws:sns:<region>:<account>:<topic>"},
+    {.name = "region",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_sns_cfg, region),
+     .description = "AWS region (default: the topic's, else the profile's)"},
+    {.name = "endpoint",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_sns_cfg, endpoint),
+     .description = "http(s):// endpoint instead of AWS's"},
+    {.name = "phone_number",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_sns_cfg, phone_number),
+     .description = "E.164 number SMS sends to when a rule names none"},
+    {.name = "profile",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_sns_cfg, profile),
+     .description = "AWS credentials profile"},
+    {.name = "hook",
+     .type = SMR_SETTING_CUSTOM,
+     .offset = offsetof(smr_sns_cfg, hook),
+     .read = smr_act_read_hook_ref,
+     .schema = "{\"type\":\"string\"}",
+     .description = "a hook of actions.hooks that sends the message"},
+    SMR_ACT_TIMEOUT_SETTING(smr_sns_cfg),
+    SMR_ACT_RETRY_SETTINGS(smr_sns_cfg),
+    {.type = SMR_SETTING_END}};
+
+static bool valid_topic(const char *t) {
+  return strncmp(t, "arn:", 4) == 0 && strstr(t, ":sns:") &&
+         !smr_act_has_space_or_control(t);
+}
+
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_sns_cfg *s = settings;
+  if (!m)
+    return SMR_OK;
+  s->present = true;
+  static const char *const HTTP[] = {"http://", "https://", NULL};
+  const char *bad = NULL, *why = NULL;
+  if (s->topic_arn && !valid_topic(s->topic_arn))
+    bad = "topic_arn", why = "arn:aws:sns:<region>:<account>:<topic>";
+  else if (s->region && !smr_act_valid_name_token(s->region))
+    bad = "region", why = "a region name such as us-east-1";
+  else if (s->endpoint && !smr_act_has_scheme(s->endpoint, HTTP))
+    bad = "endpoint", why = "http://... or https://...";
+  else if (s->phone_number && !smr_act_valid_phone(s->phone_number))
+    bad = "phone_number", why = "an E.164 number such as \"+15555550100\"";
+  else if (s->profile && !smr_act_valid_name_token(s->profile))
+    bad = "profile", why = "a profile name";
+  return bad ? smr_settings_error(&c->sc, smr_node_value(m, bad),
+                                  "%s: expected %s", bad, why)
+             : SMR_OK;
+}
+
+/* The one string of an SMS or SNS item (the phone number, the topic): the
+ * item's scalar value or its key `key`, else `fallback` from actions.SNS.
+ * *at is where to point errors. */
+static int item_string(smr_act_parse *c, const smr_act_src *s, const char *key,
+                       const char *fallback, char **out, const smr_node **at) {
+  const smr_node *v = s->value;
+  int rc = SMR_OK;
+  *at = s->at;
+  if (v && v->type == SMR_NODE_STRING) {
+    *out = smr_xstrdup(v->s);
+    *at = v;
+  } else if (v) {
+    const smr_setting ONE[] = {
+        {.name = key, .type = SMR_SETTING_STRING, .offset = 0},
+        {.type = SMR_SETTING_END}};
+    rc = smr_settings_read(&c->sc, ONE, v, out);
+    *at = smr_node_value(v, key) ? smr_node_value(v, key) : v;
+  }
+  if (!rc && !*out && fallback)
+    *out = smr_xstrdup(fallback);
+  return rc;
+}
+
+static const smr_sns_cfg *sns_cfg(const smr_act_plan *p) {
+  return smr_act_plan_settings(p, &smr_action_sns);
+}
+
+static int finish_item(const smr_sns_cfg *n, smr_act_item *it,
+                       const char *kind) {
+  it->retry = n->hook ? n->hook->retry : n->retry;
+  it->target = smr_xstrdup(it->data);
+  it->key = smr_xasprintf("%s:%s", kind, (const char *)it->data);
+  return SMR_OK;
+}
+
+/* SMS: the item's data is its phone number. */
+static int parse_sms(smr_act_parse *c, const smr_act_src *s, smr_act_item *it) {
+  const smr_sns_cfg *n = sns_cfg(c->p);
+  const smr_node *at;
+  char *phone = NULL;
+  int rc = item_string(c, s, "phone_number", n->phone_number, &phone, &at);
+  it->data = phone;
+  if (rc)
+    return rc;
+  if (!phone)
+    return smr_settings_error(&c->sc, at,
+                              "SMS needs a phone number: 'SMS: "
+                              "\"+15555550100\"' or actions.SNS.phone_number");
+  if (!smr_act_valid_phone(phone))
+    return smr_settings_error(&c->sc, at,
+                              "SMS: '%s' is not an E.164 phone number "
+                              "(expected + and 1 to 15 digits, quoted: "
+                              "\"+15555550100\")",
+                              phone);
+  return finish_item(n, it, "SMS");
+}
+
+/* SNS: the item's data is its topic ARN. */
+static int parse_sns(smr_act_parse *c, const smr_act_src *s, smr_act_item *it) {
+  const smr_sns_cfg *n = sns_cfg(c->p);
+  const smr_node *at;
+  char *topic = NULL;
+  int rc = item_string(c, s, "topic_arn", n->topic_arn, &topic, &at);
+  it->data = topic;
+  if (rc)
+    return rc;
+  if (!topic)
+    return smr_settings_error(&c->sc, at,
+                              "SNS needs a topic: 'SNS: arn:aws:sns:...' or "
+                              "actions.SNS.topic_arn");
+  if (!valid_topic(topic))
+    return smr_settings_error(&c->sc, at,
+                              "SNS: expected a topic ARN arn:aws:sns:"
+                              "<region>:<account>:<topic>");
+  return finish_item(n, it, "SNS");
+}
+
+/* Through a hook: {args.phone_number} or {args.topic_arn}, {args.message}. */
+static void via_hook(const smr_act_exec *x, const smr_sns_cfg *n,
+                     const smr_act_item *it, const char *name,
+                     const smr_act_event *e, smr_act_result *r) {
+  char *raw = smr_xasprintf("SMDebugRule:%s fired. %s", e->rule, e->summary);
+  char *text = smr_act_oneline(raw, 1000);
+  smr_act_args args = {0};
+  smr_strv_push(&args.names, name);
+  smr_strv_push(&args.values, it->data);
+  smr_strv_push(&args.names, "message");
+  smr_strv_push(&args.values, text);
+  smr_act_via_hook(x, n->hook, it, &args, e, r);
+  smr_strv_free(&args.names);
+  smr_strv_free(&args.values);
+  free(text);
+  free(raw);
+}
+
+static void run_sms(const smr_act_exec *x, const smr_act_item *it,
+                    const smr_act_event *e, smr_act_result *r) {
+  const smr_sns_cfg *n = sns_cfg(x->plan);
+  if (n->hook)
+    via_hook(x, n, it, "phone_number", e, r);
+  else
+    smr_sns_publish(n, n->topic_arn, it->data, e, x->dry_run, r);
+}
+
+static void run_sns(const smr_act_exec *x, const smr_act_item *it,
+                    const smr_act_event *e, smr_act_result *r) {
+  const smr_sns_cfg *n = sns_cfg(x->plan);
+  if (n->hook)
+    via_hook(x, n, it, "topic_arn", e, r);
+  else
+    smr_sns_publish(n, it->data, NULL, e, x->dry_run, r);
+}
+
+static const char *const SMS_KEYS[] = {"phone_number", NULL};
+static const char *const SNS_KEYS[] = {"topic_arn", NULL};
+
+/* SMS has no settings of its own: it reads actions.SNS. */
+const smr_action_kind smr_action_sms = {
+    .name = "SMS",
+    .item_keys = SMS_KEYS,
+    .parse = parse_sms,
+    .free_item = free,
+    .default_repeat = {SMR_REPEAT_FIRST, 0},
+    .run = run_sms,
+};
+
+const smr_action_kind smr_action_sns = {
+    .name = "SNS",
+    .settings_key = "SNS",
+    .settings = SETTINGS,
+    .settings_size = sizeof(smr_sns_cfg),
+    .configure = configure,
+    .item_keys = SNS_KEYS,
+    .parse = parse_sns,
+    .free_item = free,
+    .default_repeat = {SMR_REPEAT_FIRST, 0},
+    .run = run_sns,
+};

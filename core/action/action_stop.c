@@ -24,12 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "action/action_store.h"
 #include "run/launch.h"
 
@@ -603,3 +604,269 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
     close(pidfd);
   free(t.key);
 }
+
+/* ---------------------------------------------------------- the kind */
+
+static int read_signal(const smr_settings_ctx *c, const smr_setting *s,
+                       const smr_node *v, void *field) {
+  int sig = v->s ? smr_act_signal_number(v->s) : -1;
+  if (sig < 0)
+    return smr_settings_error(c, v,
+                              "%s: expected a signal name (TERM, INT, HUP, "
+                              "QUIT, USR1, USR2, KILL, ...) or a number from "
+                              "1 to 64",
+                              s->name);
+  *(int *)field = sig;
+  return SMR_OK;
+}
+
+static const smr_setting SETTINGS[] = {
+    {.name = "pid",
+     .type = SMR_SETTING_INT,
+     .offset = offsetof(smr_stop_cfg, pid),
+     .min = 2,
+     .max = 2147483647,
+     .description = "the training process id"},
+    {.name = "pid_file",
+     .type = SMR_SETTING_PATH,
+     .offset = offsetof(smr_stop_cfg, pid_file),
+     .description = "a file holding the training process id"},
+    {.name = "cmdline",
+     .type = SMR_SETTING_STRLIST,
+     .offset = offsetof(smr_stop_cfg, cmdline),
+     .description = "the training command line (a list: the exact argv)"},
+    {.name = "signal",
+     .type = SMR_SETTING_CUSTOM,
+     .offset = offsetof(smr_stop_cfg, sig),
+     .def = "TERM",
+     .read = read_signal,
+     .schema = "{\"type\":[\"string\",\"integer\"]}",
+     .description = "the first signal sent"},
+    {.name = "grace_seconds",
+     .type = SMR_SETTING_NUMBER,
+     .offset = offsetof(smr_stop_cfg, grace),
+     .max = 86400,
+     .def = "30",
+     .description = "seconds to wait for the process to exit"},
+    {.name = "kill_after_grace",
+     .type = SMR_SETTING_BOOL,
+     .offset = offsetof(smr_stop_cfg, kill_after_grace),
+     .def = "true",
+     .description = "send SIGKILL when the grace period ends"},
+    {.name = "allow_uid",
+     .type = SMR_SETTING_INT,
+     .offset = offsetof(smr_stop_cfg, allow_uid),
+     .max = 4294967294.0,
+     .description = "another user whose process may be stopped"},
+    {.name = "training_job_prefix",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, prefix),
+     .description = "stop only a job whose name starts with this"},
+    {.name = "job_name",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, job_name),
+     .description = "the local job name (default: the trial folder's)"},
+    {.type = SMR_SETTING_END}};
+
+static const char *const PREFIX_EXPECTED =
+    "training_job_prefix: expected letters, digits and '-' (SageMaker's "
+    "^[A-Za-z0-9\\-]+$)";
+
+/* --training-pid (or the command smrules launched) wins over the
+ * settings. */
+static void cli_target(smr_act_parse *c, smr_stop_cfg *s) {
+  s->how = SMR_STOP_PID;
+  s->pid = c->o->training_pid;
+  s->from_cli = true;
+  s->launched = c->o->launched;
+}
+
+/* Which target the settings give: one of pid, pid_file and cmdline. */
+static int configure_target(smr_act_parse *c, const smr_node *m,
+                            smr_stop_cfg *s) {
+  static const char *const TARGETS[] = {"pid", "pid_file", "cmdline"};
+  const smr_node *first = NULL;
+  for (size_t k = 0; k < 3; k++) {
+    const smr_node *v = smr_node_value(m, TARGETS[k]);
+    if (v && first)
+      return smr_settings_error(&c->sc, v,
+                                "StopTraining: give only one of pid, "
+                                "pid_file and cmdline");
+    if (v)
+      first = v;
+  }
+  s->how = s->pid         ? SMR_STOP_PID
+           : s->pid_file  ? SMR_STOP_PID_FILE
+           : s->cmdline.n ? SMR_STOP_CMDLINE
+                          : SMR_STOP_NONE;
+  const smr_node *cl = smr_node_value(m, "cmdline");
+  if (cl && cl->type == SMR_NODE_STRING) {
+    s->cmdline_text = smr_xstrdup(cl->s);
+    smr_strv_free(&s->cmdline);
+  }
+  return SMR_OK;
+}
+
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_stop_cfg *s = settings;
+  if (!smr_node_value(m, "allow_uid"))
+    s->allow_uid = -1;
+  int rc = m ? configure_target(c, m, s) : SMR_OK;
+  if (!rc && s->prefix && !smr_act_valid_prefix(s->prefix))
+    return smr_settings_error(&c->sc, smr_node_value(m, "training_job_prefix"),
+                              "%s", PREFIX_EXPECTED);
+  /* the job name prefixes are matched against, also the event's "job":
+   * job_name as given (made printable), else the trial folder's name */
+  if (s->job_name) {
+    free(c->p->job_name);
+    c->p->job_name = smr_act_oneline(s->job_name, 256);
+  }
+  free(s->job_name);
+  s->job_name = smr_xstrdup(c->p->job_name);
+  if (!rc && c->o->training_pid > 0)
+    cli_target(c, s);
+  return rc;
+}
+
+static void free_settings(void *settings) {
+  free(((smr_stop_cfg *)settings)->cmdline_text);
+}
+
+static smr_stop_cfg *stop_cfg(smr_act_parse *c) {
+  return smr_act_plan_settings(c->p, &smr_action_stop);
+}
+
+static char *target_text(const smr_stop_cfg *s) {
+  switch (s->how) {
+  case SMR_STOP_PID:
+    return smr_xasprintf("%s %lld",
+                         s->launched   ? "launched command, pid"
+                         : s->from_cli ? "--training-pid"
+                                       : "pid",
+                         (long long)s->pid);
+  case SMR_STOP_PID_FILE:
+    return smr_xasprintf("pid file %s", s->pid_file);
+  case SMR_STOP_CMDLINE: {
+    if (s->cmdline_text)
+      return smr_xasprintf("cmdline '%s'", s->cmdline_text);
+    smr_buf b = {0};
+    smr_buf_puts(&b, "cmdline [");
+    for (size_t i = 0; i < s->cmdline.n; i++)
+      smr_buf_printf(&b, "%s'%s'", i ? ", " : "", s->cmdline.v[i]);
+    smr_buf_puts(&b, "]");
+    return b.data;
+  }
+  default:
+    return smr_xstrdup("(no target)");
+  }
+}
+
+/* The item's data: its training_job_prefix (or NULL). */
+static void stop_item(smr_act_item *it, const smr_stop_cfg *s,
+                      const char *prefix) {
+  prefix = prefix ? prefix : s->prefix;
+  it->data = prefix ? smr_xstrdup(prefix) : NULL;
+  it->key = smr_xstrdup("StopTraining");
+  it->target = target_text(s);
+}
+
+static int parse(smr_act_parse *c, const smr_act_src *src, smr_act_item *it) {
+  smr_stop_cfg *s = stop_cfg(c);
+  const smr_node *v = src->value, *pre = NULL;
+  if (v && v->type == SMR_NODE_STRING)
+    pre = v;
+  else if (v)
+    pre = smr_node_value(v, "training_job_prefix");
+  if (pre && (pre->type != SMR_NODE_STRING || !smr_act_valid_prefix(pre->s)))
+    return smr_settings_error(&c->sc, pre, "%s", PREFIX_EXPECTED);
+  stop_item(it, s, pre ? pre->s : NULL);
+  if (s->how != SMR_STOP_NONE || c->o->launched)
+    return SMR_OK; /* launched: the command after '--' is the target */
+  if (c->o->validate_only) {
+    smr_settings_warn(&c->sc, src->at,
+                      "StopTraining has no target here: give --training-pid "
+                      "to smrules run, or pid, pid_file or cmdline under "
+                      "actions.StopTraining");
+    return SMR_OK;
+  }
+  return smr_settings_error(&c->sc, src->at,
+                            "StopTraining needs a target: --training-pid N, "
+                            "or pid, pid_file or cmdline under "
+                            "actions.StopTraining");
+}
+
+static bool truthy(const smr_node *v) {
+  return v && ((v->type == SMR_NODE_BOOL && v->b) ||
+               (v->s && strcasecmp(v->s, "true") == 0));
+}
+
+/* StalledTrainingRule's stop_training_on_fire is a StopTraining with its
+ * training_job_name_prefix (docs/actions.md#differences-from-sagemaker). */
+static int implied(smr_act_parse *c, const smr_rule_config *rc,
+                   smr_act_rule_plan *rp) {
+  const smr_node *at = smr_node_value(rc->parameters, "stop_training_on_fire");
+  if (!rc->rule || strcmp(rc->rule, "StalledTrainingRule") != 0 || !truthy(at))
+    return SMR_OK;
+  for (size_t k = 0; k < rp->n; k++)
+    if (rp->v[k].kind == &smr_action_stop)
+      return SMR_OK;
+  const smr_node *pre =
+      smr_node_value(rc->parameters, "training_job_name_prefix");
+  if (pre && (!pre->s || !smr_act_valid_prefix(pre->s)))
+    return smr_settings_error(&c->sc, pre,
+                              "training_job_name_prefix: expected letters, "
+                              "digits and '-'");
+  smr_stop_cfg *s = stop_cfg(c);
+  smr_act_item it = {.kind = &smr_action_stop,
+                     .repeat = c->p->repeat_set
+                                   ? c->p->repeat
+                                   : smr_action_stop.default_repeat,
+                     .retry = {2, 1},
+                     .line = at->line,
+                     .col = at->col};
+  it.label = smr_xstrdup("StopTraining");
+  stop_item(&it, s, pre ? pre->s : NULL);
+  if (s->how == SMR_STOP_NONE)
+    smr_settings_warn(&c->sc, at,
+                      "stop_training_on_fire: no StopTraining target is "
+                      "configured (--training-pid, or actions.StopTraining "
+                      "pid, pid_file or cmdline); the action will be "
+                      "refused");
+  return smr_act_plan_add(c, rp, at, &it);
+}
+
+static void run(const smr_act_exec *x, const smr_act_item *it,
+                const smr_act_event *e, smr_act_result *r) {
+  (void)e;
+  smr_stop_run(smr_act_plan_settings(x->plan, &smr_action_stop), it->data,
+               x->dry_run, x->store, x->persist, r);
+}
+
+/* Remember the training process as it is now, so a pid reused later is
+ * never signalled. */
+static void start(const smr_act_exec *x, size_t n_items) {
+  smr_stop_cfg *s = smr_act_plan_settings(x->plan, &smr_action_stop);
+  if (n_items && s->how != SMR_STOP_NONE)
+    smr_stop_prime(s, x->store, x->persist);
+  else if (x->o->training_pid > 0 && !x->o->launched)
+    fprintf(stderr, "smrules: warning: --training-pid given but no rule has "
+                    "a StopTraining action\n");
+}
+
+static const char *const ITEM_KEYS[] = {"training_job_prefix", NULL};
+
+const smr_action_kind smr_action_stop = {
+    .name = "StopTraining",
+    .settings_key = "StopTraining",
+    .settings = SETTINGS,
+    .settings_size = sizeof(smr_stop_cfg),
+    .configure = configure,
+    .free_settings = free_settings,
+    .item_keys = ITEM_KEYS,
+    .parse = parse,
+    .free_item = free,
+    .implied = implied,
+    .default_repeat = {SMR_REPEAT_FIRST, 0},
+    .run = run,
+    .start = start,
+};

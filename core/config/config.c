@@ -64,12 +64,6 @@ static const char *string_of(const smr_node *item, const char *key) {
   return v && v->type == SMR_NODE_STRING ? v->s : NULL;
 }
 
-/* A container that may be written empty (`parameters:`) counts as absent. */
-static const smr_node *optional_child(const smr_node *map, const char *key) {
-  const smr_node *v = smr_node_get(map, key);
-  return v && v->type != SMR_NODE_NULL ? v : NULL;
-}
-
 static int64_t step_of(const smr_node *item, const char *key) {
   const smr_node *v = smr_node_get(item, key);
   return v && v->type == SMR_NODE_INT ? v->i : -1;
@@ -126,8 +120,8 @@ static void build_rule(const smr_config *c, const smr_node *item,
     r->name = smr_xstrdup(name);
   else
     r->name = rule ? smr_xstrdup(rule) : file_stem(lua ? lua : plugin);
-  r->parameters = optional_child(item, "parameters");
-  r->actions = optional_child(item, "actions");
+  r->parameters = smr_node_value(item, "parameters");
+  r->actions = smr_node_value(item, "actions");
   r->start_step = step_of(item, "start_step");
   r->end_step = step_of(item, "end_step");
 }
@@ -240,8 +234,8 @@ int smr_config_parse(const char *yaml, size_t len, const char *name,
     smr_config_free(out);
     return rc;
   }
-  out->actions = optional_child(out->root, "actions");
-  out->lua = optional_child(out->root, "lua");
+  out->actions = smr_node_value(out->root, "actions");
+  out->lua = smr_node_value(out->root, "lua");
   return SMR_OK;
 }
 

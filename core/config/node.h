@@ -34,6 +34,9 @@ typedef struct smr_node {
 
 /* Child of a map by key, or NULL. */
 const smr_node *smr_node_get(const smr_node *map, const char *key);
+/* ... NULL also when written empty (`key:` or `key: null`): a setting or a
+ * container given without a value counts as absent. */
+const smr_node *smr_node_value(const smr_node *map, const char *key);
 const char *smr_node_type_name(smr_node_type t);
 void smr_node_free(smr_node *n);
 

@@ -33,6 +33,11 @@ const smr_node *smr_node_get(const smr_node *map, const char *key) {
   return NULL;
 }
 
+const smr_node *smr_node_value(const smr_node *map, const char *key) {
+  const smr_node *v = smr_node_get(map, key);
+  return v && v->type != SMR_NODE_NULL ? v : NULL;
+}
+
 const char *smr_node_type_name(smr_node_type t) {
   switch (t) {
   case SMR_NODE_NULL:

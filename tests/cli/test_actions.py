@@ -1014,6 +1014,10 @@ def test_config_errors(c, tmp):
          "line 6, column 23: training_job_prefix: expected letters, digits and '-'"),
         (rule_yaml(["StopTraining"], "  StopTraining: {pid: 99, shell: true}\n"), "validate",
          "line 8, column 27: unknown key 'shell' in StopTraining"),
+        (rule_yaml(["Email: {too: a@b.cd}"], "  Email: {sendmail: /usr/sbin/sendmail}\n"), "validate",
+         "line 6, column 22: Email: unknown key 'too': did you mean 'to'?"),
+        (rule_yaml(["pager"], "  hooks:\n    pager: {type: exec, argv: [p], timeout_seconds: 3601}\n"), "validate",
+         "timeout_seconds: expected an integer <= 3600, got 3601"),
     ]
     t = Trainer(tmp, "config", sleep=0)
     for i, (text, cmd, want) in enumerate(cases):

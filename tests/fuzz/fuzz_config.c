@@ -1,11 +1,14 @@
 /* fuzz_config.c - libFuzzer target for rules.yaml: the input goes through
- * YAML parsing, schema validation and rule building.  Lua scripts are
- * looked up under a directory that does not exist, so no file is read
- * apart from the input itself. */
+ * YAML parsing, schema validation and rule building, then the action plan
+ * (every action kind's settings table and items, as `smrules validate`
+ * builds it: nothing runs).  Lua scripts are looked up under a directory
+ * that does not exist, so no file is read apart from the input itself
+ * (and a credentials file the input names: opened, checked, not read). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "action/action_int.h"
 #include "config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,6 +25,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == SMR_OK) {
     if (c.n_rules == 0 || !c.root)
       abort(); /* the schema requires at least one rule */
+    smr_actions_opts o = {.trial_dir = "fuzz", .validate_only = true};
+    smr_act_plan p;
+    smr_error_clear(&err);
+    if (smr_act_plan_build(&c, &o, &p, &err) == SMR_OK)
+      smr_act_plan_free(&p);
+    else if (err.msg[0] == '\0')
+      abort();
     smr_config_free(&c);
   } else if (err.msg[0] == '\0') {
     abort(); /* every failure must explain itself */

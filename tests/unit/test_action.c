@@ -2,6 +2,7 @@
  * with its line and column), the plan, safe text and templates, e-mail
  * and SNS message building, the exec runner (argv, environment, stdin,
  * timeout), process identity and StopTraining against a real child. */
+#include <cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,8 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "action/action_int.h"
+#include "action/action_kind.h"
 #include "aws/aws_chain.h"
+#include "base/embedded.h"
 #include "config/config.h"
 #include "unit.h"
 
@@ -111,26 +113,29 @@ static void test_plan_items(void) {
   CHECK_EQ_INT(p.n_items, 5);
   const smr_act_rule_plan *rp = &p.rules[0];
   CHECK_EQ_INT(rp->n, 5);
-  CHECK_EQ_INT(rp->v[0].kind, SMR_ACT_STOP);
+  CHECK_EQ_INT(rp->v[0].kind == &smr_action_stop, 1);
   CHECK_STR(rp->v[0].key, "StopTraining");
-  CHECK_EQ_INT(rp->v[1].kind, SMR_ACT_EMAIL);
+  CHECK_EQ_INT(rp->v[1].kind == &smr_action_email, 1);
   CHECK_STR(rp->v[1].key, "Email:ml-team@example.com");
   CHECK_STR(rp->v[1].label, "Email");
   CHECK_STR(rp->v[2].key, "SMS:+15555550100");
-  CHECK_EQ_INT(rp->v[3].kind, SMR_ACT_HOOK);
+  CHECK_EQ_INT(rp->v[3].kind == &smr_action_hook, 1);
   CHECK_STR(rp->v[3].key, "hook:pager");
-  CHECK_STR(smr_act_arg(&rp->v[3].args, "severity"), "high");
+  CHECK_STR(
+      smr_act_arg(&((const smr_hook_item *)rp->v[3].data)->args, "severity"),
+      "high");
   CHECK_EQ_INT(rp->v[3].repeat.mode, SMR_REPEAT_EVERY);
   CHECK_EQ_INT(rp->v[0].repeat.mode, SMR_REPEAT_EVERY_NTH);
   CHECK_EQ_INT(rp->v[0].repeat.n, 3);
-  CHECK_STR(rp->v[4].topic, "arn:aws:sns:eu-west-1:123456789012:t");
-  CHECK_EQ_INT(p.stop.how, SMR_STOP_PID_FILE);
+  CHECK_STR(rp->v[4].data, "arn:aws:sns:eu-west-1:123456789012:t");
+  const smr_stop_cfg *stop = smr_act_plan_settings(&p, &smr_action_stop);
+  CHECK_EQ_INT(stop->how, SMR_STOP_PID_FILE);
   char want[128];
   snprintf(want, sizeof want, "%s/train.pid", tmp_dir);
-  CHECK_STR(p.stop.pid_file, want);
-  CHECK_EQ_INT(p.stop.sig, SIGINT);
-  CHECK(p.stop.grace == 5);
-  CHECK_STR(p.stop.job_name, "job-7");
+  CHECK_STR(stop->pid_file, want);
+  CHECK_EQ_INT(stop->sig, SIGINT);
+  CHECK(stop->grace == 5);
+  CHECK_STR(p.job_name, "job-7");
   smr_act_plan_free(&p);
   smr_config_free(&cfg);
 }
@@ -156,8 +161,8 @@ static void test_plan_cli_pid_and_implicit_stop(void) {
   smr_actions_opts o = {.trial_dir = "job-7", .training_pid = 77};
   CHECK_EQ_INT(smr_act_plan_build(&cfg, &o, &p, &err), SMR_OK);
   CHECK_EQ_INT(p.rules[0].n, 1);
-  CHECK_EQ_INT(p.rules[0].v[0].kind, SMR_ACT_STOP);
-  CHECK_STR(p.rules[0].v[0].prefix, "job");
+  CHECK_EQ_INT(p.rules[0].v[0].kind == &smr_action_stop, 1);
+  CHECK_STR(p.rules[0].v[0].data, "job");
   CHECK_STR(p.rules[0].v[0].target, "--training-pid 77");
   smr_act_plan_free(&p);
   smr_config_free(&cfg);
@@ -208,6 +213,10 @@ static void test_plan_errors_rule_items(void) {
   CHECK_STR(plan_error(R1 "    actions:\n      - StopTraining: {prefix: x}\n"
                           "actions:\n  StopTraining: {pid: 99}\n"),
             "line 4, column 32: StopTraining: unknown key 'prefix'");
+  CHECK_STR(plan_error(R1 "    actions:\n      - Email: {too: a@b.cd}\n"
+                          "actions:\n  Email: {sendmail: /x}\n"),
+            "line 4, column 22: Email: unknown key 'too': did you mean "
+            "'to'?");
   CHECK_STR(plan_error(R1 "    actions:\n      - SNS: {topic_arn: nope}\n"),
             "line 4, column 26: SNS: expected a topic ARN arn:aws:sns:"
             "<region>:<account>:<topic>");
@@ -286,6 +295,18 @@ static void test_plan_errors_hooks(void) {
            "rules2: 1\n",
            H);
   CHECK(strstr(plan_error(buf), "unknown key 'rules2'") != NULL);
+  /* an argv is a list: one string would hide a program behind a command
+   * line (the table's LIST_ONLY, in the schema and the reader) */
+  snprintf(buf, sizeof buf, "%s    pager: {type: exec, argv: /bin/page}\n", H);
+  CHECK_STR(plan_error(buf), "line 6, column 31: argv: expected a list, got "
+                             "a string ('/bin/page')");
+  /* one limit for every kind's timeout: SMR_ACT_MAX_TIMEOUT */
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], timeout_seconds: 3601}\n", H);
+  CHECK(strstr(plan_error(buf), "timeout_seconds") != NULL);
+  snprintf(buf, sizeof buf,
+           "%s    pager: {type: exec, argv: [p], timeout_seconds: 3600}\n", H);
+  plan_ok(buf);
 }
 
 static void test_plan_errors_settings(void) {
@@ -858,6 +879,169 @@ static void test_stop_cmdline(void) {
   free(c.job_name);
 }
 
+/* Items run through their kind's `run` as the worker runs them: the
+ * StopTraining prefix is matched against the job name the plan settled on
+ * (the trial folder's unless job_name is given). */
+static void test_plan_runs_through_kinds(void) {
+  const char *yaml = R1 "    actions:\n      - StopTraining: other\n"
+                        "      - pager: {}\n"
+                        "actions:\n  StopTraining: {pid: 99999999}\n"
+                        "  hooks:\n    pager: {type: exec, argv: "
+                        "[/bin/true, '{job}']}\n";
+  smr_config cfg;
+  smr_error err;
+  CHECK_EQ_INT(
+      smr_config_parse(yaml, strlen(yaml), "rules.yaml", tmp_dir, &cfg, &err),
+      SMR_OK);
+  smr_actions_opts o = {.trial_dir = "/data/job-7/", .dry_run = true};
+  smr_act_plan p;
+  CHECK_EQ_INT(smr_act_plan_build(&cfg, &o, &p, &err), SMR_OK);
+  CHECK_EQ_INT(p.rules[0].n, 2);
+  smr_act_exec x = {&p, NULL, &o, true, false};
+  smr_act_event *e =
+      smr_act_event_new("r", "LossNotDecreasing", 5, 1, "/t", p.job_name, NULL);
+  smr_act_result r = {0};
+  p.rules[0].v[0].kind->run(&x, &p.rules[0].v[0], e, &r);
+  CHECK_EQ_INT(r.rc, SMR_ACT_REFUSED);
+  CHECK_STR(r.detail, "training_job_prefix 'other' does not match the start "
+                      "of the job name 'job-7'; nothing signalled");
+  CHECK(p.rules[0].v[1].kind == &smr_action_hook);
+  memset(&r, 0, sizeof r);
+  p.rules[0].v[1].kind->run(&x, &p.rules[0].v[1], e, &r);
+  CHECK_EQ_INT(r.rc, SMR_ACT_DRY_RUN);
+  smr_act_event_free(e);
+  smr_act_plan_free(&p);
+  smr_config_free(&cfg);
+}
+
+/* ------------------------------------------------------------ schema */
+
+/* Where schemas/rules.schema.json holds a kind's settings. */
+static const cJSON *schema_part(const cJSON *root, const smr_action_kind *k) {
+  const cJSON *defs = cJSON_GetObjectItemCaseSensitive(root, "definitions");
+  if (k->named)
+    return cJSON_GetObjectItemCaseSensitive(defs, k->name);
+  const cJSON *as = cJSON_GetObjectItemCaseSensitive(defs, "action_settings");
+  return cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(as, "properties"), k->settings_key);
+}
+
+/* The schema's part equals the kind's table, key order included (the
+ * order is the one "unknown key ... (expected one of: ...)" lists). */
+static bool schema_matches(const cJSON *part, const char *generated) {
+  cJSON *g = cJSON_Parse(generated);
+  char *a = part ? cJSON_PrintUnformatted(part) : NULL;
+  char *b = g ? cJSON_PrintUnformatted(g) : NULL;
+  bool same = a && b && strcmp(a, b) == 0;
+  cJSON_free(a);
+  cJSON_free(b);
+  cJSON_Delete(g);
+  return same;
+}
+
+static cJSON *embedded_schema(void) {
+  return cJSON_Parse(smr_embedded("schemas/rules.schema.json", NULL));
+}
+
+/* The schema's action part is the kinds' tables: every kind with settings
+ * has its part, nothing else is there but `repeat`, and the parts are the
+ * tables as smr_act_kind_schema prints them. */
+static void test_schema_is_the_tables(void) {
+  cJSON *root = embedded_schema();
+  CHECK(root != NULL);
+  size_t with_settings = 0;
+  for (size_t i = 0; i < smr_n_action_kinds; i++) {
+    const smr_action_kind *k = smr_action_kinds[i];
+    char *gen = smr_act_kind_schema(k);
+    if (!gen)
+      continue;
+    with_settings++;
+    bool same = schema_matches(schema_part(root, k), gen);
+    CHECK(same);
+    if (!same)
+      fprintf(stderr, "schema of %s should be:\n%s\n", k->name, gen);
+    free(gen);
+  }
+  CHECK(with_settings > 0);
+  const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(root, "definitions"),
+          "action_settings"),
+      "properties");
+  size_t n = 0;
+  for (const cJSON *p = props ? props->child : NULL; p; p = p->next, n++) {
+    bool known = strcmp(p->string, "repeat") == 0;
+    for (size_t i = 0; i < smr_n_action_kinds; i++)
+      known |= smr_action_kinds[i]->settings_key &&
+               strcmp(smr_action_kinds[i]->settings_key, p->string) == 0;
+    CHECK(known);
+  }
+  CHECK_EQ_INT(n, with_settings + 1);
+  cJSON_Delete(root);
+}
+
+/* A limit changed in one place (a copy of Email's table with a longer
+ * timeout) changes the schema the table prints, so the file no longer
+ * matches it (test_schema_is_the_tables fails), and validation and the
+ * reader follow the table: 5000 s is refused by the shipped schema and
+ * table, accepted by the schema and reader of the changed copy. */
+static void test_schema_follows_a_changed_limit(void) {
+  const smr_setting *orig = smr_action_email.settings;
+  size_t n = 0;
+  while (orig[n].type != SMR_SETTING_END)
+    n++;
+  smr_setting copy[32];
+  CHECK(n < 32);
+  memcpy(copy, orig, (n + 1) * sizeof *copy);
+  smr_setting *t = (smr_setting *)smr_setting_find(copy, "timeout_seconds");
+  CHECK(t != NULL && t->max == SMR_ACT_MAX_TIMEOUT);
+  t->max = 7200;
+  smr_action_kind changed = smr_action_email;
+  changed.settings = copy;
+  char *gen = smr_act_kind_schema(&changed);
+  cJSON *root = embedded_schema();
+  CHECK(!schema_matches(schema_part(root, &smr_action_email), gen));
+  /* the shipped schema refuses 5000 s ... */
+  const char *yaml = "rules:\n  - rule: LossNotDecreasing\n"
+                     "actions:\n  Email: {sendmail: /x, timeout_seconds: "
+                     "5000}\n";
+  smr_node *doc;
+  smr_error err;
+  CHECK_EQ_INT(smr_yaml_parse(yaml, strlen(yaml), "rules.yaml", &doc, &err),
+               SMR_OK);
+  char *text = cJSON_PrintUnformatted(root);
+  CHECK_EQ_INT(smr_schema_validate(text, doc, "rules.yaml", &err),
+               SMR_ERR_USAGE);
+  CHECK(strstr(err.msg, "timeout_seconds") != NULL);
+  cJSON_free(text);
+  /* ... the one with the changed table's part accepts it */
+  cJSON *props = cJSON_GetObjectItemCaseSensitive(
+      cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(root, "definitions"),
+          "action_settings"),
+      "properties");
+  cJSON_ReplaceItemInObjectCaseSensitive(props, "Email", cJSON_Parse(gen));
+  text = cJSON_PrintUnformatted(root);
+  CHECK_EQ_INT(smr_schema_validate(text, doc, "rules.yaml", &err), SMR_OK);
+  cJSON_free(text);
+  /* and the reader follows its table the same way */
+  const smr_node *m = smr_node_value(smr_node_value(doc, "actions"), "Email");
+  smr_settings_ctx sc = {"rules.yaml", tmp_dir, &err, NULL};
+  smr_email_cfg e;
+  memset(&e, 0, sizeof e);
+  CHECK_EQ_INT(smr_settings_read(&sc, orig, m, &e), SMR_ERR_USAGE);
+  CHECK_STR(err.msg, "line 4, column 42: timeout_seconds: expected a number "
+                     "from 0.001 to 3600");
+  smr_settings_free(orig, &e);
+  memset(&e, 0, sizeof e);
+  CHECK_EQ_INT(smr_settings_read(&sc, copy, m, &e), SMR_OK);
+  CHECK(e.timeout == 5000);
+  smr_settings_free(copy, &e);
+  smr_node_free(doc);
+  cJSON_Delete(root);
+  free(gen);
+}
+
 int main(void) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/smr-action-XXXXXX");
   if (!mkdtemp(tmp_dir)) {
@@ -882,6 +1066,9 @@ int main(void) {
   TEST_RUN(test_stop_by_pid);
   TEST_RUN(test_stop_escalates_and_pid_file);
   TEST_RUN(test_stop_cmdline);
+  TEST_RUN(test_plan_runs_through_kinds);
+  TEST_RUN(test_schema_is_the_tables);
+  TEST_RUN(test_schema_follows_a_changed_limit);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_dir);
   if (system(cmd) != 0)
