@@ -21,6 +21,7 @@
 #include "trial/catalog.h"
 #include "trial/stats_cache.h"
 #include "trial/step_entries.h"
+#include "trial/tb_trial.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -86,6 +87,11 @@ struct smr_trial {
   int64_t step_bytes;
   size_t step_bytes_at;
   smr_stats_cache *stats; /* per-(tensor, step) statistics rules share */
+  /* TensorBoard (trial/tb_trial.h): the folder's scalars, asked instead
+   * of the catalog's index entries when not NULL */
+  smr_tb *tb;
+  int format;
+  const smr_tb_settings *tb_settings;
 };
 
 static void forget_tensor_ids(smr_trial *t);
@@ -565,7 +571,8 @@ static void compute_completeness(smr_trial *t) {
 static int rebuild_steps(smr_trial *t, smr_error *err) {
   smr_step_row *rows;
   size_t n;
-  int rc = smr_catalog_step_rows(t->cat, &rows, &n, err);
+  int rc = t->tb ? smr_tb_step_rows(t->tb, &rows, &n) /* TensorBoard */
+                 : smr_catalog_step_rows(t->cat, &rows, &n, err);
   if (rc)
     return rc;
   if (n > 1) /* qsort of an empty (NULL) array is undefined */
@@ -605,8 +612,74 @@ static void record_index_problems(smr_trial *t) {
   smr_failed_indexes_free(f, n);
 }
 
+/* ---- TensorBoard (trial/tb_trial.h): the one place a TensorBoard
+ * folder is read; the model then answers rebuild_steps, cached_names,
+ * tensor_entries and read_entry (each hook marked "TensorBoard"). */
+
+/* Whether the trial is (now) a TensorBoard folder: forced, or, unless
+ * forced to smdebug, event files and no smdebug step yet (a folder a
+ * trainer has not written yet is asked again at each refresh). */
+static int tensorboard_detect(smr_trial *t, smr_error *err) {
+  if (t->tb || t->format == SMR_TRIAL_SMDEBUG)
+    return SMR_OK;
+  if (t->format == SMR_TRIAL_AUTO &&
+      (t->nsteps ||
+       smr_source_exists(t->src, "training_job_end.ts", NULL, NULL) ||
+       !smr_tb_probe(t->src)))
+    return SMR_OK;
+  return smr_tb_new(t->tb_settings, &t->tb, err);
+}
+
+static void tensorboard_problem(void *ctx, const char *file, int64_t offset,
+                                const char *message) {
+  add_problem(ctx, file, offset, message);
+}
+
+static int tensorboard_refresh(smr_trial *t, size_t *added, smr_error *err) {
+  size_t n = 0;
+  bool reset = false;
+  t->marker = false; /* TensorBoard writes none: the trainer's exit ends */
+  t->loaded_all_steps = !t->live;
+  int rc = smr_tb_sync(t->tb, t->src, t->live, &n, &reset, err);
+  if (added)
+    *added = n;
+  if (n || reset) {
+    t->names_valid = false;
+    forget_tensor_ids(t);
+  }
+  clear_problems(t);
+  smr_tb_problems(t->tb, tensorboard_problem, t);
+  smr_strv_free(&t->workers);
+  t->num_workers = 0;
+  free(t->collections_error);
+  t->collections_error = NULL;
+  smr_tb_collections(t->tb, &t->colls);
+  if (rc == SMR_OK)
+    rc = rebuild_steps(t, err);
+  return rc;
+}
+
+bool smr_trial_is_tensorboard(const smr_trial *t) {
+  return t->tb != NULL;
+}
+
+int smr_trial_format_parse(const char *name) {
+  static const char *const names[] = {"auto", "smdebug", "tensorboard"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
 int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
   pthread_mutex_lock(&t->mu);
+  int tbrc = tensorboard_detect(t, err); /* TensorBoard */
+  if (tbrc != SMR_OK || t->tb) {
+    if (tbrc == SMR_OK)
+      tbrc = tensorboard_refresh(t, added, err);
+    pthread_mutex_unlock(&t->mu);
+    return tbrc;
+  }
   t->marker = smr_source_exists(t->src, "training_job_end.ts", NULL, NULL);
   t->loaded_all_steps = !t->live || t->marker;
   int rc = sync_index_files(t, added, err);
@@ -636,6 +709,8 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   t->stats = smr_stats_cache_new();
   t->step_entries = smr_step_entries_new();
   t->live = o->live;
+  t->format = o->format;
+  t->tb_settings = o->tensorboard;
   int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
     rc = open_catalog(t, o, err);
@@ -653,6 +728,7 @@ void smr_trial_close(smr_trial *t) {
   if (!t)
     return;
   smr_catalog_close(t->cat);
+  smr_tb_free(t->tb);
   smr_source_close(t->src);
   free(t->state_path);
   smr_strv_free(&t->workers);
@@ -855,7 +931,11 @@ static int cached_names(smr_trial *t, smr_error *err) {
   if (t->names_valid)
     return SMR_OK;
   smr_strv_free(&t->names);
-  int rc = smr_catalog_tensor_names(t->cat, &t->names, err);
+  int rc = SMR_OK;
+  if (t->tb) /* TensorBoard */
+    smr_tb_tensor_names(t->tb, &t->names);
+  else
+    rc = smr_catalog_tensor_names(t->cat, &t->names, err);
   t->names_valid = rc == SMR_OK;
   return rc;
 }
@@ -994,6 +1074,14 @@ static int tensor_entries(smr_trial *t, const char *name, int mode,
                           int64_t mode_step, smr_entries *out, smr_error *err) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&t->mu);
+  if (t->tb) { /* TensorBoard */
+    int trc = smr_tb_entries(t->tb, name, mode, mode_step, out);
+    pthread_mutex_unlock(&t->mu);
+    if (trc == SMR_TENSOR_UNAVAILABLE)
+      smr_error_set(err, trc, "", -1,
+                    "tensor '%s' was never saved in this trial", name);
+    return trc;
+  }
   int64_t id = tensor_id(t, name, err);
   bool by_step = mode != 0 && mode_step >= 0;
   int rc = id < 0 ? SMR_TENSOR_UNAVAILABLE
@@ -1198,6 +1286,8 @@ static void keep_range(smr_tensor *t, smr_range *r) {
 
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
+  if (t->tb) /* TensorBoard: the values are in memory */
+    return smr_tb_read_value(t->tb, e, out, err);
   if (e->problem)
     return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1, "%s",
                          e->problem);
