@@ -237,10 +237,13 @@ static void add_problem(smr_tb *tb, const char *file, int64_t offset,
     tb->dropped_problems++;
     return;
   }
+  /* the offset in the message too: the text output prints file and
+   * message */
   char msg[SMR_ERR_MSG_MAX];
+  int at = snprintf(msg, sizeof msg, "offset %lld: ", (long long)offset);
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(msg + at, sizeof msg - (size_t)at, fmt, ap);
   va_end(ap);
   tb->problems =
       smr_xrealloc(tb->problems, (tb->nproblems + 1) * sizeof *tb->problems);
@@ -584,7 +587,8 @@ static int read_file(smr_tb *tb, smr_source *src, tbfile *f, uint64_t size,
       uint64_t need = left >= SMR_RECORD_HEADER
                           ? smr_le64(p) + SMR_RECORD_OVERHEAD
                           : SMR_RECORD_HEADER;
-      if (need < SMR_RECORD_OVERHEAD) { /* length overflowed */
+      if (left >= SMR_RECORD_HEADER &&
+          need < SMR_RECORD_OVERHEAD) { /* length overflowed */
         add_problem(tb, f->path, (int64_t)at,
                     "record claims %llu payload bytes: not an event file",
                     (unsigned long long)smr_le64(p));
