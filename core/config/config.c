@@ -242,6 +242,7 @@ int smr_config_parse(const char *yaml, size_t len, const char *name,
   }
   out->actions = optional_child(out->root, "actions");
   out->lua = optional_child(out->root, "lua");
+  out->tensorboard = optional_child(out->root, "tensorboard");
   return SMR_OK;
 }
 
