@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""End-to-end: rules on TensorBoard log directories (docs/tensorboard.md).
+
+  offline   a folder written as the Hugging Face Trainer writes one:
+            LossNotDecreasing, ExplodingTensor (a NaN grad norm), Overfit
+            (tensorboard: strip_mode pairs train/loss with eval/loss) and a
+            Lua rule (loss_nan.lua) fire at the global steps computed here
+            from the documented definitions and the step numbering of
+            docs/tensorboard.md#steps
+  stall     `run -- tb_trainer.py` (a stand-in HF trainer, logging while
+            smrules watches) whose loss stalls is stopped by StopTraining
+            through LossNotDecreasing: it gets SIGTERM, the first trigger
+            is the expected step, the trainer wrote no further step
+  spike     the same with LossSpike on a loss that jumps
+
+Nothing waits for a duration: the trainer, once it has written its steps,
+waits for a signal (for at most a minute, a hang guard, then exits 3).
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+import tbwriter as tw  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+C = lib.Checker("test_tensorboard_rules")
+TMP = tempfile.mkdtemp(prefix="smrules-tbr-")
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def run(args, timeout=lib.TIMEOUT):
+    rc, out, err = lib.run(args, timeout)
+    return lib.Result(args, rc, out, err)
+
+
+def rules_by_name(obj):
+    return {r.get("name"): r for r in (obj or {}).get("rules", [])}
+
+
+def loss_not_decreasing(steps, losses, num_steps, diff_percent):
+    """Mode steps at which docs/rules/LossNotDecreasing.md fires."""
+    fired, last = [], None
+    for i, c in enumerate(steps):
+        if last is not None and c - last < num_steps:
+            continue
+        refs = [j for j in range(i) if steps[j] <= c - num_steps]
+        if not refs:
+            continue
+        r = refs[-1]
+        last = c
+        ref, cur = losses[r], losses[i]
+        change = 100.0 * (cur - ref) / abs(ref) if ref else 0.0
+        if -change < diff_percent:
+            fired.append(c)
+    return fired
+
+
+def test_offline():
+    d = os.path.join(TMP, "hf")
+    os.makedirs(d)
+    w = tw.Writer(os.path.join(d, tw.event_file_name(0)))
+    steps = list(range(10, 310, 10))
+    losses = [2.0 - 0.1 * k if k < 10 else 1.05 for k in range(len(steps))]
+    evals = {100: 1.3, 200: 1.6, 300: 1.9}
+    pairs = []  # (step, mode) in (step, mode) order: the global steps
+    for s, loss in zip(steps, losses):
+        w.scalar("train/loss", s, loss)
+        w.scalar("train/grad_norm", s, float("nan") if s == 250 else 0.5)
+        pairs.append((s, 1))
+        if s in evals:
+            w.scalar("eval/loss", s, evals[s])
+            pairs.append((s, 2))
+    w.close()
+    g = {p: i for i, p in enumerate(pairs)}
+    y = write(os.path.join(TMP, "offline.yaml"), """\
+rules:
+  - rule: LossNotDecreasing
+    parameters: {mode: TRAIN, num_steps: 30, diff_percent: 1}
+  - rule: ExplodingTensor
+  - rule: Overfit
+    parameters: {ratio_threshold: 0.1}
+  - lua: %s
+tensorboard:
+  strip_mode: true
+""" % os.path.join(lib.ROOT, "rules", "loss_nan.lua"))
+    r = run(["run", "--trial", d, "--rules", y, "--json", "--fresh",
+             "--output", os.path.join(TMP, "out-offline")])
+    sc = C.scope("offline", r)
+    if not sc.process():
+        return
+    sc.eq("exit 1", r.rc, 1)
+    rs = rules_by_name(r.obj)
+    # strip_mode: the tensor is "loss", TRAIN steps from train/loss
+    want = loss_not_decreasing(steps, [tw.f32(x) for x in losses], 30, 1)
+    got = rs.get("LossNotDecreasing", {})
+    sc.eq("LossNotDecreasing first trigger", got.get("first_trigger_step"),
+          g[(want[0], 1)] if want else None)
+    sc.eq("ExplodingTensor first trigger", rs.get("ExplodingTensor", {}).get("first_trigger_step"),
+          g[(250, 1)])
+    # Overfit at each EVAL step: mean of the EVAL phase vs mean of the TRAIN
+    # phase before it (docs/rules/Overfit.md)
+    first = None
+    prev_eval = 0
+    for s in sorted(evals):
+        train = [tw.f32(l) for st, l in zip(steps, losses) if prev_eval < st <= s]
+        ratio = (tw.f32(evals[s]) - sum(train) / len(train)) / (sum(train) / len(train))
+        prev_eval = s
+        if ratio > 0.1 and first is None:
+            first = g[(s, 2)]
+    sc.eq("Overfit first trigger", rs.get("Overfit", {}).get("first_trigger_step"), first)
+    sc.eq("loss_nan: no NaN loss", rs.get("loss_nan", {}).get("status"), "NoIssuesFound")
+    sc.ok(rs.get("loss_nan", {}).get("evaluated", 0) > 0 or
+          "loss_nan" in rs, "loss_nan ran", lib.short(rs.get("loss_nan")))
+
+
+def launched(name, rules_yaml, trainer_args):
+    trial = os.path.join(TMP, name, "runs")
+    log = os.path.join(TMP, name, "trainer.log")
+    os.makedirs(os.path.dirname(trial), exist_ok=True)
+    args = ["run", "--trial", trial, "--rules", rules_yaml, "--json", "--fresh",
+            "--output", os.path.join(TMP, name, "out"), "--",
+            sys.executable, os.path.join(HERE, "tb_trainer.py"), "--out", trial,
+            "--log", log] + [str(a) for a in trainer_args]
+    r = run(args, timeout=120)
+    lines = []
+    if os.path.exists(log):
+        with open(log) as f:
+            lines = [l.split() for l in f if l.strip()]
+    return r, lines
+
+
+STEP_OF_GLOBAL = {}
+
+
+def want_step_mode(g):
+    return STEP_OF_GLOBAL.get(g, 1 << 62)
+
+
+def check_stopped(sc, r, lines, rule, want_step, last_written):
+    if not sc.process(r):
+        return
+    sc.eq("exit 1", r.rc, 1)
+    sig = [l for l in lines if l[0] == "signal"]
+    sc.ok(sig and sig[0][1] == "SIGTERM", "the trainer got SIGTERM", lib.short(lines[-3:]))
+    sc.ok(not any(l[0] == "unstopped" for l in lines), "not left running")
+    t = (r.obj or {}).get("training") or {}
+    sc.eq("stopped_by", t.get("stopped_by"), rule)
+    rs = rules_by_name(r.obj)
+    sc.eq("first trigger", rs.get(rule, {}).get("first_trigger_step"), want_step)
+    wrote = [l for l in lines if l[0] == "wrote"]
+    sc.ok(wrote and int(wrote[-1][1]) >= want_step_mode(want_step),
+          "the trigger came from a step the trainer wrote", lib.short(wrote[-2:]))
+    if wrote and sig and int(wrote[-1][1]) == last_written:
+        # informational (never asserted): last record flushed -> SIGTERM
+        print("%s: %.1f ms from the last record written to SIGTERM" %
+              (rule, 1000 * (float(sig[0][2]) - float(wrote[-1][2]))))
+
+
+def test_stall():
+    every, n = 10, 30
+    steps = [every * (i + 1) for i in range(n)]
+    losses = [3.0 * 0.9 ** i if i < 12 else 3.0 * 0.9 ** 12 for i in range(n)]
+    want = loss_not_decreasing(steps, [tw.f32(x) for x in losses], 40, 0.5)
+    y = write(os.path.join(TMP, "stall.yaml"), """\
+rules:
+  - rule: LossNotDecreasing
+    parameters: {num_steps: 40, diff_percent: 0.5}
+    actions: [StopTraining]
+""")
+    r, lines = launched("stall", y, ["--every", every,
+                                     "--losses", ",".join(repr(x) for x in losses)])
+    sc = C.scope("stall", r)
+    sc.ok(want, "the stall fires (computed here)", str(want))
+    STEP_OF_GLOBAL.update({i: s for i, s in enumerate(steps)})
+    # only TRAIN steps: global step = position among the logging steps
+    check_stopped(sc, r, lines, "LossNotDecreasing", steps.index(want[0]) if want else None,
+                  steps[-1])
+
+
+def main():
+    try:
+        test_offline()
+        test_stall()
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    C.finish()
+
+
+if __name__ == "__main__":
+    main()
