@@ -43,7 +43,9 @@ static void add_watch(watcher *w, const char *rel) {
 static void add_event_watches(watcher *w, const char *rel, int depth) {
   char *path =
       rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
-  inotify_add_watch(w->fd, path, WATCH_MASK | IN_MODIFY | IN_ONLYDIR);
+  /* IN_MASK_ADD: the root's watch keeps what add_watch asked for */
+  inotify_add_watch(w->fd, path,
+                    WATCH_MASK | IN_MODIFY | IN_ONLYDIR | IN_MASK_ADD);
   DIR *d = depth < 3 ? opendir(path) : NULL;
   free(path);
   struct dirent *de;
@@ -77,9 +79,9 @@ static bool wants_event_watches(const watcher *w) {
 static void add_watches(watcher *w) {
   if (w->fd < 0)
     return;
+  add_watch(w, "");
   if (wants_event_watches(w)) /* TensorBoard */
     add_event_watches(w, "", 0);
-  add_watch(w, "");
   add_watch(w, "index");
   char *idx = smr_xasprintf("%s/index", w->root);
   DIR *d = opendir(idx);

@@ -126,6 +126,84 @@ tensorboard:
           "loss_nan" in rs, "loss_nan ran", lib.short(rs.get("loss_nan")))
 
 
+def spikes(values, window, warmup, factor, z_score):
+    """Positions at which docs/rules/LossSpike.md fires (one mode)."""
+    fired = []
+    for i, x in enumerate(values):
+        if not math.isfinite(x):
+            continue
+        p = [v for v in values[max(0, i - window):i] if math.isfinite(v)]
+        if len(p) < warmup or not p:
+            continue
+        q = sorted(p)
+        m = len(q)
+        med = q[m // 2] if m % 2 else (q[m // 2 - 1] + q[m // 2]) / 2
+        mean = sum(p) / m
+        sd = math.sqrt(sum((v - mean) ** 2 for v in p) / m)
+        by_f = factor > 0 and x - med > (factor - 1) * abs(med)
+        by_z = z_score > 0 and sd > 0 and (x - mean) / sd > z_score
+        if by_f or by_z:
+            fired.append(i)
+    return fired
+
+
+def test_spike_rules():
+    """LossSpike (factor and z-score), GradNormSpike, NonFiniteMetric on an
+    HF-style folder: every triggered step equals the definition's."""
+    d = os.path.join(TMP, "spikes")
+    os.makedirs(d)
+    w = tw.Writer(os.path.join(d, tw.event_file_name(0)))
+    n = 80
+    steps = [10 * (i + 1) for i in range(n)]
+    loss = [2.0 * 0.98 ** i + 0.01 * ((i * 7) % 5) for i in range(n)]
+    for i, f in ((15, 4.0), (16, 3.5), (40, 2.2), (60, 10.0)):
+        loss[i] *= f
+    loss[50] = float("nan")
+    norm = [1.0 + 0.05 * ((i * 3) % 7) for i in range(n)]
+    for i, f in ((5, 9.0), (30, 6.0), (31, 1.2), (70, 20.0)):
+        norm[i] *= f
+    norm[45] = float("inf")
+    for i, s in enumerate(steps):
+        w.scalar("train/loss", s, loss[i])
+        w.scalar("train/grad_norm", s, norm[i])
+        w.scalar("train/learning_rate", s, 1e-4)
+    w.close()
+    y = write(os.path.join(TMP, "spikes.yaml"), """\
+rules:
+  - rule: LossSpike
+    parameters: {window: 20, warmup: 8, factor: 2}
+  - rule: LossSpike
+    name: LossSpikeZ
+    parameters: {window: 30, warmup: 10, factor: 0, z_score: 3}
+  - rule: GradNormSpike
+  - rule: NonFiniteMetric
+""")
+    r = run(["run", "--trial", d, "--rules", y, "--json", "--fresh",
+             "--output", os.path.join(TMP, "out-spikes")])
+    sc = C.scope("spike rules", r)
+    if not sc.process():
+        return
+    rs = rules_by_name(r.obj)
+    f32 = [tw.f32(x) for x in loss]
+    n32 = [tw.f32(x) for x in norm]
+    cases = [("LossSpike", spikes(f32, 20, 8, 2, 0)),
+             ("LossSpikeZ", spikes(f32, 30, 10, 0, 3)),
+             ("GradNormSpike", spikes(n32, 50, 10, 5, 0)),
+             ("NonFiniteMetric", sorted(i for i in range(n)
+                                        if not math.isfinite(f32[i]) or
+                                        not math.isfinite(n32[i])))]
+    for name, want in cases:
+        sc.ok(want, "%s: the series has triggers" % name)
+        sc.eq("%s triggered steps" % name, rs.get(name, {}).get("triggered_steps"), want)
+    # the last trigger (step 50): train/loss, NaN since step 50
+    rep = rs.get("NonFiniteMetric", {}).get("report") or {}
+    if isinstance(rep, str):
+        rep = json.loads(rep)
+    v = (((rep.get("Details") or {}).get("last_trigger") or {}).get("violations") or [{}])[0]
+    sc.eq("NonFiniteMetric tensor", v.get("tensor"), "train/loss")
+    sc.eq("NonFiniteMetric first_step", v.get("first_step"), 50)
+
+
 def launched(name, rules_yaml, trainer_args):
     trial = os.path.join(TMP, name, "runs")
     log = os.path.join(TMP, name, "trainer.log")
@@ -190,10 +268,31 @@ rules:
                   steps[-1])
 
 
+def test_spike_stop():
+    every, n = 10, 40
+    steps = [every * (i + 1) for i in range(n)]
+    losses = [2.5 * 0.97 ** i for i in range(n)]
+    losses[25] *= 6   # a loss spike
+    want = spikes([tw.f32(x) for x in losses], 50, 10, 3, 0)
+    y = write(os.path.join(TMP, "spike.yaml"), """\
+rules:
+  - rule: LossSpike
+    actions: [StopTraining]
+""")
+    r, lines = launched("spike", y, ["--every", every,
+                                     "--losses", ",".join(repr(x) for x in losses)])
+    sc = C.scope("spike", r)
+    sc.eq("the spike fires (computed here)", want, [25])
+    STEP_OF_GLOBAL.update({i: s for i, s in enumerate(steps)})
+    check_stopped(sc, r, lines, "LossSpike", want[0] if want else None, steps[-1])
+
+
 def main():
     try:
         test_offline()
+        test_spike_rules()
         test_stall()
+        test_spike_stop()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     C.finish()
