@@ -21,7 +21,8 @@
 #include "format/record.h"
 #include "format/tb_event.h"
 
-#define CHUNK ((size_t)8 << 20)
+/* 1 MB: the chunk is a buffer of the source's, kept as a spare after use */
+#define CHUNK ((size_t)1 << 20)
 /* Problems kept per trial: a damaged file cannot fill memory with them. */
 #define MAX_PROBLEMS 1000
 #define WORKER "worker_0"
@@ -98,14 +99,16 @@ struct smr_tb {
   strmap tagmap;
   pair *pairs;
   size_t npairs, capp;
-  uint64_t *pairmap; /* (pair index + 1), open addressing by (mode, step) */
+  uint32_t *pairmap; /* (pair index + 1), open addressing by (mode, step) */
   size_t pairmap_cap;
-  size_t *by_g; /* pair index of each global step */
+  uint32_t *by_g; /* pair index of each global step */
   int64_t next_g;
   size_t assigned; /* pairs[0 .. assigned) have a global step */
   problem *problems;
   size_t nproblems;
   size_t dropped_problems;
+  bool noted[5]; /* per mode, the step of the pair noted last */
+  int64_t noted_step[5];
 };
 
 /* ------------------------------------------------------------ strmap */
@@ -396,9 +399,13 @@ static rawtag *resolve(smr_tb *tb, tbfile *f, const char *raw, size_t len) {
   return &f->raws[f->nraws++];
 }
 
+/* splitmix64's finaliser: steps are consecutive integers, whose FNV
+ * hashes cluster in the low bits the table indexes by */
 static uint64_t pair_hash(int mode, int64_t step) {
-  return smr_hash_bytes(smr_hash_bytes(SMR_HASH_INIT, &mode, sizeof mode),
-                        &step, sizeof step);
+  uint64_t x = (uint64_t)step * 4 + (uint64_t)mode;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
 }
 
 static int64_t pair_find(const smr_tb *tb, int mode, int64_t step,
@@ -428,7 +435,7 @@ static void pairmap_grow(smr_tb *tb) {
   for (size_t k = 0; k < tb->npairs; k++) {
     size_t slot = 0;
     pair_find(tb, tb->pairs[k].mode, tb->pairs[k].step, &slot);
-    tb->pairmap[slot] = k + 1;
+    tb->pairmap[slot] = (uint32_t)k + 1;
   }
 }
 
@@ -443,36 +450,56 @@ static void note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
     tb->pairs = smr_xrealloc(tb->pairs, tb->capp * sizeof *tb->pairs);
   }
   tb->pairs[tb->npairs] = (pair){step, -1, mode, wall};
-  tb->pairmap[slot] = ++tb->npairs;
+  tb->pairmap[slot] = (uint32_t)++tb->npairs;
 }
 
-static int cmp_pair(const void *a, const void *b) {
-  const pair *x = a, *y = b;
+/* A new pair's place in the order of global steps (qsort has no context
+ * argument, so the key travels with the index). */
+typedef struct order {
+  int64_t step;
+  uint32_t mode, at;
+} order;
+
+static int cmp_order(const void *a, const void *b) {
+  const order *x = a, *y = b;
   if (x->step != y->step)
     return x->step < y->step ? -1 : 1;
-  return x->mode - y->mode;
+  return (int)x->mode - (int)y->mode;
 }
 
 /* Global steps for the pairs read in this refresh, in (step, mode) order
- * after every earlier one. */
+ * after every earlier one.  The pairs stay where they are (the hash index
+ * points at them); an index of 16 bytes a pair is sorted instead. */
 static void assign_globals(smr_tb *tb) {
   size_t n = tb->npairs - tb->assigned;
   if (!n)
     return;
-  qsort(tb->pairs + tb->assigned, n, sizeof *tb->pairs, cmp_pair);
   tb->by_g = smr_xrealloc(tb->by_g, tb->npairs * sizeof *tb->by_g);
-  for (size_t k = tb->assigned; k < tb->npairs; k++) {
-    tb->pairs[k].g = tb->next_g++;
-    tb->by_g[tb->pairs[k].g] = k;
+  bool sorted = true; /* the usual case: one file, read in step order */
+  for (size_t k = tb->assigned + 1; sorted && k < tb->npairs; k++) {
+    const pair *p = &tb->pairs[k - 1], *q = &tb->pairs[k];
+    sorted = p->step < q->step || (p->step == q->step && p->mode < q->mode);
   }
+  if (sorted) {
+    for (size_t k = tb->assigned; k < tb->npairs; k++) {
+      tb->pairs[k].g = tb->next_g;
+      tb->by_g[tb->next_g++] = (uint32_t)k;
+    }
+    tb->assigned = tb->npairs;
+    return;
+  }
+  order *o = smr_xmalloc(n * sizeof *o);
+  for (size_t k = 0; k < n; k++) {
+    const pair *p = &tb->pairs[tb->assigned + k];
+    o[k] = (order){p->step, (uint32_t)p->mode, (uint32_t)(tb->assigned + k)};
+  }
+  qsort(o, n, sizeof *o, cmp_order);
+  for (size_t k = 0; k < n; k++) {
+    tb->pairs[o[k].at].g = tb->next_g;
+    tb->by_g[tb->next_g++] = o[k].at;
+  }
+  free(o);
   tb->assigned = tb->npairs;
-  /* the sort moved pairs: index them again */
-  memset(tb->pairmap, 0, tb->pairmap_cap * sizeof *tb->pairmap);
-  for (size_t k = 0; k < tb->npairs; k++) {
-    size_t slot = 0;
-    pair_find(tb, tb->pairs[k].mode, tb->pairs[k].step, &slot);
-    tb->pairmap[slot] = k + 1;
-  }
 }
 
 /* Position of `step` in a series (or where it would go). */
@@ -543,7 +570,12 @@ static int on_value(void *ctx, const smr_tb_event *ev, const smr_tb_value *v) {
     t->scalar_tensor = true;
   if (v->dtype == SMR_DT_DOUBLE)
     t->dbl = true;
-  note_pair(tb, rt->mode, ev->step, ev->wall_time);
+  /* the tags of a step come one after another: one lookup per pair */
+  if (!tb->noted[rt->mode] || ev->step != tb->noted_step[rt->mode]) {
+    note_pair(tb, rt->mode, ev->step, ev->wall_time);
+    tb->noted[rt->mode] = true;
+    tb->noted_step[rt->mode] = ev->step;
+  }
   series_put(&t->s[rt->mode], ev->step, v->value);
   r->added++;
   return 0;
@@ -691,6 +723,7 @@ int smr_tb_sync(smr_tb *tb, smr_source *src, bool waiting, size_t *added,
   if (rc != SMR_OK)
     return rc;
   pthread_rwlock_wrlock(&tb->lock);
+  memset(tb->noted, 0, sizeof tb->noted);
   /* a file that vanished or shrank: the folder was rewritten */
   size_t present = 0;
   for (size_t i = 0; i < l.n; i++) {
@@ -732,6 +765,17 @@ int smr_tb_step_rows(smr_tb *tb, smr_step_row **rows, size_t *n) {
   }
   pthread_rwlock_unlock(&tb->lock);
   return SMR_OK;
+}
+
+size_t smr_tb_steps(smr_tb *tb, smr_tb_step_fn fn, void *ctx) {
+  pthread_rwlock_rdlock(&tb->lock);
+  size_t n = tb->assigned;
+  for (int64_t g = 0; fn && g < tb->next_g; g++) {
+    const pair *p = &tb->pairs[tb->by_g[g]];
+    fn(ctx, g, p->mode, p->step);
+  }
+  pthread_rwlock_unlock(&tb->lock);
+  return n;
 }
 
 void smr_tb_tensor_names(smr_tb *tb, smr_strv *out) {

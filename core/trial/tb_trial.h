@@ -56,6 +56,10 @@ int smr_tb_sync(smr_tb *tb, smr_source *src, bool waiting, size_t *added,
 
 /* The model, as trial.c's catalog gives it (trial/catalog.h). */
 int smr_tb_step_rows(smr_tb *tb, smr_step_row **rows, size_t *n);
+/* The same, without a row per step: fn (when not NULL) is called for
+ * every global step in order; returns their number. */
+typedef void (*smr_tb_step_fn)(void *ctx, int64_t g, int mode, int64_t step);
+size_t smr_tb_steps(smr_tb *tb, smr_tb_step_fn fn, void *ctx);
 void smr_tb_tensor_names(smr_tb *tb, smr_strv *out);
 /* Entries of a tensor (mode 0: any; GLOBAL with a step: that global
  * step; mode_step < 0: every step).  SMR_TENSOR_UNAVAILABLE when the

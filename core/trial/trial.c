@@ -571,8 +571,7 @@ static void compute_completeness(smr_trial *t) {
 static int rebuild_steps(smr_trial *t, smr_error *err) {
   smr_step_row *rows;
   size_t n;
-  int rc = t->tb ? smr_tb_step_rows(t->tb, &rows, &n) /* TensorBoard */
-                 : smr_catalog_step_rows(t->cat, &rows, &n, err);
+  int rc = smr_catalog_step_rows(t->cat, &rows, &n, err);
   if (rc)
     return rc;
   if (n > 1) /* qsort of an empty (NULL) array is undefined */
@@ -613,8 +612,9 @@ static void record_index_problems(smr_trial *t) {
 }
 
 /* ---- TensorBoard (trial/tb_trial.h): the one place a TensorBoard
- * folder is read; the model then answers rebuild_steps, cached_names,
- * tensor_entries and read_entry (each hook marked "TensorBoard"). */
+ * folder is read (steps straight from its model); the model then answers
+ * cached_names, tensor_entries and read_entry (each hook marked
+ * "TensorBoard"). */
 
 /* Whether the trial is (now) a TensorBoard folder: forced, or, unless
  * forced to smdebug, event files and no smdebug step yet (a folder a
@@ -635,6 +635,26 @@ static void tensorboard_problem(void *ctx, const char *file, int64_t offset,
   add_problem(ctx, file, offset, message);
 }
 
+static void tensorboard_step(void *ctx, int64_t g, int mode, int64_t step) {
+  smr_trial *t = ctx;
+  t->steps[t->nsteps++] = (step_info){g, mode, step, 1};
+}
+
+/* The step model straight from the TensorBoard model: one worker, steps
+ * in global order (rebuild_steps would sort a row per step by worker
+ * name, 0.1 s at 100,000 steps). */
+static void tensorboard_steps(smr_trial *t) {
+  size_t n = smr_tb_steps(t->tb, NULL, NULL);
+  free(t->steps);
+  t->steps = smr_xcalloc(n ? n : 1, sizeof *t->steps);
+  t->nsteps = 0;
+  smr_tb_steps(t->tb, tensorboard_step, t);
+  if (!t->workers.n)
+    smr_strv_push(&t->workers, "worker_0");
+  t->num_workers = 1;
+  compute_completeness(t);
+}
+
 static int tensorboard_refresh(smr_trial *t, size_t *added, smr_error *err) {
   size_t n = 0;
   bool reset = false;
@@ -649,13 +669,13 @@ static int tensorboard_refresh(smr_trial *t, size_t *added, smr_error *err) {
   }
   clear_problems(t);
   smr_tb_problems(t->tb, tensorboard_problem, t);
-  smr_strv_free(&t->workers);
-  t->num_workers = 0;
   free(t->collections_error);
   t->collections_error = NULL;
-  smr_tb_collections(t->tb, &t->colls);
-  if (rc == SMR_OK)
-    rc = rebuild_steps(t, err);
+  if (n || reset || !t->colls.n) {
+    smr_tb_collections(t->tb, &t->colls);
+    tensorboard_steps(t);
+  }
+  compute_completeness(t); /* loaded_all_steps may have changed */
   return rc;
 }
 
