@@ -287,8 +287,58 @@ rules:
     check_stopped(sc, r, lines, "LossSpike", want[0] if want else None, steps[-1])
 
 
+def test_watch():
+    """run --watch on a growing folder: a torn record appended to the first
+    file and a new file in a new run folder, whose NaN loss NonFiniteMetric
+    finds; StopTraining stops the --training-pid process, whose exit ends
+    the watch.  Ordered by events: the second part is written once smrules
+    has said (its status line) that it saw the first three steps."""
+    d = os.path.join(TMP, "watch")
+    os.makedirs(d)
+    a = os.path.join(d, tw.event_file_name(0))
+    w = tw.Writer(a)
+    for s in (1, 2, 3):
+        w.scalar("train/loss", s, 1.0 / s)
+    w.close()
+    y = write(os.path.join(TMP, "watch.yaml"),
+              "rules:\n  - rule: NonFiniteMetric\n    actions: [StopTraining]\n")
+    trainer = subprocess.Popen(["sleep", "120"])
+    run_ = lib.Running(["run", "--trial", d, "--rules", y, "--watch", "--json", "--fresh",
+                        "--training-pid", str(trainer.pid), "--heartbeat", "0.05",
+                        "--output", os.path.join(TMP, "out-watch")])
+    sc = C.scope("watch", None)
+    try:
+        seen = run_.wait_line(r"steps seen: 3\b")
+        sc.ok(seen, "smrules saw the first three steps")
+        with open(a, "ab") as f:  # step 4 cut after 10 bytes: waited for
+            f.write(tw.record(tw.event(4, [tw.v_simple("train/loss", 0.25)]))[:10])
+        later = os.path.join(d, "later")
+        os.makedirs(later)
+        w = tw.Writer(os.path.join(later, tw.event_file_name(1)))
+        w.scalar("train/loss", 5, float("nan"))
+        w.close()
+        rc, out, err = run_.finish(limit=120)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+        trainer.wait()
+    r = lib.Result(run_.args[1:], rc, out, err)
+    sc = C.scope("watch", r)
+    if not sc.process():
+        return
+    sc.eq("the training process got SIGTERM", trainer.returncode, -15)
+    rs = rules_by_name(r.obj)
+    # pairs (TRAIN, 1), (TRAIN, 2), (TRAIN, 3) then (TRAIN, 5): global 3
+    sc.eq("first trigger", rs.get("NonFiniteMetric", {}).get("first_trigger_step"), 3)
+    sc.eq("ended by the trainer's exit", ((r.obj or {}).get("training") or {}).get("ended_by"),
+          "trainer_exit")
+    sc.ok("truncated" not in err and "Error" not in err, "no error for the torn record",
+          lib.short(err, 300))
+
+
 def main():
     try:
+        test_watch()
         test_offline()
         test_spike_rules()
         test_stall()
