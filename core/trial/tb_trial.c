@@ -562,6 +562,15 @@ static int on_value(void *ctx, const smr_tb_event *ev, const smr_tb_value *v) {
       v->kind == SMR_TB_OTHER && v->tensor && !v->plugin && v->dtype;
   if (v->kind != SMR_TB_SCALAR && !untagged_tensor)
     return 0; /* histograms, images, other plugins: not scalars */
+  if (!v->tag_len || memchr(v->tag, 0, v->tag_len)) {
+    /* no name a tensor could have (and a NUL would never match the
+     * file's table of tags: one entry per value) */
+    add_problem(tb, r->f->path, (int64_t)r->offset,
+                "a scalar at step %lld whose tag is empty or holds a NUL "
+                "byte; skipped",
+                (long long)ev->step);
+    return 0;
+  }
   rawtag *rt = resolve(tb, r->f, v->tag, v->tag_len);
   tag *t = &tb->tags[rt->tag];
   if (untagged_tensor && !t->scalar_tensor)

@@ -236,6 +236,21 @@ def test_damage():
           "live: no truncated/empty problem", lib.short(problems(rl.obj), 400))
 
 
+def test_bad_tags():
+    """A tag that is empty or holds a NUL byte: a problem each, the scalar
+    beside them in the same event reads."""
+    d = folder("badtags")
+    w = tw.Writer(os.path.join(d, tw.event_file_name(0)))
+    w.values(1, [tw.v_simple("a\x00b", 1.0), tw.v_simple("", 2.0), tw.v_simple("ok", 3.0)])
+    w.close()
+    r = inspect(d)
+    sc = C.scope("bad tags", r)
+    sc.process(r)
+    sc.eq("tensors", [t["name"] for t in r.obj["tensors"]], ["ok"])
+    sc.eq("problems", [("empty or holds a NUL" in p["message"], p["offset"])
+                       for p in problems(r.obj)], [(True, 40), (True, 40)])
+
+
 # ---- 6. a growing file with a torn last record ----------------------------
 def test_growing():
     d = folder("growing")
@@ -286,7 +301,7 @@ def test_format():
 def main():
     try:
         for t in (test_encodings, test_merge, test_modes, test_other_plugins, test_damage,
-                  test_growing, test_format):
+                  test_bad_tags, test_growing, test_format):
             t()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
