@@ -102,6 +102,13 @@ struct smr_tb {
   uint32_t *pairmap; /* (pair index + 1), open addressing by (mode, step) */
   size_t pairmap_cap;
   uint32_t *by_g; /* pair index of each global step */
+  /* per mode, (step, global step) of its pairs by step: every tag's
+   * series of the mode is a subsequence, so a tensor's entries are one
+   * merge walk, not a hash lookup (a cache miss) per value */
+  struct mstep {
+    int64_t step, g;
+  } * mi[5];
+  size_t nmi[5], capmi[5];
   int64_t next_g;
   size_t assigned; /* pairs[0 .. assigned) have a global step */
   problem *problems;
@@ -202,6 +209,11 @@ static void free_model(smr_tb *tb) {
   free(tb->pairs);
   free(tb->pairmap);
   free(tb->by_g);
+  for (int m = 0; m < 5; m++) {
+    free(tb->mi[m]);
+    tb->mi[m] = NULL;
+    tb->nmi[m] = tb->capmi[m] = 0;
+  }
   for (size_t i = 0; i < tb->nproblems; i++) {
     free(tb->problems[i].file);
     free(tb->problems[i].message);
@@ -467,6 +479,30 @@ static int cmp_order(const void *a, const void *b) {
   return (int)x->mode - (int)y->mode;
 }
 
+static int cmp_mstep(const void *a, const void *b) {
+  const struct mstep *x = a, *y = b;
+  return x->step < y->step ? -1 : x->step > y->step;
+}
+
+/* The mode indexes gain the pairs numbered from global step `from` on. */
+static void index_modes(smr_tb *tb, int64_t from) {
+  bool unsorted[5] = {false};
+  for (int64_t g = from; g < tb->next_g; g++) {
+    const pair *p = &tb->pairs[tb->by_g[g]];
+    int m = p->mode;
+    if (tb->nmi[m] == tb->capmi[m]) {
+      tb->capmi[m] = tb->capmi[m] ? tb->capmi[m] * 2 : 256;
+      tb->mi[m] = smr_xrealloc(tb->mi[m], tb->capmi[m] * sizeof *tb->mi[m]);
+    }
+    if (tb->nmi[m] && tb->mi[m][tb->nmi[m] - 1].step > p->step)
+      unsorted[m] = true;
+    tb->mi[m][tb->nmi[m]++] = (struct mstep){p->step, g};
+  }
+  for (int m = 0; m < 5; m++)
+    if (unsorted[m])
+      qsort(tb->mi[m], tb->nmi[m], sizeof *tb->mi[m], cmp_mstep);
+}
+
 /* Global steps for the pairs read in this refresh, in (step, mode) order
  * after every earlier one.  The pairs stay where they are (the hash index
  * points at them); an index of 16 bytes a pair is sorted instead. */
@@ -480,12 +516,14 @@ static void assign_globals(smr_tb *tb) {
     const pair *p = &tb->pairs[k - 1], *q = &tb->pairs[k];
     sorted = p->step < q->step || (p->step == q->step && p->mode < q->mode);
   }
+  int64_t from = tb->next_g;
   if (sorted) {
     for (size_t k = tb->assigned; k < tb->npairs; k++) {
       tb->pairs[k].g = tb->next_g;
       tb->by_g[tb->next_g++] = (uint32_t)k;
     }
     tb->assigned = tb->npairs;
+    index_modes(tb, from);
     return;
   }
   order *o = smr_xmalloc(n * sizeof *o);
@@ -500,6 +538,7 @@ static void assign_globals(smr_tb *tb) {
   }
   free(o);
   tb->assigned = tb->npairs;
+  index_modes(tb, from);
 }
 
 /* Position of `step` in a series (or where it would go). */
@@ -795,24 +834,42 @@ void smr_tb_tensor_names(smr_tb *tb, smr_strv *out) {
   smr_strv_sort_unique(out);
 }
 
-static void push_entry(smr_tb *tb, smr_entries *out, int64_t t, int mode,
-                       int64_t step) {
-  int64_t k = pair_find(tb, mode, step, NULL);
-  if (k < 0 || tb->pairs[k].g < 0)
-    return; /* read in a refresh still under way */
+static void push_entry_g(smr_entries *out, int64_t t, int mode, int64_t step,
+                         int64_t g) {
   if (out->n == out->cap) {
     out->cap = out->cap ? out->cap * 2 : 16;
     out->v = smr_xrealloc(out->v, out->cap * sizeof *out->v);
   }
   smr_entry *e = &out->v[out->n++];
   memset(e, 0, sizeof *e);
-  e->step = tb->pairs[k].g;
+  e->step = g;
   e->mode = mode;
   e->mode_step = step;
   e->worker = smr_xstrdup(WORKER);
   e->kind = SMR_ENTRY_RAW;
   e->tensor = t;
   e->length = -1;
+}
+
+static void push_entry(smr_tb *tb, smr_entries *out, int64_t t, int mode,
+                       int64_t step) {
+  int64_t k = pair_find(tb, mode, step, NULL);
+  if (k >= 0 && tb->pairs[k].g >= 0)
+    push_entry_g(out, t, mode, step, tb->pairs[k].g);
+}
+
+/* Every value of a series with its global step: a merge walk of the
+ * series and the mode's index (both by step). */
+static void push_series(const smr_tb *tb, smr_entries *out, int64_t t, int m,
+                        const series *s) {
+  const struct mstep *mi = tb->mi[m];
+  size_t j = 0, n = tb->nmi[m];
+  for (size_t i = 0; i < s->n; i++) {
+    while (j < n && mi[j].step < s->v[i].step)
+      j++;
+    if (j < n && mi[j].step == s->v[i].step)
+      push_entry_g(out, t, m, s->v[i].step, mi[j].g);
+  }
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -851,10 +908,12 @@ int smr_tb_entries(smr_tb *tb, const char *name, int mode, int64_t mode_step,
           push_entry(tb, out, t, m, mode_step);
         continue;
       }
-      for (size_t i = 0; i < s->n; i++)
-        push_entry(tb, out, t, m, s->v[i].step);
+      push_series(tb, out, t, m, s);
     }
-    if (out->n > 1)
+    bool sorted = true; /* one mode's values usually are */
+    for (size_t i = 1; sorted && i < out->n; i++)
+      sorted = out->v[i - 1].step <= out->v[i].step;
+    if (!sorted)
       qsort(out->v, out->n, sizeof *out->v, cmp_entry);
   }
   pthread_rwlock_unlock(&tb->lock);
