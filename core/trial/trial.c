@@ -619,13 +619,13 @@ static void record_index_problems(smr_trial *t) {
 /* Whether the trial is (now) a TensorBoard folder: forced, or, unless
  * forced to smdebug, event files and no smdebug step yet (a folder a
  * trainer has not written yet is asked again at each refresh). */
-static int tensorboard_detect(smr_trial *t, smr_error *err) {
+static int tensorboard_detect(smr_trial *t, bool smdebug_read, smr_error *err) {
   if (t->tb || t->format == SMR_TRIAL_SMDEBUG)
     return SMR_OK;
+  /* auto: asked only once smdebug's files gave nothing (a listing of the
+   * whole tree is not free, in S3 least of all) */
   if (t->format == SMR_TRIAL_AUTO &&
-      (t->nsteps ||
-       smr_source_exists(t->src, "training_job_end.ts", NULL, NULL) ||
-       !smr_tb_probe(t->src)))
+      (!smdebug_read || t->nsteps || t->marker || !smr_tb_probe(t->src)))
     return SMR_OK;
   return smr_tb_new(t->tb_settings, &t->tb, err);
 }
@@ -693,22 +693,26 @@ int smr_trial_format_parse(const char *name) {
 
 int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
   pthread_mutex_lock(&t->mu);
-  int tbrc = tensorboard_detect(t, err); /* TensorBoard */
-  if (tbrc != SMR_OK || t->tb) {
-    if (tbrc == SMR_OK)
-      tbrc = tensorboard_refresh(t, added, err);
+  int rc = tensorboard_detect(t, false, err); /* TensorBoard: forced */
+  if (rc == SMR_OK && t->tb) {
+    rc = tensorboard_refresh(t, added, err);
     pthread_mutex_unlock(&t->mu);
-    return tbrc;
+    return rc;
   }
   t->marker = smr_source_exists(t->src, "training_job_end.ts", NULL, NULL);
   t->loaded_all_steps = !t->live || t->marker;
-  int rc = sync_index_files(t, added, err);
+  if (rc == SMR_OK)
+    rc = sync_index_files(t, added, err);
   if (rc == SMR_OK) {
     clear_problems(t);
     load_collections(t);
     record_index_problems(t);
     rc = rebuild_steps(t, err);
   }
+  if (rc == SMR_OK) /* TensorBoard: no smdebug step, event files? */
+    rc = tensorboard_detect(t, true, err);
+  if (rc == SMR_OK && t->tb)
+    rc = tensorboard_refresh(t, added, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
