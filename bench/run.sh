@@ -419,6 +419,24 @@ if [ -x "$B/bench/profiler_bench" ] && [ "$PROF_BIG_EVENTS" -gt 0 ]; then
   echo "  ($SECONDS s)"
 fi
 
+# ------------------------------------------------------- 6c. TensorBoard
+# docs/tensorboard.md: 1 M scalars (10 tags x 100,000 steps, one
+# add_scalar Event per record) from one event file, against a raw read of
+# the same bytes; then a refresh of the unchanged folder and one after
+# 1,000 appended records (only the new bytes are read).
+have_tb=0
+if [ -x "$B/bench/tb_bench" ]; then
+  echo
+  echo "== 6c. TensorBoard: 1 M scalars from one event file (bench/tb_bench)"
+  mkdir -p "$TMP/tb"
+  step "$B/bench/tb_bench" gen "$TMP/tb" 10 100000
+  step "$B/bench/tb_bench" raw "$TMP/tb" "$BENCH_REPEAT"
+  step "$B/bench/tb_bench" read "$TMP/tb" "$BENCH_REPEAT"
+  have_tb=1
+  rm -rf "$TMP/tb"
+  echo "  ($SECONDS s)"
+fi
+
 # ---------------------------------------------------------------- summary
 # row NAME MEASURED BASELINE RATIO TARGET VERDICT
 row() { printf '%-38s %-14s %-18s %-9s %-10s %s\n' "$@"; }
@@ -570,6 +588,20 @@ if [ $have_prof = 1 ]; then
     "cpu $(get prof_rules_cpu)" "-" "-" "info"
   row "11 profiler rules peak RSS MB" \
     "$(calc1 "$(get prof_rules_rss) / 1024")" "-" "-" "-" "info"
+fi
+# Targets of issue 27: 1 M scalars < 0.3 s, peak RSS < 32 MB, incremental.
+if [ $have_tb = 1 ]; then
+  tr=$(get tb_read_s)
+  tw=$(get tb_raw_s)
+  row "TensorBoard 1M scalars, s (wall)" "$tr" "raw read $tw" \
+    "$(calc "$tr / $tw")" "< 0.3 s" "$(verdict "$tr" "<" 0.3)"
+  row "TensorBoard 1M scalars peak RSS MB" "$(get tb_read_rss_mb)" \
+    "raw read $(get tb_raw_rss_mb)" "-" "< 32" \
+    "$(verdict "$(get tb_read_rss_mb)" "<" 32)"
+  row "TensorBoard refresh, unchanged ms" "$(get tb_refresh_unchanged_ms)" \
+    "values $(get tb_refresh_unchanged_added)" "-" "-" "info"
+  row "TensorBoard refresh, +1000 ms" "$(get tb_refresh_1000_ms)" \
+    "values $(get tb_refresh_1000_added)" "-" "-" "info"
 fi
 # Target of "profiling anywhere": peak RSS < 64 MB whatever the job's length
 # (the 11 rules as plugins: each plugin still has its own 12 MiB cache of

@@ -31,7 +31,8 @@ enum {
   OPT_SAGEMAKER_WINDOWS,
   OPT_PROFILE,
   OPT_HEARTBEAT,
-  OPT_KILL_AFTER
+  OPT_KILL_AFTER,
+  OPT_FORMAT
 };
 
 static const char *RUN_HELP =
@@ -63,6 +64,8 @@ static const char *RUN_HELP =
     "  --state PATH       catalog and rule state (default "
     "DIR/.smrules/state.db)\n"
     "  --fresh            evaluate from scratch; read and store no state\n"
+    "  --format F         auto (default), smdebug or tensorboard: what the\n"
+    "                     trial folder holds (docs/tensorboard.md)\n"
     "  --training-pid N   the training process StopTraining may stop;\n"
     "                     with --watch its exit ends the watch\n"
     "  --dry-run          report what actions would do and do nothing\n"
@@ -151,6 +154,7 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
       {"sagemaker-windows", no_argument, NULL, OPT_SAGEMAKER_WINDOWS},
       {"profile", required_argument, NULL, OPT_PROFILE},
+      {"format", required_argument, NULL, OPT_FORMAT},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
@@ -259,6 +263,15 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       break;
     case OPT_PROFILE:
       a->profile = optarg;
+      break;
+    case OPT_FORMAT: /* TensorBoard (docs/tensorboard.md) */
+      if ((a->topts.format = smr_trial_format_parse(optarg)) < 0) {
+        fprintf(stderr,
+                "smrules: --format takes auto, smdebug or "
+                "tensorboard, not '%s'\n",
+                optarg);
+        return SMR_EXIT_USAGE;
+      }
       break;
     case 'v':
       smr_log_set_level(0);

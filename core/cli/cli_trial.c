@@ -28,6 +28,15 @@ bool smr_cli_trial_opt(smr_trial_args *a, int c) {
   case OPT_S3_ENDPOINT:
     smr_source_set_endpoint(optarg);
     return true;
+  case OPT_FORMAT: /* TensorBoard (docs/tensorboard.md) */
+    if ((a->opts.format = smr_trial_format_parse(optarg)) < 0) {
+      fprintf(stderr,
+              "smrules: --format takes auto, smdebug or tensorboard, "
+              "not '%s'\n",
+              optarg);
+      exit(SMR_EXIT_USAGE);
+    }
+    return true;
   default:
     return false;
   }
@@ -43,6 +52,8 @@ const char *const SMR_TRIAL_HELP =
     "DIR/.smrules/state.db;\n"
     "                   for s3:// trials a file under ~/.cache/smrules/s3/)\n"
     "  --fresh          use a private in-memory catalog\n"
+    "  --format F       auto (default), smdebug or tensorboard: what the\n"
+    "                   folder holds (docs/tensorboard.md)\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials\n"
     "                   (default AWS_ENDPOINT_URL, else AWS)\n";
 

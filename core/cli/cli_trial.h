@@ -1,6 +1,6 @@
 /* cli_trial.h - what `smrules inspect` and `smrules tensor` share: the
  * trial options (--trial, --state, --fresh, --live, --json,
- * --s3-endpoint), opening the trial, errors as JSON (cli_trial.c). */
+ * --s3-endpoint, --format), opening the trial, errors as JSON (cli_trial.c). */
 #ifndef SMR_CLI_TRIAL_H
 #define SMR_CLI_TRIAL_H
 
@@ -21,6 +21,7 @@ enum {
   OPT_LIVE,
   OPT_JSON,
   OPT_S3_ENDPOINT,
+  OPT_FORMAT,
   OPT_TRIAL_LAST /* the commands' own options follow */
 };
 
@@ -30,7 +31,8 @@ enum {
       {"fresh", no_argument, NULL, OPT_FRESH},                                 \
       {"live", no_argument, NULL, OPT_LIVE},                                   \
       {"json", no_argument, NULL, OPT_JSON},                                   \
-      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT}, {             \
+      {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},               \
+      {"format", required_argument, NULL, OPT_FORMAT}, {                       \
     "help", no_argument, NULL, 'h'                                             \
   }
 

@@ -236,6 +236,7 @@ int smr_config_parse(const char *yaml, size_t len, const char *name,
   }
   out->actions = smr_node_value(out->root, "actions");
   out->lua = smr_node_value(out->root, "lua");
+  out->tensorboard = smr_node_value(out->root, "tensorboard");
   return SMR_OK;
 }
 

@@ -31,6 +31,7 @@ typedef struct smr_config {
   size_t n_rules;
   const smr_node *actions; /* top-level `actions:` map, or NULL */
   const smr_node *lua;     /* top-level `lua:` settings map, or NULL */
+  const smr_node *tensorboard; /* `tensorboard:` (config/config_tb.h) */
 } smr_config;
 
 /* Load and validate.  On error: SMR_ERR_USAGE, err->file = path and

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/config_tb.h"
 #include "job/job_int.h"
 #include "job/job_profile.h"
 #include "run/output.h"
@@ -430,6 +431,12 @@ int smr_job_run(smr_job_opts *a, smr_config *cfg, const smr_job_print *p) {
     report_error(p, &err, true);
     return SMR_EXIT_USAGE;
   }
+  /* TensorBoard: rules.yaml `tensorboard:` (docs/tensorboard.md) */
+  if (smr_config_tb_settings(cfg, &a->tbs, &err) != SMR_OK) {
+    report_error(p, &err, true);
+    return SMR_EXIT_USAGE;
+  }
+  a->topts.tensorboard = &a->tbs;
   smr_profile_session prof = {0};
   if (a->profile)
     rc = start_profile(a, cfg, &prof);
@@ -448,5 +455,6 @@ int smr_job_run(smr_job_opts *a, smr_config *cfg, const smr_job_print *p) {
   }
   smr_profile_stop(&prof, false); /* a no-op once it was stopped */
   smr_launch_free(child);
+  smr_config_tb_free(&a->tbs);
   return rc;
 }

@@ -43,6 +43,7 @@ enum {
 typedef struct smr_job_opts {
   const char *trial, *output, *profiler;
   smr_trial_opts topts;
+  smr_tb_settings tbs; /* rules.yaml `tensorboard:` (topts.tensorboard) */
   smr_run_opts ropts;
   bool json; /* results on stdout as JSON: progress goes to stderr */
   int64_t training_pid;

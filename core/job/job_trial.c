@@ -10,6 +10,7 @@
 #include "job/job_int.h"
 #include "profiler/profiler.h"
 #include "source/source.h"
+#include "trial/tb_trial.h"
 
 static bool is_dir(const char *path) {
   struct stat st;
@@ -72,9 +73,21 @@ static bool exists(const char *dir, const char *name) {
   return ok;
 }
 
+/* TensorBoard: events.out.tfevents.* files in the folder or below it
+ * (docs/tensorboard.md). */
+static bool has_event_files(const char *dir) {
+  smr_source *src;
+  smr_error e;
+  if (!is_dir(dir) || smr_source_local_open(dir, &src, &e) != SMR_OK)
+    return false;
+  bool any = smr_tb_probe(src);
+  smr_source_close(src);
+  return any;
+}
+
 static bool has_debug_data(const char *dir) {
   return exists(dir, "index") || exists(dir, "events") ||
-         exists(dir, "training_job_end.ts");
+         exists(dir, "training_job_end.ts") || has_event_files(dir);
 }
 
 /* Whether some rule reads tensors (every rule but profiler plugins). */
@@ -126,6 +139,6 @@ void smr_job_no_trial(const smr_job_presence *p, smr_error *e) {
         e, SMR_ERR_IO, d, -1,
         "no trial here: expected smdebug's index/ and events/ "
         "folders (or training_job_end.ts) in %s or in "
-        "%s/debug-output%s",
+        "%s/debug-output, or TensorBoard's events.out.tfevents.* files%s",
         d, d, p->tensor ? "" : ", or profiler data (system/ or framework/)");
 }

@@ -20,6 +20,7 @@
 typedef struct watcher {
   int fd; /* inotify descriptor, -1 when polling */
   const char *root;
+  smr_trial *t; /* NULL: no trial (smr_watch_wait_until) */
 } watcher;
 
 static double now_s(void) {
@@ -35,6 +36,43 @@ static void add_watch(watcher *w, const char *rel) {
   free(path);
 }
 
+/* TensorBoard (docs/tensorboard.md#live): event files grow in place
+ * (appends, no close) in the root or run sub-folders, so those folders are
+ * watched for writes too, a few levels down; also while a trial has no
+ * step yet, as it may turn out to be one. */
+static void add_event_watches(watcher *w, const char *rel, int depth) {
+  char *path =
+      rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
+  /* IN_MASK_ADD: the root's watch keeps what add_watch asked for */
+  inotify_add_watch(w->fd, path,
+                    WATCH_MASK | IN_MODIFY | IN_ONLYDIR | IN_MASK_ADD);
+  DIR *d = depth < 3 ? opendir(path) : NULL;
+  free(path);
+  struct dirent *de;
+  while (d && (de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+      continue;
+    char *sub = rel[0] ? smr_xasprintf("%s/%s", rel, de->d_name)
+                       : smr_xstrdup(de->d_name);
+    add_event_watches(w, sub, depth + 1);
+    free(sub);
+  }
+  if (d)
+    closedir(d);
+}
+
+static bool wants_event_watches(const watcher *w) {
+  if (!w->t)
+    return false;
+  if (smr_trial_is_tensorboard(w->t))
+    return true;
+  smr_i64v steps = {0};
+  smr_trial_steps(w->t, SMR_MODE_GLOBAL, true, &steps);
+  bool none = steps.n == 0;
+  smr_i64v_free(&steps);
+  return none;
+}
+
 /* Watch the root (end marker, index/ appearing), index/ and every
  * index/<folder>: new folders are added as they appear.  Adding a watch
  * twice is harmless (inotify returns the same descriptor). */
@@ -42,6 +80,8 @@ static void add_watches(watcher *w) {
   if (w->fd < 0)
     return;
   add_watch(w, "");
+  if (wants_event_watches(w)) /* TensorBoard */
+    add_event_watches(w, "", 0);
   add_watch(w, "index");
   char *idx = smr_xasprintf("%s/index", w->root);
   DIR *d = opendir(idx);
@@ -256,7 +296,7 @@ static void set_end(const smr_watch_opts *o, smr_watch_end e) {
 
 int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
                   smr_error *err) {
-  watcher w = {-1, smr_trial_root(t)};
+  watcher w = {-1, smr_trial_root(t), t};
   if (!o->force_polling)
     w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   add_watches(&w);
@@ -281,6 +321,8 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     if (changed || now_s() - last_scan >= RESCAN_S) {
       if ((rc = step_once(t, r, err)) != SMR_OK)
         break;
+      if (smr_trial_is_tensorboard(t)) /* TensorBoard: folders may be new */
+        add_watches(&w);
       last_scan = now_s();
       /* a new step is activity */
       smr_i64v steps = {0};
@@ -339,7 +381,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
 
 smr_watch_end smr_watch_wait_until(bool (*ready)(void *), void *arg,
                                    const smr_watch_opts *o) {
-  watcher none = {-1, NULL};
+  watcher none = {-1, NULL, NULL};
   double start = now_s();
   bool following_group = false;
   for (;;) {

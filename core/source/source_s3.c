@@ -254,10 +254,14 @@ static int s3_list_after(smr_source *src, const char *dir, const char *suffix,
                          smr_error *err) {
   s3_source *s = S(src);
   memset(out, 0, sizeof *out);
-  if (!rel_ok(dir) || (start_after && !smr_path_is_safe(start_after)))
+  /* "": the whole trial (a TensorBoard folder's event files lie anywhere
+   * below it, docs/tensorboard.md) */
+  bool whole = dir[0] == '\0';
+  if ((!whole && !rel_ok(dir)) ||
+      (start_after && !smr_path_is_safe(start_after)))
     return refuse(dir, err);
-  char *d = key_of(s, dir);
-  char *prefix = smr_xasprintf("%s/", d);
+  char *d = whole ? smr_xstrdup(s->prefix) : key_of(s, dir);
+  char *prefix = d[0] ? smr_xasprintf("%s/", d) : smr_xstrdup("");
   char *after = start_after ? key_of(s, start_after) : NULL;
   smr_s3_objects objs = {0};
   int rc = smr_s3_list(s->c, prefix, after, &objs, err);

@@ -21,6 +21,7 @@
 #include "trial/catalog.h"
 #include "trial/stats_cache.h"
 #include "trial/step_entries.h"
+#include "trial/tb_trial.h"
 
 /* Index and collections files are small; anything larger is not one. */
 #define MAX_INDEX_BYTES (64u << 20)
@@ -86,6 +87,11 @@ struct smr_trial {
   int64_t step_bytes;
   size_t step_bytes_at;
   smr_stats_cache *stats; /* per-(tensor, step) statistics rules share */
+  /* TensorBoard (trial/tb_trial.h): the folder's scalars, asked instead
+   * of the catalog's index entries when not NULL */
+  smr_tb *tb;
+  int format;
+  const smr_tb_settings *tb_settings;
 };
 
 static void forget_tensor_ids(smr_trial *t);
@@ -605,17 +611,108 @@ static void record_index_problems(smr_trial *t) {
   smr_failed_indexes_free(f, n);
 }
 
+/* ---- TensorBoard (trial/tb_trial.h): the one place a TensorBoard
+ * folder is read (steps straight from its model); the model then answers
+ * cached_names, tensor_entries and read_entry (each hook marked
+ * "TensorBoard"). */
+
+/* Whether the trial is (now) a TensorBoard folder: forced, or, unless
+ * forced to smdebug, event files and no smdebug step yet (a folder a
+ * trainer has not written yet is asked again at each refresh). */
+static int tensorboard_detect(smr_trial *t, bool smdebug_read, smr_error *err) {
+  if (t->tb || t->format == SMR_TRIAL_SMDEBUG)
+    return SMR_OK;
+  /* auto: asked only once smdebug's files gave nothing (a listing of the
+   * whole tree is not free, in S3 least of all) */
+  if (t->format == SMR_TRIAL_AUTO &&
+      (!smdebug_read || t->nsteps || t->marker || !smr_tb_probe(t->src)))
+    return SMR_OK;
+  return smr_tb_new(t->tb_settings, &t->tb, err);
+}
+
+static void tensorboard_problem(void *ctx, const char *file, int64_t offset,
+                                const char *message) {
+  add_problem(ctx, file, offset, message);
+}
+
+static void tensorboard_step(void *ctx, int64_t g, int mode, int64_t step) {
+  smr_trial *t = ctx;
+  t->steps[t->nsteps++] = (step_info){g, mode, step, 1};
+}
+
+/* The step model straight from the TensorBoard model: one worker, steps
+ * in global order (rebuild_steps would sort a row per step by worker
+ * name, 0.1 s at 100,000 steps). */
+static void tensorboard_steps(smr_trial *t) {
+  size_t n = smr_tb_steps(t->tb, NULL, NULL);
+  free(t->steps);
+  t->steps = smr_xcalloc(n ? n : 1, sizeof *t->steps);
+  t->nsteps = 0;
+  smr_tb_steps(t->tb, tensorboard_step, t);
+  if (!t->workers.n)
+    smr_strv_push(&t->workers, "worker_0");
+  t->num_workers = 1;
+  compute_completeness(t);
+}
+
+static int tensorboard_refresh(smr_trial *t, size_t *added, smr_error *err) {
+  size_t n = 0;
+  bool reset = false;
+  t->marker = false; /* TensorBoard writes none: the trainer's exit ends */
+  t->loaded_all_steps = !t->live;
+  int rc = smr_tb_sync(t->tb, t->src, t->live, &n, &reset, err);
+  if (added)
+    *added = n;
+  if (n || reset) {
+    t->names_valid = false;
+    forget_tensor_ids(t);
+  }
+  clear_problems(t);
+  smr_tb_problems(t->tb, tensorboard_problem, t);
+  free(t->collections_error);
+  t->collections_error = NULL;
+  if (n || reset || !t->colls.n) {
+    smr_tb_collections(t->tb, &t->colls);
+    tensorboard_steps(t);
+  }
+  compute_completeness(t); /* loaded_all_steps may have changed */
+  return rc;
+}
+
+bool smr_trial_is_tensorboard(const smr_trial *t) {
+  return t->tb != NULL;
+}
+
+int smr_trial_format_parse(const char *name) {
+  static const char *const names[] = {"auto", "smdebug", "tensorboard"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, names[i]) == 0)
+      return i;
+  return -1;
+}
+
 int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
   pthread_mutex_lock(&t->mu);
+  int rc = tensorboard_detect(t, false, err); /* TensorBoard: forced */
+  if (rc == SMR_OK && t->tb) {
+    rc = tensorboard_refresh(t, added, err);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+  }
   t->marker = smr_source_exists(t->src, "training_job_end.ts", NULL, NULL);
   t->loaded_all_steps = !t->live || t->marker;
-  int rc = sync_index_files(t, added, err);
+  if (rc == SMR_OK)
+    rc = sync_index_files(t, added, err);
   if (rc == SMR_OK) {
     clear_problems(t);
     load_collections(t);
     record_index_problems(t);
     rc = rebuild_steps(t, err);
   }
+  if (rc == SMR_OK) /* TensorBoard: no smdebug step, event files? */
+    rc = tensorboard_detect(t, true, err);
+  if (rc == SMR_OK && t->tb)
+    rc = tensorboard_refresh(t, added, err);
   pthread_mutex_unlock(&t->mu);
   return rc;
 }
@@ -636,6 +733,8 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   t->stats = smr_stats_cache_new();
   t->step_entries = smr_step_entries_new();
   t->live = o->live;
+  t->format = o->format;
+  t->tb_settings = o->tensorboard;
   int rc = smr_source_open(dir, &t->src, err);
   if (rc == SMR_OK)
     rc = open_catalog(t, o, err);
@@ -653,6 +752,7 @@ void smr_trial_close(smr_trial *t) {
   if (!t)
     return;
   smr_catalog_close(t->cat);
+  smr_tb_free(t->tb);
   smr_source_close(t->src);
   free(t->state_path);
   smr_strv_free(&t->workers);
@@ -855,7 +955,11 @@ static int cached_names(smr_trial *t, smr_error *err) {
   if (t->names_valid)
     return SMR_OK;
   smr_strv_free(&t->names);
-  int rc = smr_catalog_tensor_names(t->cat, &t->names, err);
+  int rc = SMR_OK;
+  if (t->tb) /* TensorBoard */
+    smr_tb_tensor_names(t->tb, &t->names);
+  else
+    rc = smr_catalog_tensor_names(t->cat, &t->names, err);
   t->names_valid = rc == SMR_OK;
   return rc;
 }
@@ -994,6 +1098,14 @@ static int tensor_entries(smr_trial *t, const char *name, int mode,
                           int64_t mode_step, smr_entries *out, smr_error *err) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&t->mu);
+  if (t->tb) { /* TensorBoard */
+    int trc = smr_tb_entries(t->tb, name, mode, mode_step, out);
+    pthread_mutex_unlock(&t->mu);
+    if (trc == SMR_TENSOR_UNAVAILABLE)
+      smr_error_set(err, trc, "", -1,
+                    "tensor '%s' was never saved in this trial", name);
+    return trc;
+  }
   int64_t id = tensor_id(t, name, err);
   bool by_step = mode != 0 && mode_step >= 0;
   int rc = id < 0 ? SMR_TENSOR_UNAVAILABLE
@@ -1198,6 +1310,8 @@ static void keep_range(smr_tensor *t, smr_range *r) {
 
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
+  if (t->tb) /* TensorBoard: the values are in memory */
+    return smr_tb_read_value(t->tb, e, out, err);
   if (e->problem)
     return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1, "%s",
                          e->problem);

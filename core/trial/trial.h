@@ -16,13 +16,25 @@
 #include "base/regex.h"
 #include "format/index.h"
 #include "format/tensor.h"
+#include "trial/tb_trial.h"
 
 typedef struct smr_trial smr_trial;
+
+/* What a trial folder holds (smr_trial_opts.format). */
+enum {
+  SMR_TRIAL_AUTO = 0,       /* smdebug's index files, else TensorBoard events */
+  SMR_TRIAL_SMDEBUG = 1,    /* docs/formats.md */
+  SMR_TRIAL_TENSORBOARD = 2 /* docs/tensorboard.md */
+};
 
 typedef struct smr_trial_opts {
   const char *state_path; /* NULL: <trial>/.smrules/state.db */
   bool fresh;             /* private in-memory catalog, nothing stored */
   bool live;              /* only the end marker ends training */
+  int format;             /* SMR_TRIAL_AUTO, _SMDEBUG, _TENSORBOARD */
+  /* rules.yaml `tensorboard:` (NULL: defaults); kept, not copied: it must
+   * outlive the trial */
+  const smr_tb_settings *tensorboard;
 } smr_trial_opts;
 
 int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
@@ -37,6 +49,10 @@ const char *smr_trial_root(const smr_trial *t);
 const char *smr_trial_state_path(const smr_trial *t);
 struct smr_catalog *smr_trial_catalog(smr_trial *t);
 bool smr_trial_end_marker(const smr_trial *t);
+/* Whether the trial is a TensorBoard log directory (docs/tensorboard.md). */
+bool smr_trial_is_tensorboard(const smr_trial *t);
+/* "auto", "smdebug", "tensorboard" (--format) -> SMR_TRIAL_*; -1 else. */
+int smr_trial_format_parse(const char *name);
 bool smr_trial_loaded_all_steps(const smr_trial *t);
 int64_t smr_trial_last_complete_step(const smr_trial *t);
 int smr_trial_num_workers(const smr_trial *t);

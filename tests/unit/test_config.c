@@ -465,7 +465,7 @@ static void test_config_error_positions(void) {
             "3)");
   CHECK_STR(config_error("rules:\n  - rule: A1\nrule_set: 2\n"),
             "line 3, column 1: unknown key 'rule_set' in the top-level map "
-            "(expected one of: rules, actions, lua, jobs)");
+            "(expected one of: rules, actions, lua, tensorboard, jobs)");
   CHECK_STR(config_error("rules:\n  - rule: LossNotDecreasing\n"
                          "    paramters:\n      num_steps: 3\n"),
             "line 3, column 5: unknown key 'paramters' in rule (expected one "
