@@ -204,6 +204,44 @@ static PyObject *writer_tensor(WriterObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* shape(name, shape): record only a tensor's shape (ReductionConfig's
+ * save_shape). */
+static PyObject *writer_shape(WriterObject *self, PyObject *args) {
+  const char *name;
+  PyObject *seq;
+  if (!PyArg_ParseTuple(args, "sO:shape", &name, &seq))
+    return NULL;
+  PyObject *fast = PySequence_Fast(seq, "shape must be a sequence of ints");
+  if (!fast)
+    return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > SMR_MAX_DIMS) {
+    Py_DECREF(fast);
+    return PyErr_Format(PyExc_ValueError, "shape of '%s' has %zd dimensions",
+                        name, n);
+  }
+  int64_t shape[SMR_MAX_DIMS];
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return NULL;
+    }
+    shape[i] = v;
+  }
+  Py_DECREF(fast);
+  if (!writer_enter(self))
+    return NULL;
+  smr_error err = {0};
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc =
+      smr_writer_shape(self->w, name, (int)n, shape, &err);
+  Py_END_ALLOW_THREADS self->busy = false;
+  if (rc != SMR_OK)
+    return raise_smr(&err);
+  Py_RETURN_NONE;
+}
+
 static PyObject *writer_step_end(WriterObject *self, PyObject *noargs) {
   if (!writer_enter(self))
     return NULL;
@@ -216,27 +254,21 @@ static PyObject *writer_step_end(WriterObject *self, PyObject *noargs) {
   Py_RETURN_NONE;
 }
 
-/* collections(json): the collections file as smdebug's JSON; parsed by the
- * library's own parser first, so that a file it would not read back is
- * refused here rather than written. */
+/* collections(json): the collections file as smdebug writes it, kept as
+ * given; the library's own parser checks it first, so that a file it would
+ * not read back is refused here rather than written. */
 static PyObject *writer_collections(WriterObject *self, PyObject *args) {
   const char *json;
   Py_ssize_t len;
   if (!PyArg_ParseTuple(args, "s#:collections", &json, &len))
     return NULL;
-  smr_collections c = {0};
-  smr_error err = {0};
-  if (smr_collections_parse(json, (size_t)len, "<collections>", &c, &err) !=
-      SMR_OK)
-    return raise_smr(&err);
-  if (!writer_enter(self)) {
-    smr_collections_free(&c);
+  if (!writer_enter(self))
     return NULL;
-  }
+  smr_error err = {0};
   int rc;
-  Py_BEGIN_ALLOW_THREADS rc = smr_writer_collections(self->w, &c, &err);
+  Py_BEGIN_ALLOW_THREADS rc =
+      smr_writer_collections_json(self->w, json, (size_t)len, &err);
   Py_END_ALLOW_THREADS self->busy = false;
-  smr_collections_free(&c);
   if (rc != SMR_OK)
     return raise_smr(&err);
   Py_RETURN_NONE;
@@ -263,6 +295,8 @@ static PyMethodDef writer_methods[] = {
      "step_begin(step, mode, mode_step): start a global step (mode 1..4)."},
     {"tensor", (PyCFunction)writer_tensor, METH_VARARGS,
      "tensor(name, array, wall_time): add a C-contiguous array to the step."},
+    {"shape", (PyCFunction)writer_shape, METH_VARARGS,
+     "shape(name, shape): record only the shape of a tensor in the step."},
     {"step_end", (PyCFunction)writer_step_end, METH_NOARGS,
      "step_end(): complete the step's event file, then its index file."},
     {"collections", (PyCFunction)writer_collections, METH_VARARGS,

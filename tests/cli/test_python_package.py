@@ -5,7 +5,6 @@ bit for bit (sha256 of the array's bytes) in every dtype the writer takes;
 wrong input is refused with a clear exception and nothing half-written;
 `make install-python` installs a package that imports from elsewhere."""
 
-import hashlib
 import json
 import os
 import shutil
