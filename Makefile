@@ -214,7 +214,7 @@ fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=512 \
 	      $(BUILD)/fuzz/corpus-$$n tests/fuzz/seeds/$$n || exit 1; done
 
-bench: all $(BENCH_BIN)
+bench: all $(BENCH_BIN) python
 	bench/run.sh $(BUILD)
 
 # the user documentation the man page names (docs/ARCHITECTURE.md is the

@@ -57,7 +57,14 @@ def attempt(key, fn):
     except Exception as e:
         res[key] = "%s: %s" % (type(e).__name__, e)
 old, fresh = sys.argv[1], sys.argv[2]
-attempt("existing_trial", lambda: smd.Hook(out_dir=old))
+attempt("finished_trial", lambda: smd.Hook(out_dir=old))
+os.remove(os.path.join(old, "training_job_end.ts"))
+def first_step():
+    h = smd.Hook(out_dir=old)
+    m = torch.nn.Linear(2, 2)
+    h.register_module(m)
+    m(torch.zeros(1, 2))
+attempt("existing_trial", first_step)
 class OptimizedModule(torch.nn.Module):   # what torch.compile returns
     def __init__(self, m):
         super().__init__()
@@ -138,7 +145,7 @@ def check_trial(c, label, out, steps, ended=True, workers=("worker_0",), worker=
             sorted(want - have), sorted(have - want)))
     args = []
     for s in want_steps:
-        for name in sorted(steps[str(s)]["tensors"]):
+        for name in sorted(n for n, v in steps[str(s)]["tensors"].items() if v):
             a = ["tensor", "--trial", out, "--name", name, "--step", str(s), "--json"] + \
                 lib.STATE_ARGS
             if worker:
@@ -156,6 +163,21 @@ def check_trial(c, label, out, steps, ended=True, workers=("worker_0",), worker=
                 exp["dtype"], exp["shape"], exp["sha256"][:12], t.rc, t.err.strip()[:200]))
     sc.ok(not bad, "%d tensor values equal PyTorch's bit for bit" % len(args),
           "; ".join(bad[:4]) + (" ... %d more" % (len(bad) - 4) if len(bad) > 4 else ""))
+    reds = []
+    for s in want_steps:
+        for key, value in sorted(steps[str(s)].get("reductions", {}).items()):
+            name, red, abs_ = key.split("|")
+            a = ["tensor", "--trial", out, "--name", name, "--step", str(s), "--json",
+                 "--reduction", red] + (["--abs"] if abs_ == "1" else []) + lib.STATE_ARGS
+            reds.append((s, name, red, abs_, value, a))
+    if reds:
+        bad = []
+        for (s, name, red, abs_, value, _), t in zip(reds, lib.run_all([x[-1] for x in reds])):
+            got = (t.obj or {}).get("reduction") or {}
+            if got.get("value") != value or got.get("saved") is not True:
+                bad.append("%s %s%s@%d: got %s, PyTorch %r" % (name, "abs_" if abs_ == "1" else "",
+                                                               red, s, got, value))
+        sc.ok(not bad, "%d saved reductions equal PyTorch's" % len(reds), "; ".join(bad[:4]))
     if collections is not None:
         names = set().union(*[set(v["tensors"]) for v in steps.values()])
         want = expected_collections(names, collections)
@@ -348,7 +370,8 @@ def check_errors(c, tmp, existing):
     if not c.ok(rc == 0, "refusals: script runs", se[-1500:]):
         return
     res = json.loads(so)
-    want = {"existing_trial": ("HookError", "already holds a trial"),
+    want = {"finished_trial": ("HookError", "holds a finished trial"),
+            "existing_trial": ("HookError", "already holds a trial with steps of worker_0"),
             "compiled": ("HookError", "torch.compile"),
             "s3": ("ValueError", "local folders only"),
             "workers": ("ValueError", "include_workers"),
@@ -388,7 +411,12 @@ def main():
                       intervals={"TRAIN": 1, "EVAL": 1}),
                  spec("json", tmp, epochs=1, train_steps=7, eval_steps=2,
                       intervals={"TRAIN": 1, "EVAL": 1}, json_config=hook_json(tmp)),
-                 spec("dry", tmp, epochs=1, train_steps=2, eval_steps=1, dry_run=True)]
+                 spec("dry", tmp, epochs=1, train_steps=2, eval_steps=1, dry_run=True),
+                 spec("reduced", tmp, epochs=1, train_steps=3, eval_steps=1,
+                      intervals={"TRAIN": 2, "EVAL": 1}, functional=True,
+                      collections=["weights", "biases", "gradients", "losses",
+                                   "relu_activations"],
+                      reduction={"reductions": ["mean", "max", "std"], "abs_norms": ["l2"]})]
         path = os.path.join(tmp, "spec.json")
         with open(path, "w") as f:
             json.dump(specs, f)
@@ -408,6 +436,8 @@ def main():
             check_trial(c, "dead ReLU", outs["deadrelu"], res["deadrelu"]["steps"])
             check_trial(c, "stalled", outs["stalled"], res["stalled"]["steps"])
             check_json_config(c, tmp, res)
+            check_trial(c, "reductions and record_tensor_value", outs["reduced"],
+                        res["reduced"]["steps"])
             f = collections_file(outs["healthy_mlp"])
             sc = c.scope("collections file")
             colls = f.get("collections", {})
@@ -434,7 +464,7 @@ def main():
                  "queue bound 0 MB: at most one tensor queued at a time",
                  "peak %s bytes" % ex["queue_peak"])
             check_rules(c, tmp, outs)
-            check_errors(c, tmp, outs["healthy_mlp"])
+            check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)
         check_ddp(c, *ddp)
     finally:

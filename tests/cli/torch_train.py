@@ -92,11 +92,24 @@ def make_data(kind, n, seed):
 
 # ---------------------------------------------------------------- truth
 
-class Truth:
-    """What PyTorch says, per step the loop expects to be saved."""
+def reduce(t, red, abs_):
+    """smdebug's PyTorch reductions (smdebug/pytorch/utils.py)."""
+    t = t.detach()
+    if abs_:
+        t = torch.abs(t)
+    if red in ("l1", "l2"):
+        return torch.norm(t, p=int(red[1]))
+    return torch.var(t) if red == "variance" else getattr(torch, red)(t)
 
-    def __init__(self, model, prefix, relu_regex_names):
+
+class Truth:
+    """What PyTorch says, per step the loop expects to be saved.  With
+    `reductions` ([(name, abs)]), the tensors of non-loss collections are
+    recorded as their reductions (value and bytes) instead."""
+
+    def __init__(self, model, prefix, relu_regex_names, reductions=None):
         self.model, self.prefix = model, prefix
+        self.reductions = reductions
         self.steps = {}
         self.cur = None
         names = dict(model.named_modules())
@@ -106,8 +119,17 @@ class Truth:
     def _relu_hook(self, name):
         def f(module, inputs, output):
             if self.cur is not None:
-                self.cur["tensors"][name] = sha(output)
+                self._rec(name, output)
         return f
+
+    def _rec(self, name, t):
+        if not self.reductions:
+            self.cur["tensors"][name] = sha(t)
+            return
+        for red, abs_ in self.reductions:
+            v = reduce(t, red, abs_)
+            self.cur.setdefault("reductions", {})["%s|%s|%d" % (name, red, abs_)] = v.item()
+        self.cur["tensors"][name] = None  # listed under its own name, no value
 
     def begin(self, step, mode, mode_step, due):
         self.cur = None
@@ -115,7 +137,7 @@ class Truth:
             self.cur = self.steps.setdefault(step, {"mode": mode, "mode_step": mode_step,
                                                     "tensors": {}})
             for n, p in self.model.named_parameters():
-                self.cur["tensors"][self.prefix + n] = sha(p)
+                self._rec(self.prefix + n, p)
 
     def loss(self, name, loss):
         if self.cur is not None:
@@ -124,7 +146,7 @@ class Truth:
     def grads(self):
         if self.cur is not None:
             for n, p in self.model.named_parameters():
-                self.cur["tensors"]["gradient/" + self.prefix + n] = sha(p.grad)
+                self._rec("gradient/" + self.prefix + n, p.grad)
 
     def always(self, step, mode, mode_step, name, value):
         """A tensor saved at every step (save_scalar)."""
@@ -166,22 +188,28 @@ def run(spec):
     iv = spec["intervals"]
     if "queue_mb" in spec:
         os.environ["SMRULES_HOOK_QUEUE_MB"] = str(spec["queue_mb"])
+    reductions = None
     if spec.get("json_config"):
         hook = smd.Hook.create_from_json_file(spec["json_config"])
     else:
+        rc = None
+        if spec.get("reduction"):
+            rc = smd.ReductionConfig(**spec["reduction"])
+            reductions = [(r, False) for r in rc.reductions + rc.norms] + \
+                [(r, True) for r in rc.abs_reductions + rc.abs_norms]
         hook = smd.Hook(out_dir=spec["out"], save_config=smd.SaveConfig(mode_save_configs={
             smd.modes.TRAIN: smd.SaveConfigMode(save_interval=iv["TRAIN"]),
             smd.modes.EVAL: smd.SaveConfigMode(save_interval=iv["EVAL"])}),
             include_collections=spec.get("collections",
                                          ["weights", "biases", "gradients", "losses",
                                           "relu_activations"]),
-            dry_run=spec.get("dry_run", False))
+            dry_run=spec.get("dry_run", False), reduction_config=rc)
         hook.get_collection("relu_activations").include(".*relu_output")
     os.environ.pop("SMRULES_HOOK_QUEUE_MB", None)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     relus = [n for n, m in model.named_modules() if isinstance(m, nn.ReLU)]
-    truth = Truth(model, type(model).__name__ + "_", relus)
+    truth = Truth(model, type(model).__name__ + "_", relus, reductions)
     loss_name = type(loss_fn).__name__ + "_output_0"
     g, ms = -1, {"TRAIN": -1, "EVAL": -1}
     for epoch in range(spec["epochs"]):
@@ -192,7 +220,11 @@ def run(spec):
             ms["TRAIN"] += 1
             truth.begin(g, "TRAIN", ms["TRAIN"], ms["TRAIN"] % iv["TRAIN"] == 0)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
+            out = model(x)
+            if spec.get("functional"):  # a second, functional loss
+                hook.record_tensor_value("l1_loss", torch.nn.functional.l1_loss(out, out * 0))
+                truth.custom("l1_loss_output_0", torch.nn.functional.l1_loss(out, out * 0))
+            loss = loss_fn(out, y)
             if spec.get("custom"):
                 hook.save_tensor("labels", y, "labels")
                 truth.custom("labels", y)

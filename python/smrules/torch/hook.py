@@ -184,17 +184,32 @@ class Hook:
         return hook
 
     def _check_out_dir(self):
-        for part in ("index", "events"):
-            p = os.path.join(self.out_dir, part)
-            if os.path.isdir(p) and os.listdir(p):
-                raise HookError(
-                    f"smrules hook: {self.out_dir} already holds a trial ({part}/ is not empty): "
-                    "choose a new out_dir or remove the old trial")
+        if os.path.exists(self.out_dir) and not os.path.isdir(self.out_dir):
+            raise HookError(f"smrules hook: out_dir {self.out_dir} is not a folder")
         if os.path.exists(os.path.join(self.out_dir, "training_job_end.ts")):
             raise HookError(f"smrules hook: {self.out_dir} holds a finished trial "
                             "(training_job_end.ts): choose a new out_dir")
-        if os.path.exists(self.out_dir) and not os.path.isdir(self.out_dir):
-            raise HookError(f"smrules hook: out_dir {self.out_dir} is not a folder")
+
+    def _check_worker_files(self):
+        """At the first step, once the worker is known: a folder already
+        holding this worker's steps is another run's trial; refused rather
+        than mixed.  (Other workers of this run may have written by then.)"""
+        suffix = f"_{self.worker}.json"
+        index = os.path.join(self.out_dir, "index")
+        try:
+            folders = [e.path for e in os.scandir(index) if e.is_dir()]
+        except OSError:
+            return
+        for folder in folders:
+            try:
+                with os.scandir(folder) as it:
+                    if any(e.name.endswith(suffix) for e in it):
+                        raise HookError(
+                            f"smrules hook: {self.out_dir} already holds a trial with steps of "
+                            f"{self.worker} ({os.path.relpath(folder, self.out_dir)}/): choose a "
+                            "new out_dir or remove the old trial")
+            except OSError:
+                continue
 
     # ---------------------------------------------------------- collections
 
@@ -360,6 +375,8 @@ class Hook:
         with self._guard():
             if self.worker is None:
                 self._setup_worker()
+                if self._writes():
+                    self._check_worker_files()
             self._end_step()
             if self._stop_at_step:  # SIGTERM: the step in hand is complete
                 raise SystemExit(EXIT_STATUS_SIGTERM)
@@ -455,6 +472,18 @@ class Hook:
         if self._step_open:
             self._writer.put(("end",))
             self._step_open = False
+
+    def record_tensor_value(self, tensor_name, tensor_value):
+        """A value computed outside any registered module (a functional loss,
+        F.mse_loss(...)): saved as <tensor_name>_output_0 when a collection
+        matches and the step saves, as smdebug does."""
+        if not isinstance(tensor_value, torch.Tensor):
+            raise TypeError(f"tensor_value={tensor_value!r} must be a torch.Tensor")
+        if not self._colls_for_step or self._closed:
+            return
+        with self._guard():
+            self._write_all(tensor_name, tensor_value, OUTPUT_SUFFIX)
+            self.last_saved_step = self.step
 
     def save_tensor(self, tensor_name, tensor_value, collections_to_write=CollectionKeys.DEFAULT):
         """Save a tensor of your own (torch.Tensor, NumPy array, number) in
