@@ -86,6 +86,59 @@ print(json.dumps(res))
 """
 
 
+CONFIG = r"""
+import json, sys
+from smrules.config import SaveConfig, SaveConfigMode, ReductionConfig, read_hook_json
+from smrules.modes import ModeKeys
+out = {}
+m = SaveConfigMode(save_interval=3, start_step=2, end_step=10, save_steps=[1])
+out["steps"] = [s for s in range(13) if m.should_save_step(s)]
+out["default"] = [s for s in range(1001) if SaveConfigMode().should_save_step(s)]
+r = ReductionConfig.from_dict({"reductions": "min, abs_max,l1_norm,abs_l2_norm",
+                               "save_raw_tensor": "true"})
+out["red"] = [r.reductions, r.abs_reductions, r.norms, r.abs_norms, r.save_raw_tensor]
+out["red_json"] = r.to_json_dict()
+a = read_hook_json(sys.argv[1])
+sc = a["save_config"]
+out["modes"] = {m.name: sc.get_save_config(m).to_json_dict() for m in ModeKeys}
+out["colls"] = [(n, p, {m.name: v for m, v in modes.items()}) for n, p, modes in a["collections"]]
+out["include_collections"] = a["include_collections"]
+out["out_dir"] = a["out_dir"]
+print(json.dumps(out))
+"""
+
+
+def check_config(c, tmp):
+    """SaveConfig, ReductionConfig and SageMaker's hook JSON, as smdebug
+    reads them (smdebug/core/save_config.py, json_config.py)."""
+    path = os.path.join(tmp, "hook.json")
+    with open(path, "w") as f:
+        json.dump({"LocalPath": "/tmp/x", "HookParameters": {
+            "save_interval": "5", "save_steps": "1,2", "eval.save_interval": 1,
+            "train.end_step": "50"},
+            "CollectionConfigurations": [{"CollectionName": "w", "CollectionParameters": {
+                "include_regex": "a.*,b", "train.save_interval": "7"}}]}, f)
+    rc, so, se = pylib.run_py(CONFIG, [path])
+    if not c.ok(rc == 0, "config script runs", se[-1500:]):
+        return
+    o = json.loads(so)
+    sc = c.scope("config")
+    sc.eq("SaveConfigMode(3, start 2, end 10, steps [1])", o["steps"], [1, 3, 6, 9])
+    sc.eq("default: every 500th step", o["default"], [0, 500, 1000])
+    sc.eq("ReductionConfig.from_dict", o["red"], [["min"], ["max"], ["l1"], ["l2"], True])
+    sc.eq("ReductionConfig JSON", o["red_json"], {"save_raw_tensor": True, "save_shape": False,
+                                                  "reductions": "min,l1_norm,abs_max,abs_l2_norm"})
+    sc.eq("hook JSON: TRAIN", o["modes"]["TRAIN"],
+          {"save_interval": 5, "save_steps": [1, 2], "start_step": 0, "end_step": 50})
+    sc.eq("hook JSON: EVAL", o["modes"]["EVAL"],
+          {"save_interval": 1, "save_steps": [1, 2], "start_step": 0, "end_step": None})
+    sc.eq("hook JSON: collection's train interval over the hook's",
+          o["colls"][0][2]["TRAIN"], {"save_interval": "7", "save_steps": [1, 2],
+                                      "end_step": "50"})
+    sc.eq("hook JSON: collections named", o["include_collections"], ["w"])
+    sc.eq("hook JSON: LocalPath", o["out_dir"], "/tmp/x")
+
+
 def main():
     c = lib.Checker("test_python_package")
     why = pylib.package_problem()
@@ -96,6 +149,7 @@ def main():
         check_dtypes(c, os.path.join(tmp, "dtypes"))
         check_errors(c, os.path.join(tmp, "errors"))
         check_install(c, os.path.join(tmp, "site"))
+        check_config(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

@@ -310,10 +310,9 @@ class Hook:
         if _is_compiled(module):
             raise HookError(
                 "smrules hook: this module is wrapped by torch.compile.  Register the original "
-                "module and run it uncompiled while the hook saves tensors: the hook's Python "
-                "callbacks on every layer would break the compiled graph into pieces (or be "
-                "compiled away).  hook.register_module(model) before model = torch.compile(model)"
-                " is refused the same way when the compiled model is called.")
+                "module (model._orig_mod) and train it uncompiled while the hook is attached: "
+                "the hook's Python callbacks on every layer would break the compiled graph into "
+                "pieces or be compiled away.  Do not compile a module after registering it.")
         for name, sub in module.named_modules():
             if sub in self._module_names:
                 raise HookError(f"module {name or module._get_name()} is registered twice")
