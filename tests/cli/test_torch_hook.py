@@ -79,6 +79,19 @@ attempt("reduction", lambda: smd.ReductionConfig(reductions=["median"]))
 attempt("regex", lambda: smd.Hook(out_dir=fresh).get_collection("x").include("(unclosed"))
 attempt("twice", lambda: [h := smd.Hook(out_dir=fresh), m := torch.nn.Linear(2, 2),
                           h.register_module(m), h.register_module(m)])
+bad = os.path.join(sys.argv[3], "blocked")
+os.makedirs(bad)
+open(os.path.join(bad, "events"), "w").close()   # the writer cannot make events/<step>/
+def blocked():
+    h = smd.Hook(out_dir=bad, save_config=smd.SaveConfig(save_interval=1),
+                 include_collections=["weights"])
+    m = torch.nn.Linear(2, 2)
+    h.register_module(m)
+    for i in range(3):
+        m(torch.zeros(1, 2)).sum().backward()
+    h.close()
+attempt("write_failure", blocked)
+res["blocked_end_marker"] = os.path.exists(os.path.join(bad, "training_job_end.ts"))
 print(json.dumps(res))
 """
 
@@ -366,7 +379,7 @@ def check_json_config(c, tmp, res):
 
 
 def check_errors(c, tmp, existing):
-    rc, so, se = pylib.run_py(ERRORS, [existing, os.path.join(tmp, "fresh")])
+    rc, so, se = pylib.run_py(ERRORS, [existing, os.path.join(tmp, "fresh"), tmp])
     if not c.ok(rc == 0, "refusals: script runs", se[-1500:]):
         return
     res = json.loads(so)
@@ -380,6 +393,11 @@ def check_errors(c, tmp, existing):
             "reduction": ("ValueError", "median"),
             "regex": ("ValueError", "bad regex"),
             "twice": ("HookError", "registered twice")}
+    c.ok(res.get("write_failure") == "no error", "write failure: training goes on",
+         res.get("write_failure", ""))
+    c.ok("saves nothing more, training goes on" in se, "write failure: said on stderr",
+         se[-600:])
+    c.ok(res.get("blocked_end_marker") is True, "write failure: end marker still written")
     for k, (etype, words) in want.items():
         got = res.get(k, "missing")
         c.ok(got.startswith(etype + ":") and words in got, "refusals: %s -> %s (%s)" %

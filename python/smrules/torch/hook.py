@@ -29,6 +29,7 @@ import warnings
 
 import torch
 
+from smrules import _core
 from smrules.collection import SCALAR_COLLECTIONS, Collection, CollectionKeys, pytorch_collections
 from smrules.config import ReductionConfig, SaveConfig, SaveConfigMode, read_hook_json
 from smrules.modes import ModeKeys, mode_of
@@ -143,6 +144,7 @@ class Hook:
         self._grads_queued = self._grads_saved = False
         self._exported = None  # the collections JSON last written
         self._closed = False
+        self._failed = False  # the writer failed: nothing more is saved
         self._busy = 0
         self._term_pending = False
         self._stop_at_step = False
@@ -292,7 +294,19 @@ class Hook:
             self.num_workers = 1
 
     def _writes(self):
-        return not self.dry_run and (self.save_all_workers or self.worker == self.chief_worker)
+        return not self.dry_run and not self._failed and (
+            self.save_all_workers or self.worker == self.chief_worker)
+
+    def _check_writer(self):
+        """A failed writer (a full disk, a folder made unwritable) stops the
+        saving, not the training: said once on stderr, as smdebug's error
+        handling does."""
+        if self._writer is not None and self._writer.error is not None and not self._failed:
+            self._failed = True
+            self._colls_for_step = []
+            print(f"smrules hook: writing the trial {self.out_dir} failed: "
+                  f"{self._writer.error}; the hook saves nothing more, training goes on "
+                  "(the steps written before stay complete)", file=sys.stderr, flush=True)
 
     def _writer_thread(self):
         if self._writer is None:
@@ -377,6 +391,7 @@ class Hook:
                 if self._writes():
                     self._check_worker_files()
             self._end_step()
+            self._check_writer()
             if self._stop_at_step:  # SIGTERM: the step in hand is complete
                 raise SystemExit(EXIT_STATUS_SIGTERM)
             if not self.prepared_collections:
@@ -580,10 +595,16 @@ class Hook:
                 self._end_step()
                 if self._writes():
                     self._export_collections()
-                if not self.dry_run:
+                if not self.dry_run and not self._failed:
                     self._writer_thread().put(("end_marker",))
                 if self._writer is not None:
                     self._writer.close()
+                    self._check_writer()
+                if self._failed:  # nothing more will come: say so if it can be said
+                    try:
+                        _core.write_end_marker(self.out_dir)
+                    except OSError as e:
+                        print(f"smrules hook: {e}", file=sys.stderr)
             finally:
                 self._busy -= 1
                 for h in self._handles:

@@ -6,8 +6,8 @@ The queue is bounded by bytes: put() waits while the tensors already queued
 hold more than `max_bytes` (the training step waits for the disk instead of
 memory growing); a single tensor larger than the bound is still accepted
 when the queue is empty.  An error in the thread (a full disk) is kept and
-raised on the training thread at the next put() or at close(); nothing
-after it is written, and the steps written before it stay complete."""
+reported by the hook on the training thread (see `error`); nothing after
+it is written, and the steps written before it stay complete."""
 
 import collections
 import os
@@ -63,35 +63,29 @@ class WriterThread:
     # ---- training thread ----
 
     def put(self, op, nbytes=0):
+        """Queue one operation; waits while the queue is over its bound.
+        After a failure nothing more is queued (see `error`)."""
         with self._cond:
-            self._raise_error()
-            while self._ops and self._queued_bytes + nbytes > self.max_bytes and not self._error:
+            while self._ops and self._queued_bytes + nbytes > self.max_bytes and not self.error:
                 self._cond.wait()
-            self._raise_error()
+            if self.error:
+                return
             self._ops.append((op, nbytes))
             self._queued_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self._queued_bytes)
             self._cond.notify_all()
 
-    def _raise_error(self):
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise RuntimeError(f"smrules hook: writing {self.out_dir} failed: {err}") from err
-
-    def drain(self):
-        """Wait until everything queued so far is on disk."""
-        with self._cond:
-            while self._ops and self._error is None:
-                self._cond.wait()
-            self._raise_error()
+    @property
+    def error(self):
+        """The first failure of the writer thread (an exception), or None."""
+        return self._error
 
     def close(self):
+        """Write what is queued, close the writer, end the thread."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
         self._thread.join()
-        with self._cond:
-            self._raise_error()
 
     # ---- writer thread ----
 
