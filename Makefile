@@ -270,7 +270,7 @@ install-python: python
 	mkdir -p "$$dest" && rm -rf "$$dest/smrules" && cp -r $(BUILD)/python/smrules "$$dest/" && \
 	find "$$dest/smrules" -name __pycache__ -prune -exec rm -rf {} + && \
 	echo "installed the smrules package in $$dest" && \
-	cd / && $(PYTHON) -c "import smrules, smrules._core; print('import smrules: ok (' + smrules.__file__ + ')')"
+	cd / && PYTHONPATH="$$dest" $(PYTHON) -c "import smrules, smrules._core; print('import smrules: ok (' + smrules.__file__ + ')')"
 
 format:
 	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.[ch] \

@@ -12,7 +12,8 @@ in turn (interleaved, so that the machine's load falls on all alike):
   rawwrite  no hook; each step writes the bytes every1 saves to a file
             with numpy's tofile (the baseline: writing those bytes)
 The per-configuration step time is the median over the rounds of each
-round's mean.  Run by bench/run.sh with PYTHONPATH=BUILD/python; on its
+round's mean; the CPU time of the process per step (both threads) is shown
+beside it.  Run by bench/run.sh with PYTHONPATH=BUILD/python; on its
 own: PYTHONPATH=build/python /usr/bin/python3 bench/torch_hook_bench.py."""
 
 import os
@@ -56,7 +57,7 @@ def run(kind, tmp, n):
         hook.register_module(m)
         hook.register_loss(loss_fn)
     raw = open(os.path.join(out, "raw"), "wb") if kind == "rawwrite" else None
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for step in range(n):
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(m(x), y)
@@ -73,24 +74,28 @@ def run(kind, tmp, n):
     if raw is not None:
         os.fsync(raw.fileno()) if os.environ.get("HOOK_FSYNC") else None
         raw.close()
-    dt = (time.perf_counter() - t0) / n
+    dt, dc = (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
     shutil.rmtree(out, ignore_errors=True)
-    return dt
+    return dt, dc
 
 
 def main():
     tmp = tempfile.mkdtemp(prefix="smrules-hookbench.", dir=os.environ.get("BENCH_DIR", "/tmp"))
     kinds = ("none", "every100", "every1", "rawwrite")
     times = {k: [] for k in kinds}
+    cpus = {k: [] for k in kinds}
     try:
         for k in kinds:  # warm-up: allocations, code paths
             run(k, tmp, 20)
         for _ in range(ROUNDS):
             for k in kinds:
-                times[k].append(run(k, tmp, STEPS))
+                wall, cpu = run(k, tmp, STEPS)
+                times[k].append(wall)
+                cpus[k].append(cpu)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpus.items()}
     nparams = sum(p.numel() for p in model().parameters())
     step_bytes = (2 * nparams + 1) * 4
     base = med["none"]
@@ -111,6 +116,14 @@ def main():
                  "%.2fx" % (o1 / w if w > 0 else float("inf")),
                  "write %.3f ms/step" % (w * 1e3), "< 1.2x",
                  "PASS" if w > 0 and o1 < 1.2 * w else "MISS"))
+    # CPU time of the whole process (training thread and writer thread) per
+    # step: what the hook costs the machine, less sensitive to other load.
+    cb = cmed["none"]
+    print(fmt % ("CPU per step, no hook, ms", "%.3f" % (cb * 1e3), "-", "-", "info"))
+    for k, label in (("every100", "save_interval 100"), ("every1", "save_interval 1"),
+                     ("rawwrite", "raw write, no hook")):
+        print(fmt % ("CPU per step, %s, ms" % label, "%.3f" % (cmed[k] * 1e3),
+                     "%+.1f %%" % (100 * (cmed[k] - cb) / cb), "-", "info"))
     print("RESULT hook_step_none_ms %.4f" % (base * 1e3))
     print("RESULT hook_overhead_100_pct %.2f" % o100)
     print("RESULT hook_overhead_1_vs_write %.3f" % (o1 / w if w > 0 else -1))

@@ -14,7 +14,8 @@ The step logic, as smdebug's:
   (<ModelClass>_<param path>: the values this step's gradients belong to),
   every module's outputs and inputs a collection matches
   (<module path>_output_<i>, _input_<i>; a loss module is named by its
-  class), gradients as they are computed (gradient/<ModelClass>_<param>).
+  class), gradients as param.grad holds them after the backward pass
+  (gradient/<ModelClass>_<param>).
 On a step that saves nothing the hooks return after one test.  Tensors are
 copied off the device once, when due, and handed to the writer thread."""
 
