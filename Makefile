@@ -274,7 +274,7 @@ install-python: python
 
 format:
 	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.[ch] \
-	  plugins/*/*/*.[ch] examples/plugin/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
+	  plugins/*/*/*.[ch] examples/plugin/*.c python/src/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build build-san
