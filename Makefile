@@ -7,6 +7,8 @@
 #   make fuzz         build the libFuzzer targets and run each for FUZZ_SECONDS
 #   make bench        benchmarks (see bench/README.md)
 #   make install PREFIX=/usr/local   (DESTDIR honoured)
+#   make python       the Python package in build/python (PYTHONPATH=build/python)
+#   make install-python   the Python package for /usr/bin/python3 (docs/python.md)
 #   make format       clang-format every C file
 
 PREFIX ?= /usr/local
@@ -60,7 +62,7 @@ BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all check check-fast check-san unit fuzz bench install format clean
+.PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python
 all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
 $(GEN_C) $(GEN_H): $(PROTO)
@@ -185,11 +187,11 @@ unit: $(UNIT_BIN) $(TEST_PLUGINS) $(UNIT_PLUGINS)
 
 # The whole suite: unit tests and CLI end-to-end tests, normal build and
 # then the ASan/UBSan build.  tests/run.sh prints the closing tally.
-check: all unit
+check: all unit python
 	$(MAKE) SAN=1 all unit
 	SMRULES_BUILDS="$(BUILD) build-san" tests/run.sh
 
-check-fast: all unit
+check-fast: all unit python
 	SMRULES_BUILDS="$(BUILD)" tests/run.sh
 
 # Fuzz targets: the core compiled once with clang's coverage and sanitizer
@@ -221,7 +223,7 @@ fuzz: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=512 \
 	      $(BUILD)/fuzz/corpus-$$n tests/fuzz/seeds/$$n || exit 1; done
 
-bench: all $(BENCH_BIN)
+bench: all $(BENCH_BIN) python
 	bench/run.sh $(BUILD)
 
 # the user documentation the man page names (docs/ARCHITECTURE.md is the
@@ -245,9 +247,43 @@ install: all
 	-install -m 644 rules/*.lua $(DESTDIR)$(PREFIX)/share/smrules/rules/ 2>/dev/null
 	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
 
+# The Python package (python/): smrules._core links $(LIB), built -fPIC.
+# Built for Debian's /usr/bin/python3 (python3-dev, python3-numpy,
+# python3-setuptools), not whichever python3 is first on PATH.  The
+# package lands in $(BUILD)/python, ready for PYTHONPATH; the tests use it
+# there.  The sanitizer build makes no package: Python would need the
+# sanitizer runtime preloaded; the san pass reads what the normal one writes.
+PYTHON ?= /usr/bin/python3
+PY_SRC = $(wildcard python/setup.py python/src/*.c python/smrules/*.py python/smrules/*/*.py)
+python: $(BUILD)/python/.built
+$(BUILD)/python/.built: $(LIB) $(PY_SRC)
+	cd python && SMRULES_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q build \
+	  --build-base $(abspath $(BUILD))/python-build --build-lib $(abspath $(BUILD))/python \
+	  --force 2>&1 | grep -v -i -e deprecat -e "setup.py install" -e "^ *!!" -e "^ *\*\*\*" \
+	  -e "^\s*$$" -e "pypa/setuptools" -e "standards-based" -e "blog" -e "See https" || true
+	$(PYTHON) -c "import sys; sys.path.insert(0, '$(BUILD)/python'); import smrules._core"
+	touch $@
+
+# One command from a clone, as root or as a user, on Debian 12's
+# externally-managed Python (no pip): root installs where Debian puts
+# locally installed packages (/usr/local/lib/python3.X/dist-packages), a
+# user into their user site (~/.local/lib/python3.X/site-packages); both
+# are on /usr/bin/python3's path.  PY_DEST=<dir> chooses another folder.
+install-python: python
+	@dest="$(PY_DEST)"; \
+	if [ -z "$$dest" ]; then \
+	  if [ "$$(id -u)" -eq 0 ]; then \
+	    dest=$$($(PYTHON) -c "import sysconfig; print(sysconfig.get_path('purelib'))"); \
+	  else dest=$$($(PYTHON) -c "import site; print(site.getusersitepackages())"); fi; \
+	fi; \
+	mkdir -p "$$dest" && rm -rf "$$dest/smrules" && cp -r $(BUILD)/python/smrules "$$dest/" && \
+	find "$$dest/smrules" -name __pycache__ -prune -exec rm -rf {} + && \
+	echo "installed the smrules package in $$dest" && \
+	cd / && PYTHONPATH="$$dest" $(PYTHON) -c "import smrules, smrules._core; print('import smrules: ok (' + smrules.__file__ + ')')"
+
 format:
 	clang-format -i core/*/*.c core/*/*.h core/include/smrules/*.h plugins/*/*.[ch] \
-	  plugins/*/*/*.[ch] examples/plugin/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
+	  plugins/*/*/*.[ch] examples/plugin/*.c python/src/*.c tests/cli/plugins/*.c tests/unit/*.c tests/unit/*.h tests/fuzz/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf build build-san

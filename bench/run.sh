@@ -623,6 +623,12 @@ fi
 # bench/monitor_overhead.sh: `smrules monitor` at 500 and 200 ms, CPU % of
 # a core and peak RSS (prints its own rows).
 "$ROOT/bench/monitor_overhead.sh" "$BUILD" || die "bench/monitor_overhead.sh failed"
+# ------------------------------------------- 9. the PyTorch hook's cost
+# bench/torch_hook_bench.py: step time of a small CPU model with no hook,
+# the hook at save_interval 100 and 1, and writing the same bytes raw
+# (prints its own rows; says so and skips without python3-torch).
+PYTHONPATH="$B/python" /usr/bin/python3 "$ROOT/bench/torch_hook_bench.py" ||
+  die "bench/torch_hook_bench.py failed"
 # ------------------------------------------------- 7. scale (issue 8)
 # A 5 GB local trial and a 1 GB trial in S3 (moto on loopback) through the
 # built-in rules, 1..N threads: bench/s3_bench.sh prints its own table

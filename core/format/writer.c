@@ -409,6 +409,18 @@ int smr_writer_collections(smr_writer *w, const smr_collections *c,
   return rc;
 }
 
+int smr_writer_collections_json(smr_writer *w, const char *json, size_t len,
+                                smr_error *err) {
+  char *rel = smr_collections_file_relpath(w->worker);
+  smr_collections c = {0};
+  int rc = smr_collections_parse(json, len, rel, &c, err);
+  smr_collections_free(&c);
+  if (rc == SMR_OK)
+    rc = write_atomic(w, rel, json, len, err);
+  free(rel);
+  return rc;
+}
+
 int smr_write_end_marker(const char *trial_dir, smr_error *err) {
   if (!trial_dir || !trial_dir[0])
     return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no trial directory");

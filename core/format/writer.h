@@ -44,6 +44,12 @@ int smr_writer_step_end(smr_writer *w, smr_error *err);
 /* Write collections/000000000/<worker>_collections.json. */
 int smr_writer_collections(smr_writer *w, const smr_collections *c,
                            smr_error *err);
+/* Write the collections file from JSON text kept as given (smdebug's
+ * whole file, save_config included), after checking that
+ * smr_collections_parse reads it: a file this library would refuse is not
+ * written. */
+int smr_writer_collections_json(smr_writer *w, const char *json, size_t len,
+                                smr_error *err);
 /* Finish (ends an open step) and free.  Does not write the end marker. */
 int smr_writer_close(smr_writer *w, smr_error *err);
 /* Create <trial_dir>/training_job_end.ts. */

@@ -478,6 +478,46 @@ static void test_io_errors(void) {
   free(file);
 }
 
+/* smr_writer_collections_json: smdebug's whole file kept byte for byte
+ * (save_config included, which smr_collections does not hold); text the
+ * parser refuses is not written. */
+static void test_collections_json(void) {
+  char *trial = smr_xasprintf("%s/coll_json", tmp_root);
+  smr_writer *w = NULL;
+  smr_error err;
+  smr_error_clear(&err);
+  CHECK_EQ_INT(smr_writer_open(trial, "worker_1", 0, &w, &err), SMR_OK);
+  if (!w) {
+    free(trial);
+    return;
+  }
+  static const char bad[] = "{\"collections\": [1, 2]}";
+  CHECK(smr_writer_collections_json(w, bad, strlen(bad), &err) != SMR_OK);
+  char *path = smr_xasprintf(
+      "%s/collections/000000000/worker_1_collections.json", trial);
+  struct stat st;
+  CHECK(stat(path, &st) != 0);
+  static const char good[] =
+      "{\"collections\": {\"w\": {\"name\": \"w\", \"include_regex\": "
+      "[\"w$\"], "
+      "\"tensor_names\": [\"a.w\"], \"reduction_config\": null, "
+      "\"save_config\": "
+      "{\"TRAIN\": {\"save_interval\": 7, \"save_steps\": [], \"start_step\": "
+      "0, "
+      "\"end_step\": null}}, \"save_histogram\": true}}, \"_meta\": "
+      "{\"num_workers\": 2}}";
+  CHECK_EQ_INT(smr_writer_collections_json(w, good, strlen(good), &err),
+               SMR_OK);
+  size_t len = 0;
+  char *got =
+      read_rel(trial, "collections/000000000/worker_1_collections.json", &len);
+  CHECK(got && len == strlen(good) && memcmp(got, good, len) == 0);
+  free(got);
+  CHECK_EQ_INT(smr_writer_close(w, &err), SMR_OK);
+  free(path);
+  free(trial);
+}
+
 int main(void) {
   if (!mkdtemp(tmp_root)) {
     perror("mkdtemp");
@@ -488,6 +528,7 @@ int main(void) {
   TEST_RUN(test_real_crc_and_device_worker);
   TEST_RUN(test_usage_errors);
   TEST_RUN(test_io_errors);
+  TEST_RUN(test_collections_json);
   remove_tree(tmp_root);
   return TEST_REPORT("test_writer");
 }

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""bench/torch_hook_bench.py - what smrules.torch.Hook costs a training
+step (issue 29: < 5 % at save_interval 100; at save_interval 1, less than
+writing the saved bytes plus 20 %).
+
+A small CPU model (MLP 256-512-512-10, batch 64, SGD, one torch thread)
+trains in rounds; each round runs every configuration for HOOK_STEPS steps
+in turn (interleaved, so that the machine's load falls on all alike):
+  none      no hook
+  every100  Hook, weights/biases/gradients/losses, save_interval 100
+  every1    the same, save_interval 1
+  rawwrite  no hook; each step writes the bytes every1 saves to a file
+            with numpy's tofile (the baseline: writing those bytes)
+The per-configuration step time is the median over the rounds of each
+round's mean; the CPU time of the process per step (both threads) is shown
+beside it.  Run by bench/run.sh with PYTHONPATH=BUILD/python; on its
+own: PYTHONPATH=build/python /usr/bin/python3 bench/torch_hook_bench.py."""
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+except ImportError:
+    print("torch_hook_bench: torch is not installed (python3-torch); skipped")
+    sys.exit(0)
+import smrules.torch as smd
+
+STEPS = int(os.environ.get("HOOK_STEPS", "200"))
+ROUNDS = int(os.environ.get("HOOK_ROUNDS", "5"))
+torch.set_num_threads(1)
+
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                         nn.Linear(512, 10))
+
+
+def run(kind, tmp, n):
+    m = model()
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x = torch.randn(64, 256)
+    y = torch.randint(0, 10, (64,))
+    hook = None
+    out = tempfile.mkdtemp(dir=tmp)
+    if kind in ("every100", "every1"):
+        hook = smd.Hook(out_dir=out, save_config=smd.SaveConfig(
+            save_interval=100 if kind == "every100" else 1),
+            include_collections=["weights", "biases", "gradients", "losses"])
+        hook.register_module(m)
+        hook.register_loss(loss_fn)
+    raw = open(os.path.join(out, "raw"), "wb") if kind == "rawwrite" else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    for step in range(n):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(m(x), y)
+        loss.backward()
+        if raw is not None:  # the bytes every1 saves: parameters, gradients, loss
+            for p in m.parameters():
+                p.detach().numpy().tofile(raw)
+                p.grad.numpy().tofile(raw)
+            loss.detach().numpy().tofile(raw)
+            raw.flush()
+        opt.step()
+    if hook is not None:
+        hook.close()  # the writer's backlog counts: the run ends when it is on disk
+    if raw is not None:
+        os.fsync(raw.fileno()) if os.environ.get("HOOK_FSYNC") else None
+        raw.close()
+    dt, dc = (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+    shutil.rmtree(out, ignore_errors=True)
+    return dt, dc
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="smrules-hookbench.", dir=os.environ.get("BENCH_DIR", "/tmp"))
+    kinds = ("none", "every100", "every1", "rawwrite")
+    times = {k: [] for k in kinds}
+    cpus = {k: [] for k in kinds}
+    try:
+        for k in kinds:  # warm-up: allocations, code paths
+            run(k, tmp, 20)
+        for _ in range(ROUNDS):
+            for k in kinds:
+                wall, cpu = run(k, tmp, STEPS)
+                times[k].append(wall)
+                cpus[k].append(cpu)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    cmed = {k: statistics.median(v) for k, v in cpus.items()}
+    nparams = sum(p.numel() for p in model().parameters())
+    step_bytes = (2 * nparams + 1) * 4
+    base = med["none"]
+    o100 = 100 * (med["every100"] - base) / base
+    o1 = med["every1"] - base
+    w = med["rawwrite"] - base
+    print()
+    print("== 9. PyTorch hook overhead (%d rounds x %d steps, %d cores, load average %s)" % (
+        ROUNDS, STEPS, os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3])))
+    fmt = "%-44s %-14s %-22s %-12s %s"
+    print(fmt % ("BENCHMARK", "MEASURED", "BASELINE", "TARGET", "VERDICT"))
+    print(fmt % ("step, no hook, ms", "%.3f" % (base * 1e3), "-", "-", "info"))
+    print(fmt % ("step, save_interval 100, ms", "%.3f" % (med["every100"] * 1e3),
+                 "%+.1f %%" % o100, "< 5 %", "PASS" if o100 < 5 else "MISS"))
+    print(fmt % ("step, save_interval 1, ms", "%.3f" % (med["every1"] * 1e3),
+                 "+%.3f ms/step" % (o1 * 1e3), "-", "info"))
+    print(fmt % ("save_interval 1 cost / raw write of %.1f MB" % (step_bytes / 1e6),
+                 "%.2fx" % (o1 / w if w > 0 else float("inf")),
+                 "write %.3f ms/step" % (w * 1e3), "< 1.2x",
+                 "PASS" if w > 0 and o1 < 1.2 * w else "MISS"))
+    # CPU time of the whole process (training thread and writer thread) per
+    # step: what the hook costs the machine, less sensitive to other load.
+    cb = cmed["none"]
+    print(fmt % ("CPU per step, no hook, ms", "%.3f" % (cb * 1e3), "-", "-", "info"))
+    for k, label in (("every100", "save_interval 100"), ("every1", "save_interval 1"),
+                     ("rawwrite", "raw write, no hook")):
+        print(fmt % ("CPU per step, %s, ms" % label, "%.3f" % (cmed[k] * 1e3),
+                     "%+.1f %%" % (100 * (cmed[k] - cb) / cb), "-", "info"))
+    print("RESULT hook_step_none_ms %.4f" % (base * 1e3))
+    print("RESULT hook_overhead_100_pct %.2f" % o100)
+    print("RESULT hook_overhead_1_vs_write %.3f" % (o1 / w if w > 0 else -1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The hook's writer: one thread per hook that turns queued work into files
+through smrules._core.Writer, so that encoding and writing never run on
+the training thread.
+
+The queue is bounded by bytes: put() waits while the tensors already queued
+hold more than `max_bytes` (the training step waits for the disk instead of
+memory growing); a single tensor larger than the bound is still accepted
+when the queue is empty.  An error in the thread (a full disk) is kept and
+reported by the hook on the training thread (see `error`); nothing after
+it is written, and the steps written before it stay complete."""
+
+import collections
+import os
+import threading
+
+import torch
+
+from smrules import _core
+
+REDUCTION_PREFIX = "smdebug/reductions/"
+
+
+def reduction_name(tensor_name, reduction, abs_):
+    return REDUCTION_PREFIX + ("abs_" if abs_ else "") + reduction + "/" + tensor_name
+
+
+def reduce(t, reduction, abs_):
+    """smdebug's PyTorch reductions, computed the same way (torch's own
+    functions: std and variance with n - 1, norms of the flattened
+    tensor), on the copy taken from the training thread."""
+    if abs_:
+        t = torch.abs(t)
+    if reduction in ("l1", "l2"):
+        return torch.norm(t, p=int(reduction[1]))
+    if reduction == "variance":
+        return torch.var(t)
+    return getattr(torch, reduction)(t)
+
+
+def as_array(t):
+    """A CPU tensor as something with the buffer protocol (a NumPy view)."""
+    if t.dtype == torch.bfloat16:  # NumPy has no bfloat16
+        t = t.float()
+    return t.contiguous().numpy()
+
+
+class WriterThread:
+    def __init__(self, out_dir, worker, max_bytes):
+        self.out_dir = out_dir
+        self.worker = worker
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._ops = collections.deque()
+        self._queued_bytes = 0
+        self._error = None
+        self._stopping = False
+        self._writer = None
+        self.bytes_written = 0
+        self.peak_bytes = 0  # the most the queue held (tests check the bound)
+        self._thread = threading.Thread(target=self._run, name="smrules-writer", daemon=True)
+        self._thread.start()
+
+    # ---- training thread ----
+
+    def put(self, op, nbytes=0):
+        """Queue one operation; waits while the queue is over its bound.
+        After a failure nothing more is queued (see `error`)."""
+        with self._cond:
+            while self._ops and self._queued_bytes + nbytes > self.max_bytes and not self.error:
+                self._cond.wait()
+            if self.error:
+                return
+            self._ops.append((op, nbytes))
+            self._queued_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self._queued_bytes)
+            self._cond.notify_all()
+
+    @property
+    def error(self):
+        """The first failure of the writer thread (an exception), or None."""
+        return self._error
+
+    def close(self):
+        """Write what is queued, close the writer, end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    # ---- writer thread ----
+
+    def _run(self):
+        while True:
+            with self._cond:
+                while not self._ops and not self._stopping:
+                    self._cond.wait()
+                if not self._ops:
+                    break
+                op, nbytes = self._ops[0]
+            try:
+                if self._error is None:
+                    self._do(op)
+            except BaseException as e:  # kept for the training thread
+                with self._cond:
+                    self._error = e
+            with self._cond:
+                self._ops.popleft()
+                self._queued_bytes -= nbytes
+                self._cond.notify_all()
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except BaseException as e:
+                with self._cond:
+                    self._error = self._error or e
+
+    def _do(self, op):
+        kind = op[0]
+        if kind == "end_marker":
+            # Every worker writes it when it ends (as smdebug does); two at
+            # once share the .tmp name, and the second rename then finds
+            # the marker already there: that is success.
+            marker = os.path.join(self.out_dir, "training_job_end.ts")
+            try:
+                _core.write_end_marker(self.out_dir)
+            except OSError:
+                if not os.path.exists(marker):
+                    raise
+            return
+        if self._writer is None:
+            self._writer = _core.Writer(self.out_dir, self.worker)
+        w = self._writer
+        if kind == "tensor":
+            _, name, t, wall, raw, reductions = op
+            for red, abs_ in reductions:
+                w.tensor(reduction_name(name, red, abs_), as_array(reduce(t, red, abs_)), wall)
+            if raw:
+                a = as_array(t)
+                w.tensor(name, a, wall)
+                self.bytes_written += a.nbytes
+        elif kind == "shape":
+            w.shape(op[1], list(op[2]))
+        elif kind == "begin":
+            w.step_begin(op[1], op[2], op[3])
+        elif kind == "end":
+            w.step_end()
+        elif kind == "collections":
+            w.collections(op[1])
+        else:
+            raise ValueError(f"unknown writer operation {kind!r}")

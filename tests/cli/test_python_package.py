@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""The Python package (python/, built by `make python`): smrules._core's
+writer writes a trial that `smrules inspect` and `smrules tensor` read back
+bit for bit (sha256 of the array's bytes) in every dtype the writer takes;
+wrong input is refused with a clear exception and nothing half-written;
+`make install-python` installs a package that imports from elsewhere."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+import pylib  # noqa: E402
+
+WRITE = r"""
+import hashlib, json, sys
+import numpy as np
+import smrules._core as core
+out = sys.argv[1]
+arrays = {
+    "f32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+    "f64": np.array([1.5, -0.0, np.inf, np.nan]),
+    "f16": np.array([0.5, 6550, -2], dtype=np.float16),
+    "i64": np.array([[-(2**62), 3]], dtype=np.int64),
+    "i32": np.array([7, -7], dtype=np.int32),
+    "u8": np.array([0, 255], dtype=np.uint8),
+    "b": np.array([True, False, True]),
+    "scalar": np.float32(2.25),
+    "empty_dim": np.zeros((2, 0), dtype=np.float32),
+    "fortran": np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),
+}
+w = core.Writer(out, "worker_0")
+sums = {}
+for step, mode, mode_step in ((0, core.MODE_TRAIN, 0), (1, core.MODE_EVAL, 0), (2, core.MODE_TRAIN, 1)):
+    w.step_begin(step, mode, mode_step)
+    for name, a in arrays.items():
+        if name == "fortran":
+            a = np.ascontiguousarray(a)
+        if a.dtype.kind == "f":
+            a = np.asarray(a * (step + 1), dtype=a.dtype)
+        w.tensor(name, a, 1000.0 + step)
+        sums["%s@%d" % (name, step)] = hashlib.sha256(a.tobytes()).hexdigest()
+    w.step_end()
+w.collections(json.dumps({"collections": {"floats": {"include_regex": ["^f"],
+    "tensor_names": ["f32", "f64"], "reduction_config": {"reductions": ""}}},
+    "_meta": {"num_workers": 1}}))
+w.close()
+core.write_end_marker(out)
+print(json.dumps(sums))
+"""
+
+ERRORS = r"""
+import json, os, sys
+import numpy as np
+import smrules._core as core
+out = sys.argv[1]
+res = {}
+def attempt(key, fn):
+    try:
+        fn()
+        res[key] = "no error"
+    except Exception as e:
+        res[key] = "%s: %s" % (type(e).__name__, e)
+w = core.Writer(out, "worker_0")
+attempt("before_step", lambda: w.tensor("x", np.zeros(2, np.float32), 0.0))
+w.step_begin(0, 1, 0)
+attempt("big_endian", lambda: w.tensor("be", np.zeros(2, ">f4"), 0.0))
+attempt("objects", lambda: w.tensor("obj", np.array([object()]), 0.0))
+attempt("strided", lambda: w.tensor("st", np.zeros((4, 4), np.float32)[:, 1], 0.0))
+attempt("bad_mode", lambda: w.step_begin(1, 9, 0))
+attempt("bad_collections", lambda: w.collections("{not json"))
+w.tensor("good", np.ones(3, np.float32), 0.0)
+w.step_end()
+w.close()
+attempt("closed", lambda: w.step_begin(1, 1, 1))
+attempt("worker", lambda: core.Writer(out, "../evil"))
+blocker = os.path.join(out, "file")
+open(blocker, "w").close()
+attempt("not_a_dir", lambda: core.Writer(os.path.join(blocker, "t"), "worker_0"))
+print(json.dumps(res))
+"""
+
+
+CONFIG = r"""
+import json, sys
+from smrules.config import SaveConfig, SaveConfigMode, ReductionConfig, read_hook_json
+from smrules.modes import ModeKeys
+out = {}
+m = SaveConfigMode(save_interval=3, start_step=2, end_step=10, save_steps=[1])
+out["steps"] = [s for s in range(13) if m.should_save_step(s)]
+out["default"] = [s for s in range(1001) if SaveConfigMode().should_save_step(s)]
+r = ReductionConfig.from_dict({"reductions": "min, abs_max,l1_norm,abs_l2_norm",
+                               "save_raw_tensor": "true"})
+out["red"] = [r.reductions, r.abs_reductions, r.norms, r.abs_norms, r.save_raw_tensor]
+out["red_json"] = r.to_json_dict()
+a = read_hook_json(sys.argv[1])
+sc = a["save_config"]
+out["modes"] = {m.name: sc.get_save_config(m).to_json_dict() for m in ModeKeys}
+out["colls"] = [(n, p, {m.name: v for m, v in modes.items()}) for n, p, modes in a["collections"]]
+out["include_collections"] = a["include_collections"]
+out["out_dir"] = a["out_dir"]
+print(json.dumps(out))
+"""
+
+
+def check_config(c, tmp):
+    """SaveConfig, ReductionConfig and SageMaker's hook JSON, as smdebug
+    reads them (smdebug/core/save_config.py, json_config.py)."""
+    path = os.path.join(tmp, "hook.json")
+    with open(path, "w") as f:
+        json.dump({"LocalPath": "/tmp/x", "HookParameters": {
+            "save_interval": "5", "save_steps": "1,2", "eval.save_interval": 1,
+            "train.end_step": "50"},
+            "CollectionConfigurations": [{"CollectionName": "w", "CollectionParameters": {
+                "include_regex": "a.*,b", "train.save_interval": "7"}}]}, f)
+    rc, so, se = pylib.run_py(CONFIG, [path])
+    if not c.ok(rc == 0, "config script runs", se[-1500:]):
+        return
+    o = json.loads(so)
+    sc = c.scope("config")
+    sc.eq("SaveConfigMode(3, start 2, end 10, steps [1])", o["steps"], [1, 3, 6, 9])
+    sc.eq("default: every 500th step", o["default"], [0, 500, 1000])
+    sc.eq("ReductionConfig.from_dict", o["red"], [["min"], ["max"], ["l1"], ["l2"], True])
+    sc.eq("ReductionConfig JSON", o["red_json"], {"save_raw_tensor": True, "save_shape": False,
+                                                  "reductions": "min,l1_norm,abs_max,abs_l2_norm"})
+    sc.eq("hook JSON: TRAIN", o["modes"]["TRAIN"],
+          {"save_interval": 5, "save_steps": [1, 2], "start_step": 0, "end_step": 50})
+    sc.eq("hook JSON: EVAL", o["modes"]["EVAL"],
+          {"save_interval": 1, "save_steps": [1, 2], "start_step": 0, "end_step": None})
+    sc.eq("hook JSON: collection's train interval over the hook's",
+          o["colls"][0][2]["TRAIN"], {"save_interval": "7", "save_steps": [1, 2],
+                                      "end_step": "50"})
+    sc.eq("hook JSON: collections named", o["include_collections"], ["w"])
+    sc.eq("hook JSON: LocalPath", o["out_dir"], "/tmp/x")
+
+
+def main():
+    c = lib.Checker("test_python_package")
+    why = pylib.package_problem()
+    if not c.ok(why is None, "package builds and imports", why or ""):
+        c.finish()
+    tmp = tempfile.mkdtemp(prefix="smr-pypkg-")
+    try:
+        check_dtypes(c, os.path.join(tmp, "dtypes"))
+        check_errors(c, os.path.join(tmp, "errors"))
+        check_install(c, os.path.join(tmp, "site"))
+        check_config(c, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+def check_dtypes(c, out):
+    rc, so, se = pylib.run_py(WRITE, [out])
+    if not c.ok(rc == 0, "write trial with _core.Writer", se[-2000:]):
+        return
+    sums = json.loads(so)
+    sc = c.scope("dtypes")
+    r = pylib.inspect(out)
+    sc.ok(r.rc == 0 and r.obj, "inspect", r.err)
+    o = r.obj or {}
+    sc.eq("steps", o.get("steps"), [0, 1, 2])
+    sc.eq("mode steps", o.get("step_modes"), {"0": ["TRAIN", 0], "1": ["EVAL", 0], "2": ["TRAIN", 1]})
+    sc.eq("training ended", o.get("training_ended"), True)
+    sc.eq("collection names", sorted((o.get("collections") or {}).keys()), ["floats"])
+    names = sorted(t["name"] for t in o.get("tensors", []))
+    want = sorted({k.split("@")[0] for k in sums} - {"empty_dim"})
+    # an array with no elements is stored as smdebug stores it: shape only
+    sc.ok(set(want) <= set(names), "tensor names", "got %s" % names)
+    dtypes = {"f32": "float32", "f64": "float64", "f16": "float16", "i64": "int64",
+              "i32": "int32", "u8": "uint8", "b": "bool", "scalar": "float32",
+              "fortran": "float32"}
+    for key, digest in sorted(sums.items()):
+        name, step = key.split("@")
+        if name == "empty_dim":
+            continue
+        t = pylib.tensor(out, name, int(step))
+        ts = c.scope("dtypes %s step %s" % (name, step), t)
+        if not ts.ok(t.rc == 0 and t.obj, "read back"):
+            continue
+        ts.eq("sha256 of the bytes", t.obj.get("sha256"), digest)
+        ts.eq("dtype", t.obj.get("dtype"), dtypes[name])
+        ts.eq("shape", t.obj.get("shape"), [] if name == "scalar" else
+              {"f32": [3, 4], "f64": [4], "f16": [3], "i64": [1, 2], "i32": [2], "u8": [2],
+               "b": [3], "fortran": [2, 3]}[name])
+
+
+def check_errors(c, out):
+    rc, so, se = pylib.run_py(ERRORS, [out])
+    if not c.ok(rc == 0, "error script runs", se[-2000:]):
+        return
+    res = json.loads(so)
+    want = {
+        "before_step": ("RuntimeError", "ValueError"),
+        "big_endian": ("TypeError",),
+        "objects": ("ValueError", "TypeError"),
+        "strided": ("BufferError", "ValueError", "TypeError"),
+        "bad_mode": ("ValueError",),
+        "bad_collections": ("RuntimeError", "ValueError"),
+        "closed": ("ValueError",),
+        "worker": ("ValueError",),
+        "not_a_dir": ("OSError", "NotADirectoryError", "FileNotFoundError"),
+    }
+    for key, types in want.items():
+        got = res.get(key, "missing")
+        c.ok(got.split(":")[0] in types, "error %s raises %s" % (key, "/".join(types)), got)
+    c.ok("big_endian" in res and "little-endian" in res["big_endian"], "big-endian message says why",
+         res.get("big_endian", ""))
+    r = pylib.inspect(out)
+    sc = c.scope("after errors", r)
+    sc.eq("the good step is intact", [t["name"] for t in (r.obj or {}).get("tensors", [])], ["good"])
+    sc.eq("no stray files", sorted(os.listdir(out)), ["events", "file", "index"])
+    sc.ok(not os.path.exists(os.path.join(out, "..", "evil")), "no folder outside the trial")
+
+
+def check_install(c, dest):
+    """make install-python PY_DEST=...: the package is copied there and
+    imports from another folder with only that folder on the path."""
+    p = subprocess.run(["make", "--no-print-directory", "-s", "install-python", "PY_DEST=" + dest],
+                       cwd=lib.ROOT, capture_output=True, text=True, timeout=lib.TIMEOUT * 3)
+    c.ok(p.returncode == 0 and "import smrules: ok" in p.stdout and
+         os.path.isfile(os.path.join(dest, "smrules", "__init__.py")),
+         "install-python copies the package and checks the import", p.stdout[-500:] + p.stderr[-1000:])
+    rc, so, se = pylib.run_py("import smrules, smrules._core, os; print(os.path.dirname(smrules.__file__))",
+                              extra_env={"PYTHONPATH": dest}, cwd="/")
+    c.ok(rc == 0 and so.strip() == os.path.join(dest, "smrules"), "installed package imports from /",
+         so + se[-1000:])
+
+
+if __name__ == "__main__":
+    main()
