@@ -10,7 +10,7 @@ BUILD_PKGS="build-essential pkg-config liblua5.4-dev libsqlite3-dev \
 libcjson-dev libyaml-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev \
 libcurl4-openssl-dev libpcre2-dev"
 TEST_PKGS="git python3 clang libclang-rt-14-dev strace python3-aiosmtpd \
-python3-botocore chromium man-db"
+python3-botocore chromium man-db prometheus"
 case "${1:-all}" in
   build) PKGS=$BUILD_PKGS ;;
   test) PKGS=$TEST_PKGS ;;

@@ -16,6 +16,11 @@ text when it ends.
             slot held by idle clients and more refused (503): the trainer
             writes the whole trial, the watch evaluates it all and ends;
             the file counts the refusals
+  prometheus  the real Prometheus (Debian's package), started on a
+            loopback port with a config scraping a live `run -- CMD`: a
+            PromQL query through its HTTP API returns the rule's 9 triggers
+            and the seconds-since-last-step series (SKIP when prometheus is
+            not installed: .ci/deps.sh installs it)
   address   a bad --metrics-listen, a port in use: exit 2 and a message,
             nothing launched
 
@@ -26,6 +31,7 @@ connection), bounded only by a hang guard.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -272,6 +278,85 @@ def case_watch(c, tmp):
          "watch: no training process series without one")
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def promql(port, query):
+    """The result vector of an instant query, [] when none or not up."""
+    import urllib.parse
+    import urllib.request
+    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": query}))
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            doc = json.load(r)
+    except (OSError, ValueError):
+        return []
+    return doc.get("data", {}).get("result", []) if doc.get("status") == "success" else []
+
+
+def wait_promql(port, query, pred, limit):
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        res = promql(port, query)
+        if res and pred(res):
+            return res
+        time.sleep(0.2)
+    return None
+
+
+def case_prometheus(c, tmp):
+    prom = shutil.which("prometheus")
+    if not prom:
+        print("SKIP prometheus: not installed (Debian: prometheus; .ci/deps.sh test)")
+        return
+    out, pidf = os.path.join(tmp, "trial"), os.path.join(tmp, "pid")
+    run = lib.Running(["run", "--fresh", "--rules", rules_file(tmp), "--trial", out,
+                       "--metrics-listen", "127.0.0.1:0", "--job-name", "prom-job", "--"] +
+                      STANDIN + ["--source", EXPLODING, "--out", out, "--step-delay", "0",
+                                 "--hang-after", str(LAST_STEP), "--pid-file", pidf])
+    server = None
+    try:
+        port = port_of(run)
+        if not c.ok(port, "prometheus: the listener says where it is"):
+            return
+        pport = free_port()
+        cfg = os.path.join(tmp, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: smrules\n    honor_labels: true\n"
+                    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n" % port)
+        server = lib.Running(["--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(tmp, "tsdb"),
+                              "--web.listen-address=127.0.0.1:%d" % pport], program=prom)
+        # Prometheus starts, scrapes, stores: its API answering is the event
+        guard = 4 * lib.TIMEOUT
+        q = 'smrules_rule_triggers_total{job="prom-job",rule="ExplodingTensor"}'
+        res = wait_promql(pport, q, lambda r: r[0]["value"][1] == "9", guard)
+        c.ok(res, "prometheus: PromQL returns the rule's 9 triggers", str(promql(pport, q))[:300])
+        if res:
+            print("  %s => %s" % (q, json.dumps(res)))
+        q2 = 'smrules_seconds_since_last_step{job="prom-job"}'
+        res2 = wait_promql(pport, q2, lambda r: float(r[0]["value"][1]) >= 0, guard)
+        c.ok(res2, "prometheus: PromQL returns the seconds since the last step",
+             str(promql(pport, q2))[:300])
+        if res2:
+            print("  %s => %s" % (q2, json.dumps(res2)))
+    finally:
+        if server and server.proc.poll() is None:
+            server.proc.send_signal(signal.SIGTERM)
+            server.finish()
+        if os.path.exists(pidf):
+            with open(pidf) as f:
+                try:
+                    os.kill(int(f.read()), signal.SIGTERM)
+                except (ValueError, ProcessLookupError):
+                    pass
+        rc, _, err = run.finish()
+    c.ok(rc == 1, "prometheus: the run ends (issues found: 1)", "rc=%s %s" % (rc, err[-200:]))
+
+
 def case_address(c, tmp):
     rc, _, err = lib.run(["run", "--rules", rules_file(tmp), "--trial", EXPLODING, "--fresh",
                           "--metrics-listen", "nonsense"])
@@ -292,7 +377,8 @@ def case_address(c, tmp):
 
 def main():
     c = lib.Checker("test_metrics")
-    for name, fn in (("launch", case_launch), ("watch", case_watch), ("address", case_address)):
+    for name, fn in (("launch", case_launch), ("watch", case_watch),
+                     ("prometheus", case_prometheus), ("address", case_address)):
         if lib.CASE_FILTER and lib.CASE_FILTER not in name:
             continue
         with tempfile.TemporaryDirectory() as tmp:
