@@ -21,6 +21,11 @@ text when it ends.
             PromQL query through its HTTP API returns the rule's 9 triggers
             and the seconds-since-last-step series (SKIP when prometheus is
             not installed: .ci/deps.sh installs it)
+  kubernetes  the manifests of examples/kubernetes/: the rules their
+            ConfigMaps hold validate (the sidecar's are rules.yaml's, which
+            names the trainer's container command in StopTraining's
+            cmdline), and every option their args give `run` is one
+            `run --help` lists
   address   a bad --metrics-listen, a port in use: exit 2 and a message,
             nothing launched
 
@@ -357,6 +362,53 @@ def case_prometheus(c, tmp):
     c.ok(rc == 1, "prometheus: the run ends (issues found: 1)", "rc=%s %s" % (rc, err[-200:]))
 
 
+K8S = os.path.join(lib.ROOT, "examples", "kubernetes")
+
+
+def configmap_rules(path):
+    """The `rules.yaml: |` block of a manifest, dedented."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "rules.yaml: |") + 1
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    block = []
+    for line in lines[start:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        block.append(line[indent:])
+    return "\n".join(block).strip() + "\n"
+
+
+def strip_comments(text):
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip() + "\n"
+
+
+def case_kubernetes(c, tmp):
+    pod, job = os.path.join(K8S, "training-pod.yaml"), os.path.join(K8S, "posthoc-job.yaml")
+    with open(os.path.join(K8S, "rules.yaml")) as f:
+        rules = f.read()
+    sidecar = configmap_rules(pod)
+    c.ok(sidecar == strip_comments(rules), "kubernetes: the pod's ConfigMap holds rules.yaml",
+         sidecar)
+    with open(pod) as f:
+        pod_text = f.read()
+    cmd = re.search(r"command: \[(.*)\]", pod_text).group(1)
+    c.ok("cmdline: [%s]" % cmd in rules, "kubernetes: StopTraining's cmdline is the trainer's command")
+    for name, text in (("sidecar", sidecar), ("post-hoc", configmap_rules(job))):
+        path = os.path.join(tmp, name + ".yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        rc, out, err = lib.run(["validate", path])
+        c.ok(rc == 0, "kubernetes: the %s rules validate" % name, out + err)
+    _, helptext, _ = lib.run(["run", "--help"])
+    known = set(re.findall(r"^  (?:-[a-zA-Z](?: [A-Z]+)?, )?(--[a-z0-9-]+)", helptext, re.M))
+    for path in (pod, job):
+        with open(path) as f:
+            used = set(re.findall(r"^\s*- (--[a-z0-9-]+)", f.read(), re.M))
+        c.ok(used and used <= known, "kubernetes: %s gives run only options it has"
+             % os.path.basename(path), str(sorted(used - known)))
+
+
 def case_address(c, tmp):
     rc, _, err = lib.run(["run", "--rules", rules_file(tmp), "--trial", EXPLODING, "--fresh",
                           "--metrics-listen", "nonsense"])
@@ -378,7 +430,8 @@ def case_address(c, tmp):
 def main():
     c = lib.Checker("test_metrics")
     for name, fn in (("launch", case_launch), ("watch", case_watch),
-                     ("prometheus", case_prometheus), ("address", case_address)):
+                     ("prometheus", case_prometheus), ("kubernetes", case_kubernetes),
+                     ("address", case_address)):
         if lib.CASE_FILTER and lib.CASE_FILTER not in name:
             continue
         with tempfile.TemporaryDirectory() as tmp:
