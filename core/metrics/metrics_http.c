@@ -57,18 +57,17 @@ static char *status_answer(const char *status, const char *extra) {
                        status, extra, strlen(status) + 1, status);
 }
 
-/* The answer to a complete request line and headers in c->in. */
-static char *answer(smr_metrics *m, client *c) {
-  char *sp1 = memchr(c->in, ' ', c->in_len);
-  char *eol = memchr(c->in, '\n', c->in_len);
-  char *sp2 = sp1 && eol ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-  if (!sp1 || !sp2 || strncmp(sp2 + 1, "HTTP/1.", 7) != 0) {
+char *smr_metrics_answer(smr_metrics *m, const char *in, size_t len) {
+  const char *eol = memchr(in, '\n', len);
+  const char *sp1 = eol ? memchr(in, ' ', (size_t)(eol - in)) : NULL;
+  const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
+  if (!sp2 || (size_t)(eol - sp2 - 1) < 7 || memcmp(sp2 + 1, "HTTP/1.", 7)) {
     count_refusal(m, SMR_MREF_BAD);
     return status_answer("400 Bad Request", "");
   }
-  size_t mlen = (size_t)(sp1 - c->in);
-  bool head = mlen == 4 && !memcmp(c->in, "HEAD", 4);
-  if (!head && !(mlen == 3 && !memcmp(c->in, "GET", 3))) {
+  size_t mlen = (size_t)(sp1 - in);
+  bool head = mlen == 4 && !memcmp(in, "HEAD", 4);
+  if (!head && !(mlen == 3 && !memcmp(in, "GET", 3))) {
     count_refusal(m, SMR_MREF_METHOD);
     return status_answer("405 Method Not Allowed", "Allow: GET, HEAD\r\n");
   }
@@ -107,7 +106,7 @@ static void on_readable(smr_metrics *m, client *c) {
       c->in_len += (size_t)n;
     if (memmem(c->in, c->in_len, "\r\n\r\n", 4) ||
         memmem(c->in, c->in_len, "\n\n", 2))
-      c->out = answer(m, c);
+      c->out = smr_metrics_answer(m, c->in, c->in_len);
     else if (c->in_len == sizeof c->in) {
       count_refusal(m, SMR_MREF_TOO_LARGE);
       c->out = status_answer("431 Request Header Fields Too Large", "");

@@ -44,5 +44,9 @@ struct smr_metrics {
 int smr_metrics_listen(smr_metrics *m, const char *addr, bool announce,
                        smr_error *err);
 void smr_metrics_listen_stop(smr_metrics *m);
+/* The whole HTTP answer (allocated) to a request whose line and headers
+ * are in[0..len) (not NUL-terminated, untrusted): 200 with the text for
+ * GET/HEAD /metrics, else 400, 404 or 405, each counted. */
+char *smr_metrics_answer(smr_metrics *m, const char *in, size_t len);
 
 #endif
