@@ -15,7 +15,8 @@ text when it ends.
   watch     `run --watch` on a folder not there yet, with every connection
             slot held by idle clients and more refused (503): the trainer
             writes the whole trial, the watch evaluates it all and ends;
-            the file counts the refusals
+            the file counts the refusals; a --job-name with a quote, a
+            backslash and a newline comes back escaped and intact
   prometheus  the real Prometheus (Debian's package), started on a
             loopback port with a config scraping a live `run -- CMD`: a
             PromQL query through its HTTP API returns the rule's 9 triggers
@@ -76,7 +77,7 @@ def parse(text):
         if not m:
             problems.append("line %d: not a sample: %r" % (n, line))
             continue
-        labels = frozenset(LABEL.findall(m.group(3) or ""))
+        labels = frozenset((k, unescape(v)) for k, v in LABEL.findall(m.group(3) or ""))
         if m.group(1) not in typed:
             problems.append("line %d: %s has no TYPE before it" % (n, m.group(1)))
         try:
@@ -84,6 +85,10 @@ def parse(text):
         except ValueError:
             problems.append("line %d: value %r" % (n, m.group(4)))
     return samples, problems
+
+
+def unescape(v):
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), v)
 
 
 def value(samples, name, **labels):
@@ -218,6 +223,8 @@ def case_launch(c, tmp):
         if run.proc.poll() is None:
             run.proc.kill()
     c.ok(rc == 1, "launch: issues found: exit 1", "rc=%s %s" % (rc, stderr[-300:]))
+    c.ok(not any(m in stderr for m in lib.SANITIZER_MARKERS), "launch: no sanitizer report",
+         stderr[-500:])
     try:
         doc = json.loads(stdout)
     except ValueError:
@@ -239,9 +246,13 @@ def case_launch(c, tmp):
          "launch: no temporary file left beside the metrics file")
 
 
+ODD_JOB = 'odd "job" \\ x\ny'  # a job label the text format must escape
+
+
 def case_watch(c, tmp):
     out, mfile = os.path.join(tmp, "trial"), os.path.join(tmp, "w.prom")
     run = lib.Running(["run", "--watch", "--json", "--fresh", "--rules", rules_file(tmp),
+                       "--job-name", ODD_JOB,
                        "--trial", out, "--metrics-listen", "127.0.0.1:0",
                        "--metrics-file", mfile])
     held, trainer = [], None
@@ -267,6 +278,8 @@ def case_watch(c, tmp):
             trainer.wait(timeout=lib.TIMEOUT)
     c.ok(rc == 1, "watch: evaluation ends with the listener full: exit 1",
          "rc=%s %s" % (rc, stderr[-300:]))
+    c.ok(not any(m in stderr for m in lib.SANITIZER_MARKERS), "watch: no sanitizer report",
+         stderr[-500:])
     try:
         doc = json.loads(stdout)
     except ValueError:
@@ -275,7 +288,7 @@ def case_watch(c, tmp):
     with open(mfile) as f:
         fs, problems = parse(f.read())
     c.ok(not problems, "watch: the file is in the exposition format", "; ".join(problems[:3]))
-    check_against_json(c, "watch file", fs, doc, "trial")
+    check_against_json(c, "watch file", fs, doc, ODD_JOB)  # escaped, and read back
     c.ok(value(fs, "smrules_latest_step", mode="GLOBAL") == LAST_STEP, "watch: latest step 23")
     c.ok((value(fs, "smrules_metrics_refused_total", reason="busy") or 0) >= 1,
          "watch: the busy refusal is counted")
