@@ -113,6 +113,19 @@ void smr_actions_print_summary(smr_actions *a, FILE *f) {
   pthread_mutex_unlock(&a->mu);
 }
 
+void smr_actions_each(smr_actions *a,
+                      void (*fn)(void *arg, const char *rule,
+                                 const char *action, const char *outcome),
+                      void *arg) {
+  if (!a)
+    return;
+  pthread_mutex_lock(&a->mu);
+  for (size_t i = 0; i < a->n_entries; i++)
+    fn(arg, a->entries[i].rule, a->entries[i].action,
+       a->entries[i].outcome ? a->entries[i].outcome : "pending");
+  pthread_mutex_unlock(&a->mu);
+}
+
 char *smr_actions_json(smr_actions *a) {
   smr_jw w = {0};
   smr_jw_arr(&w);

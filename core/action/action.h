@@ -55,6 +55,13 @@ size_t smr_actions_failed(smr_actions *a);
 /* The rule whose StopTraining signalled the training process (outcome
  * ok), or NULL; valid until smr_actions_free. */
 const char *smr_actions_stopped_by(smr_actions *a);
+/* Every due action so far, in order: its rule, its label and its
+ * outcome ("pending" until it has run), under the dispatcher's lock
+ * (fn must not call back into the actions).  For the metrics. */
+void smr_actions_each(smr_actions *a,
+                      void (*fn)(void *arg, const char *rule,
+                                 const char *action, const char *outcome),
+                      void *arg);
 void smr_actions_free(smr_actions *a);
 
 #endif

@@ -32,7 +32,10 @@ enum {
   OPT_PROFILE,
   OPT_HEARTBEAT,
   OPT_KILL_AFTER,
-  OPT_FORMAT
+  OPT_FORMAT,
+  OPT_METRICS_LISTEN,
+  OPT_METRICS_FILE,
+  OPT_JOB_NAME
 };
 
 static const char *RUN_HELP =
@@ -92,6 +95,13 @@ static const char *RUN_HELP =
     "  --heartbeat S      with --watch or a command, not on a terminal: a\n"
     "                     status line every S seconds while nothing else\n"
     "                     is printed (default 60, 0: off)\n"
+    "  --metrics-listen HOST:PORT  serve GET /metrics (Prometheus text)\n"
+    "                     while the run lasts; HOST defaults to 127.0.0.1,\n"
+    "                     port 0 picks one (docs/metrics.md)\n"
+    "  --metrics-file PATH  write the same text to PATH, atomically, when\n"
+    "                     the run ends (node_exporter's textfile collector)\n"
+    "  --job-name NAME    the metrics' job label (default: the trial\n"
+    "                     folder's name)\n"
     "  -v, --verbose      log rule warnings and debug messages\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials (default\n"
     "                     AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL, else\n"
@@ -155,6 +165,9 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       {"sagemaker-windows", no_argument, NULL, OPT_SAGEMAKER_WINDOWS},
       {"profile", required_argument, NULL, OPT_PROFILE},
       {"format", required_argument, NULL, OPT_FORMAT},
+      {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+      {"metrics-file", required_argument, NULL, OPT_METRICS_FILE},
+      {"job-name", required_argument, NULL, OPT_JOB_NAME},
       {"help", no_argument, NULL, 'h'},
       {0, 0, 0, 0}};
   a->ropts.start_step = a->ropts.end_step = -1;
@@ -255,6 +268,15 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       }
       break;
     }
+    case OPT_METRICS_LISTEN:
+      a->metrics_listen = optarg;
+      break;
+    case OPT_METRICS_FILE:
+      a->metrics_file = optarg;
+      break;
+    case OPT_JOB_NAME:
+      a->job_name = optarg;
+      break;
     case OPT_S3_ENDPOINT:
       smr_source_set_endpoint(optarg);
       break;

@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "help"))
     return help(argc, argv);
   if (!strcmp(argv[1], "--version")) {
-    printf("smrules 0.1.0\n");
+    printf("smrules %s\n", SMR_VERSION);
     return SMR_EXIT_OK;
   }
   int i = find_command(argv[1]);

@@ -15,6 +15,7 @@
 #include "config/config_tb.h"
 #include "job/job_int.h"
 #include "job/job_profile.h"
+#include "metrics/metrics.h"
 #include "run/output.h"
 #include "source/source.h"
 #include "trial/catalog.h"
@@ -211,15 +212,32 @@ static void evaluate_offline(smr_runner *r, const smr_job_print *p,
     p->progress_stop(p->arg, pg);
 }
 
+/* What a metrics snapshot is made of (--metrics-listen, --metrics-file). */
+typedef struct metrics_pass {
+  smr_metrics *m;
+  smr_runner *r;
+  smr_trial *t;
+  smr_actions *acts;
+} metrics_pass;
+
+static void publish_pass(void *arg) {
+  metrics_pass *mp = arg;
+  smr_metrics_publish(mp->m, mp->r, mp->t, mp->acts);
+}
+
 /* Follow the trial until training ends (or the timeout, or a signal). */
 static void evaluate_watch(const smr_job_opts *a, smr_trial *t, smr_runner *r,
                            int trainer_fd, double timeout_left,
                            smr_profile_session *prof, smr_job_end *te,
-                           const smr_job_print *p) {
+                           metrics_pass *mp, const smr_job_print *p) {
   smr_error err;
   smr_error_clear(&err);
   smr_watch_opts wo =
       watch_opts(a, timeout_left, trainer_fd, te->child, &te->how);
+  if (mp->m) {
+    wo.on_pass = publish_pass;
+    wo.on_pass_arg = mp;
+  }
   if (smr_watch_run(t, r, &wo, &err) != SMR_OK)
     report_error(p, &err, false);
   else if (te->how == SMR_WATCH_TIMEOUT && a->timeout_s > 0)
@@ -240,16 +258,21 @@ static int evaluate_rules(smr_job_opts *a, smr_trial *t, smr_runner *r,
                     .child = child,
                     .pid = child ? smr_launch_pid(child) : a->training_pid,
                     .timeout_s = a->timeout_s};
+  metrics_pass mp = {a->metrics, r, t, acts};
+  publish_pass(&mp);
   if (a->watch)
-    evaluate_watch(a, t, r, trainer_fd, timeout_left, prof, &te, p);
+    evaluate_watch(a, t, r, trainer_fd, timeout_left, prof, &te, &mp, p);
   else
     evaluate_offline(r, p, &err);
   smr_runner_finish(r);
   smr_actions_finish(acts); /* every queued action has run */
   if (child) {
     end_child(child, a->kill_after_s, &te);
-    smr_launch_wait(child);
+    smr_metrics_training(a->metrics, false, smr_launch_wait(child));
+  } else if (a->watch && te.how == SMR_WATCH_TRAINER) {
+    smr_metrics_training(a->metrics, false, -1); /* its status is not ours */
   }
+  publish_pass(&mp);
   te.interrupted = child ? 0 : smr_interrupt_signal();
   te.stopped_by = smr_actions_stopped_by(acts);
   if (smr_output_write_files(r, a->ropts.output_dir, a->trial, &err) != SMR_OK)
@@ -398,6 +421,8 @@ static int follow(smr_job_opts *a, smr_config *cfg, smr_job_presence *pr,
     report_error(p, &err, false);
     return SMR_EXIT_CANNOT_RUN;
   }
+  if (*child || (a->watch && a->training_pid > 0))
+    smr_metrics_training(a->metrics, true, 0);
   int trainer_fd = -1;
   if (a->watch) {
     smr_interrupt_install(*child);
@@ -418,6 +443,41 @@ static int follow(smr_job_opts *a, smr_config *cfg, smr_job_presence *pr,
   if (trainer_fd >= 0 && !*child)
     close(trainer_fd);
   return rc;
+}
+
+/* The metrics' job label: --job-name, else the trial folder's name (the
+ * last part of an s3:// prefix). */
+static char *job_label(const smr_job_opts *a) {
+  if (a->job_name)
+    return smr_xstrdup(a->job_name);
+  size_t n = strlen(a->trial);
+  while (n > 1 && a->trial[n - 1] == '/')
+    n--;
+  size_t b = n;
+  while (b > 0 && a->trial[b - 1] != '/')
+    b--;
+  return smr_xstrndup(a->trial + b, n - b);
+}
+
+/* --metrics-listen / --metrics-file: the listener is up before training
+ * starts, so a scrape sees the whole run. */
+static int start_metrics(smr_job_opts *a, const smr_job_print *p) {
+  if (!a->metrics_listen && !a->metrics_file)
+    return SMR_EXIT_OK;
+  char *job = job_label(a);
+  smr_metrics_opts mo = {.listen = a->metrics_listen,
+                         .file = a->metrics_file,
+                         .job = job,
+                         .announce = true};
+  smr_error err;
+  smr_error_clear(&err);
+  int rc = smr_metrics_start(&mo, &a->metrics, &err);
+  free(job);
+  if (rc != SMR_OK) {
+    report_error(p, &err, true);
+    return SMR_EXIT_USAGE;
+  }
+  return SMR_EXIT_OK;
 }
 
 int smr_job_run(smr_job_opts *a, smr_config *cfg, const smr_job_print *p) {
@@ -446,12 +506,20 @@ int smr_job_run(smr_job_opts *a, smr_config *cfg, const smr_job_print *p) {
     report_error(p, &err, true);
     rc = SMR_EXIT_UNREADABLE;
   }
+  if (!rc)
+    rc = start_metrics(a, p);
   smr_launch *child = NULL;
   if (!rc)
     rc = follow(a, cfg, &pr, &child, &prof, p);
   if (child) { /* never left running behind smrules (a no-op once it ended) */
     end_child(child, a->kill_after_s, NULL);
-    smr_launch_wait(child);
+    smr_metrics_training(a->metrics, false, smr_launch_wait(child));
+  }
+  if (a->metrics) {
+    if (smr_metrics_write_file(a->metrics, &err) != SMR_OK)
+      report_error(p, &err, false);
+    smr_metrics_free(a->metrics);
+    a->metrics = NULL;
   }
   smr_profile_stop(&prof, false); /* a no-op once it was stopped */
   smr_launch_free(child);

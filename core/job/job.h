@@ -54,6 +54,9 @@ typedef struct smr_job_opts {
   const char *profile; /* --profile DIR (job_profile.h) */
   char **command;      /* run [options] -- COMMAND [ARG...] */
   double heartbeat_s;  /* --heartbeat */
+  /* --metrics-listen, --metrics-file, --job-name (docs/metrics.md) */
+  const char *metrics_listen, *metrics_file, *job_name;
+  struct smr_metrics *metrics; /* set by the job while it runs */
 } smr_job_opts;
 
 /* How the followed training ended (run --watch, run -- COMMAND). */

@@ -340,6 +340,8 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       smr_i64v_free(&steps);
     }
     smr_runner_tick(r, last_activity);
+    if (o->on_pass)
+      o->on_pass(o->on_pass_arg);
     /* Following a trainer, its exit ends the watch (it may still save a
      * model after the end marker, or die without writing one); else the
      * end marker does.  Either way nothing more is written: one more pass
@@ -349,6 +351,8 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     if (over) {
       end = o->follow_trainer ? SMR_WATCH_TRAINER : SMR_WATCH_ENDED;
       rc = step_once(t, r, err);
+      if (o->on_pass)
+        o->on_pass(o->on_pass_arg);
       break;
     }
     if ((woke & WOKE_SIGNAL) && !o->forwarding) {

@@ -46,6 +46,10 @@ typedef struct smr_watch_opts {
    * the watch goes on until it exits) */
   bool forwarding;
   smr_watch_end *ended; /* where to say why it ended (NULL: nowhere) */
+  /* after every pass over the trial and every wake-up, and after the
+   * final pass (NULL: none): the metrics' snapshot */
+  void (*on_pass)(void *arg);
+  void *on_pass_arg;
 } smr_watch_opts;
 
 /* Returns SMR_OK when training ended, the trainer exited, a signal came
