@@ -1,6 +1,8 @@
 /* jsonw.c - streaming JSON writer. */
 #include "base/jsonw.h"
 
+#include "base/text.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,22 +45,6 @@ void smr_jw_arr_end(smr_jw *w) {
   close_(w, "]");
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
- * (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-  if (c >= 0xf5 || len == 0 || len > n)
-    return 0;
-  for (size_t i = 1; i < len; i++)
-    if ((s[i] & 0xc0) != 0x80)
-      return 0;
-  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-    return 0;
-  return len;
-}
-
 /* A JSON string of n bytes: always valid JSON and valid UTF-8, whatever
  * the bytes (names come from files the training job writes): controls
  * are escaped, and a byte that does not begin a valid UTF-8 sequence is
@@ -88,7 +74,7 @@ static void put_string(smr_buf *b, const char *s, size_t n) {
       smr_buf_append(b, s + i, j - i);
       i = j;
     } else {
-      size_t len = utf8_len(u + i, n - i);
+      size_t len = smr_utf8_len(u + i, n - i);
       if (len)
         smr_buf_append(b, s + i, len);
       else

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/jsonw.h"
+#include "base/text.h"
 #include "cli/cli.h"
 #include "cli/cli_trial.h"
 #include "format/mode.h"
@@ -224,6 +225,23 @@ static void print_steps_line(const char *label, const smr_i64v *v) {
   printf("\n");
 }
 
+/* Names and messages come from the trial's files: shown with the bytes a
+ * terminal would obey escaped (base/text.h). */
+static void print_safe(const char *fmt, const char *a, const char *b) {
+  char *sa = smr_term_safe(a), *sb = b ? smr_term_safe(b) : NULL;
+  printf(fmt, sa, sb);
+  free(sa);
+  free(sb);
+}
+
+static void safe_copies(const smr_strv *names, smr_strv *out) {
+  for (size_t i = 0; i < names->n; i++) {
+    char *s = smr_term_safe(names->v[i]);
+    smr_strv_push(out, s);
+    free(s);
+  }
+}
+
 static void inspect_table(smr_trial *t, const char *dir) {
   smr_i64v steps = {0};
   smr_trial_steps(t, SMR_MODE_GLOBAL, false, &steps);
@@ -232,7 +250,7 @@ static void inspect_table(smr_trial *t, const char *dir) {
   printf("workers        %zu of %d expected:", workers->n,
          smr_trial_num_workers(t));
   for (size_t i = 0; i < workers->n; i++)
-    printf(" %s", workers->v[i]);
+    print_safe(" %s", workers->v[i], NULL);
   printf("\ntraining ended %s\n", smr_trial_end_marker(t)
                                       ? "yes (training_job_end.ts)"
                                       : "no end marker");
@@ -249,44 +267,48 @@ static void inspect_table(smr_trial *t, const char *dir) {
       print_steps_line(label, &ms);
     smr_i64v_free(&ms);
   }
-  smr_strv names = {0};
+  smr_strv names = {0}, shown = {0};
   smr_error err;
   smr_trial_tensor_names(t, &names, &err);
+  safe_copies(&names, &shown);
   int w = 48; /* wider for a longer name */
-  for (size_t i = 0; i < names.n; i++)
-    w = (int)strlen(names.v[i]) > w ? (int)strlen(names.v[i]) : w;
+  for (size_t i = 0; i < shown.n; i++)
+    w = (int)strlen(shown.v[i]) > w ? (int)strlen(shown.v[i]) : w;
   printf("\n%-*s %8s  %s\n", w, "TENSOR", "STEPS", "FIRST..LAST");
   for (size_t i = 0; i < names.n; i++) {
     smr_i64v ts = {0};
     smr_trial_tensor_step_list(t, names.v[i], SMR_MODE_GLOBAL, false, &ts,
                                &err);
     if (ts.n)
-      printf("%-*s %8zu  %" PRId64 "..%" PRId64 "\n", w, names.v[i], ts.n,
+      printf("%-*s %8zu  %" PRId64 "..%" PRId64 "\n", w, shown.v[i], ts.n,
              ts.v[0], ts.v[ts.n - 1]);
     else
-      printf("%-*s %8zu\n", w, names.v[i], ts.n);
+      printf("%-*s %8zu\n", w, shown.v[i], ts.n);
     smr_i64v_free(&ts);
   }
-  smr_strv cn = {0};
+  smr_strv cn = {0}, cshown = {0};
   smr_trial_collection_names(t, &cn);
+  safe_copies(&cn, &cshown);
   int cw = 24; /* wider for a longer collection name */
-  for (size_t i = 0; i < cn.n; i++)
-    cw = (int)strlen(cn.v[i]) > cw ? (int)strlen(cn.v[i]) : cw;
+  for (size_t i = 0; i < cshown.n; i++)
+    cw = (int)strlen(cshown.v[i]) > cw ? (int)strlen(cshown.v[i]) : cw;
   printf("\n%-*s %s\n", cw, "COLLECTION", "MEMBERS");
   for (size_t i = 0; i < cn.n; i++) {
     smr_strv m = {0};
     smr_trial_collection_members(t, cn.v[i], NULL, &m, &err);
-    printf("%-*s %zu\n", cw, cn.v[i], m.n);
+    printf("%-*s %zu\n", cw, cshown.v[i], m.n);
     smr_strv_free(&m);
   }
   if (smr_trial_collections_error(t))
-    printf("collections: %s\n", smr_trial_collections_error(t));
+    print_safe("collections: %s\n", smr_trial_collections_error(t), NULL);
   const smr_trial_problem *p;
   size_t np = smr_trial_problems(t, &p);
   for (size_t i = 0; i < np; i++)
-    printf("problem: %s: %s\n", p[i].file, p[i].message);
+    print_safe("problem: %s: %s\n", p[i].file, p[i].message);
   smr_strv_free(&cn);
+  smr_strv_free(&cshown);
   smr_strv_free(&names);
+  smr_strv_free(&shown);
   smr_i64v_free(&steps);
 }
 

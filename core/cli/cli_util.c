@@ -8,6 +8,7 @@
 #include "base/embedded.h"
 #include "base/jsonw.h"
 #include "base/suggest.h"
+#include "base/text.h"
 #include "cli/cli.h"
 
 #define DEFAULT_RULES "rules/default.yaml"
@@ -15,7 +16,9 @@
 void smr_cli_print_error(const smr_error *e) {
   char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
   smr_error_format(e, msg, sizeof msg);
-  fprintf(stderr, "smrules: %s\n", msg);
+  char *shown = smr_term_safe(msg); /* file names and messages from files */
+  fprintf(stderr, "smrules: %s\n", shown);
+  free(shown);
 }
 
 int smr_cli_exit_for(int status) {

@@ -29,8 +29,8 @@ typedef struct smr_config {
   smr_node *root;
   smr_rule_config *rules;
   size_t n_rules;
-  const smr_node *actions; /* top-level `actions:` map, or NULL */
-  const smr_node *lua;     /* top-level `lua:` settings map, or NULL */
+  const smr_node *actions;     /* top-level `actions:` map, or NULL */
+  const smr_node *lua;         /* top-level `lua:` settings map, or NULL */
   const smr_node *tensorboard; /* `tensorboard:` (config/config_tb.h) */
 } smr_config;
 

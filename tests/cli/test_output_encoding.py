@@ -84,12 +84,32 @@ def check(c, tmp, label, worker, expect_worker):
               lib.short(report["Details"]["names"]))
 
 
+def check_terminal(c, tmp):
+    """The table of `inspect`: names and problem lines with the bytes a
+    terminal obeys escaped as \\xNN."""
+    sc = c.scope("inspect's table on a terminal")
+    trial = make_trial(tmp, "terminal", BAD)
+    index = os.path.join(trial, "index", "000000000")
+    damaged = sorted(os.listdir(index.encode()))[0]
+    with open(os.path.join(index.encode(), damaged), "wb") as f:
+        f.write(b"{ not json")
+    rc, out, err = run_raw(["inspect", "--trial", trial])
+    text = out + err
+    sc.ok(rc in (0, 3, 4), "inspect ran", repr(err[-300:]))
+    sc.ok(b"\x1b" not in text and b"\xff" not in text, "no raw ESC or invalid byte reaches it",
+          repr(text[:400]))
+    sc.ok(b"\\x1b[2J" in out, "the name is shown escaped", repr(out[:600]))
+    sc.ok(b"problem:" in out and b"worker_\\xff" in out, "so is the damaged file's name",
+          repr(out[-400:]))
+
+
 def main():
     c = lib.Checker("test_output_encoding")
     with tempfile.TemporaryDirectory(prefix="smrules-enc-") as tmp:
         check(c, tmp, "bytes that are not UTF-8", BAD,
               "worker_\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\x1b[2J")
         check(c, tmp, "benign control", GOOD_TEXT.encode(), GOOD_TEXT)
+        check_terminal(c, tmp)
     c.finish()
 
 
