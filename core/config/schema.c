@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/regex.h"
+#include "base/suggest.h"
 #include "config/config.h"
 
 #define LABEL_MAX 128
@@ -360,6 +361,29 @@ static void property_names(const cJSON *props, char *buf, size_t size) {
   }
 }
 
+/* ": did you mean 'rules'?" for a misspelt key; for a key where a map
+ * has `parameters` (a rule), the likely slip of a parameter written one
+ * level too high. */
+static void unknown_key_hint(const cJSON *props, const char *key, char *buf,
+                             size_t size) {
+  const char *names[64];
+  size_t n = 0;
+  const cJSON *p;
+  cJSON_ArrayForEach(p, props) {
+    if (n < sizeof names / sizeof *names)
+      names[n++] = p->string;
+  }
+  const char *near = smr_suggest(key, names, n);
+  buf[0] = '\0';
+  if (near)
+    snprintf(buf, size, ": did you mean '%s'?", near);
+  else if (cJSON_GetObjectItemCaseSensitive(props, "parameters"))
+    snprintf(buf, size,
+             ": a rule's parameters go under 'parameters:' (parameters: "
+             "{%s: ...})",
+             key);
+}
+
 static bool check_map_entry(vctx *c, const cJSON *s, const smr_node *n,
                             size_t k, const char *label, int depth, verr *e) {
   const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
@@ -367,12 +391,13 @@ static bool check_map_entry(vctx *c, const cJSON *s, const smr_node *n,
       cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
   const cJSON *sub = cJSON_GetObjectItemCaseSensitive(props, n->keys[k]);
   if (!sub && cJSON_IsFalse(extra)) {
-    char where[LABEL_MAX], names[256];
+    char where[LABEL_MAX], names[256], hint[320];
     map_name(s, label, where, sizeof where);
     property_names(props, names, sizeof names);
+    unknown_key_hint(props, n->keys[k], hint, sizeof hint);
     return fail(e, n->key_lines[k], n->key_cols[k], depth,
-                "unknown key '%s' in %s (expected one of: %s)", n->keys[k],
-                where, names);
+                "unknown key '%s' in %s%s (expected one of: %s)", n->keys[k],
+                where, hint, names);
   }
   if (!sub && cJSON_IsObject(extra))
     sub = extra;

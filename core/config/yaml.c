@@ -434,6 +434,12 @@ static int syntax_error(builder *b, const yaml_parser_t *p, const char *text,
                       ? mark_of_offset(text, len, p->problem_offset)
                       : p->problem_mark;
   const char *problem = p->problem ? p->problem : "syntax error";
+  if (p->problem_mark.index < len && text[p->problem_mark.index] == '\t' &&
+      p->error != YAML_READER_ERROR)
+    return smr_error_set(b->err, SMR_ERR_USAGE, b->name, -1,
+                         "line %zu, column %zu: a tab: YAML indents with "
+                         "spaces only (replace the tab by spaces)",
+                         m.line + 1, m.column + 1);
   if (p->context && p->error != YAML_READER_ERROR)
     return smr_error_set(b->err, SMR_ERR_USAGE, b->name, -1,
                          "line %zu, column %zu: invalid YAML: %s (%s "
