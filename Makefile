@@ -254,7 +254,7 @@ install: all
 # there.  The sanitizer build makes no package: Python would need the
 # sanitizer runtime preloaded; the san pass reads what the normal one writes.
 PYTHON ?= /usr/bin/python3
-PY_SRC = $(wildcard python/setup.py python/src/*.c python/smrules/*.py python/smrules/*/*.py)
+PY_SRC = $(wildcard python/setup.py python/src/*.c python/src/*.h python/smrules/*.py python/smrules/*/*.py)
 python: $(BUILD)/python/.built
 $(BUILD)/python/.built: $(LIB) $(PY_SRC)
 	cd python && SMRULES_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q build \

@@ -28,7 +28,7 @@ def pkg_config(flag):
 
 core = Extension(
     "smrules._core",
-    sources=["src/core_module.c"],
+    sources=["src/core_module.c", "src/trial_type.c"],
     include_dirs=[os.path.join(ROOT, "core"), os.path.join(ROOT, "core/include"),
                   os.path.join(BUILD, "gen")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
@@ -38,13 +38,14 @@ core = Extension(
     # from loading the libraries the writer does not use.
     extra_objects=[LIB],
     extra_link_args=["-Wl,--as-needed"] + pkg_config("--libs") + ["-ldl", "-lpthread", "-lm"],
-    depends=[LIB, os.path.join(ROOT, "core/format/writer.h")],
+    depends=[LIB, os.path.join(ROOT, "core/format/writer.h"),
+             os.path.join(ROOT, "core/trial/trial.h"), "src/trial_type.h"],
 )
 
 setup(
     name="smrules",
     version="0.1.0",
-    description="smrules from Python: a PyTorch hook that writes smdebug trials",
+    description="smrules from Python: smdebug's trial API and a PyTorch hook that writes trials",
     packages=["smrules", "smrules.torch"],
     package_dir={"": "."},
     ext_modules=[core],

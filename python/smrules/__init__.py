@@ -2,11 +2,12 @@
 
     smrules.torch     Hook: smdebug's PyTorch hook, writing trials through
                       the smrules C writer (docs/python.md)
+    smrules.trials    create_trial: smdebug's trial API over the C reader
+    smrules.exceptions  smdebug's exceptions (TensorUnavailableForStep, ...)
     smrules.modes     ModeKeys (TRAIN, EVAL, PREDICT, GLOBAL)
-    smrules._core     the C library (the writer today)
+    smrules._core     the C library (the writer and the trial reader)
 
-The trial API (smrules.trials) and Python rules (smrules.rules) of
-docs/python.md come as their own modules beside these.
+Python rules (smrules.rules) come as their own module beside these.
 """
 __version__ = "0.1.0"
 

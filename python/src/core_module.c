@@ -2,8 +2,8 @@
  * library.  Today it exposes the trial writer (core/format/writer.h), which
  * the PyTorch hook (smrules/torch/) drives from its writer thread: every
  * call that encodes or writes bytes releases the GIL, so the training
- * thread runs while a step is written.  The trial API (smrules.trials) will
- * add its types here beside Writer.
+ * thread runs while a step is written.  The reader's Trial type, under the
+ * trial API (smrules.trials), is in trial_type.c.
  *
  * Arrays come in through the buffer protocol (NumPy arrays, memoryviews):
  * C-contiguous, little-endian, dtype taken from the buffer's format. */
@@ -18,6 +18,7 @@
 #include "format/mode.h"
 #include "format/tensor.h"
 #include "format/writer.h"
+#include "trial_type.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error                                                                         \
@@ -347,6 +348,10 @@ PyMODINIT_FUNC PyInit__core(void) {
   Py_INCREF(&WriterType);
   if (PyModule_AddObject(m, "Writer", (PyObject *)&WriterType) < 0) {
     Py_DECREF(&WriterType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  if (smr_py_add_trial(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -1,0 +1,603 @@
+/* trial_type.c - smrules._core.Trial: the C trial (core/trial/trial.h) seen
+ * from Python, under smrules.trials (smrules/trials.py), which gives it
+ * smdebug's names.  Every call into the trial holds the object's mutex, and
+ * the calls that read tensor bytes (value, reduction, shape, read_many)
+ * release the GIL first, so other Python threads run while files are read.
+ * Lock order: the GIL is released before the mutex is taken, never the
+ * other way round, so two threads cannot wait on each other.
+ *
+ * Availability answers (step not saved, tensor not there, ...) are raised
+ * as _core.Unavailable(status, message); smrules.trials maps the status to
+ * smdebug's exception classes (smrules/exceptions.py). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "format/mode.h"
+#include "format/tensor.h"
+#include "trial/trial.h"
+#include "trial_type.h"
+
+static PyObject *Unavailable; /* _core.Unavailable(status, message) */
+
+typedef struct {
+  PyObject_HEAD smr_trial *t;
+  pthread_mutex_t mu;
+} TrialObject;
+
+static PyObject *raise_status(int rc, const smr_error *err) {
+  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
+  smr_error_format(err, msg, sizeof msg);
+  if (rc <= SMR_STEP_UNAVAILABLE && rc >= SMR_INVALID_WORKER) {
+    PyObject *args = Py_BuildValue("(is)", rc, msg);
+    if (args) {
+      PyErr_SetObject(Unavailable, args);
+      Py_DECREF(args);
+    }
+    return NULL;
+  }
+  PyObject *type = rc == SMR_ERR_IO      ? PyExc_OSError
+                   : rc == SMR_ERR_USAGE ? PyExc_ValueError
+                                         : PyExc_RuntimeError;
+  PyErr_SetString(type, msg);
+  return NULL;
+}
+
+static bool open_or_raise(TrialObject *self) {
+  if (self->t)
+    return true;
+  PyErr_SetString(PyExc_ValueError, "the trial is closed");
+  return false;
+}
+
+#define LOCKED(self, stmt)                                                     \
+  do {                                                                         \
+    pthread_mutex_lock(&(self)->mu);                                           \
+    stmt;                                                                      \
+    pthread_mutex_unlock(&(self)->mu);                                         \
+  } while (0)
+
+/* The GIL released, then the mutex taken (see the top of the file). */
+#define UNLOCKED_GIL(self, stmt)                                               \
+  do {                                                                         \
+    Py_BEGIN_ALLOW_THREADS LOCKED(self, stmt);                                 \
+    Py_END_ALLOW_THREADS                                                       \
+  } while (0)
+
+static int trial_init(TrialObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"path", "live", NULL};
+  const char *path;
+  int live = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|p:Trial", kwlist, &path, &live))
+    return -1;
+  if (self->t) {
+    PyErr_SetString(PyExc_ValueError, "Trial already open");
+    return -1;
+  }
+  /* fresh: a private in-memory catalog; reading from Python writes
+   * nothing into the trial folder. */
+  smr_trial_opts opts = {.fresh = true, .live = live != 0};
+  smr_error err = {0};
+  smr_trial *t = NULL;
+  int rc;
+  Py_BEGIN_ALLOW_THREADS rc = smr_trial_open(path, &opts, &t, &err);
+  Py_END_ALLOW_THREADS if (rc != SMR_OK) {
+    raise_status(rc, &err);
+    return -1;
+  }
+  self->t = t;
+  return 0;
+}
+
+static PyObject *trial_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  TrialObject *self = (TrialObject *)type->tp_alloc(type, 0);
+  if (self)
+    pthread_mutex_init(&self->mu, NULL);
+  return (PyObject *)self;
+}
+
+static void trial_dealloc(TrialObject *self) {
+  if (self->t)
+    smr_trial_close(self->t);
+  pthread_mutex_destroy(&self->mu);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *strv_list(const smr_strv *s) {
+  PyObject *l = PyList_New((Py_ssize_t)s->n);
+  for (size_t i = 0; l && i < s->n; i++) {
+    PyObject *o = PyUnicode_DecodeUTF8(s->v[i], strlen(s->v[i]), "replace");
+    if (!o) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+  }
+  return l;
+}
+
+static PyObject *i64v_list(const smr_i64v *a) {
+  PyObject *l = PyList_New((Py_ssize_t)a->n);
+  for (size_t i = 0; l && i < a->n; i++) {
+    PyObject *o = PyLong_FromLongLong(a->v[i]);
+    if (!o) {
+      Py_DECREF(l);
+      return NULL;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+  }
+  return l;
+}
+
+static PyObject *trial_refresh(TrialObject *self, PyObject *unused) {
+  if (!open_or_raise(self))
+    return NULL;
+  size_t added = 0;
+  smr_error err = {0};
+  int rc;
+  UNLOCKED_GIL(self, rc = smr_trial_refresh(self->t, &added, &err));
+  if (rc != SMR_OK)
+    return raise_status(rc, &err);
+  return PyLong_FromSize_t(added);
+}
+
+static PyObject *trial_close(TrialObject *self, PyObject *unused) {
+  smr_trial *t = NULL;
+  LOCKED(self, t = self->t; self->t = NULL);
+  if (t)
+    smr_trial_close(t);
+  Py_RETURN_NONE;
+}
+
+static PyObject *trial_info(TrialObject *self, PyObject *unused) {
+  if (!open_or_raise(self))
+    return NULL;
+  int64_t last;
+  int nw;
+  bool all, end;
+  smr_strv workers = {0};
+  LOCKED(self, last = smr_trial_last_complete_step(self->t);
+         nw = smr_trial_num_workers(self->t);
+         all = smr_trial_loaded_all_steps(self->t);
+         end = smr_trial_end_marker(self->t);
+         const smr_strv *w = smr_trial_workers(self->t);
+         for (size_t i = 0; w && i < w->n; i++)
+             smr_strv_push(&workers, w->v[i]));
+  PyObject *wl = strv_list(&workers);
+  smr_strv_free(&workers);
+  if (!wl)
+    return NULL;
+  return Py_BuildValue("{s:L,s:i,s:O,s:O,s:N}", "last_complete_step",
+                       (long long)last, "num_workers", nw, "loaded_all_steps",
+                       all ? Py_True : Py_False, "end_marker",
+                       end ? Py_True : Py_False, "workers", wl);
+}
+
+static PyObject *trial_steps(TrialObject *self, PyObject *args) {
+  int mode, incomplete = 0;
+  if (!PyArg_ParseTuple(args, "i|p:steps", &mode, &incomplete) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_i64v v = {0};
+  LOCKED(self, smr_trial_steps(self->t, mode, incomplete, &v));
+  PyObject *l = i64v_list(&v);
+  smr_i64v_free(&v);
+  return l;
+}
+
+static PyObject *trial_modes(TrialObject *self, PyObject *unused) {
+  if (!open_or_raise(self))
+    return NULL;
+  int modes[4];
+  size_t n = 0;
+  LOCKED(self, smr_trial_modes(self->t, modes, &n));
+  PyObject *l = PyList_New((Py_ssize_t)n);
+  for (size_t i = 0; l && i < n; i++)
+    PyList_SET_ITEM(l, (Py_ssize_t)i, PyLong_FromLong(modes[i]));
+  return l;
+}
+
+static PyObject *trial_step_mode(TrialObject *self, PyObject *args) {
+  long long step;
+  if (!PyArg_ParseTuple(args, "L:step_mode", &step) || !open_or_raise(self))
+    return NULL;
+  int mode = 0;
+  int64_t ms = 0;
+  bool ok;
+  LOCKED(self, ok = smr_trial_step_mode(self->t, step, &mode, &ms));
+  if (!ok)
+    Py_RETURN_NONE;
+  return Py_BuildValue("(iL)", mode, (long long)ms);
+}
+
+static PyObject *trial_global_step(TrialObject *self, PyObject *args) {
+  int mode;
+  long long ms;
+  if (!PyArg_ParseTuple(args, "iL:global_step", &mode, &ms) ||
+      !open_or_raise(self))
+    return NULL;
+  int64_t step = 0;
+  bool ok;
+  LOCKED(self, ok = smr_trial_global_step(self->t, mode, ms, &step));
+  if (!ok)
+    Py_RETURN_NONE;
+  return PyLong_FromLongLong(step);
+}
+
+static PyObject *trial_has_passed_step(TrialObject *self, PyObject *args) {
+  long long step;
+  int mode;
+  if (!PyArg_ParseTuple(args, "Li:has_passed_step", &step, &mode) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_availability a;
+  LOCKED(self, a = smr_trial_has_passed_step(self->t, step, mode));
+  return PyLong_FromLong((long)a);
+}
+
+static PyObject *trial_collection_names(TrialObject *self, PyObject *unused) {
+  if (!open_or_raise(self))
+    return NULL;
+  smr_strv v = {0};
+  LOCKED(self, smr_trial_collection_names(self->t, &v));
+  PyObject *l = strv_list(&v);
+  smr_strv_free(&v);
+  return l;
+}
+
+static PyObject *trial_collection_members(TrialObject *self, PyObject *args) {
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s:collection_members", &name) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_strv v = {0};
+  smr_error err = {0};
+  int rc;
+  LOCKED(self,
+         rc = smr_trial_collection_members(self->t, name, NULL, &v, &err));
+  if (rc != SMR_OK) {
+    smr_strv_free(&v);
+    return raise_status(rc, &err);
+  }
+  PyObject *l = strv_list(&v);
+  smr_strv_free(&v);
+  return l;
+}
+
+static PyObject *trial_tensor_names(TrialObject *self, PyObject *args) {
+  PyObject *regexes = Py_None;
+  if (!PyArg_ParseTuple(args, "|O:tensor_names", &regexes) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_strv v = {0};
+  smr_error err = {0};
+  int rc;
+  if (regexes == Py_None) {
+    LOCKED(self, rc = smr_trial_tensor_names(self->t, &v, &err));
+  } else {
+    PyObject *seq = PySequence_Fast(regexes, "regexes: a list of strings");
+    if (!seq)
+      return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **rx = calloc((size_t)n + 1, sizeof *rx);
+    for (Py_ssize_t i = 0; rx && i < n; i++) {
+      rx[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+      if (!rx[i]) {
+        free(rx);
+        Py_DECREF(seq);
+        return NULL;
+      }
+    }
+    if (!rx) {
+      Py_DECREF(seq);
+      return PyErr_NoMemory();
+    }
+    LOCKED(self, rc = smr_trial_tensor_names_regex(self->t, rx, (size_t)n, NULL,
+                                                   &v, &err));
+    free(rx);
+    Py_DECREF(seq);
+  }
+  if (rc != SMR_OK) {
+    smr_strv_free(&v);
+    return raise_status(rc, &err);
+  }
+  PyObject *l = strv_list(&v);
+  smr_strv_free(&v);
+  return l;
+}
+
+static PyObject *trial_has_tensor(TrialObject *self, PyObject *args) {
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s:has_tensor", &name) || !open_or_raise(self))
+    return NULL;
+  bool has;
+  LOCKED(self, has = smr_trial_has_tensor(self->t, name));
+  return PyBool_FromLong(has);
+}
+
+static PyObject *trial_tensor_step_list(TrialObject *self, PyObject *args) {
+  const char *name;
+  int mode, incomplete = 0;
+  if (!PyArg_ParseTuple(args, "si|p:tensor_step_list", &name, &mode,
+                        &incomplete) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_i64v v = {0};
+  smr_error err = {0};
+  int rc;
+  LOCKED(self, rc = smr_trial_tensor_step_list(self->t, name, mode, incomplete,
+                                               &v, &err));
+  if (rc != SMR_OK) {
+    smr_i64v_free(&v);
+    return raise_status(rc, &err);
+  }
+  PyObject *l = i64v_list(&v);
+  smr_i64v_free(&v);
+  return l;
+}
+
+/* [(global step, mode, mode_step, worker, has_value)] of a tensor. */
+static PyObject *trial_tensor_steps(TrialObject *self, PyObject *args) {
+  const char *name;
+  if (!PyArg_ParseTuple(args, "s:tensor_steps", &name) || !open_or_raise(self))
+    return NULL;
+  smr_tensor_steps s = {0};
+  smr_error err = {0};
+  int rc;
+  LOCKED(self, rc = smr_trial_tensor_steps(self->t, name, &s, &err));
+  if (rc != SMR_OK) {
+    smr_tensor_steps_free(&s);
+    return raise_status(rc, &err);
+  }
+  PyObject *l = PyList_New((Py_ssize_t)s.n);
+  for (size_t i = 0; l && i < s.n; i++) {
+    const smr_tensor_step *e = &s.v[i];
+    PyObject *o = Py_BuildValue("(LiLsO)", (long long)e->step, e->mode,
+                                (long long)e->mode_step, e->worker,
+                                e->has_value ? Py_True : Py_False);
+    if (!o) {
+      Py_CLEAR(l);
+      break;
+    }
+    PyList_SET_ITEM(l, (Py_ssize_t)i, o);
+  }
+  smr_tensor_steps_free(&s);
+  return l;
+}
+
+/* A value as (dtype name, shape tuple, bytes | list of str). */
+static PyObject *tensor_tuple(const smr_tensor *v) {
+  PyObject *shape = PyTuple_New(v->ndim);
+  for (int i = 0; shape && i < v->ndim; i++)
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(v->shape[i]));
+  if (!shape)
+    return NULL;
+  PyObject *data;
+  if (v->dtype == SMR_DT_STRING) {
+    data = PyList_New((Py_ssize_t)v->count);
+    for (int64_t i = 0; data && i < v->count; i++) {
+      PyObject *s = PyUnicode_DecodeUTF8((const char *)v->strings[i],
+                                         (Py_ssize_t)v->string_lens[i],
+                                         "surrogateescape");
+      if (!s) {
+        Py_CLEAR(data);
+        break;
+      }
+      PyList_SET_ITEM(data, (Py_ssize_t)i, s);
+    }
+  } else {
+    data =
+        PyBytes_FromStringAndSize((const char *)v->data, (Py_ssize_t)v->nbytes);
+  }
+  if (!data) {
+    Py_DECREF(shape);
+    return NULL;
+  }
+  return Py_BuildValue("(sNN)", smr_dtype_numpy_name(v->dtype), shape, data);
+}
+
+static PyObject *trial_value(TrialObject *self, PyObject *args) {
+  const char *name, *worker = NULL;
+  long long step;
+  int mode;
+  if (!PyArg_ParseTuple(args, "sLi|z:value", &name, &step, &mode, &worker) ||
+      !open_or_raise(self))
+    return NULL;
+  smr_tensor v = {0};
+  smr_value_loc loc;
+  smr_error err = {0};
+  int rc;
+  UNLOCKED_GIL(self, rc = smr_trial_value(self->t, name, step, mode, worker, &v,
+                                          &loc, &err));
+  if (rc != SMR_OK)
+    return raise_status(rc, &err);
+  PyObject *o = tensor_tuple(&v);
+  smr_tensor_release(&v);
+  return o;
+}
+
+static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
+  const char *name, *red, *worker = NULL;
+  long long step;
+  int mode, abs_ = 0;
+  if (!PyArg_ParseTuple(args, "sLisp|z:reduction", &name, &step, &mode, &red,
+                        &abs_, &worker) ||
+      !open_or_raise(self))
+    return NULL;
+  int r = smr_reduction_from_name(red);
+  if (r < 0)
+    return PyErr_Format(PyExc_ValueError,
+                        "unknown reduction %R: expected min, max, mean, std, "
+                        "variance, sum, prod, l1, l2",
+                        PyTuple_GET_ITEM(args, 3));
+  double out = 0;
+  bool saved = false;
+  smr_value_loc loc;
+  smr_error err = {0};
+  int rc;
+  UNLOCKED_GIL(self,
+               rc = smr_trial_reduction(self->t, name, step, mode, worker, r,
+                                        abs_, &out, &saved, &loc, &err));
+  if (rc != SMR_OK)
+    return raise_status(rc, &err);
+  return Py_BuildValue("(dO)", out, saved ? Py_True : Py_False);
+}
+
+static PyObject *trial_shape(TrialObject *self, PyObject *args) {
+  const char *name, *worker = NULL;
+  long long step;
+  int mode;
+  if (!PyArg_ParseTuple(args, "sLi|z:shape", &name, &step, &mode, &worker) ||
+      !open_or_raise(self))
+    return NULL;
+  int ndim = 0;
+  int64_t shape[SMR_MAX_DIMS];
+  smr_error err = {0};
+  int rc;
+  UNLOCKED_GIL(self, rc = smr_trial_shape(self->t, name, step, mode, worker,
+                                          &ndim, shape, &err));
+  if (rc != SMR_OK)
+    return raise_status(rc, &err);
+  PyObject *t = PyTuple_New(ndim);
+  for (int i = 0; t && i < ndim; i++)
+    PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(shape[i]));
+  return t;
+}
+
+/* read_many([(name, step, mode, worker|None)]) -> a list with, per item,
+ * the value tuple or (status, message) when it could not be read.  One
+ * release of the GIL for the whole list. */
+typedef struct {
+  const char *name, *worker;
+  long long step;
+  int mode, rc;
+  smr_tensor v;
+  smr_error err;
+} read_item;
+
+static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
+  PyObject *items;
+  if (!PyArg_ParseTuple(args, "O:read_many", &items) || !open_or_raise(self))
+    return NULL;
+  PyObject *seq = PySequence_Fast(items, "read_many: a list of tuples");
+  if (!seq)
+    return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  read_item *r = calloc((size_t)n + 1, sizeof *r);
+  if (!r) {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLi|z", &r[i].name,
+                          &r[i].step, &r[i].mode, &r[i].worker)) {
+      free(r);
+      Py_DECREF(seq);
+      return NULL;
+    }
+  }
+  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    smr_value_loc loc;
+    r[i].rc = smr_trial_value(self->t, r[i].name, r[i].step, r[i].mode,
+                              r[i].worker, &r[i].v, &loc, &r[i].err);
+  }
+  pthread_mutex_unlock(&self->mu);
+  Py_END_ALLOW_THREADS PyObject *out = PyList_New(n);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *o = NULL;
+    if (out && r[i].rc == SMR_OK) {
+      o = tensor_tuple(&r[i].v);
+    } else if (out) {
+      char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
+      smr_error_format(&r[i].err, msg, sizeof msg);
+      o = Py_BuildValue("(is)", r[i].rc, msg);
+    }
+    if (r[i].rc == SMR_OK)
+      smr_tensor_release(&r[i].v);
+    if (out && !o)
+      Py_CLEAR(out);
+    if (out)
+      PyList_SET_ITEM(out, i, o);
+  }
+  free(r);
+  Py_DECREF(seq); /* the names in r pointed into it: freed last */
+  return out;
+}
+
+static PyMethodDef trial_methods[] = {
+    {"refresh", (PyCFunction)trial_refresh, METH_NOARGS,
+     "refresh() -> number of index files read"},
+    {"close", (PyCFunction)trial_close, METH_NOARGS, "close()"},
+    {"info", (PyCFunction)trial_info, METH_NOARGS,
+     "info() -> dict: last_complete_step, num_workers, loaded_all_steps, "
+     "end_marker, workers"},
+    {"steps", (PyCFunction)trial_steps, METH_VARARGS,
+     "steps(mode, incomplete=False)"},
+    {"modes", (PyCFunction)trial_modes, METH_NOARGS, "modes()"},
+    {"step_mode", (PyCFunction)trial_step_mode, METH_VARARGS,
+     "step_mode(step) -> (mode, mode_step) or None"},
+    {"global_step", (PyCFunction)trial_global_step, METH_VARARGS,
+     "global_step(mode, mode_step) -> step or None"},
+    {"has_passed_step", (PyCFunction)trial_has_passed_step, METH_VARARGS,
+     "has_passed_step(step, mode) -> 0 available, 1 not yet, 2 unavailable"},
+    {"collection_names", (PyCFunction)trial_collection_names, METH_NOARGS,
+     "collection_names()"},
+    {"collection_members", (PyCFunction)trial_collection_members, METH_VARARGS,
+     "collection_members(name)"},
+    {"tensor_names", (PyCFunction)trial_tensor_names, METH_VARARGS,
+     "tensor_names(regexes=None)"},
+    {"has_tensor", (PyCFunction)trial_has_tensor, METH_VARARGS,
+     "has_tensor(name)"},
+    {"tensor_step_list", (PyCFunction)trial_tensor_step_list, METH_VARARGS,
+     "tensor_step_list(name, mode, incomplete=False)"},
+    {"tensor_steps", (PyCFunction)trial_tensor_steps, METH_VARARGS,
+     "tensor_steps(name) -> [(step, mode, mode_step, worker, has_value)]"},
+    {"value", (PyCFunction)trial_value, METH_VARARGS,
+     "value(name, step, mode, worker=None) -> (dtype, shape, bytes|list)"},
+    {"reduction", (PyCFunction)trial_reduction, METH_VARARGS,
+     "reduction(name, step, mode, reduction, abs, worker=None) -> (value, "
+     "saved)"},
+    {"shape", (PyCFunction)trial_shape, METH_VARARGS,
+     "shape(name, step, mode, worker=None) -> tuple"},
+    {"read_many", (PyCFunction)trial_read_many, METH_VARARGS,
+     "read_many([(name, step, mode, worker)]) -> [value tuple | (status, "
+     "message)]"},
+    {NULL, NULL, 0, NULL}};
+
+static PyTypeObject TrialType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "smrules._core.Trial",
+    .tp_basicsize = sizeof(TrialObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Trial(path, live=True): a trial read by the C library "
+              "(use smrules.trials.create_trial).",
+    .tp_new = trial_new,
+    .tp_init = (initproc)trial_init,
+    .tp_dealloc = (destructor)trial_dealloc,
+    .tp_methods = trial_methods,
+};
+
+int smr_py_add_trial(PyObject *m) {
+  if (PyType_Ready(&TrialType) < 0)
+    return -1;
+  Unavailable = PyErr_NewException("smrules._core.Unavailable", NULL, NULL);
+  if (!Unavailable)
+    return -1;
+  Py_INCREF(&TrialType);
+  if (PyModule_AddObject(m, "Trial", (PyObject *)&TrialType) < 0 ||
+      PyModule_AddObject(m, "Unavailable", Unavailable) < 0)
+    return -1;
+  PyModule_AddIntConstant(m, "STEP_UNAVAILABLE", SMR_STEP_UNAVAILABLE);
+  PyModule_AddIntConstant(m, "STEP_NOT_YET", SMR_STEP_NOT_YET);
+  PyModule_AddIntConstant(m, "TENSOR_UNAVAILABLE_FOR_STEP",
+                          SMR_TENSOR_UNAVAILABLE_FOR_STEP);
+  PyModule_AddIntConstant(m, "TENSOR_UNAVAILABLE", SMR_TENSOR_UNAVAILABLE);
+  PyModule_AddIntConstant(m, "NO_MORE_DATA", SMR_NO_MORE_DATA);
+  PyModule_AddIntConstant(m, "INVALID_WORKER", SMR_INVALID_WORKER);
+  return 0;
+}

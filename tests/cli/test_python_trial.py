@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""smrules.trials, smdebug's trial API over the C reader (docs/python.md):
+every fixture's EXPECT.json, read through the Python API — names, steps per
+mode, modes and mode steps, workers, collections, has_passed_step, values
+(sha256 of the bytes, dtype, shape), saved reductions, shapes, values by
+mode step — plus the bulk read, smdebug's exceptions where smdebug raises
+them, the ValueError cases, and nothing written into the trial folder.
+
+The checks run in /usr/bin/python3 (numpy) in a subprocess that prints one
+JSON list of [ok, what, detail]; this script tallies them."""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+import pylib  # noqa: E402
+
+CHECK = r"""
+import hashlib, json, math, os, sys
+import numpy as np
+from smrules.trials import create_trial, StepState
+from smrules.modes import ModeKeys
+from smrules import exceptions as X
+
+res = []
+def ok(cond, what, detail=""):
+    res.append([bool(cond), what, "" if cond else str(detail)[:300]])
+
+def num(v):
+    if isinstance(v, str):
+        return float(v) if v in ("nan", "inf", "-inf") else int(v)
+    return v
+
+def close(a, b):
+    a, b = num(a), num(b)
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b or abs(a - b) <= 1e-6 * max(abs(a), abs(b)) + 1e-12
+
+def digest(a):
+    if a.dtype == object or a.dtype.kind in "US":
+        return hashlib.sha256(b"".join(str(s).encode() + b"\0" for s in a.reshape(-1))).hexdigest()
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+def raises(cls, fn, what):
+    try:
+        fn()
+    except cls:
+        ok(True, what)
+        return
+    except Exception as e:
+        ok(False, what, "raised %s: %s" % (type(e).__name__, e))
+        return
+    ok(False, what, "raised nothing")
+
+def check_value(t, e, where):
+    step = e.get("global_step", e.get("step"))
+    mode = ModeKeys[e["mode"]]
+    tensor = t.tensor(e["name"])
+    if "reduction" in e:
+        if e.get("smdebug_value", "same") != "same":
+            return
+        got = tensor.reduction_value(step, e["reduction"], worker=e["worker"], abs=e["abs"])
+        ok(close(got, e["values"][0]), where + " reduction", (got, e["values"][0]))
+        return
+    if e.get("kind") == "shape":
+        got = tensor.shape(step, worker=e["worker"])
+        ok(list(got) == e["shape"], where + " shape", (got, e["shape"]))
+        return
+    sv = e.get("smdebug_value", "same")
+    if isinstance(sv, dict) and "sha256" in e:
+        sv = "same"  # smdebug refused a value that is saved: smrules returns it (docs/python.md)
+    if isinstance(sv, dict) and where.startswith("invoker_missing_event_file"):
+        # the index names an event file that is gone: an OSError naming it
+        # (smdebug: TensorUnavailableForStep; docs/python.md)
+        raises(OSError, lambda: tensor.value(step, worker=e["worker"]), where + " raises OSError")
+        return
+    if isinstance(sv, dict) and sv.get("error") in ("TensorUnavailableForStep", "TensorUnavailable",
+                                                   "StepUnavailable"):
+        raises(getattr(X, sv["error"]), lambda: tensor.value(step, worker=e["worker"]),
+               where + " raises " + sv["error"])
+        return
+    if sv not in ("same", None) or "sha256" not in e:
+        return
+    v = tensor.value(step, worker=e["worker"])
+    ok(not v.flags.writeable, where + " read-only")
+    ok(list(v.shape) == e["shape"], where + " shape", (v.shape, e["shape"]))
+    if e.get("dtype") not in (None, "str", "string", "object"):
+        ok(str(v.dtype) == e["dtype"], where + " dtype", (v.dtype, e["dtype"]))
+    ok(digest(v) == e["sha256"], where + " sha256")
+    if e.get("value_by_mode_step") == "same":
+        v2 = tensor.value(e["mode_step"], mode=mode, worker=e["worker"])
+        ok(digest(v2) == e["sha256"], where + " by mode_step")
+
+def check_real(path, d):
+    s = d["summary"]
+    t = create_trial(path)
+    ok(t.workers() == s["workers"], "workers", t.workers())
+    # summary.modes lists the modes in the index files; smdebug's modes()
+    # leaves GLOBAL out (trial_api.modes of the synthetic cases)
+    ok(sorted(m.name for m in t.modes()) == sorted(m for m in s["modes"] if m != "GLOBAL"), "modes", t.modes())
+    ok(t.steps() == s["global_steps"], "steps", t.steps())
+    for m, steps in s["mode_steps"].items():
+        ok(t.steps(m) == steps, "steps(%s)" % m, t.steps(m))
+    for e in s["steps"]:
+        g = e["global_step"]
+        ok(t.mode(g).name == e["mode"] and t.mode_step(g) == e["mode_step"], "mode of %d" % g)
+        ok(t.global_step(e["mode"], e["mode_step"]) == g, "global_step of %d" % g)
+    ok(sorted(t.tensor_names()) == sorted(s["tensors"]), "tensor_names")
+    for n, steps in s["tensors"].items():
+        ok(t.tensor(n).steps() == steps, "steps of " + n, t.tensor(n).steps())
+    colls = t.collections()
+    ok(sorted(colls) == sorted(s["collections"]), "collections", sorted(colls))
+    for n, c in s["collections"].items():
+        got = t.collection(n)
+        ok(got.name == n and got.include_regex == c["include_regex"], "collection %s regex" % n, got.include_regex)
+        ok(got.tensor_names == set(c["members"]), "collection %s members" % n, sorted(got.tensor_names))
+        ok(t.tensor_names(collection=n) == sorted(c["members"]), "tensor_names(collection=%s)" % n)
+    for e in d["tensors"]:
+        check_value(t, e, "%s@%s" % (e["name"], e["global_step"]))
+
+def check_synthetic(path, d):
+    a = d.get("trial_api")
+    case = path.rsplit("/", 1)[-1]
+    t = create_trial(os.path.join(path, d.get("trial_dir") or "."))
+    if a:
+        for k in ("workers", "num_workers", "loaded_all_steps", "last_complete_step"):
+            got = getattr(t, k)
+            got = got() if callable(got) else got
+            ok(got == a[k], k, (got, a[k]))
+        ok(t.steps() == a["steps"], "steps", t.steps())
+        ok(t.steps(show_incomplete_steps=True) == a["steps_show_incomplete"], "steps incomplete")
+        for m, steps in a["steps_by_mode"].items():
+            ok(t.steps(m) == steps, "steps(%s)" % m, t.steps(m))
+        ok(sorted(m.name for m in t.modes()) == sorted(a["modes"]), "modes", t.modes())
+        for g, (m, ms) in a["mode_and_mode_step_of_global_step"].items():
+            ok((t.mode(int(g)).name, t.mode_step(int(g))) == (m, ms), "mode of " + g)
+        for m, by in a["global_step_of_mode_step"].items():
+            for ms, g in by.items():
+                ok(t.global_step(m, int(ms)) == g, "global_step(%s, %s)" % (m, ms))
+        ok(t.tensor_names() == a["tensor_names"], "tensor_names", t.tensor_names())
+        for m, names in a["tensor_names_by_mode"].items():
+            want = [] if isinstance(names, dict) else names  # smdebug: KeyError for a mode without steps
+            ok(t.tensor_names(mode=m) == want, "tensor_names(mode=%s)" % m, t.tensor_names(mode=m))
+        for g, names in a["tensor_names_by_step"].items():
+            if isinstance(names, list):
+                ok(t.tensor_names(step=int(g)) == names, "tensor_names(step=%s)" % g, t.tensor_names(step=int(g)))
+        for n, c in a["collections"].items():
+            got = t.collection(n)
+            ok(got.include_regex == c["include_regex"], "collection %s regex" % n, got.include_regex)
+        for n, names in a["tensor_names_by_collection"].items():
+            if isinstance(names, list):
+                ok(t.tensor_names(collection=n) == names, "tensor_names(collection=%s)" % n)
+        for m, by in a["has_passed_step"].items():
+            for s, state in by.items():
+                got = t.has_passed_step(int(s), m)
+                ok(got.name == state, "has_passed_step(%s, %s)" % (s, m), got)
+        for n, e in a["tensors"].items():
+            tn = t.tensor(n)
+            ok(tn.steps() == e["steps"], "steps of " + n, tn.steps())
+            ok(tn.steps(show_incomplete_steps=True) == e["steps_show_incomplete"], "incomplete steps of " + n)
+            for m, steps in e["steps_by_mode"].items():
+                ok(tn.steps(m) == steps, "steps(%s) of %s" % (m, n), tn.steps(m))
+            for s, ws in e["workers_by_step"].items():
+                ok(tn.workers(int(s)) == ws, "workers of %s@%s" % (n, s), tn.workers(int(s)))
+    for e in d.get("tensors", []):
+        check_value(t, e, "%s: %s@%s/%s" % (case, e["name"], e["step"], e["worker"]))
+
+for path in sys.argv[1:]:
+    d = json.load(open(path + "/EXPECT.json"))
+    n0 = len(res)
+    try:
+        (check_synthetic if "trial_api" in d or "case" in d else check_real)(path, d)
+    except Exception as e:
+        import traceback
+        ok(False, "exception", traceback.format_exc())
+    for r in res[n0:]:
+        r[1] = path.rsplit("/", 1)[-1] + ": " + r[1]
+    res.append([len(res) - n0 > 0, path.rsplit("/", 1)[-1] + ": checked something", ""])
+print(json.dumps(res))
+"""
+
+# The API's own cases on one real trial: bulk read, exceptions, ValueError.
+API = r"""
+import json, sys, threading
+import numpy as np
+from smrules.trials import create_trial
+from smrules.modes import ModeKeys
+from smrules import exceptions as X
+path, partial = sys.argv[1], sys.argv[2]
+res = []
+def ok(c, what, d=""):
+    res.append([bool(c), what, "" if c else str(d)[:300]])
+def raises(cls, fn, what):
+    try:
+        fn()
+    except cls:
+        return ok(True, what)
+    except Exception as e:
+        return ok(False, what, "%s: %s" % (type(e).__name__, e))
+    ok(False, what, "raised nothing")
+t = create_trial(path)
+loss = "CrossEntropyLoss_output_0"
+steps = t.steps()
+# bulk read == one value at a time, and skips steps that are not there
+bulk = t.get_tensors({loss: steps + [steps[-1] + 1], "DigitsMLP_out.bias": steps[:3]})
+ok(sorted(bulk[loss]) == steps, "bulk steps", sorted(bulk[loss]))
+ok(all(np.array_equal(bulk[loss][s], t.tensor(loss).value(s)) for s in steps), "bulk values")
+ok(all(not a.flags.writeable for a in bulk[loss].values()), "bulk read-only")
+ok(sorted(t.tensor(loss).values()) == steps, "Tensor.values")
+raises(X.TensorUnavailable, lambda: t.get_tensors({"nope": [0]}), "bulk unknown tensor")
+# the bulk read runs with the GIL released: another thread runs meanwhile
+names = t.tensor_names()
+out = {}
+th = threading.Thread(target=lambda: out.update(t.get_tensors({n: steps for n in names})))
+th.start(); th.join()
+ok(sum(len(v) for v in out.values()) > len(steps), "bulk from a thread")
+# exceptions where smdebug raises them
+raises(X.TensorUnavailable, lambda: t.tensor("nope"), "tensor(unknown)")
+ok(t.has_tensor(loss) and not t.has_tensor("nope"), "has_tensor")
+raises(X.StepUnavailable, lambda: t.tensor(loss).value(steps[0] + 1), "value at unsaved step")
+raises(X.StepUnavailable, lambda: t.tensor(loss).value(steps[-1] + 100), "value after the end")
+raises(X.TensorUnavailableForStep, lambda: t.tensor("gradient/DigitsMLP_out.bias").value(t.global_step("EVAL", 0)),
+       "gradient at an EVAL step")
+raises(X.InvalidWorker, lambda: t.tensor(loss).value(steps[0], worker="worker_9"), "unknown worker")
+raises(ValueError, lambda: t.tensor_names(regex="bias", collection="biases"), "regex and collection")
+ok(t.tensor_names(regex="no_such_thing") == [], "no match -> []")
+ok(t.tensor_names(regex=["out\\.bias$", "^Cross"]) == ["CrossEntropyLoss_output_0", "DigitsMLP_out.bias",
+   "gradient/DigitsMLP_out.bias"], "regex list", t.tensor_names(regex=["out\\.bias$", "^Cross"]))
+raises(ValueError, lambda: t.steps(mode="TRAINING"), "bad mode")
+raises(ValueError, lambda: t.tensor(loss).reduction_value(steps[0], "median"), "bad reduction")
+raises(KeyError, lambda: t.collection("nope"), "unknown collection")
+raises(X.StepUnavailable, lambda: t.mode(steps[0] + 1), "mode of unknown step")
+raises(X.StepUnavailable, lambda: t.global_step("EVAL", 1000), "global_step unknown")
+ok(t.global_step(ModeKeys.GLOBAL, 5) == 5, "global_step of GLOBAL")
+# reductions: computed == NumPy on the value, abs too
+w = "DigitsMLP_out.weight"
+v = t.tensor(w).value(8).astype(np.float64)
+for name, want in (("mean", v.mean()), ("l2", np.sqrt((v * v).sum())), ("max", v.max()), ("variance", v.var())):
+    got = t.tensor(w).reduction_value(8, name)
+    ok(abs(got - want) <= 1e-9 * max(1, abs(want)), "reduction " + name, (got, want))
+got = t.tensor(w).reduction_value(8, "mean", abs=True)
+ok(abs(got - np.abs(v).mean()) <= 1e-9, "abs mean", got)
+ok(t.tensor(w).shape(8) == v.shape, "shape")
+ok(t.tensor(loss).value(0, mode="TRAIN").shape == (), "value by mode step")
+# range_steps
+r = create_trial(path, range_steps=(8, 27))
+ok(r.steps() == [s for s in steps if 8 <= s < 27], "range_steps", r.steps())
+raises(X.StepUnavailable, lambda: r.tensor(loss).value(0), "value outside range_steps")
+raises(ValueError, lambda: create_trial(path, range_steps=(5, 2)), "bad range_steps")
+raises(OSError, lambda: create_trial(path + "/no/such/folder"), "missing folder")
+# a live trial: refresh_data sees the end marker written after the open
+p = create_trial(partial)
+raises(X.StepNotYetAvailable, lambda: p.tensor("w").value(100), "value of a step to come")
+before = (p.loaded_all_steps, p.has_passed_step(p.steps(show_incomplete_steps=True)[-1] + 5).name)
+open(partial + "/training_job_end.ts", "w").close()
+p.refresh_data()
+after = (p.loaded_all_steps, p.has_passed_step(p.steps(show_incomplete_steps=True)[-1] + 5).name)
+ok(before == (False, "NOT_YET_AVAILABLE") and after == (True, "UNAVAILABLE"), "refresh_data", (before, after))
+raises(X.StepUnavailable, lambda: p.tensor("w").value(100), "value after the end marker")
+print(json.dumps(res))
+"""
+
+
+def tally(c, label, rc, so, se):
+    if not c.ok(rc == 0 and so.strip(), label + " ran", se[-2000:]):
+        return
+    try:
+        rows = json.loads(so.strip().splitlines()[-1])
+    except ValueError:
+        c.ok(False, label + " output", so[-500:])
+        return
+    c.at_least(20, rows, label + " checks")
+    for good, what, detail in rows:
+        c.ok(good, what, detail)
+
+
+def main():
+    c = lib.Checker("test_python_trial")
+    why = pylib.package_problem()
+    if not c.ok(why is None, "package", why):
+        c.finish()
+    real = c.cases("trials")
+    synth = c.cases("synthetic")
+    folders = [path for _, path in real + synth]
+    before = {f: lib.tree_snapshot(f) for f in folders}
+    rc, so, se = pylib.run_py(CHECK, folders)
+    tally(c, "fixtures", rc, so, se)
+    for f in folders:
+        lib.check_untouched(c, f, before[f])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        healthy = os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits")
+        partial = os.path.join(tmp, "partial")
+        shutil.copytree(os.path.join(lib.FIXTURES, "synthetic", "trial_workers3_partial_no_end"), partial)
+        rc, so, se = pylib.run_py(API, [healthy, partial])
+        tally(c, "api", rc, so, se)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
