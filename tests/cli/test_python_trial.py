@@ -4,7 +4,9 @@ every fixture's EXPECT.json, read through the Python API — names, steps per
 mode, modes and mode steps, workers, collections, has_passed_step, values
 (sha256 of the bytes, dtype, shape), saved reductions, shapes, values by
 mode step — plus the bulk read, smdebug's exceptions where smdebug raises
-them, the ValueError cases, and nothing written into the trial folder.
+them, the ValueError cases, damaged trials (tests/fixtures/corrupt) failing
+per value with the file named while the rest reads, and nothing written
+into the trial folder.
 
 The checks run in /usr/bin/python3 (numpy) in a subprocess that prints one
 JSON list of [ok, what, detail]; this script tallies them."""
@@ -269,7 +271,37 @@ print(json.dumps(res))
 """
 
 
-def tally(c, label, rc, so, se):
+# Damaged trials (tests/fixtures/corrupt): every value reads or fails with
+# OSError / RuntimeError naming the file; the rest still reads.
+CORRUPT = r"""
+import json, os, sys
+from smrules.trials import create_trial
+res = []
+def ok(c, what, d=""):
+    res.append([bool(c), what, "" if c else str(d)[:300]])
+errors = 0
+for path in sys.argv[1:]:
+    case = os.path.basename(path)
+    t = create_trial(path)
+    good = 0
+    for n in t.tensor_names():
+        for s in t.tensor(n).steps(show_incomplete_steps=True):
+            try:
+                t.tensor(n).value(s)
+                good += 1
+            except (OSError, RuntimeError) as e:
+                errors += 1
+                ok("events/" in str(e) or "index/" in str(e),
+                   "%s: %s@%s error names the file" % (case, n, s), e)
+            except Exception as e:
+                ok(False, "%s: %s@%s" % (case, n, s), "%s: %s" % (type(e).__name__, e))
+    ok(good > 0 or not t.tensor_names(), case + ": the rest still reads", good)
+ok(errors >= 5, "damaged values raise", errors)
+print(json.dumps(res))
+"""
+
+
+def tally(c, label, rc, so, se, least=20):
     if not c.ok(rc == 0 and so.strip(), label + " ran", se[-2000:]):
         return
     try:
@@ -277,7 +309,7 @@ def tally(c, label, rc, so, se):
     except ValueError:
         c.ok(False, label + " output", so[-500:])
         return
-    c.at_least(20, rows, label + " checks")
+    c.at_least(least, rows, label + " checks")
     for good, what, detail in rows:
         c.ok(good, what, detail)
 
@@ -295,6 +327,10 @@ def main():
     tally(c, "fixtures", rc, so, se)
     for f in folders:
         lib.check_untouched(c, f, before[f])
+
+    corrupt = [path for _, path in c.cases("corrupt")]
+    rc, so, se = pylib.run_py(CORRUPT, corrupt)
+    tally(c, "corrupt", rc, so, se, least=len(corrupt))
 
     with tempfile.TemporaryDirectory() as tmp:
         healthy = os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits")
