@@ -27,6 +27,7 @@ static PyObject *Unavailable; /* _core.Unavailable(status, message) */
 
 typedef struct {
   PyObject_HEAD smr_trial *t;
+  bool closed; /* close() called: methods refuse; freed in dealloc */
   pthread_mutex_t mu;
 } TrialObject;
 
@@ -49,7 +50,7 @@ static PyObject *raise_status(int rc, const smr_error *err) {
 }
 
 static bool open_or_raise(TrialObject *self) {
-  if (self->t)
+  if (self->t && !self->closed)
     return true;
   PyErr_SetString(PyExc_ValueError, "the trial is closed");
   return false;
@@ -146,11 +147,11 @@ static PyObject *trial_refresh(TrialObject *self, PyObject *unused) {
   return PyLong_FromSize_t(added);
 }
 
+/* Marks the trial closed; the C trial is freed in dealloc, when no thread
+ * can still be inside one of its methods (one that passed open_or_raise
+ * before close() keeps a valid trial). */
 static PyObject *trial_close(TrialObject *self, PyObject *unused) {
-  smr_trial *t = NULL;
-  LOCKED(self, t = self->t; self->t = NULL);
-  if (t)
-    smr_trial_close(t);
+  self->closed = true;
   Py_RETURN_NONE;
 }
 

@@ -258,6 +258,11 @@ ok(r.steps() == [s for s in steps if 8 <= s < 27], "range_steps", r.steps())
 raises(X.StepUnavailable, lambda: r.tensor(loss).value(0), "value outside range_steps")
 raises(ValueError, lambda: create_trial(path, range_steps=(5, 2)), "bad range_steps")
 raises(OSError, lambda: create_trial(path + "/no/such/folder"), "missing folder")
+c = create_trial(path)
+c.close()
+raises(ValueError, lambda: c.steps(), "closed trial")
+with create_trial(path) as w2:
+    ok(w2.steps() == steps, "with-block")
 # a live trial: refresh_data sees the end marker written after the open
 p = create_trial(partial)
 raises(X.StepNotYetAvailable, lambda: p.tensor("w").value(100), "value of a step to come")
