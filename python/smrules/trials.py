@@ -29,6 +29,10 @@ from smrules.modes import ModeKeys, mode_of
 __all__ = ["create_trial", "Trial", "Tensor", "Collection", "StepState"]
 
 
+# core/format/tensor.h's smr_reduction order (the bits of tensor_steps)
+_REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2")
+
+
 class StepState(enum.Enum):
     """Trial.has_passed_step's answer (smdebug.core.tensor.StepState)."""
 
@@ -338,6 +342,34 @@ class Tensor:
         except _core.Unavailable as e:
             _raise(e, self.name, step_num, mode, worker)
         return _array(got)
+
+    def prev_steps(self, step, n, mode=ModeKeys.GLOBAL):
+        """The last n steps of the tensor before `step` (smdebug's)."""
+        steps = [s for s in self.steps(mode) if s < step]
+        return steps[-n:] if n > 0 else []
+
+    def reduction_values(self, step_num, mode=ModeKeys.GLOBAL, worker=None):
+        """{(reduction name, abs): value} of the reductions the hook saved
+        at the step (smdebug's); {} when it saved none."""
+        mode = _mode(mode)
+        step_num = int(step_num)
+        idx = 0 if mode is ModeKeys.GLOBAL else 2
+        rows = [e for e in self.trial._t.tensor_steps(self.name)
+                if e[idx] == step_num and (mode is ModeKeys.GLOBAL or e[1] == mode.value)]
+        if not rows:
+            self.value(step_num, mode)  # raises what smdebug raises
+        if worker is None:
+            worker = min(e[3] for e in rows)
+        bits = 0
+        for e in rows:
+            if e[3] == worker:
+                bits |= e[5]
+        out = {}
+        for i, name in enumerate(_REDUCTIONS):
+            for a in (False, True):
+                if bits & (1 << (i * 2 + a)):
+                    out[(name, a)] = self.reduction_value(step_num, name, mode, worker, abs=a)
+        return out
 
     def values(self, mode=ModeKeys.GLOBAL, worker=None):
         """{step: ndarray} over every step of the mode, in one bulk read."""

@@ -342,7 +342,8 @@ static PyObject *trial_tensor_step_list(TrialObject *self, PyObject *args) {
   return l;
 }
 
-/* [(global step, mode, mode_step, worker, has_value)] of a tensor. */
+/* [(global step, mode, mode_step, worker, has_value, reductions)] of a
+ * tensor; reductions: bit (r*2 + abs) per saved reduction. */
 static PyObject *trial_tensor_steps(TrialObject *self, PyObject *args) {
   const char *name;
   if (!PyArg_ParseTuple(args, "s:tensor_steps", &name) || !open_or_raise(self))
@@ -358,9 +359,9 @@ static PyObject *trial_tensor_steps(TrialObject *self, PyObject *args) {
   PyObject *l = PyList_New((Py_ssize_t)s.n);
   for (size_t i = 0; l && i < s.n; i++) {
     const smr_tensor_step *e = &s.v[i];
-    PyObject *o = Py_BuildValue("(LiLsO)", (long long)e->step, e->mode,
-                                (long long)e->mode_step, e->worker,
-                                e->has_value ? Py_True : Py_False);
+    PyObject *o = Py_BuildValue(
+        "(LiLsOI)", (long long)e->step, e->mode, (long long)e->mode_step,
+        e->worker, e->has_value ? Py_True : Py_False, e->reductions);
     if (!o) {
       Py_CLEAR(l);
       break;
@@ -558,7 +559,8 @@ static PyMethodDef trial_methods[] = {
     {"tensor_step_list", (PyCFunction)trial_tensor_step_list, METH_VARARGS,
      "tensor_step_list(name, mode, incomplete=False)"},
     {"tensor_steps", (PyCFunction)trial_tensor_steps, METH_VARARGS,
-     "tensor_steps(name) -> [(step, mode, mode_step, worker, has_value)]"},
+     "tensor_steps(name) -> [(step, mode, mode_step, worker, has_value, "
+     "reductions)]"},
     {"value", (PyCFunction)trial_value, METH_VARARGS,
      "value(name, step, mode, worker=None) -> (dtype, shape, bytes|list)"},
     {"reduction", (PyCFunction)trial_reduction, METH_VARARGS,

@@ -71,6 +71,9 @@ def check_value(t, e, where):
             return
         got = tensor.reduction_value(step, e["reduction"], worker=e["worker"], abs=e["abs"])
         ok(close(got, e["values"][0]), where + " reduction", (got, e["values"][0]))
+        saved = tensor.reduction_values(step, worker=e["worker"])
+        key = (e["reduction"], e["abs"])
+        ok(key in saved and close(saved[key], e["values"][0]), where + " reduction_values", saved)
         return
     if e.get("kind") == "shape":
         got = tensor.shape(step, worker=e["worker"])
@@ -252,6 +255,9 @@ got = t.tensor(w).reduction_value(8, "mean", abs=True)
 ok(abs(got - np.abs(v).mean()) <= 1e-9, "abs mean", got)
 ok(t.tensor(w).shape(8) == v.shape, "shape")
 ok(t.tensor(loss).value(0, mode="TRAIN").shape == (), "value by mode step")
+ok(t.tensor(loss).prev_steps(steps[3], 2) == steps[1:3], "prev_steps")
+ok(t.tensor(loss).prev_steps(3, 2, mode="EVAL") == [0], "prev_steps(mode=EVAL)")
+ok(t.tensor(loss).reduction_values(steps[0]) == {}, "reduction_values: none saved")
 # range_steps
 r = create_trial(path, range_steps=(8, 27))
 ok(r.steps() == [s for s in steps if 8 <= s < 27], "range_steps", r.steps())
