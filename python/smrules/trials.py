@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import time
 
 import numpy as np
 
@@ -195,6 +196,28 @@ class Trial:
 
     def has_passed_step(self, step, mode=ModeKeys.GLOBAL):
         return _STATE_OF[self._t.has_passed_step(int(step), _mode(mode).value)]
+
+    def wait_for_steps(self, required_steps, mode=ModeKeys.GLOBAL, poll_interval=1.0):
+        """Block until every step of `required_steps` is available, reading
+        new index files every `poll_interval` seconds (smdebug: 5).  A step
+        the trial went past, or one training ended without, raises
+        StepUnavailable (has_passed_step's UNAVAILABLE, as in smdebug);
+        NoMoreData when training ended while the step still counted as
+        to come."""
+        mode = _mode(mode)
+        for step in required_steps:
+            while True:
+                state = self.has_passed_step(step, mode)
+                if state is StepState.AVAILABLE:
+                    break
+                if state is StepState.UNAVAILABLE:
+                    raise StepUnavailable(step, mode)
+                if self.loaded_all_steps:
+                    last = self.steps(mode)
+                    raise NoMoreData(f"Looking for step {step} of mode {mode.name} and reached the "
+                                     f"end of training; the last step is {last[-1] if last else -1}")
+                time.sleep(poll_interval)
+                self.refresh_data()
 
     # ---- collections ----
     def _collection_regexes(self):

@@ -269,6 +269,30 @@ c.close()
 raises(ValueError, lambda: c.steps(), "closed trial")
 with create_trial(path) as w2:
     ok(w2.steps() == steps, "with-block")
+# wait_for_steps: returns for a step there; a step to come is waited for
+# until the end marker appears (written after the waiting thread started),
+# then StepUnavailable, as smdebug (has_passed_step: UNAVAILABLE after the end)
+live = partial + "_wait"
+import shutil
+shutil.copytree(partial, live)
+wt = create_trial(live)
+wt.wait_for_steps([0, 1])
+ok(True, "wait_for_steps: steps there")
+got = []
+def waiter():
+    try:
+        wt.wait_for_steps([50], poll_interval=0.05)
+        got.append("returned")
+    except X.StepUnavailable:
+        got.append("StepUnavailable")
+    except Exception as e:
+        got.append(repr(e))
+th = threading.Thread(target=waiter)
+th.start()
+open(live + "/training_job_end.ts", "w").close()
+th.join(120)  # hang guard only
+ok(got == ["StepUnavailable"], "wait_for_steps: StepUnavailable at the end", got)
+raises(X.StepUnavailable, lambda: create_trial(live).wait_for_steps([3]), "wait_for_steps: step passed")
 # a live trial: refresh_data sees the end marker written after the open
 p = create_trial(partial)
 raises(X.StepNotYetAvailable, lambda: p.tensor("w").value(100), "value of a step to come")
