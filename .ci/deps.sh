@@ -11,7 +11,7 @@ libcjson-dev libyaml-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev \
 libcurl4-openssl-dev libpcre2-dev"
 TEST_PKGS="git python3 clang libclang-rt-14-dev strace python3-aiosmtpd \
 python3-dev python3-numpy python3-setuptools python3-torch \
-python3-botocore chromium man-db prometheus"
+python3-botocore chromium man-db prometheus prometheus-alertmanager"
 case "${1:-all}" in
   build) PKGS=$BUILD_PKGS ;;
   test) PKGS=$TEST_PKGS ;;

@@ -2,7 +2,8 @@
  * never a shell) whose argv is a template expanded per argument, with the
  * event in SMRULES_* environment variables and as JSON on stdin, killed
  * (with its process group) when it outlives its timeout; `webhook` POSTs
- * the event JSON over HTTP(S) with libcurl. */
+ * the event JSON over HTTP(S) with libcurl (smr_act_http_post, which the
+ * Alertmanager action shares). */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -329,16 +330,8 @@ static size_t discard(char *p, size_t size, size_t n, void *arg) {
   return size * n;
 }
 
-static void run_webhook(const smr_hook_cfg *h, const char *action,
-                        const smr_act_args *args, const smr_act_event *e,
-                        bool dry_run, smr_act_result *r) {
-  char *where = smr_act_redact_url(h->url);
-  if (dry_run) {
-    smr_act_set(r, SMR_ACT_DRY_RUN, "would POST the event to hook '%s' (%s)",
-                h->name, where);
-    free(where);
-    return;
-  }
+void smr_act_http_post(const smr_http_post *q, smr_act_result *r) {
+  char *where = smr_act_redact_url(q->url);
   CURL *c = curl_easy_init();
   if (!c) {
     smr_act_set(r, SMR_ACT_RETRY, "cannot start libcurl%s%s",
@@ -346,41 +339,71 @@ static void run_webhook(const smr_hook_cfg *h, const char *action,
     free(where);
     return;
   }
-  char *json = smr_act_event_json(e, action, args);
   struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: "
                                                    "application/json");
   hdr = curl_slist_append(hdr, "User-Agent: smrules");
-  for (size_t i = 0; i < h->headers.n; i++)
-    hdr = curl_slist_append(hdr, h->headers.v[i]);
+  for (size_t i = 0; q->headers && i < q->headers->n; i++)
+    hdr = curl_slist_append(hdr, q->headers->v[i]);
   char errbuf[CURL_ERROR_SIZE] = "";
-  curl_easy_setopt(c, CURLOPT_URL, h->url);
+  curl_easy_setopt(c, CURLOPT_URL, q->url);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(json));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(h->timeout * 1000));
+  curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(q->body));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(q->timeout * 1000));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+  if (q->ca_file)
+    curl_easy_setopt(c, CURLOPT_CAINFO, q->ca_file);
+  if (q->bearer) {
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+    curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, q->bearer);
+  } else if (q->username && q->password) {
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(c, CURLOPT_USERNAME, q->username);
+    curl_easy_setopt(c, CURLOPT_PASSWORD, q->password);
+  }
   CURLcode cc = curl_easy_perform(c);
   long code = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   if (cc != CURLE_OK)
-    smr_act_set(r, SMR_ACT_RETRY, "hook '%s' (%s): %s", h->name, where,
+    smr_act_set(r, SMR_ACT_RETRY, "%s (%s): %s", q->who, where,
                 errbuf[0] ? errbuf : curl_easy_strerror(cc));
   else if (code >= 200 && code < 300)
-    smr_act_set(r, SMR_ACT_OK, "hook '%s': POST to %s answered %ld", h->name,
-                where, code);
+    smr_act_set(r, SMR_ACT_OK, "%s: POST to %s answered %ld", q->who, where,
+                code);
   else
-    smr_act_set(
-        r,
-        code >= 400 && code < 500 && code != 408 && code != 429 ? SMR_ACT_FAILED
-                                                                : SMR_ACT_RETRY,
-        "hook '%s': POST to %s answered HTTP %ld", h->name, where, code);
+    smr_act_set(r,
+                code >= 400 && code < 500 && code != 408 && code != 429
+                    ? SMR_ACT_FAILED
+                    : SMR_ACT_RETRY,
+                "%s: POST to %s answered HTTP %ld", q->who, where, code);
   curl_slist_free_all(hdr);
   curl_easy_cleanup(c);
-  free(json);
   free(where);
+}
+
+static void run_webhook(const smr_hook_cfg *h, const char *action,
+                        const smr_act_args *args, const smr_act_event *e,
+                        bool dry_run, smr_act_result *r) {
+  if (dry_run) {
+    char *where = smr_act_redact_url(h->url);
+    smr_act_set(r, SMR_ACT_DRY_RUN, "would POST the event to hook '%s' (%s)",
+                h->name, where);
+    free(where);
+    return;
+  }
+  char *json = smr_act_event_json(e, action, args);
+  char *who = smr_xasprintf("hook '%s'", h->name);
+  smr_http_post q = {.who = who,
+                     .url = h->url,
+                     .headers = &h->headers,
+                     .body = json,
+                     .timeout = h->timeout};
+  smr_act_http_post(&q, r);
+  free(who);
+  free(json);
 }
 
 void smr_hook_run(const smr_hook_cfg *h, const char *action,

@@ -273,6 +273,19 @@ typedef struct smr_hook_item {
 void smr_hook_run(const smr_hook_cfg *h, const char *action,
                   const smr_act_args *args, const smr_act_event *e,
                   const char *stdin_text, bool dry_run, smr_act_result *r);
+/* One JSON POST over HTTP(S) (webhooks, Alertmanager): 2xx is ok, other
+ * 4xx but 408/429 failed, the rest retryable; messages name `who` and the
+ * redacted URL, never a secret. */
+typedef struct smr_http_post {
+  const char *who, *url;
+  const smr_strv *headers; /* "Name: value" lines, or NULL */
+  const char *body;
+  double timeout;
+  const char *ca_file;             /* NULL: the system's */
+  const char *bearer;              /* Authorization: Bearer, or NULL */
+  const char *username, *password; /* basic auth when both are set */
+} smr_http_post;
+void smr_act_http_post(const smr_http_post *q, smr_act_result *r);
 /* Run argv (already expanded) with `env` added to the environment and
  * `stdin_text` on its standard input; output (at most 4 KiB) goes to
  * *output.  Returns the exit status, or -1 (r->detail says why). */
