@@ -253,7 +253,7 @@ static void finish(const smr_act_exec *x) {
     struct timespec ts = {(time_t)delay,
                           (long)((delay - (double)(time_t)delay) * 1e9)};
     nanosleep(&ts, NULL);
-    delay *= 2;
+    delay = delay * 2 > 60 ? 60 : delay * 2; /* as the dispatcher's */
   }
   if (r.rc != SMR_ACT_OK)
     fprintf(stderr,

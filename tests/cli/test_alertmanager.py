@@ -16,6 +16,7 @@ configuration and a temporary storage folder, stopped afterwards:
 Every wait is for an event (the API answers, the alert is listed, the
 process exits); the limits are only hang guards.  Skipped when
 prometheus-alertmanager is not installed (.ci/deps.sh installs it)."""
+import datetime
 import json
 import os
 import shutil
@@ -46,6 +47,10 @@ def am_binary():
         if p:
             return p
     return None
+
+
+def when(rfc3339):
+    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00"))
 
 
 def http_json(url, timeout=5):
@@ -193,6 +198,47 @@ def test_absent(c, tmp):
         sc.ok(TOKEN not in r.out and TOKEN not in r.err, "the bearer token is never printed")
 
 
+def test_recorded_requests(c, tmp):
+    """What goes on the wire, seen by a recording server: the path under a
+    prefix, the credentials from a private file or an environment variable,
+    the firing alert (no endsAt) and the resolving one (same labels, endsAt)."""
+    import base64
+    tok = os.path.join(tmp, "rec-token")
+    with open(os.open(tok, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(TOKEN + "\n")
+    for auth, settings, want in [
+            ("bearer file", "    bearer_token_file: '%s'\n" % tok, "Bearer " + TOKEN),
+            ("basic env", "    username: smr\n    password_env: AM_PW\n",
+             "Basic " + base64.b64encode(("smr:" + TOKEN).encode()).decode())]:
+        srv = ta.WebhookServer()
+        try:
+            t = ta.Trainer(tmp, "rec-" + auth.replace(" ", "-"), sleep=0)
+            text = rules_text("http://127.0.0.1:%d/am/" % srv.port).replace(
+                "    bearer_token_env: AM_TOKEN\n", settings)
+            r = ta.run_rules(t.dir, t.trial, text, env={"AM_PW": TOKEN})
+            sc = c.scope("Alertmanager on the wire (%s)" % auth, r)
+            if sc.process(r) and sc.exit_code(r, [1]):
+                sc.ok(TOKEN not in r.out and TOKEN not in r.err, "the secret is never printed")
+            bodies = []
+            for p in srv.posts:
+                try:
+                    bodies.append(json.loads(p["body"]))
+                except ValueError:
+                    bodies.append(None)
+            if sc.ok(len(srv.posts) >= 2, "a firing and a resolving POST", str(len(srv.posts))):
+                sc.eq("path", [p["path"] for p in srv.posts], ["/am/api/v2/alerts"] * len(srv.posts))
+                sc.eq("Authorization", srv.posts[0]["headers"].get("authorization"), want)
+                sc.eq("Content-Type", srv.posts[0]["headers"].get("content-type"), "application/json")
+                first, last = bodies[0][0], bodies[-1][0]
+                sc.ok("endsAt" not in first, "the firing alert has no endsAt", lib.short(first))
+                sc.ok("endsAt" in last and when(last["endsAt"]) >= when(last["startsAt"]),
+                      "the resolving alert has endsAt after startsAt", lib.short(last))
+                sc.eq("same labels when resolved", last["labels"], first["labels"])
+                sc.eq("alertname", first["labels"].get("alertname"), "loss")
+        finally:
+            srv.stop()
+
+
 def test_config_errors(c, tmp):
     tok = os.path.join(tmp, "tok")
     with open(os.open(tok, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
@@ -220,6 +266,7 @@ def main():
     c = lib.Checker("test_alertmanager")
     with tempfile.TemporaryDirectory(prefix="smrules-am-") as tmp:
         test_config_errors(c, tmp)
+        test_recorded_requests(c, tmp)
         test_absent(c, tmp)
         binary = am_binary()
         if not binary:
