@@ -419,6 +419,11 @@ static int parse(smr_act_parse *c, const smr_act_src *s, smr_act_item *it) {
     return smr_settings_error(&c->sc, s->at,
                               "Alertmanager needs actions.Alertmanager.url: "
                               "http(s)://host:9093");
+  if (s->value && s->value->type != SMR_NODE_MAP)
+    return smr_settings_error(&c->sc, s->value,
+                              "Alertmanager takes no value here (its "
+                              "settings are under actions.Alertmanager); "
+                              "only '{repeat: ...}'");
   it->retry = a->retry;
   it->target = smr_act_redact_url(a->url);
   it->key = smr_xasprintf("Alertmanager:%s", it->target);

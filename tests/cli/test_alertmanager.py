@@ -248,6 +248,8 @@ def test_config_errors(c, tmp):
          "Alertmanager needs actions.Alertmanager.url"),
         ("inline label clash", rules_text("http://x").replace("team: ml", "job: other"),
          "labels: 'job' is set by smrules"),
+        ("a value", rules_text("http://x").replace("[Alertmanager]", "[{Alertmanager: critical}]"),
+         "Alertmanager takes no value here"),
         ("bad scheme", rules_text("ftp://x"), "url: expected http://"),
         ("two tokens", rules_text("http://x", "    bearer_token_file: tok\n"),
          "give bearer_token_file or bearer_token_env, not both"),
