@@ -25,6 +25,8 @@ typedef struct sqlite3 sqlite3;
 
 typedef struct smr_actions_opts {
   const char *trial_dir; /* default job name, event field "trial" */
+  const char *job_name;  /* --job-name: the event's "job" (NULL: the trial
+                            folder's name) */
   int64_t training_pid;  /* --training-pid N (0: not given) */
   bool dry_run;          /* describe what would be done, do nothing */
   bool verbose;          /* log every outcome on stderr, not only problems */

@@ -471,7 +471,8 @@ int smr_act_plan_build(const smr_config *cfg, const smr_actions_opts *o,
                        smr_act_plan *p, smr_error *err) {
   memset(p, 0, sizeof *p);
   p->repeat.mode = SMR_REPEAT_FIRST;
-  p->job_name = trial_basename(o->trial_dir);
+  p->job_name =
+      o->job_name ? smr_xstrdup(o->job_name) : trial_basename(o->trial_dir);
   p->settings = smr_xcalloc(smr_n_action_kinds, sizeof *p->settings);
   p->rules = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *p->rules);
   p->n_rules = cfg->n_rules;

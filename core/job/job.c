@@ -84,6 +84,7 @@ static int exit_for_results(smr_runner *r, smr_actions *acts,
 static int start_actions(smr_job_opts *a, const smr_config *cfg, smr_trial *t,
                          bool launched, smr_actions **out, smr_error *err) {
   smr_actions_opts o = {.trial_dir = a->trial,
+                        .job_name = a->job_name,
                         .training_pid = a->training_pid,
                         .launched = launched,
                         .dry_run = a->dry_run,
