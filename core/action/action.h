@@ -33,6 +33,7 @@ typedef struct smr_actions_opts {
   bool validate_only;    /* `smrules validate`: check the plan, run nothing */
   bool launched;         /* training_pid is smrules' own child (run --) */
   sqlite3 *db;           /* the trial's state database (NULL: memory) */
+  const char *output_dir; /* the rules' output folders' parent (DumpStacks) */
 } smr_actions_opts;
 
 /* Build and check the plan.  Configuration errors: SMR_ERR_USAGE with

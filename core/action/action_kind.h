@@ -20,12 +20,9 @@
  * once" and the summary are the dispatcher's, the same for every kind.
  *
  * How the kinds planned next fit, touching only their file and the list:
- *  - DumpStacks: rows {signal, command, output_file, timeout_seconds};
- *    `start` remembers the trainer's identity as StopTraining's does,
- *    `run` signals it (or runs the command) and writes what it prints into
- *    the rule's output folder.  That folder is the one thing a run does not
- *    pass yet: it goes at the end of smr_act_exec (and smr_actions_opts),
- *    an addition the other kinds ignore.
+ *  - DumpStacks (action_dumpstacks.c): `start` remembers the trainer's
+ *    identity, `run` signals it and keeps what it wrote in the rule's
+ *    output folder (smr_actions_opts.output_dir, which other kinds ignore).
  *  - Alertmanager: rows {url, labels, annotations, timeout_seconds,
  *    retries...}; `default_repeat` every, so it is re-sent at each trigger
  *    while the rule keeps firing; `run` POSTs to /api/v2/alerts and records

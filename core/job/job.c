@@ -89,7 +89,8 @@ static int start_actions(smr_job_opts *a, const smr_config *cfg, smr_trial *t,
                         .launched = launched,
                         .dry_run = a->dry_run,
                         .verbose = a->verbose,
-                        .db = smr_catalog_db(smr_trial_catalog(t))};
+                        .db = smr_catalog_db(smr_trial_catalog(t)),
+                        .output_dir = a->ropts.output_dir};
   int rc = smr_actions_new(cfg, &o, out, err);
   if (rc == SMR_OK && !smr_actions_empty(*out)) {
     a->ropts.on_trigger = smr_actions_on_trigger;
