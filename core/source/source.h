@@ -121,7 +121,7 @@ void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
                          uint64_t len);
 /* Several rules are about to read the same records side by side (lock
  * step): a local source then keeps a record just read for the rules that
- * ask for it next (source_local.c); off (the default), each read is the
+ * ask for it next (shared_records.c); off (the default), each read is the
  * reader's own.  No effect on sources with a record cache of their own. */
 void smr_source_share_records(smr_source *s, bool on);
 /* Reads of shared records by local sources so far, and how many of them
