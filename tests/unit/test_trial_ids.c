@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format/writer.h"
 #include "trial/trial.h"
 #include "unit.h"
+#include "writer/writer.h"
 
 static char dir[] = "/tmp/smr-trial-ids-XXXXXX";
 
