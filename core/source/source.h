@@ -142,8 +142,11 @@ bool smr_location_has(const char *location, const char *sub);
  * for a remote trial a private local cache directory.  NULL when it cannot
  * be created. */
 char *smr_location_state_dir(const char *location);
-/* --s3-endpoint: the endpoint of remote sources opened afterwards (NULL:
- * the environment's).  Call before opening sources, from one thread. */
+/* A setting of a kind of source, given before sources are opened, from
+ * one thread (e.g. "s3-endpoint": the S3 endpoint, NULL for the
+ * environment's; see source_s3.c).  False when no kind knows it. */
+bool smr_source_configure(const char *setting, const char *value);
+/* --s3-endpoint: smr_source_configure("s3-endpoint", url). */
 void smr_source_set_endpoint(const char *url);
 
 #endif

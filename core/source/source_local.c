@@ -21,6 +21,7 @@
 #include "base/common.h"
 #include "base/path.h"
 #include "source/shared_records.h"
+#include "source/source_kind.h"
 
 typedef struct local_source {
   smr_source base; /* base.root: canonical absolute path */
@@ -337,4 +338,28 @@ static const smr_source_ops LOCAL_OPS = {
     .read_all = local_read_all,
     .read_range = local_read_range,
     .share_records = local_share_records,
+};
+
+/* ---------------------------------------------------------- the kind */
+
+static bool local_location_has(const char *location, const char *sub) {
+  char *path = smr_xasprintf("%s/%s", location, sub);
+  struct stat st;
+  bool has = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  free(path);
+  return has;
+}
+
+/* On disk smrules keeps its files in the trial folder itself. */
+static char *local_state_dir(const char *location) {
+  return smr_xstrdup(location);
+}
+
+const smr_source_kind smr_source_kind_local = {
+    .name = "local",
+    .scheme = NULL, /* every location no other kind claims */
+    .remote = false,
+    .open = smr_source_local_open,
+    .location_has = local_location_has,
+    .state_dir = local_state_dir,
 };
