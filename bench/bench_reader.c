@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "format/tensor.h"
-#include "format/writer.h"
 #include "trial/trial.h"
+#include "writer/writer.h"
 
 #define NUM_BIG 8
 #define MAX_REPEAT 50

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "format/tensor.h"
-#include "format/writer.h"
 #include "trial/trial.h"
+#include "writer/writer.h"
 
 #define MAX_REPEAT 100
 

@@ -32,7 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/writer.h"
+#include "writer/writer.h"
 
 #define MAX_CHILD_STEPS 500 /* a child never stopped gives up here */
 

@@ -38,7 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/writer.h"
+#include "writer/writer.h"
 
 #define MAX_STEPS 100000
 #define KILL_PROGRAM "/bin/kill"

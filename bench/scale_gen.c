@@ -2,7 +2,7 @@
  * (bench/s3_bench.sh): W workers, S TRAIN steps, each step with T weight
  * and T gradient tensors of E float32 elements plus the loss scalar, the
  * collections `weights`, `gradients`, `losses`, and the end marker.
- * Written with the C writer (core/writer.h), as smdebug writes trials.
+ * Written with the C writer (core/writer/writer.h), as smdebug writes trials.
  *
  *   scale_gen DIR STEPS TENSORS ELEMENTS [WORKERS [WEIGHTS]]
  *
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "format/writer.h"
+#include "writer/writer.h"
 
 static void die(const char *what, const smr_error *e) {
   fprintf(stderr, "scale_gen: %s: %s\n", what, e ? e->msg : "");

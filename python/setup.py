@@ -38,7 +38,7 @@ core = Extension(
     # from loading the libraries the writer does not use.
     extra_objects=[LIB],
     extra_link_args=["-Wl,--as-needed"] + pkg_config("--libs") + ["-ldl", "-lpthread", "-lm"],
-    depends=[LIB, os.path.join(ROOT, "core/format/writer.h"),
+    depends=[LIB, os.path.join(ROOT, "core/writer/writer.h"),
              os.path.join(ROOT, "core/trial/trial.h"), "src/trial_type.h"],
 )
 

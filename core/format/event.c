@@ -1,4 +1,4 @@
-/* event.c - decoding and encoding of smdebug's Event records (see
+/* event.c - decoding of smdebug's Event records (see
  * docs/formats.md#inside-a-record-the-event-message,
  * docs/formats.md#data-types).
  *
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/dtype.h"
 #include "smdebug_event.pb-c.h"
 
 /* A single typed value may be repeated to fill the shape (TensorFlow's
@@ -28,63 +29,6 @@
 #define MAX_BROADCAST_BYTES ((size_t)16 << 20)
 
 enum { MODE_GLOBAL = 4 };
-
-/* ---- dtype table ------------------------------------------------------ */
-
-/* Which TensorProto typed field holds the values of a dtype when there is no
- * tensor_content (TensorFlow's convention). */
-enum typed_src {
-  SRC_NONE,
-  SRC_FLOAT,
-  SRC_DOUBLE,
-  SRC_INT,
-  SRC_INT64,
-  SRC_BOOL,
-  SRC_SCOMPLEX,
-  SRC_DCOMPLEX,
-  SRC_HALF
-};
-
-typedef struct dtype_info {
-  unsigned char size; /* bytes per element, 0 = not decodable */
-  unsigned char src;  /* enum typed_src */
-  const char *name;
-} dtype_info;
-
-static const dtype_info dtype_table[] = {
-    [SMR_DT_INVALID] = {0, SRC_NONE, "DT_INVALID"},
-    [SMR_DT_FLOAT] = {4, SRC_FLOAT, "DT_FLOAT"},
-    [SMR_DT_DOUBLE] = {8, SRC_DOUBLE, "DT_DOUBLE"},
-    [SMR_DT_INT32] = {4, SRC_INT, "DT_INT32"},
-    [SMR_DT_UINT8] = {1, SRC_INT, "DT_UINT8"},
-    [SMR_DT_INT16] = {2, SRC_INT, "DT_INT16"},
-    [SMR_DT_INT8] = {1, SRC_INT, "DT_INT8"},
-    [SMR_DT_STRING] = {0, SRC_NONE, "DT_STRING"},
-    [SMR_DT_COMPLEX64] = {8, SRC_SCOMPLEX, "DT_COMPLEX64"},
-    [SMR_DT_INT64] = {8, SRC_INT64, "DT_INT64"},
-    [SMR_DT_BOOL] = {1, SRC_BOOL, "DT_BOOL"},
-    [SMR_DT_QINT8] = {1, SRC_INT, "DT_QINT8"},
-    [SMR_DT_QUINT8] = {1, SRC_INT, "DT_QUINT8"},
-    [SMR_DT_QINT32] = {4, SRC_INT, "DT_QINT32"},
-    [SMR_DT_BFLOAT16] = {2, SRC_HALF, "DT_BFLOAT16"},
-    [SMR_DT_QINT16] = {2, SRC_INT, "DT_QINT16"},
-    [SMR_DT_QUINT16] = {2, SRC_INT, "DT_QUINT16"},
-    [SMR_DT_UINT16] = {2, SRC_INT, "DT_UINT16"},
-    [SMR_DT_COMPLEX128] = {16, SRC_DCOMPLEX, "DT_COMPLEX128"},
-    [SMR_DT_HALF] = {2, SRC_HALF, "DT_HALF"},
-    [20] = {0, SRC_NONE, "DT_RESOURCE"},
-    [21] = {0, SRC_NONE, "DT_VARIANT"},
-    /* uint32_val/uint64_val (fields 16/17) are not declared: content only */
-    [SMR_DT_UINT32] = {4, SRC_NONE, "DT_UINT32"},
-    [SMR_DT_UINT64] = {8, SRC_NONE, "DT_UINT64"},
-};
-#define DTYPE_COUNT ((int)(sizeof dtype_table / sizeof dtype_table[0]))
-
-static const dtype_info *dtype_lookup(int dtype) {
-  if (dtype < 0 || dtype >= DTYPE_COUNT)
-    return NULL;
-  return &dtype_table[dtype];
-}
 
 /* ---- wire-format pre-validation ----------------------------------------- */
 
@@ -500,7 +444,7 @@ static int decode_strings(const dec_ctx *d, const Smdebug__TensorProto *tp,
 }
 
 static int decode_content(const dec_ctx *d, const ProtobufCBinaryData *content,
-                          const dtype_info *di, smr_tensor *t) {
+                          const smr_dtype_info *di, smr_tensor *t) {
   size_t have = content->len;
   uint64_t want;
   if (__builtin_mul_overflow((uint64_t)t->count, (uint64_t)di->size, &want))
@@ -512,7 +456,7 @@ static int decode_content(const dec_ctx *d, const ProtobufCBinaryData *content,
     return dec_fail(d,
                     "tensor_content has %zu bytes, expected %" PRIu64
                     " (%" PRId64 " elements x %u bytes of %s)",
-                    have, want, t->count, (unsigned)di->size, di->name);
+                    have, want, t->count, (unsigned)di->size, di->tf);
   t->data = have ? content->data : empty_bytes;
   t->nbytes = have;
   return SMR_OK;
@@ -523,28 +467,28 @@ static int decode_content(const dec_ctx *d, const ProtobufCBinaryData *content,
 static size_t typed_values(const Smdebug__TensorProto *tp, unsigned src,
                            const char **field) {
   static const char *const names[] = {
-      [SRC_NONE] = "(none)",           [SRC_FLOAT] = "float_val",
-      [SRC_DOUBLE] = "double_val",     [SRC_INT] = "int_val",
-      [SRC_INT64] = "int64_val",       [SRC_BOOL] = "bool_val",
-      [SRC_SCOMPLEX] = "scomplex_val", [SRC_DCOMPLEX] = "dcomplex_val",
-      [SRC_HALF] = "half_val"};
+      [SMR_DF_NONE] = "(none)",           [SMR_DF_FLOAT] = "float_val",
+      [SMR_DF_DOUBLE] = "double_val",     [SMR_DF_INT] = "int_val",
+      [SMR_DF_INT64] = "int64_val",       [SMR_DF_BOOL] = "bool_val",
+      [SMR_DF_SCOMPLEX] = "scomplex_val", [SMR_DF_DCOMPLEX] = "dcomplex_val",
+      [SMR_DF_HALF] = "half_val"};
   *field = names[src];
   switch (src) {
-  case SRC_FLOAT:
+  case SMR_DF_FLOAT:
     return tp->n_float_val;
-  case SRC_DOUBLE:
+  case SMR_DF_DOUBLE:
     return tp->n_double_val;
-  case SRC_INT:
+  case SMR_DF_INT:
     return tp->n_int_val;
-  case SRC_INT64:
+  case SMR_DF_INT64:
     return tp->n_int64_val;
-  case SRC_BOOL:
+  case SMR_DF_BOOL:
     return tp->n_bool_val;
-  case SRC_SCOMPLEX:
+  case SMR_DF_SCOMPLEX:
     return tp->n_scomplex_val;
-  case SRC_DCOMPLEX:
+  case SMR_DF_DCOMPLEX:
     return tp->n_dcomplex_val;
-  case SRC_HALF:
+  case SMR_DF_HALF:
     return tp->n_half_val;
   default:
     return 0;
@@ -557,25 +501,25 @@ static uint64_t typed_bits(const Smdebug__TensorProto *tp, unsigned src,
   uint32_t u32;
   uint64_t u64;
   switch (src) {
-  case SRC_FLOAT:
+  case SMR_DF_FLOAT:
     memcpy(&u32, &tp->float_val[j], 4);
     return u32;
-  case SRC_SCOMPLEX:
+  case SMR_DF_SCOMPLEX:
     memcpy(&u32, &tp->scomplex_val[j], 4);
     return u32;
-  case SRC_DOUBLE:
+  case SMR_DF_DOUBLE:
     memcpy(&u64, &tp->double_val[j], 8);
     return u64;
-  case SRC_DCOMPLEX:
+  case SMR_DF_DCOMPLEX:
     memcpy(&u64, &tp->dcomplex_val[j], 8);
     return u64;
-  case SRC_INT:
+  case SMR_DF_INT:
     return (uint64_t)(int64_t)tp->int_val[j];
-  case SRC_INT64:
+  case SMR_DF_INT64:
     return (uint64_t)tp->int64_val[j];
-  case SRC_BOOL:
+  case SMR_DF_BOOL:
     return tp->bool_val[j] ? 1 : 0;
-  case SRC_HALF:
+  case SMR_DF_HALF:
     return (uint64_t)(uint32_t)tp->half_val[j] & 0xFFFF;
   default:
     return 0;
@@ -591,20 +535,22 @@ static void store_le(uint8_t *dst, uint64_t bits, size_t width) {
 /* Elements from typed fields: as many values as elements, or one value
  * repeated (docs/formats.md#data-types Decision). */
 static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
-                        const dtype_info *di, smr_tensor *t, event_owner *o) {
+                        const smr_dtype_info *di, smr_tensor *t,
+                        event_owner *o) {
   const char *field;
-  size_t nvals = typed_values(tp, di->src, &field);
-  size_t per = (di->src == SRC_SCOMPLEX || di->src == SRC_DCOMPLEX) ? 2 : 1;
+  size_t nvals = typed_values(tp, di->field, &field);
+  size_t per =
+      (di->field == SMR_DF_SCOMPLEX || di->field == SMR_DF_DCOMPLEX) ? 2 : 1;
   if (t->count == 0 && nvals == 0) {
     t->data = empty_bytes;
     t->nbytes = 0;
     return SMR_OK;
   }
-  if (di->src == SRC_NONE)
+  if (di->field == SMR_DF_NONE)
     return dec_fail(d,
                     "%s tensor of %" PRId64 " elements has no "
                     "tensor_content",
-                    di->name, t->count);
+                    di->tf, t->count);
   if (nvals % per)
     return dec_fail(d, "%s holds %zu values, not whole complex pairs", field,
                     nvals);
@@ -613,7 +559,7 @@ static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
     return dec_fail(d,
                     "%s tensor of %" PRIu64 " elements has neither "
                     "tensor_content nor %s values",
-                    di->name, n, field);
+                    di->tf, n, field);
   if (m != n && !(m == 1 && n > 1))
     return dec_fail(d, "%s holds %" PRIu64 " elements, shape needs %" PRIu64,
                     field, m, n);
@@ -630,7 +576,7 @@ static int decode_typed(const dec_ctx *d, const Smdebug__TensorProto *tp,
     return smr_error_set(d->err, SMR_ERR_NOMEM, d->file, (int64_t)d->offset,
                          "out of memory for %zu bytes", nbytes);
   for (size_t j = 0; j < nvals; j++)
-    store_le(o->typed + j * width, typed_bits(tp, di->src, j), width);
+    store_le(o->typed + j * width, typed_bits(tp, di->field, j), width);
   for (size_t i = 1; m == 1 && i < n; i++)
     memcpy(o->typed + i * di->size, o->typed, di->size);
   t->data = o->typed;
@@ -651,12 +597,12 @@ static int decode_values(const dec_ctx *d, const Smdebug__TensorProto *tp,
   t->stored_dtype = tp->dtype;
   if (is_string_tensor(tp, t))
     return decode_strings(d, tp, t, o);
-  const dtype_info *di = dtype_lookup(tp->dtype);
+  const smr_dtype_info *di = smr_dtype_info_of(tp->dtype);
   if (!di || di->size == 0) {
     if (tp->dtype == SMR_DT_INVALID)
       return dec_fail(d, "dtype DT_INVALID (0) without string_val");
     return dec_fail(d, "unsupported dtype %d (%s)", tp->dtype,
-                    di ? di->name : "unknown");
+                    di ? di->tf : "unknown");
   }
   t->dtype = tp->dtype;
   if (o->content.len > 0)
@@ -961,173 +907,4 @@ int smr_event_decode_borrow(const uint8_t *payload, size_t len,
                             const char *file, uint64_t offset, smr_tensor *out,
                             char **name, smr_error *err) {
   return decode(payload, len, file, offset, true, out, name, err);
-}
-
-/* ---- encoding ---------------------------------------------------------- */
-
-/* Storage for the messages of one encoded event (all on the stack). */
-typedef struct enc_msgs {
-  Smdebug__Event ev;
-  Smdebug__Summary sum;
-  Smdebug__Summary__Value val;
-  Smdebug__Summary__Value *valp;
-  Smdebug__TensorProto tp;
-  Smdebug__TensorShapeProto shape;
-  Smdebug__TensorShapeProto__Dim dims[SMR_MAX_DIMS];
-  Smdebug__TensorShapeProto__Dim *dimp[SMR_MAX_DIMS];
-  char *dim_names[SMR_MAX_DIMS];
-  Smdebug__SummaryMetadata md;
-  Smdebug__SummaryMetadata__PluginData pd[2];
-  Smdebug__SummaryMetadata__PluginData *pdp[2];
-  char mode_step_txt[24], mode_txt[16];
-  ProtobufCBinaryData *strings;
-} enc_msgs;
-
-static int enc_fail(smr_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int enc_fail(smr_error *err, const char *fmt, ...) {
-  char msg[SMR_ERR_MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "%s", msg);
-}
-
-/* Element count of the caller's shape; -1 when invalid. */
-static int64_t enc_count(const smr_tensor *t) {
-  if (t->ndim < 0 || t->ndim > SMR_MAX_DIMS)
-    return -1;
-  int64_t n = 1;
-  for (int i = 0; i < t->ndim; i++)
-    if (t->shape[i] < 0 || __builtin_mul_overflow(n, t->shape[i], &n))
-      return -1;
-  return n;
-}
-
-static void enc_shape(enc_msgs *m, const smr_tensor *t, const char *name) {
-  smdebug__tensor_shape_proto__init(&m->shape);
-  for (int i = 0; i < t->ndim; i++) {
-    smdebug__tensor_shape_proto__dim__init(&m->dims[i]);
-    m->dims[i].size = t->shape[i];
-    /* smdebug names each dimension "<tensor>_<size>". */
-    m->dim_names[i] = smr_xasprintf("%s_%" PRId64, name, t->shape[i]);
-    m->dims[i].name = m->dim_names[i];
-    m->dimp[i] = &m->dims[i];
-  }
-  m->shape.n_dim = (size_t)t->ndim;
-  m->shape.dim = t->ndim ? m->dimp : NULL;
-}
-
-static int enc_strings(enc_msgs *m, const smr_tensor *t, int64_t n,
-                       smr_error *err) {
-  if (t->ndim != 1)
-    return enc_fail(err, "string tensor must be 1-D, has %d dimensions",
-                    t->ndim);
-  if (n > 0 && (!t->strings || !t->string_lens))
-    return enc_fail(err, "string tensor without strings");
-  m->tp.dtype = SMR_DT_INVALID; /* smdebug leaves strings at DT_INVALID */
-  if (n == 0)
-    return SMR_OK;
-  m->strings = calloc((size_t)n, sizeof *m->strings);
-  if (!m->strings)
-    return smr_error_set(err, SMR_ERR_NOMEM, NULL, -1, "out of memory");
-  for (int64_t i = 0; i < n; i++) {
-    m->strings[i].len = t->string_lens[i];
-    m->strings[i].data = (uint8_t *)(uintptr_t)t->strings[i];
-  }
-  m->tp.n_string_val = (size_t)n;
-  m->tp.string_val = m->strings;
-  return SMR_OK;
-}
-
-static int enc_numeric(enc_msgs *m, const smr_tensor *t, int64_t n,
-                       smr_error *err) {
-  const dtype_info *di = dtype_lookup(t->dtype);
-  if (!di || di->size == 0)
-    return enc_fail(err, "cannot encode dtype %d", t->dtype);
-  uint64_t want;
-  if (__builtin_mul_overflow((uint64_t)n, (uint64_t)di->size, &want) ||
-      want != t->nbytes)
-    return enc_fail(err,
-                    "tensor has %zu bytes, shape and %s need %" PRId64 " x %u",
-                    t->nbytes, di->name, n, (unsigned)di->size);
-  if (t->nbytes && !t->data)
-    return enc_fail(err, "tensor without data");
-  m->tp.dtype = t->dtype;
-  m->tp.tensor_content.len = t->nbytes;
-  m->tp.tensor_content.data = (uint8_t *)(uintptr_t)t->data;
-  return SMR_OK;
-}
-
-static void enc_metadata(enc_msgs *m, const smr_tensor *t) {
-  snprintf(m->mode_step_txt, sizeof m->mode_step_txt, "%" PRId64, t->mode_step);
-  snprintf(m->mode_txt, sizeof m->mode_txt, "%d", t->mode);
-  smdebug__summary_metadata__init(&m->md);
-  const char *names[2] = {"mode_step", "mode"};
-  char *texts[2] = {m->mode_step_txt, m->mode_txt};
-  for (int i = 0; i < 2; i++) {
-    smdebug__summary_metadata__plugin_data__init(&m->pd[i]);
-    m->pd[i].plugin_name = (char *)(uintptr_t)names[i];
-    m->pd[i].content.data = (uint8_t *)texts[i];
-    m->pd[i].content.len = strlen(texts[i]);
-    m->pdp[i] = &m->pd[i];
-  }
-  m->md.n_plugin_data = 2;
-  m->md.plugin_data = m->pdp;
-}
-
-static void enc_envelope(enc_msgs *m, const smr_tensor *t, const char *name) {
-  smdebug__summary__value__init(&m->val);
-  m->val.tag = (char *)(uintptr_t)name;
-  m->val.value_case = SMDEBUG__SUMMARY__VALUE__VALUE_TENSOR;
-  m->val.tensor = &m->tp;
-  m->val.metadata = &m->md;
-  m->tp.tensor_shape = &m->shape;
-  smdebug__summary__init(&m->sum);
-  m->valp = &m->val;
-  m->sum.n_value = 1;
-  m->sum.value = &m->valp;
-  smdebug__event__init(&m->ev);
-  m->ev.wall_time = t->wall_time;
-  m->ev.step = t->step;
-  m->ev.what_case = SMDEBUG__EVENT__WHAT_SUMMARY;
-  m->ev.summary = &m->sum;
-}
-
-static int enc_pack(enc_msgs *m, uint8_t **out, size_t *len, smr_error *err) {
-  size_t size = smdebug__event__get_packed_size(&m->ev);
-  uint8_t *buf = malloc(size ? size : 1);
-  if (!buf)
-    return smr_error_set(err, SMR_ERR_NOMEM, NULL, -1,
-                         "out of memory for a %zu-byte event", size);
-  *len = smdebug__event__pack(&m->ev, buf);
-  *out = buf;
-  return SMR_OK;
-}
-
-int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
-                     size_t *len, smr_error *err) {
-  *out = NULL;
-  *len = 0;
-  if (!name)
-    return enc_fail(err, "tensor without a name");
-  int64_t n = enc_count(t);
-  if (n < 0)
-    return enc_fail(err, "invalid shape (%d dimensions)", t->ndim);
-  enc_msgs *m = smr_xcalloc(1, sizeof *m);
-  smdebug__tensor_proto__init(&m->tp);
-  int rc = t->dtype == SMR_DT_STRING ? enc_strings(m, t, n, err)
-                                     : enc_numeric(m, t, n, err);
-  if (rc == SMR_OK) {
-    enc_shape(m, t, name);
-    enc_metadata(m, t);
-    enc_envelope(m, t, name);
-    rc = enc_pack(m, out, len, err);
-  }
-  for (int i = 0; i < SMR_MAX_DIMS; i++)
-    free(m->dim_names[i]);
-  free(m->strings);
-  free(m);
-  return rc;
 }

@@ -1,8 +1,8 @@
-/* event.h - decoding and encoding of the Event/Summary/TensorProto messages
+/* event.h - decoding of the Event/Summary/TensorProto messages
  * that smdebug writes, one tensor per record
  * (docs/formats.md#inside-a-record-the-event-message,
  * docs/formats.md#data-types). Uses protobuf-c with the messages declared in
- * core/proto/. */
+ * core/format/proto/.  Encoding is the writer's (writer/event_encode.h). */
 #ifndef SMR_EVENT_H
 #define SMR_EVENT_H
 
@@ -33,11 +33,5 @@ int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
 int smr_event_decode_borrow(const uint8_t *payload, size_t len,
                             const char *file, uint64_t offset, smr_tensor *out,
                             char **name, smr_error *err);
-
-/* Encode a tensor the way smdebug does (fields in number order, metadata
- * entries mode_step then mode).  `t` supplies dtype, shape, data/strings,
- * step (global), wall_time, mode and mode_step.  *out is malloc'ed. */
-int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
-                     size_t *len, smr_error *err);
 
 #endif

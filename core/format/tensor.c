@@ -1,4 +1,4 @@
-/* tensor.c - dtype tables, element widening, reductions, summary statistics
+/* tensor.c - element widening, reductions, summary statistics
  * and the tensor fingerprint (docs/formats.md#data-types,
  * docs/formats.md#reductions, docs/rule-semantics.md#numeric-conventions).
  *
@@ -15,81 +15,6 @@
 #include <string.h>
 
 #include "base/sha256.h"
-
-/* ---- dtype tables ---------------------------------------------------- */
-
-typedef struct dtype_info {
-  size_t size;       /* bytes per element; 0 when not a fixed-size number */
-  const char *numpy; /* numpy name, NULL when numpy has none */
-  const char *tf;    /* TensorFlow DataType name */
-} dtype_info;
-
-static const dtype_info dtype_table[] = {
-    [SMR_DT_INVALID] = {0, NULL, "DT_INVALID"},
-    [SMR_DT_FLOAT] = {4, "float32", "DT_FLOAT"},
-    [SMR_DT_DOUBLE] = {8, "float64", "DT_DOUBLE"},
-    [SMR_DT_INT32] = {4, "int32", "DT_INT32"},
-    [SMR_DT_UINT8] = {1, "uint8", "DT_UINT8"},
-    [SMR_DT_INT16] = {2, "int16", "DT_INT16"},
-    [SMR_DT_INT8] = {1, "int8", "DT_INT8"},
-    [SMR_DT_STRING] = {0, "str", "DT_STRING"},
-    [SMR_DT_COMPLEX64] = {8, "complex64", "DT_COMPLEX64"},
-    [SMR_DT_INT64] = {8, "int64", "DT_INT64"},
-    [SMR_DT_BOOL] = {1, "bool", "DT_BOOL"},
-    /* Quantized types are plain integers of the same width for us. */
-    [SMR_DT_QINT8] = {1, "int8", "DT_QINT8"},
-    [SMR_DT_QUINT8] = {1, "uint8", "DT_QUINT8"},
-    [SMR_DT_QINT32] = {4, "int32", "DT_QINT32"},
-    /* numpy has no bfloat16; ml_dtypes calls it "bfloat16". */
-    [SMR_DT_BFLOAT16] = {2, "bfloat16", "DT_BFLOAT16"},
-    [SMR_DT_QINT16] = {2, "int16", "DT_QINT16"},
-    [SMR_DT_QUINT16] = {2, "uint16", "DT_QUINT16"},
-    [SMR_DT_UINT16] = {2, "uint16", "DT_UINT16"},
-    [SMR_DT_COMPLEX128] = {16, "complex128", "DT_COMPLEX128"},
-    [SMR_DT_HALF] = {2, "float16", "DT_HALF"},
-    [20] = {0, NULL, "DT_RESOURCE"},
-    [21] = {0, NULL, "DT_VARIANT"},
-    [SMR_DT_UINT32] = {4, "uint32", "DT_UINT32"},
-    [SMR_DT_UINT64] = {8, "uint64", "DT_UINT64"},
-    /* 8-bit floats exist in the enum but no writer we read produces them. */
-    [24] = {0, NULL, "DT_FLOAT8_E5M2"},
-    [25] = {0, NULL, "DT_FLOAT8_E4M3FN"},
-};
-
-#define DTYPE_TABLE_LEN ((int)(sizeof dtype_table / sizeof dtype_table[0]))
-
-static const dtype_info *dtype_lookup(int dtype) {
-  if (dtype < 0 || dtype >= DTYPE_TABLE_LEN || !dtype_table[dtype].tf)
-    return NULL;
-  return &dtype_table[dtype];
-}
-
-size_t smr_dtype_size(int dtype) {
-  const dtype_info *d = dtype_lookup(dtype);
-  return d ? d->size : 0;
-}
-
-/* "unknown" rather than NULL so callers can print the result directly. */
-const char *smr_dtype_numpy_name(int dtype) {
-  const dtype_info *d = dtype_lookup(dtype);
-  return d && d->numpy ? d->numpy : "unknown";
-}
-
-/* Unknown values (including the *_REF variants, which never occur in files)
- * are named "DT_<n>" in a per-thread buffer that the next such call
- * overwrites. */
-const char *smr_dtype_tf_name(int dtype) {
-  static _Thread_local char fallback[24];
-  const dtype_info *d = dtype_lookup(dtype);
-  if (d)
-    return d->tf;
-  snprintf(fallback, sizeof fallback, "DT_%d", dtype);
-  return fallback;
-}
-
-bool smr_dtype_is_complex(int dtype) {
-  return dtype == SMR_DT_COMPLEX64 || dtype == SMR_DT_COMPLEX128;
-}
 
 void smr_tensor_release(smr_tensor *t) {
   if (!t)

@@ -13,42 +13,9 @@
 #include <stdint.h>
 
 #include "base/common.h"
+#include "format/dtype.h"
 
-/* smdebug/TensorFlow DataType values (docs/formats.md#data-types).
- * SMR_DT_STRING is used for every string tensor, whatever the stored dtype
- * (smdebug stores strings with DT_INVALID). */
-enum {
-  SMR_DT_INVALID = 0,
-  SMR_DT_FLOAT = 1,
-  SMR_DT_DOUBLE = 2,
-  SMR_DT_INT32 = 3,
-  SMR_DT_UINT8 = 4,
-  SMR_DT_INT16 = 5,
-  SMR_DT_INT8 = 6,
-  SMR_DT_STRING = 7,
-  SMR_DT_COMPLEX64 = 8,
-  SMR_DT_INT64 = 9,
-  SMR_DT_BOOL = 10,
-  SMR_DT_QINT8 = 11,
-  SMR_DT_QUINT8 = 12,
-  SMR_DT_QINT32 = 13,
-  SMR_DT_BFLOAT16 = 14,
-  SMR_DT_QINT16 = 15,
-  SMR_DT_QUINT16 = 16,
-  SMR_DT_UINT16 = 17,
-  SMR_DT_COMPLEX128 = 18,
-  SMR_DT_HALF = 19,
-  SMR_DT_UINT32 = 22,
-  SMR_DT_UINT64 = 23,
-};
-
-/* Bytes per element, 0 for strings and unsupported types. */
-size_t smr_dtype_size(int dtype);
-/* numpy-style name ("float32", "int64", "bool", "str", "complex64", ...). */
-const char *smr_dtype_numpy_name(int dtype);
-/* TensorFlow name ("DT_FLOAT", ...); "DT_<n>" style fallback for unknown. */
-const char *smr_dtype_tf_name(int dtype);
-bool smr_dtype_is_complex(int dtype);
+/* dtypes: format/dtype.h */
 
 #define SMR_MAX_DIMS 32
 

@@ -121,7 +121,7 @@ void smr_source_prefetch(smr_source *s, const char *rel, uint64_t off,
                          uint64_t len);
 /* Several rules are about to read the same records side by side (lock
  * step): a local source then keeps a record just read for the rules that
- * ask for it next (source_local.c); off (the default), each read is the
+ * ask for it next (shared_records.c); off (the default), each read is the
  * reader's own.  No effect on sources with a record cache of their own. */
 void smr_source_share_records(smr_source *s, bool on);
 /* Reads of shared records by local sources so far, and how many of them
@@ -142,8 +142,11 @@ bool smr_location_has(const char *location, const char *sub);
  * for a remote trial a private local cache directory.  NULL when it cannot
  * be created. */
 char *smr_location_state_dir(const char *location);
-/* --s3-endpoint: the endpoint of remote sources opened afterwards (NULL:
- * the environment's).  Call before opening sources, from one thread. */
+/* A setting of a kind of source, given before sources are opened, from
+ * one thread (e.g. "s3-endpoint": the S3 endpoint, NULL for the
+ * environment's; see source_s3.c).  False when no kind knows it. */
+bool smr_source_configure(const char *setting, const char *value);
+/* --s3-endpoint: smr_source_configure("s3-endpoint", url). */
 void smr_source_set_endpoint(const char *url);
 
 #endif

@@ -22,6 +22,7 @@
 #include "base/sha256.h"
 #include "source/s3.h"
 #include "source/s3_cache.h"
+#include "source/source_kind.h"
 
 /* Read-ahead: files fetched together, bytes held at most. */
 #define RA_BATCH 64
@@ -525,3 +526,24 @@ char *smr_s3_cache_dir(const char *url) {
   free(id);
   return dir;
 }
+
+/* ---------------------------------------------------------- the kind */
+
+/* "s3-endpoint" (--s3-endpoint): the endpoint of S3 sources opened
+ * afterwards. */
+static bool s3_configure(const char *setting, const char *value) {
+  if (strcmp(setting, "s3-endpoint") != 0)
+    return false;
+  smr_s3_set_endpoint(value);
+  return true;
+}
+
+const smr_source_kind smr_source_kind_s3 = {
+    .name = "s3",
+    .scheme = "s3://",
+    .remote = true,
+    .open = smr_source_s3_open,
+    .location_has = smr_s3_location_has,
+    .state_dir = smr_s3_cache_dir,
+    .configure = s3_configure,
+};

@@ -1,6 +1,7 @@
 /* source_s3.h - the S3 trial source ("s3://bucket/prefix", see docs/s3.md).
  * Internal to core/source/: everything else reaches it through source.h
- * (smr_source_open and the location helpers). */
+ * (smr_source_open, the location helpers, smr_source_configure), which
+ * locate.c routes to smr_source_kind_s3 (source_kind.h). */
 #ifndef SMR_SOURCE_S3_H
 #define SMR_SOURCE_S3_H
 

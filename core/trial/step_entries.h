@@ -1,5 +1,5 @@
 /* step_entries.h - the catalog's entries of recently read steps, kept in
- * memory (trial.c's lookups by step).
+ * memory (trial_read.c's lookups by step).
  *
  * A value read asked the catalog for the tensor's entries at its step:
  * two SQLite queries under the trial's lock, about 7 µs each.  Rules in

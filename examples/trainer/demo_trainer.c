@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/writer.h"
+#include "writer/writer.h"
 
 static volatile sig_atomic_t stop_requested;
 

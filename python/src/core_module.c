@@ -1,5 +1,5 @@
 /* core_module.c - smrules._core: the Python package's door into the smrules
- * library.  Today it exposes the trial writer (core/format/writer.h), which
+ * library.  Today it exposes the trial writer (core/writer/writer.h), which
  * the PyTorch hook (smrules/torch/) drives from its writer thread: every
  * call that encodes or writes bytes releases the GIL, so the training
  * thread runs while a step is written.  The reader's Trial type, under the
@@ -17,7 +17,7 @@
 #include "format/index.h"
 #include "format/mode.h"
 #include "format/tensor.h"
-#include "format/writer.h"
+#include "writer/writer.h"
 #include "trial_type.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

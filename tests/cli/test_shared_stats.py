@@ -14,7 +14,7 @@
 3. With --schedule rules the results are the same (hits are then
    whatever the recent entries give: not checked).
 4. The twelve rules of examples/many-rules.yaml share the records they
-   read (core/source/source_local.c): with SMRULES_STATS_CACHE=1 the run
+   read (core/source/shared_records.c): with SMRULES_STATS_CACHE=1 the run
    reports record reads served by another rule's read, and every rule's
    result and report file equal those of the rule run alone, with one
    and with two threads.

@@ -12,6 +12,7 @@
 #include "format/event.h"
 #include "format/record.h"
 #include "unit.h"
+#include "writer/event_encode.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

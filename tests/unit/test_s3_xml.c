@@ -7,6 +7,7 @@
 
 #include "aws/aws_xml.h"
 #include "source/s3.h"
+#include "source/source.h"
 #include "source/source_s3.h"
 #include "unit.h"
 
@@ -196,6 +197,39 @@ static void test_cache_dir(void) {
   free(cmd);
 }
 
+/* Locations reach their kind of source through locate.c's table: the
+ * scheme picks S3, anything else is the local disk, and a setting goes to
+ * the kind that knows it. */
+static void test_source_kinds(void) {
+  CHECK(smr_location_is_remote("s3://bucket/p"));
+  CHECK(!smr_location_is_remote("/data/s3://x"));
+  CHECK(!smr_location_is_remote("relative/dir"));
+  char *local = smr_location_state_dir("/data/trial");
+  CHECK_STR(local, "/data/trial");
+  free(local);
+  CHECK(!smr_source_configure("no-such-setting", "x"));
+  char tmpl[] = "/tmp/smrules-s3-kind-XXXXXX";
+  char *base = mkdtemp(tmpl);
+  CHECK(base != NULL);
+  if (!base)
+    return;
+  setenv("XDG_CACHE_HOME", base, 1);
+  char *a = smr_location_state_dir("s3://bucket/p");
+  CHECK(smr_source_configure("s3-endpoint", "http://127.0.0.1:9"));
+  char *b = smr_location_state_dir("s3://bucket/p");
+  CHECK(smr_source_configure("s3-endpoint", NULL));
+  char *c = smr_location_state_dir("s3://bucket/p");
+  CHECK(a && b && c && strncmp(a, base, strlen(base)) == 0);
+  CHECK(a && b && strcmp(a, b) != 0); /* the endpoint reached S3 */
+  CHECK(a && c && strcmp(a, c) == 0);
+  free(a);
+  free(b);
+  free(c);
+  char *cmd = smr_xasprintf("rm -rf '%s'", base);
+  CHECK(system(cmd) == 0);
+  free(cmd);
+}
+
 int main(void) {
   TEST_RUN(test_list_page);
   TEST_RUN(test_last_page_and_empty);
@@ -206,5 +240,6 @@ int main(void) {
   TEST_RUN(test_time);
   TEST_RUN(test_locations);
   TEST_RUN(test_cache_dir);
+  TEST_RUN(test_source_kinds);
   return TEST_REPORT("test_s3_xml");
 }

@@ -1,5 +1,5 @@
 /* test_shared_records.c - records a local source keeps for the rules that
- * read them next (source_local.c, smr_source_share_records).
+ * read them next (shared_records.c, smr_source_share_records).
  *
  * Rules in lock step read step s's records, and rules that look back
  * (UnchangedTensor: two steps) read step s - 1's and s - 2's again.  The

@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format/writer.h"
 #include "trial/catalog.h"
 #include "trial/step_entries.h"
 #include "trial/trial.h"
 #include "unit.h"
+#include "writer/writer.h"
 
 static char dir[] = "/tmp/smr-step-entries-XXXXXX";
 static size_t compared; /* entries found equal, so the tests are not empty */

@@ -1,5 +1,6 @@
 /* test_trial_ids.c - what a trial keeps in memory to answer again:
- * tensor ids and compiled regular expressions (trial.c).
+ * tensor ids and compiled regular expressions (trial_read.c,
+ * trial_names.c).
  *
  * The tensor-id cache (name -> catalog id, so that a value read does not
  * ask the catalog each time) forgets what it knew when the catalog
@@ -18,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "format/writer.h"
 #include "trial/trial.h"
 #include "unit.h"
+#include "writer/writer.h"
 
 static char dir[] = "/tmp/smr-trial-ids-XXXXXX";
 

@@ -10,8 +10,8 @@
 #include "format/event.h"
 #include "format/index.h"
 #include "format/record.h"
-#include "format/writer.h"
 #include "unit.h"
+#include "writer/writer.h"
 
 static char tmp_root[] = "/tmp/smr_test_writer_XXXXXX";
 

@@ -6,7 +6,7 @@
  * step renames the event file into place and then writes the index file the
  * same way, which is the order smdebug uses (docs/formats.md#write-order), so a
  * reader that sees an index also sees its event file. */
-#include "format/writer.h"
+#include "writer/writer.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format/event.h"
 #include "format/record.h"
+#include "writer/event_encode.h"
 
 struct smr_writer {
   char *dir;    /* trial directory */

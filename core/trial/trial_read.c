@@ -1,0 +1,513 @@
+/* trial_read.c - what a tensor has saved and reading it: its catalog
+ * entries (its id kept in memory until the catalog changes), its steps,
+ * values, reductions and shapes read from the event file slice the index
+ * points at, and the read-ahead of the next steps' records (remote
+ * trials). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "format/event.h"
+#include "format/record.h"
+#include "source/source.h"
+#include "trial/catalog.h"
+#include "trial/step_entries.h"
+#include "trial/trial_int.h"
+
+/* The mean record bytes per step scans every catalog entry, and --watch
+ * asks at every new step: it is measured again only once the trial has
+ * at least doubled its steps (a run's steps are alike in size). */
+size_t smr_trial_cached_steps(smr_trial *t) {
+  size_t budget = smr_source_cache_budget(t->src);
+  if (!budget)
+    return 0;
+  pthread_mutex_lock(&t->mu);
+  if (!t->step_bytes || t->nsteps >= 2 * t->step_bytes_at) {
+    int64_t bytes = 0, steps = 0;
+    smr_error e;
+    smr_catalog_value_bytes(t->cat, &bytes, &steps, &e);
+    t->step_bytes = bytes > 0 && steps > 0 ? bytes / steps + 1 : 0;
+    t->step_bytes_at = t->nsteps;
+  }
+  int64_t per_step = t->step_bytes;
+  pthread_mutex_unlock(&t->mu);
+  if (per_step <= 0)
+    return 1;
+  int64_t n = (int64_t)budget / per_step;
+  return n < 1 ? 1 : (size_t)n;
+}
+
+/* -------------------------------------------------------- tensor steps */
+
+static size_t id_slot_of(const char *name) {
+  return (size_t)(smr_hash_str(SMR_HASH_INIT, name) >> 32) % TENSOR_ID_SLOTS;
+}
+
+void smr_trial_forget_tensor_ids(smr_trial *t) {
+  for (size_t i = 0; i < TENSOR_ID_SLOTS; i++) {
+    free(t->ids[i].name);
+    t->ids[i].name = NULL;
+  }
+}
+
+/* The catalog id of a tensor, or -1; under mu.  A tensor not (yet) in
+ * the catalog is asked again each time. */
+static int64_t tensor_id(smr_trial *t, const char *name, smr_error *err) {
+  struct id_slot *s = &t->ids[id_slot_of(name)];
+  if (s->name && strcmp(s->name, name) == 0)
+    return s->id;
+  int64_t id = smr_catalog_tensor_id(t->cat, name, err);
+  if (id >= 0) { /* the slot's last tensor is asked again when it comes */
+    free(s->name);
+    s->name = smr_xstrdup(name);
+    s->id = id;
+  }
+  return id;
+}
+
+static int tensor_entries(smr_trial *t, const char *name, int mode,
+                          int64_t mode_step, smr_entries *out, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&t->mu);
+  if (t->tb) { /* TensorBoard */
+    int trc = smr_tb_entries(t->tb, name, mode, mode_step, out);
+    pthread_mutex_unlock(&t->mu);
+    if (trc == SMR_TENSOR_UNAVAILABLE)
+      smr_error_set(err, trc, "", -1,
+                    "tensor '%s' was never saved in this trial", name);
+    return trc;
+  }
+  int64_t id = tensor_id(t, name, err);
+  bool by_step = mode != 0 && mode_step >= 0;
+  int rc = id < 0 ? SMR_TENSOR_UNAVAILABLE
+           : by_step
+               ? smr_step_entries_get(t->step_entries, t->cat, id, mode,
+                                      mode_step, out, err)
+               : smr_catalog_entries(t->cat, id, mode, mode_step, out, err);
+  pthread_mutex_unlock(&t->mu);
+  if (rc == SMR_TENSOR_UNAVAILABLE)
+    smr_error_set(err, rc, "", -1, "tensor '%s' was never saved in this trial",
+                  name);
+  return rc;
+}
+
+int smr_trial_tensor_steps(smr_trial *t, const char *name,
+                           smr_tensor_steps *out, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  smr_entries es;
+  int rc = tensor_entries(t, name, 0, -1, &es, err);
+  if (rc)
+    return rc;
+  out->v = smr_xcalloc(es.n ? es.n : 1, sizeof *out->v);
+  for (size_t i = 0; i < es.n; i++) {
+    const smr_entry *e = &es.v[i];
+    smr_tensor_step *s = out->n ? &out->v[out->n - 1] : NULL;
+    if (!s || s->step != e->step || strcmp(s->worker, e->worker) != 0) {
+      s = &out->v[out->n++];
+      s->step = e->step;
+      s->mode = e->mode;
+      s->mode_step = e->mode_step;
+      s->worker = smr_xstrdup(e->worker);
+    }
+    if (e->kind == SMR_ENTRY_RAW)
+      s->has_value = true;
+    else if (e->kind == SMR_ENTRY_SHAPE)
+      s->has_shape = true;
+    else
+      s->reductions |= 1u << (e->reduction * 2 + e->abs);
+  }
+  smr_entries_free(&es);
+  return SMR_OK;
+}
+
+void smr_tensor_steps_free(smr_tensor_steps *s) {
+  for (size_t i = 0; i < s->n; i++)
+    free(s->v[i].worker);
+  free(s->v);
+  memset(s, 0, sizeof *s);
+}
+
+int smr_trial_tensor_step_list(smr_trial *t, const char *name, int mode,
+                               bool include_incomplete, smr_i64v *out,
+                               smr_error *err) {
+  smr_tensor_steps ts;
+  int rc = smr_trial_tensor_steps(t, name, &ts, err);
+  if (rc)
+    return rc;
+  smr_i64v all = {0};
+  for (size_t i = 0; i < ts.n; i++) {
+    const smr_tensor_step *s = &ts.v[i];
+    if (mode != SMR_MODE_GLOBAL && s->mode != mode)
+      continue;
+    if (!include_incomplete && !smr_trial_step_complete(t, s->step))
+      continue;
+    smr_i64v_push(&all, mode == SMR_MODE_GLOBAL ? s->step : s->mode_step);
+  }
+  smr_tensor_steps_free(&ts);
+  if (all.n > 1)
+    qsort(all.v, all.n, sizeof *all.v, smr_trial_cmp_i64);
+  for (size_t i = 0; i < all.n; i++)
+    if (i == 0 || all.v[i] != all.v[i - 1])
+      smr_i64v_push(out, all.v[i]);
+  smr_i64v_free(&all);
+  return SMR_OK;
+}
+
+/* --------------------------------------------------------------- values */
+
+/* When nothing is stored at the step: a broken index file for that step
+ * explains it; otherwise availability decides
+ * (docs/formats.md#when-a-value-is-not-there). */
+static int explain_missing(smr_trial *t, const char *name, int64_t step,
+                           int mode, int64_t g, smr_error *err) {
+  for (size_t i = 0; !smr_trial_find_step(t, g) && i < t->nproblems; i++) {
+    const char *b = smr_trial_base_name(t->problems[i].file);
+    int64_t ps = -1;
+    char *w = NULL;
+    if (strncmp(t->problems[i].file, "index/", 6) == 0 &&
+        smr_parse_step_worker(b, &ps, &w) == SMR_OK && ps == g) {
+      free(w);
+      return smr_error_set(err, SMR_ERR_FORMAT, t->problems[i].file,
+                           t->problems[i].offset,
+                           "index file for step %lld cannot be read: %s",
+                           (long long)g, t->problems[i].message);
+    }
+    free(w);
+  }
+  smr_availability a = smr_trial_has_passed_step(t, step, mode);
+  const char *mn = smr_mode_name(mode);
+  if (a == SMR_AVAILABLE)
+    return smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
+                         "tensor '%s' was not saved at %s step %lld", name, mn,
+                         (long long)step);
+  if (a == SMR_UNAVAILABLE)
+    return smr_error_set(err, SMR_STEP_UNAVAILABLE, "", -1,
+                         "%s step %lld was not saved", mn, (long long)step);
+  if (t->loaded_all_steps)
+    return smr_error_set(err, SMR_NO_MORE_DATA, "", -1,
+                         "training ended before %s step %lld", mn,
+                         (long long)step);
+  return smr_error_set(err, SMR_STEP_NOT_YET, "", -1,
+                       "%s step %lld is not available yet", mn,
+                       (long long)step);
+}
+
+/* Entries of the tensor at a step (docs/formats.md#modes-steps-and-workers
+ * lookup), for one worker. */
+static int lookup(smr_trial *t, const char *name, int64_t step, int mode,
+                  const char *worker, smr_entries *out, smr_error *err) {
+  int rc = tensor_entries(t, name, mode, step, out, err);
+  if (rc)
+    return rc;
+  int64_t g = step;
+  if (out->n == 0 && mode == SMR_MODE_GLOBAL) {
+    int m;
+    int64_t ms;
+    if (smr_trial_step_mode(t, step, &m, &ms) && m != SMR_MODE_GLOBAL) {
+      smr_entries_free(out);
+      rc = tensor_entries(t, name, m, ms, out, err);
+      if (rc)
+        return rc;
+    }
+  } else if (mode != SMR_MODE_GLOBAL &&
+             !smr_trial_global_step(t, mode, step, &g)) {
+    g = -1;
+  }
+  if (out->n == 0)
+    return explain_missing(t, name, step, mode, g, err);
+  /* keep the requested worker, or the smallest worker name (entries come
+   * ordered by worker) */
+  const char *want = worker ? worker : out->v[0].worker;
+  size_t k = 0;
+  for (size_t i = 0; i < out->n; i++) {
+    if (strcmp(out->v[i].worker, want) == 0) {
+      smr_entry tmp = out->v[k];
+      out->v[k++] = out->v[i];
+      out->v[i] = tmp;
+    }
+  }
+  for (size_t i = k; i < out->n; i++) {
+    free(out->v[i].worker);
+    free(out->v[i].event_file);
+    free(out->v[i].index_path);
+    free(out->v[i].problem);
+  }
+  out->n = k;
+  if (k == 0) {
+    smr_entries_free(out); /* the caller frees only what it is given */
+    return smr_error_set(err, SMR_INVALID_WORKER, "", -1,
+                         "worker '%s' has no entry for '%s' at %s step %lld",
+                         worker, name, smr_mode_name(mode), (long long)step);
+  }
+  return SMR_OK;
+}
+
+static void fill_loc(smr_value_loc *loc, const smr_entry *e) {
+  if (!loc)
+    return;
+  loc->step = e->step;
+  loc->mode = e->mode;
+  loc->mode_step = e->mode_step;
+  snprintf(loc->worker, sizeof loc->worker, "%s", e->worker);
+}
+
+/* Read and decode the record an entry points at; the record's tag must be
+ * the name the index gave it. */
+/* A tensor decoded in place keeps its record's range (a mapping of the
+ * event file, or a buffer) until it is released. */
+typedef struct range_owner {
+  smr_range range;
+  void *owner;
+  void (*release)(void *owner);
+} range_owner;
+
+static void range_owner_release(void *p) {
+  range_owner *ro = p;
+  if (ro->release)
+    ro->release(ro->owner);
+  smr_range_release(&ro->range);
+  free(ro);
+}
+
+static void keep_range(smr_tensor *t, smr_range *r) {
+  range_owner *ro = smr_xcalloc(1, sizeof *ro);
+  ro->range = *r;
+  ro->owner = t->owner_;
+  ro->release = t->release_;
+  t->owner_ = ro;
+  t->release_ = range_owner_release;
+  memset(r, 0, sizeof *r);
+}
+
+static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
+                      smr_tensor *out, smr_error *err) {
+  if (t->tb) /* TensorBoard: the values are in memory */
+    return smr_tb_read_value(t->tb, e, out, err);
+  if (e->problem)
+    return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1, "%s",
+                         e->problem);
+  if (!e->event_file)
+    return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1,
+                         "index entry for '%s' names no event file", tag);
+  smr_range r;
+  int rc = smr_source_read_range(t->src, e->event_file, (uint64_t)e->start,
+                                 (uint64_t)e->length, &r, err);
+  if (rc && t->live && !t->marker)
+    /* an event file not (fully) there yet while training runs: wait */
+    return smr_error_set(err, SMR_STEP_NOT_YET, e->event_file, e->start,
+                         "event file not complete yet");
+  if (rc)
+    return rc;
+  const uint8_t *payload;
+  uint64_t plen;
+  rc = smr_record_parse(r.data, r.len, e->event_file, (uint64_t)e->start,
+                        &payload, &plen, err);
+  if (rc == SMR_ERR_INCOMPLETE)
+    rc = SMR_ERR_FORMAT; /* the file is complete: the record is cut short */
+  if (rc == SMR_OK && plen + SMR_RECORD_OVERHEAD != (uint64_t)e->length)
+    rc = smr_error_set(err, SMR_ERR_FORMAT, e->event_file, e->start,
+                       "record holds %llu payload bytes but the index entry "
+                       "is %lld bytes long (expected payload + 16)",
+                       (unsigned long long)plen, (long long)e->length);
+  char *name = NULL;
+  if (rc == SMR_OK) /* the elements stay where they lie in the range */
+    rc = smr_event_decode_borrow(payload, (size_t)plen, e->event_file,
+                                 (uint64_t)e->start, out, &name, err);
+  if (rc == SMR_OK)
+    keep_range(out, &r);
+  smr_range_release(&r);
+  if (rc == SMR_OK && (!name || strcmp(name, tag) != 0)) {
+    smr_error_set(err, SMR_ERR_FORMAT, e->event_file, e->start,
+                  "record holds tensor '%s', the index says '%s'",
+                  name ? name : "", tag);
+    smr_tensor_release(out);
+    rc = SMR_ERR_FORMAT;
+  }
+  free(name);
+  return rc;
+}
+
+static const smr_entry *find_kind(const smr_entries *es, int kind, int red,
+                                  bool abs) {
+  for (size_t i = 0; i < es->n; i++) {
+    const smr_entry *e = &es->v[i];
+    if (e->kind == kind &&
+        (kind != SMR_ENTRY_REDUCTION || (e->reduction == red && e->abs == abs)))
+      return e;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------ read-ahead */
+
+void smr_trial_share_records(smr_trial *t, bool on) {
+  smr_source_share_records(t->src, on);
+}
+
+void smr_trial_set_prefetch(smr_trial *t, size_t steps, int64_t end_step) {
+  pthread_mutex_lock(&t->mu);
+  t->pf_steps = smr_source_is_remote(t->src) ? steps : 0;
+  t->pf_end = end_step;
+  t->pf_horizon = INT64_MAX;
+  pthread_mutex_unlock(&t->mu);
+}
+
+void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last) {
+  pthread_mutex_lock(&t->mu);
+  t->pf_horizon = last;
+  pthread_mutex_unlock(&t->mu);
+}
+
+static size_t step_index(const smr_trial *t, int64_t g) {
+  const step_info *s = smr_trial_find_step(t, g);
+  return s ? (size_t)(s - t->steps) : t->nsteps;
+}
+
+/* The steps after global step g whose records of `name` to ask for now:
+ * positions (*from, *to] of t->steps, each step asked for once. */
+static bool prefetch_window(smr_trial *t, const char *name, int64_t g,
+                            size_t *from, size_t *to) {
+  size_t i = step_index(t, g);
+  if (i >= t->nsteps)
+    return false;
+  smr_error e;
+  pthread_mutex_lock(&t->mu);
+  int64_t id = tensor_id(t, name, &e);
+  bool any = id >= 0 && t->pf_steps;
+  if (any && (size_t)id >= t->pf_n) {
+    size_t n = (size_t)id + 64;
+    t->pf_upto = smr_xrealloc(t->pf_upto, n * sizeof *t->pf_upto);
+    for (size_t k = t->pf_n; k < n; k++)
+      t->pf_upto[k] = -1;
+    t->pf_n = n;
+  }
+  if (any) {
+    size_t hi = i + t->pf_steps < t->nsteps ? i + t->pf_steps : t->nsteps - 1;
+    while (hi > i && ((t->pf_end >= 0 && t->steps[hi].step >= t->pf_end) ||
+                      t->steps[hi].step > t->pf_horizon))
+      hi--;
+    int64_t done = t->pf_upto[id];
+    *from = done > g ? step_index(t, done) : i;
+    *to = hi;
+    any = *from < *to && *from < t->nsteps;
+    if (any)
+      t->pf_upto[id] = t->steps[hi].step;
+  }
+  pthread_mutex_unlock(&t->mu);
+  return any;
+}
+
+/* After a value of `name` was read at global step g: ask the source for
+ * its records at the next steps (remote trials, see smr_trial_set_prefetch)
+ * so that they arrive in parallel while the rules work. */
+static void prefetch_after(smr_trial *t, const char *name, int64_t g,
+                           const char *worker) {
+  size_t from, to;
+  if (!t->pf_steps || !prefetch_window(t, name, g, &from, &to))
+    return;
+  smr_error e;
+  for (size_t j = from + 1; j <= to; j++) {
+    smr_entries es;
+    if (lookup(t, name, t->steps[j].step, SMR_MODE_GLOBAL, worker, &es, &e))
+      continue;
+    const smr_entry *r = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+    if (r && !r->problem && r->event_file && r->length > 0)
+      smr_source_prefetch(t->src, r->event_file, (uint64_t)r->start,
+                          (uint64_t)r->length);
+    smr_entries_free(&es);
+  }
+}
+
+int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
+                    const char *worker, smr_tensor *out, smr_value_loc *loc,
+                    smr_error *err) {
+  memset(out, 0, sizeof *out);
+  smr_entries es;
+  int rc = lookup(t, name, step, mode, worker, &es, err);
+  if (rc)
+    return rc;
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+  fill_loc(loc, &es.v[0]);
+  if (!e)
+    rc = smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
+                       "only the %s of '%s' was saved at %s step %lld",
+                       find_kind(&es, SMR_ENTRY_SHAPE, 0, false) ? "shape"
+                                                                 : "reductions",
+                       name, smr_mode_name(mode), (long long)step);
+  else
+    rc = read_entry(t, e, name, out, err);
+  if (rc == SMR_OK && t->pf_steps)
+    prefetch_after(t, name, e->step, e->worker);
+  smr_entries_free(&es);
+  return rc;
+}
+
+int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
+                        const char *worker, int reduction, bool abs,
+                        double *out, bool *saved, smr_value_loc *loc,
+                        smr_error *err) {
+  smr_entries es;
+  int rc = lookup(t, name, step, mode, worker, &es, err);
+  if (rc)
+    return rc;
+  fill_loc(loc, &es.v[0]);
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_REDUCTION, reduction, abs);
+  smr_tensor v;
+  memset(&v, 0, sizeof v);
+  if (e) {
+    char *tag = smr_reduction_tensor_name(name, reduction, abs);
+    rc = read_entry(t, e, tag, &v, err);
+    free(tag);
+    if (rc == SMR_OK && v.count < 1)
+      rc = smr_error_set(err, SMR_ERR_FORMAT, e->event_file, e->start,
+                         "saved reduction of '%s' holds no value", name);
+    if (rc == SMR_OK && v.dtype != SMR_DT_STRING)
+      *out = smr_tensor_get(&v, 0);
+    *saved = true;
+  } else if ((e = find_kind(&es, SMR_ENTRY_RAW, 0, false)) != NULL) {
+    rc = read_entry(t, e, name, &v, err);
+    if (rc == SMR_OK)
+      rc = smr_tensor_reduce(&v, (smr_reduction)reduction, abs, out, err);
+    *saved = false;
+  } else {
+    rc = smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
+                       "reduction %s%s of '%s' is neither saved nor "
+                       "computable at %s step %lld",
+                       abs ? "abs_" : "",
+                       smr_reduction_name((smr_reduction)reduction), name,
+                       smr_mode_name(mode), (long long)step);
+  }
+  smr_tensor_release(&v);
+  smr_entries_free(&es);
+  return rc;
+}
+
+int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
+                    const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
+                    smr_error *err) {
+  smr_entries es;
+  int rc = lookup(t, name, step, mode, worker, &es, err);
+  if (rc)
+    return rc;
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_SHAPE, 0, false);
+  if (e) {
+    *ndim = e->ndim;
+    memcpy(shape, e->shape, sizeof e->shape);
+  } else if ((e = find_kind(&es, SMR_ENTRY_RAW, 0, false)) != NULL) {
+    smr_tensor v;
+    rc = read_entry(t, e, name, &v, err);
+    if (rc == SMR_OK) {
+      *ndim = v.ndim;
+      memcpy(shape, v.shape, sizeof v.shape);
+    }
+    smr_tensor_release(&v);
+  } else {
+    rc = smr_error_set(err, SMR_TENSOR_UNAVAILABLE_FOR_STEP, "", -1,
+                       "neither shape nor value of '%s' saved at step %lld",
+                       name, (long long)step);
+  }
+  smr_entries_free(&es);
+  return rc;
+}
