@@ -134,6 +134,9 @@ typedef struct smr_stop_cfg {
   double grace;       /* seconds before SIGKILL */
   bool kill_after_grace;
   int64_t allow_uid; /* another user whose processes may be stopped; -1 */
+  bool allow_root;   /* a pid file or cmdline may name a process of uid 0 */
+  char *comm;        /* with pid_file: /proc/PID/comm must be this */
+  char *exe;         /* with pid_file: /proc/PID/exe must be this path */
   char *prefix;      /* default training_job_prefix or NULL */
   char *job_name;    /* as written; the plan keeps the printable form */
   /* run time: the process as first seen in this run */

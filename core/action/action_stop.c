@@ -305,6 +305,93 @@ static smr_act_rc resolve(const smr_stop_cfg *c, target *t, smr_act_result *r) {
   return rc;
 }
 
+/* ------------------------------------------------- a file's word */
+
+/* /proc/<pid>/comm without its newline; "" when unreadable. */
+static void proc_comm(int64_t pid, char *out, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/comm", (long long)pid);
+  if (read_small(path, out, n) <= 0)
+    out[0] = '\0';
+  out[strcspn(out, "\n")] = '\0';
+}
+
+/* /proc/<pid>/exe; "" when unreadable (another user's, a kernel thread). */
+static void proc_exe(int64_t pid, char *out, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/exe", (long long)pid);
+  ssize_t k = readlink(path, out, n - 1);
+  out[k > 0 ? (size_t)k : 0] = '\0';
+}
+
+static bool has_check(const smr_stop_cfg *c) {
+  return c->comm || c->exe || c->cmdline.n || c->cmdline_text;
+}
+
+/* A pid file is written by the job, so the number in it proves nothing:
+ * the process it names must also pass a check given with pid_file
+ * (cmdline, comm, exe), and a process of uid 0 is signalled only when
+ * allow_root says so -- otherwise a job could have smrules, running as
+ * root to stop another user's job, kill any root process older than the
+ * file.  A command line found by scanning is held to the same uid 0
+ * rule.  (The start time against the file's is check_identity's.) */
+static smr_act_rc check_named_process(const smr_stop_cfg *c, const target *t,
+                                      int64_t uid, smr_act_result *r) {
+  if (c->how != SMR_STOP_PID_FILE && c->how != SMR_STOP_CMDLINE)
+    return SMR_ACT_OK;
+  if (uid == 0 && !c->allow_root)
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "process %lld runs as root (uid 0): smrules stops a "
+                       "root process found by %s only with "
+                       "actions.StopTraining.allow_root: true; nothing "
+                       "signalled",
+                       (long long)t->pid,
+                       c->how == SMR_STOP_PID_FILE ? "a pid file"
+                                                   : "its command line");
+  if (c->how != SMR_STOP_PID_FILE)
+    return SMR_ACT_OK;
+  if (!has_check(c))
+    return smr_act_set(r, SMR_ACT_REFUSED,
+                       "pid file %s names pid %lld, but the job writes that "
+                       "file: give cmdline, comm or exe with pid_file so "
+                       "smrules can tell the process is the trainer; nothing "
+                       "signalled",
+                       c->pid_file, (long long)t->pid);
+  char seen[4096];
+  if (c->comm) {
+    proc_comm(t->pid, seen, sizeof seen);
+    if (strcmp(seen, c->comm) != 0)
+      return smr_act_set(r, SMR_ACT_REFUSED,
+                         "pid file %s names pid %lld, whose comm '%s' is not "
+                         "'%s'; nothing signalled",
+                         c->pid_file, (long long)t->pid, seen, c->comm);
+  }
+  if (c->exe) {
+    proc_exe(t->pid, seen, sizeof seen);
+    if (strcmp(seen, c->exe) != 0)
+      return smr_act_set(r, SMR_ACT_REFUSED,
+                         "pid file %s names pid %lld, whose exe '%s' is not "
+                         "'%s'; nothing signalled",
+                         c->pid_file, (long long)t->pid, seen, c->exe);
+  }
+  if (c->cmdline.n || c->cmdline_text) {
+    smr_strv argv = {0};
+    proc_cmdline(t->pid, &argv);
+    bool same = cmdline_matches(c, &argv);
+    smr_strv_free(&argv);
+    if (!same) {
+      char *cmd = cmdline_text(t->pid);
+      smr_act_set(r, SMR_ACT_REFUSED,
+                  "pid file %s names pid %lld, whose command line (%s) is not "
+                  "the configured cmdline; nothing signalled",
+                  c->pid_file, (long long)t->pid, cmd);
+      free(cmd);
+      return SMR_ACT_REFUSED;
+    }
+  }
+  return SMR_ACT_OK;
+}
+
 /* ---------------------------------------------------------- identity */
 
 static void when_text(double t, char *buf, size_t n) {
@@ -582,7 +669,8 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
                 "allow_uid: %lld; nothing signalled",
                 (long long)t.pid, (long long)uid, (unsigned)geteuid(),
                 (long long)uid);
-  } else if (check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
+  } else if (check_named_process(c, &t, uid, r) == SMR_ACT_OK &&
+             check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
     char *cmd = cmdline_text(t.pid);
     if (dry_run) {
       char sname[24];
@@ -658,6 +746,19 @@ static const smr_setting SETTINGS[] = {
      .offset = offsetof(smr_stop_cfg, allow_uid),
      .max = 4294967294.0,
      .description = "another user whose process may be stopped"},
+    {.name = "allow_root",
+     .type = SMR_SETTING_BOOL,
+     .offset = offsetof(smr_stop_cfg, allow_root),
+     .def = "false",
+     .description = "a pid file or cmdline may name a root process"},
+    {.name = "comm",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, comm),
+     .description = "with pid_file: the process's name (/proc/PID/comm)"},
+    {.name = "exe",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, exe),
+     .description = "with pid_file: the process's executable (absolute)"},
     {.name = "training_job_prefix",
      .type = SMR_SETTING_STRING,
      .offset = offsetof(smr_stop_cfg, prefix),
@@ -681,28 +782,41 @@ static void cli_target(smr_act_parse *c, smr_stop_cfg *s) {
   s->launched = c->o->launched;
 }
 
-/* Which target the settings give: one of pid, pid_file and cmdline. */
+/* Which target the settings give: pid, pid_file or cmdline; cmdline,
+ * comm and exe given with pid_file are checks on the process the file
+ * names (check_named_process). */
 static int configure_target(smr_act_parse *c, const smr_node *m,
                             smr_stop_cfg *s) {
-  static const char *const TARGETS[] = {"pid", "pid_file", "cmdline"};
-  const smr_node *first = NULL;
-  for (size_t k = 0; k < 3; k++) {
-    const smr_node *v = smr_node_value(m, TARGETS[k]);
-    if (v && first)
+  const smr_node *pid = smr_node_value(m, "pid");
+  const smr_node *file = smr_node_value(m, "pid_file");
+  const smr_node *cl = smr_node_value(m, "cmdline");
+  if (pid && (file || cl))
+    return smr_settings_error(&c->sc, file ? file : cl,
+                              "StopTraining: give only one of pid, "
+                              "pid_file and cmdline (cmdline, comm and exe "
+                              "may go with pid_file, as checks)");
+  static const char *const CHECKS[] = {"comm", "exe"};
+  for (size_t k = 0; k < 2; k++) {
+    const smr_node *v = smr_node_value(m, CHECKS[k]);
+    if (v && !file)
       return smr_settings_error(&c->sc, v,
-                                "StopTraining: give only one of pid, "
-                                "pid_file and cmdline");
-    if (v)
-      first = v;
+                                "StopTraining: %s checks the process a "
+                                "pid_file names; give pid_file too",
+                                CHECKS[k]);
   }
+  if (s->exe && s->exe[0] != '/')
+    return smr_settings_error(&c->sc, smr_node_value(m, "exe"),
+                              "exe: expected an absolute path, as "
+                              "/proc/PID/exe shows it");
   s->how = s->pid         ? SMR_STOP_PID
            : s->pid_file  ? SMR_STOP_PID_FILE
            : s->cmdline.n ? SMR_STOP_CMDLINE
                           : SMR_STOP_NONE;
-  const smr_node *cl = smr_node_value(m, "cmdline");
   if (cl && cl->type == SMR_NODE_STRING) {
     s->cmdline_text = smr_xstrdup(cl->s);
     smr_strv_free(&s->cmdline);
+    if (s->how == SMR_STOP_NONE)
+      s->how = SMR_STOP_CMDLINE;
   }
   return SMR_OK;
 }

@@ -221,6 +221,12 @@ def run_rules(tmp, trial, yaml_text, extra=(), env=None, state="state.db", name=
     return smrules(args + list(extra), cwd=tmp, env=env)
 
 
+# a pid file is written by the job: the process it names must also pass a
+# check (here the trainer's interpreter), and a root one needs allow_root
+PID_FILE_STOP = "  StopTraining: {pid_file: train.pid, exe: %s%s}\n" % (
+    json.dumps(os.path.realpath(sys.executable)), ", allow_root: true" if os.geteuid() == 0 else "")
+
+
 def rule_yaml(actions, settings="", params="{num_steps: 2}"):
     return ("rules:\n  - rule: LossNotDecreasing\n    name: loss\n"
             "    parameters: %s\n    actions:\n%s%s" %
@@ -277,7 +283,7 @@ def test_stop_training(c, tmp):
     sc = c.scope("StopTraining by pid file")
     if not sc.ok(t.ready, "trainer wrote its trial"):
         return t.stop()
-    r = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], "  StopTraining: {pid_file: train.pid}\n"))
+    r = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], PID_FILE_STOP))
     sc.result = r
     if started(sc, r):
         a = one_action(sc, r, "StopTraining")
@@ -289,7 +295,7 @@ def test_stop_training(c, tmp):
     rows = db_rows(os.path.join(t.dir, "state.db"),
                    "SELECT instance, action, trigger_ordinal, step, status FROM action_log")
     sc.eq("action_log", rows, [("loss", "StopTraining", 1, TRIGGER_STEP, "ok")])
-    r2 = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], "  StopTraining: {pid_file: train.pid}\n"))
+    r2 = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], PID_FILE_STOP))
     sc2 = c.scope("StopTraining, second run on the same state", r2)
     if started(sc2, r2):
         sc2.eq("no action repeated", actions_of(r2), [])
@@ -303,7 +309,7 @@ def test_stop_stale_pid_file(c, tmp):
         return t.stop()
     hour_ago = time.time() - 3600
     os.utime(t.pid_file, (hour_ago, hour_ago))
-    r = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], "  StopTraining: {pid_file: train.pid}\n"))
+    r = run_rules(t.dir, t.trial, rule_yaml(["StopTraining"], PID_FILE_STOP))
     sc.result = r
     if started(sc, r):
         a = one_action(sc, r, "StopTraining")
@@ -350,7 +356,7 @@ def test_stop_dry_run(c, tmp):
     sc = c.scope("StopTraining --dry-run")
     if not sc.ok(t.ready, "trainer wrote its trial"):
         return t.stop()
-    yaml_text = rule_yaml(["StopTraining"], "  StopTraining: {pid_file: train.pid}\n")
+    yaml_text = rule_yaml(["StopTraining"], PID_FILE_STOP)
     r = run_rules(t.dir, t.trial, yaml_text, ["--dry-run"])
     sc.result = r
     if started(sc, r):

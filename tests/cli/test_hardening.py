@@ -29,6 +29,7 @@ nor signals the wrong process -- and that it says why:
 """
 
 import json
+import re
 import os
 import shutil
 import sqlite3
@@ -609,9 +610,11 @@ def stop_rules(trial, pid_file, extra=""):
             "    actions: [StopTraining]\n" % (pid_file, extra, lua))
 
 
-def stop_case(c, tmp, label, proc, pid_text, want, detail, extra=""):
-    trial, outside = new_trial(tmp, "stop_" + label.replace(" ", "_"))
+def stop_case(c, tmp, label, proc, pid_text, want, detail, extra="", file_age=0):
+    trial, outside = new_trial(tmp, "stop_" + re.sub(r"\W+", "_", label))
     pid_file = write(os.path.join(outside, "train.pid"), pid_text + "\n")
+    if file_age:  # the file was written before the process it names started
+        os.utime(pid_file, (time.time() - file_age,) * 2)
     try:
         r = run_rules(trial, stop_rules(trial, pid_file, extra), extra=["--fresh"])
         sc = c.scope("StopTraining, " + label, r)
@@ -666,29 +669,74 @@ def became(proc, comm):
     return False
 
 
+# a pid file is written by the job: the process it names must pass a check
+# given with pid_file, and, as root, a root process needs allow_root
+ROOT = "    allow_root: true\n" if os.geteuid() == 0 else ""
+SLEEP_CMDLINE = "    cmdline: [sleep, '60']\n"
+
+
 def check_stop(c, tmp):
     p = spawn(["sleep", "60"])
-    stop_case(c, tmp, "own process", p, str(p.pid), "ok", "sent SIGTERM")
+    stop_case(c, tmp, "own process, pid file with a cmdline check", p, str(p.pid), "ok",
+              "sent SIGTERM", extra=ROOT + SLEEP_CMDLINE)
+
+    # an unrelated process of ours the job named: the file alone proves nothing
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file without a check", p, str(p.pid), "refused",
+              "give cmdline, comm or exe with pid_file", extra=ROOT)
+
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file, cmdline differs", p, str(p.pid), "refused",
+              "is not the configured cmdline", extra=ROOT + "    cmdline: [sleep, '61']\n")
+
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file with a comm check", p, str(p.pid), "ok", "sent SIGTERM",
+              extra=ROOT + "    comm: sleep\n")
+
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file, comm differs", p, str(p.pid), "refused",
+              "whose comm 'sleep' is not 'python3'", extra=ROOT + "    comm: python3\n")
+
+    sleep_exe = os.path.realpath(shutil.which("sleep"))
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file with an exe check", p, str(p.pid), "ok", "sent SIGTERM",
+              extra=ROOT + "    exe: %s\n" % json.dumps(sleep_exe))
+
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file, exe differs", p, str(p.pid), "refused", "whose exe",
+              extra=ROOT + "    exe: /usr/bin/no-such-trainer\n")
+
+    # the process started after the file was last written: not the one it meant
+    p = spawn(["sleep", "60"])
+    stop_case(c, tmp, "pid file older than its process", p, str(p.pid), "refused",
+              "the pid was reused", extra=ROOT + SLEEP_CMDLINE, file_age=3600)
+
+    if os.geteuid() == 0:
+        p = spawn(["sleep", "60"])
+        stop_case(c, tmp, "root process, allow_root off", p, str(p.pid), "refused",
+                  "runs as root (uid 0)", extra=SLEEP_CMDLINE)
+    else:
+        print("SKIP StopTraining of a root process: not root here")
 
     p = spawn([sys.executable, "-c", THREADED])
     tid = p.stdout.readline().strip()
     stop_case(c, tmp, "thread id in the pid file", p, tid, "refused",
-              "is a thread of process %d" % p.pid)
+              "is a thread of process %d" % p.pid, extra=ROOT + SLEEP_CMDLINE)
 
     p = spawn(["sleep", "60"])
     stop_case(c, tmp, "pid beyond pid_t", p, str(2 ** 32 + p.pid), "refused",
-              "does not hold a process id")
+              "does not hold a process id", extra=ROOT + SLEEP_CMDLINE)
 
     if os.geteuid() == 0 and shutil.which("setpriv"):
         nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"]
         p = spawn(nobody)
         became(p, "sleep")  # setpriv has dropped to nobody and exec'd sleep
         stop_case(c, tmp, "another user's process", p, str(p.pid), "refused",
-                  "belongs to uid 65534")
+                  "belongs to uid 65534", extra=SLEEP_CMDLINE)
         p = spawn(nobody)
         became(p, "sleep")
         stop_case(c, tmp, "another user's process, allowed", p, str(p.pid), "ok",
-                  "sent SIGTERM", extra="    allow_uid: 65534\n")
+                  "sent SIGTERM", extra="    allow_uid: 65534\n" + SLEEP_CMDLINE)
     else:
         print("SKIP StopTraining of another user's process: not root here")
 

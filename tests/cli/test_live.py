@@ -224,7 +224,10 @@ def test_stop(c, tmp, poll, watch_first):
     with open(rules, "w") as f:
         f.write("rules:\n" + LOSS_RULE + "    actions: [StopTraining]\n")
         if watch_first:
-            f.write("actions:\n  StopTraining:\n    pid_file: %s\n" % yaml_str(pid_file))
+            # the pid file's process must also be the trainer (its exe)
+            f.write("actions:\n  StopTraining:\n    pid_file: %s\n    exe: %s\n%s"
+                    % (yaml_str(pid_file), yaml_str(os.path.realpath(TRAINER)),
+                       "    allow_root: true\n" if os.geteuid() == 0 else ""))
     opts = ["--timeout", 60] + (["--poll"] if poll else [])
     if watch_first:
         os.makedirs(trial)

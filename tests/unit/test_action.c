@@ -315,7 +315,18 @@ static void test_plan_errors_settings(void) {
   CHECK_STR(plan_error(R1 "actions:\n  StopTraining: {pid: 5, pid_file: "
                           "x}\n"),
             "line 4, column 36: StopTraining: give only one of pid, pid_file "
-            "and cmdline");
+            "and cmdline (cmdline, comm and exe may go with pid_file, as "
+            "checks)");
+  /* a pid file's checks need the pid file */
+  CHECK_STR(plan_error(R1 "actions:\n  StopTraining: {pid: 5, comm: x}\n"),
+            "line 4, column 32: StopTraining: comm checks the process a "
+            "pid_file names; give pid_file too");
+  CHECK_STR(plan_error(R1 "actions:\n  StopTraining: {pid_file: p, exe: "
+                          "python3}\n"),
+            "line 4, column 36: exe: expected an absolute path, as "
+            "/proc/PID/exe shows it");
+  plan_ok(R1 "actions:\n  StopTraining: {pid_file: p, cmdline: [a, b], "
+             "comm: a, exe: /usr/bin/a, allow_root: true}\n");
   CHECK_STR(plan_error(R1 "actions:\n  StopTraining: {pid: 5, signal: "
                           "BOOM}\n"),
             "line 4, column 34: signal: expected a signal name (TERM, INT, "
@@ -817,6 +828,12 @@ static void test_stop_escalates_and_pid_file(void) {
   c.pid_file = smr_xasprintf("%s/train.pid", tmp_dir);
   c.job_name = smr_xstrdup("j");
   smr_act_result r = {0};
+  /* the job writes the pid file: without a check, nothing is signalled */
+  c.allow_root = geteuid() == 0;
+  smr_stop_run(&c, NULL, false, NULL, false, &r);
+  CHECK_EQ_INT(r.rc, SMR_ACT_REFUSED);
+  CHECK(strstr(r.detail, "give cmdline, comm or exe with pid_file") != NULL);
+  c.comm = "sleep";
   /* a pid file older than the process it names: stale, refused */
   struct timespec old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
   CHECK_EQ_INT(utimensat(AT_FDCWD, c.pid_file, old, 0), 0);
@@ -858,6 +875,14 @@ static void test_stop_cmdline(void) {
   c.job_name = smr_xstrdup("j");
   c.cmdline_text = smr_xasprintf("sleep 30 %s", tag);
   smr_act_result r = {0};
+  if (geteuid() == 0) {
+    /* a root process found by its command line: only with allow_root */
+    smr_stop_run(&c, NULL, false, NULL, false, &r);
+    CHECK_EQ_INT(r.rc, SMR_ACT_REFUSED);
+    CHECK(strstr(r.detail, "runs as root (uid 0)") != NULL);
+    CHECK(alive(a));
+    c.allow_root = true;
+  }
   smr_stop_run(&c, NULL, true, NULL, false, &r);
   CHECK_EQ_INT(r.rc, SMR_ACT_DRY_RUN);
   pid_t b = fork();
