@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -17,11 +18,41 @@
 #define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE)
 #define RESCAN_S 10.0
 
+/* At most this many inotify watches per run: a trial with a folder per
+ * step under index/ (hundreds of thousands) would otherwise use up the
+ * user's watches (fs.inotify.max_user_watches, 8192 on many systems) and
+ * other programs of that user would get ENOSPC.  Past it, smrules polls. */
+#define WATCH_CAP 1024
+
 typedef struct watcher {
   int fd; /* inotify descriptor, -1 when polling */
   const char *root;
   smr_trial *t; /* NULL: no trial (smr_watch_wait_until) */
+  int max_wd;   /* watch descriptors are handed out 1, 2, 3, ... */
 } watcher;
+
+/* Give up inotify for polling, once, saying why. */
+static void fall_back_to_polling(watcher *w, const char *why) {
+  if (w->fd < 0)
+    return;
+  close(w->fd);
+  w->fd = -1;
+  fprintf(stderr,
+          "smrules: warning: %s: %s; polling the trial instead of "
+          "watching it\n",
+          w->root, why);
+}
+
+static void watch_path(watcher *w, const char *path, uint32_t mask) {
+  if (w->fd < 0)
+    return;
+  int wd = inotify_add_watch(w->fd, path, mask);
+  if (wd < 0 && errno == ENOSPC)
+    fall_back_to_polling(w, "the user's inotify watches are used up");
+  else if (wd > w->max_wd && (w->max_wd = wd) >= WATCH_CAP)
+    fall_back_to_polling(w, "more than 1024 folders to watch (index/ holds "
+                            "a folder per step?)");
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -32,7 +63,7 @@ static double now_s(void) {
 static void add_watch(watcher *w, const char *rel) {
   char *path =
       rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
-  inotify_add_watch(w->fd, path, WATCH_MASK | IN_ONLYDIR);
+  watch_path(w, path, WATCH_MASK | IN_ONLYDIR);
   free(path);
 }
 
@@ -44,9 +75,8 @@ static void add_event_watches(watcher *w, const char *rel, int depth) {
   char *path =
       rel[0] ? smr_xasprintf("%s/%s", w->root, rel) : smr_xstrdup(w->root);
   /* IN_MASK_ADD: the root's watch keeps what add_watch asked for */
-  inotify_add_watch(w->fd, path,
-                    WATCH_MASK | IN_MODIFY | IN_ONLYDIR | IN_MASK_ADD);
-  DIR *d = depth < 3 ? opendir(path) : NULL;
+  watch_path(w, path, WATCH_MASK | IN_MODIFY | IN_ONLYDIR | IN_MASK_ADD);
+  DIR *d = depth < 3 && w->fd >= 0 ? opendir(path) : NULL;
   free(path);
   struct dirent *de;
   while (d && (de = readdir(d)) != NULL) {
@@ -89,7 +119,7 @@ static void add_watches(watcher *w) {
   if (!d)
     return;
   struct dirent *de;
-  while ((de = readdir(d)) != NULL) {
+  while (w->fd >= 0 && (de = readdir(d)) != NULL) {
     if (de->d_name[0] == '.')
       continue;
     char *rel = smr_xasprintf("index/%s", de->d_name);
@@ -296,7 +326,7 @@ static void set_end(const smr_watch_opts *o, smr_watch_end e) {
 
 int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
                   smr_error *err) {
-  watcher w = {-1, smr_trial_root(t), t};
+  watcher w = {-1, smr_trial_root(t), t, 0};
   if (!o->force_polling)
     w.fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   add_watches(&w);
@@ -385,7 +415,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
 
 smr_watch_end smr_watch_wait_until(bool (*ready)(void *), void *arg,
                                    const smr_watch_opts *o) {
-  watcher none = {-1, NULL, NULL};
+  watcher none = {-1, NULL, NULL, 0};
   double start = now_s();
   bool following_group = false;
   for (;;) {

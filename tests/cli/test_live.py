@@ -212,7 +212,7 @@ LOSS_RULE = """\
 # --------------------------------------------------------------------------
 # stop: a real-time trainer stopped within the budget
 
-def test_stop(c, tmp, poll, watch_first):
+def test_stop(c, tmp, poll, watch_first, many_folders=False):
     """watch_first: smrules starts on an empty trial folder before training
     (as a sidecar or service would) and finds the trainer by its pid file;
     otherwise the trainer starts first and is given by --training-pid."""
@@ -239,8 +239,16 @@ def test_stop(c, tmp, poll, watch_first):
         t = trainer(tmp, "trainer", trial, ENDLESS, int(interval * 1000), 20)
         # smrules joins a trial already being written (the folder must exist)
         wait_until(lambda: index_files(trial) or t.done.is_set(), 20)
+        if many_folders:  # more folders than smrules watches: it polls instead
+            label += ", 3000 folders under index/"
+            for i in range(3000):
+                os.makedirs(os.path.join(trial, "index", "%09d" % (1000 * (i + 1))))
         w = watch(tmp, "watch", trial, rules, ["--training-pid", t.pid] + opts)
     sc = c.scope(label)
+    if many_folders:
+        wait_until(lambda: "polling the trial" in w.err() or w.done.is_set(), 60)
+        sc.ok("more than 1024 folders to watch" in w.err() and "polling the trial" in w.err(),
+              "warns that it polls instead of watching", lib.short(w.err().strip(), 400))
     trc = t.wait(120)  # a hang guard: the trainer ends only when stopped
     rc = w.wait(30)
     if not sc.ok(trc is not None, "trainer stopped", "still running after 120 s (%s)"
@@ -507,6 +515,7 @@ def main():
         c.finish()
     cases = [("stop", lambda t: test_stop(c, t, False, False)),
              ("stop-watch-first", lambda t: test_stop(c, t, False, True)),
+             ("stop-many-folders", lambda t: test_stop(c, t, False, False, True)),
              ("stop-poll", lambda t: test_stop(c, t, True, True)),
              ("restart", lambda t: test_restart(c, t)),
              ("partial", lambda t: test_partial(c, t)),
