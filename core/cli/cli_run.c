@@ -35,7 +35,8 @@ enum {
   OPT_FORMAT,
   OPT_METRICS_LISTEN,
   OPT_METRICS_FILE,
-  OPT_JOB_NAME
+  OPT_JOB_NAME,
+  OPT_STRICT
 };
 
 static const char *RUN_HELP =
@@ -52,6 +53,8 @@ static const char *RUN_HELP =
     "                     s3://BUCKET/PREFIX\n"
     "  --rules FILE       rules.yaml (default: the built-in default set)\n"
     "  --json             print results as JSON\n"
+    "  --strict           for CI: exit 6 when a rule evaluated nothing\n"
+    "                     (NoData) or part of the trial could not be read\n"
     "  --output DIR       where rule-output/<rule>/ files go\n"
     "                     (default DIR/rule-output; for s3:// trials\n"
     "                     ~/.cache/smrules/s3/<hash>/rule-output)\n"
@@ -109,7 +112,8 @@ static const char *RUN_HELP =
     "  -h, --help         this help\n"
     "exit status (first that applies): 128+N interrupted by signal N,\n"
     "124 --timeout passed, 5 a rule failed, 4 an action failed, 1 issues\n"
-    "found, the command's status when it failed, 0; before evaluating:\n"
+    "found, the command's status when it failed, 6 with --strict no data,\n"
+    "0; before evaluating:\n"
     "2 usage or configuration error, 3 no trial or trial unreadable,\n"
     "127 command cannot run\n";
 
@@ -144,6 +148,7 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       {"trial", required_argument, NULL, 't'},
       {"rules", required_argument, NULL, 'r'},
       {"json", no_argument, NULL, OPT_JSON},
+      {"strict", no_argument, NULL, OPT_STRICT},
       {"output", required_argument, NULL, OPT_OUTPUT},
       {"profiler", required_argument, NULL, OPT_PROFILER},
       {"start-step", required_argument, NULL, OPT_START},
@@ -187,6 +192,9 @@ static int parse_run_args(int argc, char **argv, smr_job_opts *a,
       break;
     case OPT_JSON:
       a->json = true;
+      break;
+    case OPT_STRICT:
+      a->strict = true;
       break;
     case OPT_OUTPUT:
       a->output = optarg;
@@ -429,6 +437,7 @@ static char *training_json(const smr_job_end *te) {
 static void print_results(void *arg, const smr_job_opts *a, smr_runner *r,
                           smr_actions *acts, const smr_job_end *te) {
   (void)arg;
+  smr_output_read_problems(r, stderr); /* damaged files, once each */
   if (a->json) {
     char *aj = smr_actions_json(acts);
     char *tj = te ? training_json(te) : NULL;

@@ -80,6 +80,22 @@ static int exit_for_results(smr_runner *r, smr_actions *acts,
   return SMR_EXIT_OK;
 }
 
+/* --strict (docs/cli.md#exit-status): a rule that evaluated nothing, or a
+ * trial file that could not be read, fails a CI job instead of passing. */
+static int strict_exit(smr_runner *r) {
+  bool nodata = false;
+  for (size_t i = 0; i < smr_runner_count(r); i++)
+    nodata |=
+        smr_instance_status(smr_runner_instance(r, i)) == SMR_RULE_NO_DATA;
+  const smr_trial_problem *p;
+  bool problems = smr_trial_problems(smr_runner_trial(r), &p) > 0;
+  if (nodata || problems)
+    fprintf(stderr, "smrules: --strict: %s\n",
+            nodata ? "a rule evaluated nothing (NoData)"
+                   : "part of the trial could not be read");
+  return nodata || problems ? SMR_EXIT_NO_DATA : SMR_EXIT_OK;
+}
+
 /* ---- actions: built before the runner so that triggers reach them ---- */
 static int start_actions(smr_job_opts *a, const smr_config *cfg, smr_trial *t,
                          bool launched, smr_actions **out, smr_error *err) {
@@ -282,6 +298,8 @@ static int evaluate_rules(smr_job_opts *a, smr_trial *t, smr_runner *r,
   if (p->results)
     p->results(p->arg, a, r, acts, a->watch ? &te : NULL);
   int rc = exit_for_results(r, acts, a->watch ? &te : NULL);
+  if (rc == SMR_EXIT_OK && a->strict)
+    rc = strict_exit(r);
   if (!a->watch && smr_interrupt_signal()) {
     fprintf(stderr,
             "smrules: interrupted by %s: the results are partial (rules "

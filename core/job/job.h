@@ -25,6 +25,7 @@
  * 0 success, 1 issues found (run), 2 usage or configuration error, 3
  * trial or value unreadable (or no trial there), 4 tensor or step
  * unavailable (tensor) or an action failed (run), 5 a rule failed (run),
+ * 6 with run --strict a rule had no data or the trial was not read in full,
  * 124 --timeout ended the run, 127 the command cannot run, 128+N
  * interrupted by signal N. */
 enum {
@@ -35,6 +36,7 @@ enum {
   SMR_EXIT_UNAVAILABLE = 4,   /* tensor */
   SMR_EXIT_ACTION_FAILED = 4, /* run */
   SMR_EXIT_RULE_ERROR = 5,
+  SMR_EXIT_NO_DATA = 6,     /* run --strict: NoData, or unread trial data */
   SMR_EXIT_TIMEOUT = 124,   /* --timeout ended the run, as timeout(1) */
   SMR_EXIT_CANNOT_RUN = 127 /* as a shell reports a command it cannot run */
 };
@@ -57,6 +59,7 @@ typedef struct smr_job_opts {
   /* --metrics-listen, --metrics-file, --job-name (docs/metrics.md) */
   const char *metrics_listen, *metrics_file, *job_name;
   struct smr_metrics *metrics; /* set by the job while it runs */
+  bool strict;                 /* --strict: NoData or unread data exits 6 */
 } smr_job_opts;
 
 /* How the followed training ended (run --watch, run -- COMMAND). */

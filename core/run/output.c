@@ -12,8 +12,23 @@
 
 #include "base/jsonw.h"
 #include "base/safefs.h"
+#include "format/index.h"
+#include "run/nodata.h"
 
-static void result_json(smr_jw *w, smr_instance *in) {
+/* "no_data": what a rule that evaluated nothing looked for (nodata.h). */
+static void nodata_json(smr_jw *w, smr_runner *r, smr_instance *in) {
+  smr_jw_key(w, "no_data");
+  if (smr_instance_status(in) != SMR_RULE_NO_DATA || !r) {
+    smr_jw_null(w);
+    return;
+  }
+  smr_nodata d;
+  smr_instance_nodata(r, in, &d);
+  smr_jw_raw(w, d.json);
+  smr_nodata_free(&d);
+}
+
+static void result_json(smr_jw *w, smr_runner *r, smr_instance *in) {
   const smr_i64v *trig = smr_instance_triggered(in);
   const smr_i64v *skip = smr_instance_skipped(in);
   smr_jw_obj(w);
@@ -40,6 +55,9 @@ static void result_json(smr_jw *w, smr_instance *in) {
   for (size_t i = 0; i < skip->n; i++)
     smr_jw_int(w, skip->v[i]);
   smr_jw_arr_end(w);
+  smr_jw_key(w, "not_due_steps");
+  smr_jw_int(w, smr_instance_not_due(in));
+  nodata_json(w, r, in);
   smr_jw_key(w, "waiting_at_step");
   if (smr_instance_waiting_at(in) >= 0)
     smr_jw_int(w, smr_instance_waiting_at(in));
@@ -73,8 +91,10 @@ char *smr_output_run_json_training(smr_runner *r, const char *trial,
   smr_jw_key(&w, "rules");
   smr_jw_arr(&w);
   for (size_t i = 0; i < smr_runner_count(r); i++)
-    result_json(&w, smr_runner_instance(r, i));
+    result_json(&w, r, smr_runner_instance(r, i));
   smr_jw_arr_end(&w);
+  smr_jw_key(&w, "read_problems");
+  smr_output_read_problems_json(r, &w);
   /* what the actions of triggered rules did (core/action.c) */
   smr_jw_key(&w, "actions");
   smr_jw_raw(&w, actions_json ? actions_json : "[]");
@@ -115,10 +135,34 @@ static void column_widths(smr_runner *r, int *name_w, int *type_w) {
   }
 }
 
+/* Under a NoData row: why nothing was evaluated. */
+static void nodata_text(smr_runner *r, smr_instance *in) {
+  int64_t skipped = (int64_t)smr_instance_skipped(in)->n;
+  int64_t not_due = smr_instance_not_due(in);
+  printf("    evaluated nothing:");
+  if (skipped)
+    printf(" %" PRId64 " step%s skipped for want of data", skipped,
+           skipped == 1 ? "" : "s");
+  if (not_due)
+    printf("%s %" PRId64 " step%s not due (the rule checks only some steps)",
+           skipped ? ";" : "", not_due, not_due == 1 ? "" : "s");
+  if (!skipped && !not_due)
+    printf(" no step to evaluate");
+  printf("\n");
+  smr_nodata d;
+  smr_instance_nodata(r, in, &d);
+  for (size_t i = 0; i < d.lines.n; i++)
+    printf("    %s\n", d.lines.v[i]);
+  smr_nodata_free(&d);
+}
+
 void smr_output_run_table(smr_runner *r, const char *trial) {
   int nw, tw;
   column_widths(r, &nw, &tw);
   printf("trial %s\n\n", trial);
+  bool not_due = false;
+  for (size_t i = 0; i < smr_runner_count(r); i++)
+    not_due |= smr_instance_not_due(smr_runner_instance(r, i)) > 0;
   printf("%-*s %-*s %-14s %9s %8s  %s\n", nw, "RULE", tw, "TYPE", "STATUS",
          "EVALUATED", "SKIPPED", "TRIGGERED AT");
   for (size_t i = 0; i < smr_runner_count(r); i++) {
@@ -134,11 +178,17 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
     if (smr_instance_waiting_at(in) >= 0 &&
         smr_instance_status(in) == SMR_RULE_IN_PROGRESS)
       printf("    waiting for step %" PRId64 "\n", smr_instance_waiting_at(in));
+    if (smr_instance_status(in) == SMR_RULE_NO_DATA)
+      nodata_text(r, in);
     if (smr_instance_message(in)) /* its first line: a traceback would
                                      break the table (--json has all) */
       printf("    %.*s\n", (int)strcspn(smr_instance_message(in), "\n"),
              smr_instance_message(in));
   }
+  if (not_due)
+    printf("\nSKIPPED counts steps skipped for want of data; steps a rule does "
+           "not check by\ndesign (not due) are counted apart: --json "
+           "not_due_steps.\n");
   for (size_t i = 0; i < smr_runner_count(r); i++)
     if (smr_instance_is_profiler(smr_runner_instance(r, i))) {
       printf("\nProfiler rules count time windows, not steps: EVALUATED is "
@@ -207,7 +257,7 @@ static int write_instance(smr_instance *in, const char *dir, const char *trial,
   smr_jw_key(&w, "trial");
   smr_jw_str(&w, trial);
   smr_jw_key(&w, "result");
-  result_json(&w, in);
+  result_json(&w, NULL, in);
   smr_jw_obj_end(&w);
   char *res = smr_jw_finish(&w);
   if (rc == SMR_OK)
@@ -238,4 +288,90 @@ int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
     }
   }
   return first;
+}
+
+/* ------------------------------------------------- trial read problems */
+
+/* The global step an index file is named after (-1: not an index file). */
+static int64_t problem_step(const char *file) {
+  const char *b = strrchr(file, '/');
+  b = b ? b + 1 : file;
+  int64_t step;
+  char *worker = NULL;
+  if (strncmp(file, "index/", 6) != 0 && !strstr(file, "/index/"))
+    return -1;
+  if (smr_parse_step_worker(b, &step, &worker) != SMR_OK)
+    return -1;
+  free(worker);
+  return step;
+}
+
+/* Whether problem i repeats an earlier one (same file and message). */
+static bool repeated(const smr_trial_problem *p, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (strcmp(p[j].file, p[i].file) == 0 &&
+        strcmp(p[j].message, p[i].message) == 0)
+      return true;
+  return false;
+}
+
+static bool step_saved(smr_trial *t, int64_t step) {
+  smr_i64v v = {0};
+  smr_trial_steps(t, SMR_MODE_GLOBAL, false, &v);
+  bool found = false;
+  for (size_t i = 0; i < v.n && !found; i++)
+    found = v.v[i] == step;
+  smr_i64v_free(&v);
+  return found;
+}
+
+void smr_output_read_problems_json(smr_runner *r, smr_jw *w) {
+  smr_trial *t = smr_runner_trial(r);
+  const smr_trial_problem *p;
+  size_t n = smr_trial_problems(t, &p);
+  smr_jw_arr(w);
+  for (size_t i = 0; i < n; i++) {
+    if (repeated(p, i))
+      continue;
+    smr_jw_obj(w);
+    smr_jw_key(w, "file");
+    smr_jw_str(w, p[i].file);
+    smr_jw_key(w, "offset");
+    if (p[i].offset >= 0)
+      smr_jw_int(w, p[i].offset);
+    else
+      smr_jw_null(w);
+    smr_jw_key(w, "message");
+    smr_jw_str(w, p[i].message);
+    /* the step the file describes, unless another worker's file still
+     * makes it a complete step */
+    int64_t step = problem_step(p[i].file);
+    smr_jw_key(w, "steps_lost");
+    smr_jw_arr(w);
+    if (step >= 0 && !step_saved(t, step))
+      smr_jw_int(w, step);
+    smr_jw_arr_end(w);
+    smr_jw_obj_end(w);
+  }
+  smr_jw_arr_end(w);
+}
+
+size_t smr_output_read_problems(smr_runner *r, FILE *f) {
+  smr_trial *t = smr_runner_trial(r);
+  const smr_trial_problem *p;
+  size_t n = smr_trial_problems(t, &p), shown = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (repeated(p, i))
+      continue;
+    shown++;
+    int64_t step = problem_step(p[i].file);
+    fprintf(f, "smrules: warning: %s", p[i].file);
+    if (p[i].offset >= 0)
+      fprintf(f, " at offset %" PRId64, p[i].offset);
+    fprintf(f, ": %s", p[i].message);
+    if (step >= 0 && !step_saved(t, step))
+      fprintf(f, " (step %" PRId64 " not evaluated by any rule)", step);
+    fprintf(f, "\n");
+  }
+  return shown;
 }

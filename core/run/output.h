@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "base/jsonw.h"
 #include "run/runner.h"
 
 /* {"trial":..,"rules":[{name, rule, status, first_trigger_step, ...}]} */
@@ -25,5 +26,12 @@ void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f);
 /* <dir>/<instance>/report.json and result.json for every instance. */
 int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
                            smr_error *err);
+
+/* Problems met reading the trial (damaged index or collections files),
+ * once each, as "smrules: warning: FILE: MESSAGE (step N not evaluated
+ * by any rule)" lines; returns how many.  And as the JSON array
+ * [{"file","offset","message","steps_lost":[N]}]. */
+size_t smr_output_read_problems(smr_runner *r, FILE *f);
+void smr_output_read_problems_json(smr_runner *r, smr_jw *w);
 
 #endif

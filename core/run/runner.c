@@ -14,6 +14,7 @@
 #include "host/plugin.h"
 #include "host/rulehost.h"
 #include "lua/lua_params.h"
+#include "run/nodata.h"
 #include "run/runner_profiler.h"
 #include "run/schedule.h"
 #include "trial/catalog.h"
@@ -35,6 +36,7 @@ struct smr_instance {
   smr_rule_status status;
   smr_i64v triggered, skipped;
   int64_t evaluated, last_step, waiting_at;
+  int64_t not_due; /* steps the rule passes over by design (this run) */
   char *message;
   char *stored_report;    /* reused when nothing new was evaluated */
   bool needs_finish;      /* evaluated something since the last finish */
@@ -71,6 +73,8 @@ const char *smr_rule_status_name(smr_rule_status s) {
     return "NoIssuesFound";
   case SMR_RULE_ISSUES:
     return "IssuesFound";
+  case SMR_RULE_NO_DATA:
+    return "NoData";
   default:
     return "Error";
   }
@@ -427,6 +431,9 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   case SMRULES_TENSOR_UNAVAILABLE:
     smr_i64v_push(&in->skipped, g);
     break;
+  case SMRULES_NOT_DUE: /* by design: neither evaluated nor missing data */
+    in->not_due++;
+    break;
   case SMRULES_NO_MORE_DATA:
     return false;
   case SMRULES_STEP_NOT_YET:
@@ -467,10 +474,19 @@ static void prof_trigger(void *arg, int64_t window) {
  * state: a new run evaluates every window again (same results). */
 /* A rule that fired is IssuesFound from then on, also while it waits
  * for more steps: its status never depends on how many runs it took. */
+static bool instance_wants_time(const smr_instance *in);
+
+/* Finished without evaluating anything is NoData, not a pass
+ * (docs/rule-semantics.md#rules-that-evaluate-nothing); a rule driven by
+ * the clock evaluates nothing by steps and is left out. */
 static smr_rule_status live_status(const smr_instance *in) {
   if (in->triggered.n)
     return SMR_RULE_ISSUES;
-  return in->waiting_at >= 0 ? SMR_RULE_IN_PROGRESS : SMR_RULE_NO_ISSUES;
+  if (in->waiting_at >= 0)
+    return SMR_RULE_IN_PROGRESS;
+  if (in->evaluated == 0 && !instance_wants_time(in))
+    return SMR_RULE_NO_DATA;
+  return SMR_RULE_NO_ISSUES;
 }
 
 static smr_prof_loop profiler_loop(smr_runner *r, smr_instance *in,
@@ -877,6 +893,17 @@ int64_t smr_instance_evaluated(const smr_instance *i) {
 }
 const smr_i64v *smr_instance_skipped(const smr_instance *i) {
   return &i->skipped;
+}
+int64_t smr_instance_not_due(const smr_instance *i) {
+  return i->not_due;
+}
+void smr_instance_nodata(smr_runner *r, const smr_instance *i,
+                         smr_nodata *out) {
+  smr_nodata_describe(r->trial, i->plugin ? i->plugin->reg->params : NULL,
+                      i->settings, &i->params, out);
+}
+smr_trial *smr_runner_trial(smr_runner *r) {
+  return r->trial;
 }
 int64_t smr_instance_waiting_at(const smr_instance *i) {
   return i->waiting_at;

@@ -17,7 +17,8 @@ typedef enum smr_rule_status {
   SMR_RULE_IN_PROGRESS,
   SMR_RULE_NO_ISSUES,
   SMR_RULE_ISSUES,
-  SMR_RULE_ERROR
+  SMR_RULE_ERROR,
+  SMR_RULE_NO_DATA /* finished, evaluated nothing: "NoData" (not SageMaker's) */
 } smr_rule_status;
 const char *smr_rule_status_name(smr_rule_status s); /* SageMaker's names */
 
@@ -91,7 +92,14 @@ const char *smr_instance_rule(const smr_instance *i);
 smr_rule_status smr_instance_status(const smr_instance *i);
 const smr_i64v *smr_instance_triggered(const smr_instance *i);
 int64_t smr_instance_evaluated(const smr_instance *i);
-const smr_i64v *smr_instance_skipped(const smr_instance *i);
+const smr_i64v *smr_instance_skipped(const smr_instance *i); /* no data */
+/* Steps the rule passed over by design (SMRULES_NOT_DUE) in this run. */
+int64_t smr_instance_not_due(const smr_instance *i);
+/* What a rule looked for and what the trial has (run/nodata.h). */
+struct smr_nodata;
+void smr_instance_nodata(smr_runner *r, const smr_instance *i,
+                         struct smr_nodata *out);
+smr_trial *smr_runner_trial(smr_runner *r);
 int64_t smr_instance_waiting_at(const smr_instance *i); /* -1 if not */
 const char *smr_instance_message(const smr_instance *i);
 /* The report object (docs/rule-semantics.md#the-report) as JSON text. */

@@ -208,7 +208,7 @@ add("CheckInputImages threshold_samples 64 fires at the first step",
     one(lambda sc, r: check_outcome(sc, r, "IssuesFound", 0, list(range(10)))))
 add("CheckInputImages regex selecting nothing", syn("rule_check_input_images_unnormalized"),
     [rule_yaml("CheckInputImages", {"regex": "^no_such_tensor$"})],
-    one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0,
+    one(lambda sc, r: check_outcome(sc, r, "NoData", None, [], evaluated=0,
                                     skipped=list(range(10)))))
 add("CheckInputImages channel axis 1 of a 2-D activation", trial("dead_relu_negative_bias"),
     [rule_yaml("CheckInputImages", {"regex": "layer1\\.relu_output", "threshold_samples": 100})],
@@ -268,7 +268,7 @@ add("Confusion tolerant thresholds do not fire", syn("rule_confusion_row4"),
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=1)))
 add("Confusion classes outside category_no skip the step", syn("rule_confusion_row4"),
     [rule_yaml("Confusion", {"category_no": 5, "labels": "foo", "predictions": "bar"})],
-    one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0, skipped=[1])))
+    one(lambda sc, r: check_outcome(sc, r, "NoData", None, [], evaluated=0, skipped=[1])))
 add("Confusion defaults (tensors labels/predictions) do not fire", syn("rule_confusion_defaults"),
     [rule_yaml("Confusion")],
     one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=1)))
@@ -303,7 +303,7 @@ add("TreeDepth default fires on the shallow round 4", trial("xgboost_dominant_fe
         sc, r, {"tensor": "trees/Node"}, close={"max_node_id": 14, "depth": math.log2(14)})))
 add("TreeDepth without trees evaluates nothing", trial("xgboost_balanced_features"),
     [rule_yaml("TreeDepth")],
-    one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0,
+    one(lambda sc, r: check_outcome(sc, r, "NoData", None, [], evaluated=0,
                                     skipped=[0, 4, 8, 12, 16, 20])))
 
 # ---- ClassImbalance (docs/rules/ClassImbalance.md)
@@ -554,7 +554,7 @@ def nlp_fires(sc, r):
 
 add("NLPSequenceRatio default regex finds no sequences", trial("dead_relu_negative_bias"),
     [rule_yaml("NLPSequenceRatio")],
-    one(lambda sc, r: check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0)))
+    one(lambda sc, r: check_outcome(sc, r, "NoData", None, [], evaluated=0)))
 add("NLPSequenceRatio mostly-zero tensors fire", trial("dead_relu_negative_bias"),
     [rule_yaml("NLPSequenceRatio", {"tensor_regex": "relu_output"})], one(nlp_fires))
 add("NLPSequenceRatio one threshold for two tokens", trial("dead_relu_negative_bias"),
@@ -760,7 +760,7 @@ report_case("xgboost_dominant_feature", False, "reg:squarederror", name="my_repo
 def no_report(out):
     def check(sc, res):
         r = by_name(res).get("CreateXgboostReport")
-        check_outcome(sc, r, "NoIssuesFound", None, [], evaluated=0)
+        check_outcome(sc, r, "NoData", None, [], evaluated=0)
         sc.ok(not os.path.exists(os.path.join(out, "CreateXgboostReport", REPORT)),
               "no report without XGBoost data")
     return check

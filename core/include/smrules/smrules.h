@@ -39,7 +39,11 @@ extern "C" {
 /* Returned by invoke_at_step. */
 #define SMRULES_NO_TRIGGER 0 /* evaluated, no issue */
 #define SMRULES_TRIGGERED 1  /* evaluated, the rule's condition holds */
-#define SMRULES_SKIPPED 2    /* nothing to evaluate at this step */
+#define SMRULES_SKIPPED 2    /* nothing to evaluate at this step: no data */
+/* Not evaluated at this step by design (a rule that checks every
+ * num_steps steps, a step of another mode): counted apart from SKIPPED,
+ * which reads as missing data. */
+#define SMRULES_NOT_DUE 3
 /* Negative values are errors or availability statuses.  Host functions
  * return these too; returning one from invoke_at_step has the meaning
  * smdebug's invoker gives the matching exception: */

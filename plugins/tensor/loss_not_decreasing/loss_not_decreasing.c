@@ -175,18 +175,25 @@ static int64_t position(smrules_trial *t, int mode, int64_t g) {
   return ms;
 }
 
-/* One tensor at g: -1 not evaluated, 0 fine, 1 violation. */
+/* One tensor at g: 0 fine, 1 violation; -1 not evaluated for want of
+ * data, NOT_DUE not evaluated by design (a step of another mode, fewer
+ * than num_steps steps since the last check or since the first). */
+#define NOT_DUE -2
 static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
                         const char *name, int64_t g) {
   check k = {.name = name, .g = g, .mode = mode_for(st, t, name, g)};
   k.c = position(t, k.mode, g);
-  if (k.c < 0 || rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &k.loss, NULL))
+  if (k.c < 0)
+    return NOT_DUE;
+  if (rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &k.loss, NULL))
     return -1;
   last_check *lc = rk_table_get(&st->last, name, true);
   if (lc->set[k.mode] && k.c < lc->pos[k.mode] + st->s->num_steps)
-    return -1; /* checked less than num_steps ago */
+    return NOT_DUE; /* checked less than num_steps ago */
   k.r = reference(st, t, name, k.mode, k.c);
-  if (k.r < 0 || rk_scalar(t, name, k.r, k.mode, &k.ref, NULL))
+  if (k.r < 0)
+    return NOT_DUE; /* no step num_steps back yet */
+  if (rk_scalar(t, name, k.r, k.mode, &k.ref, NULL))
     return -1;
   lc->set[k.mode] = true;
   lc->pos[k.mode] = k.c;
@@ -205,14 +212,18 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   rk_step_cache_sync(&st->steps, t);
   smrules_strlist names;
   loss_tensors(st->s, t, &names);
-  int64_t evaluated = 0, violations = 0;
+  int64_t evaluated = 0, violations = 0, missing = 0;
   for (size_t i = 0; i < names.n; i++) {
     int rc = check_tensor(ctx, st, t, names.v[i], g);
     evaluated += rc >= 0;
     violations += rc == 1;
+    missing += rc == -1;
   }
+  size_t checked = names.n;
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
+  if (!evaluated && checked && !missing)
+    return SMRULES_NOT_DUE;
   return rk_result(evaluated, violations);
 }
 

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""End-to-end: smrules never passes in silence (issue 26).
+
+  nodata     a rule that selects nothing is NoData, not NoIssuesFound, and
+             says what it looked for and what the trial has, in the table
+             and in --json: ExplodingTensor with a tensor_regex matching no
+             tensor, LossNotDecreasing with collection_names: lossez
+             (did you mean 'losses'?), DeadRelu whose default regex does not
+             match nn.Sequential names, a Lua rule (the host does it for any
+             kind of rule); exit 0, and 6 with --strict
+  notdue     LossNotDecreasing's steps off its num_steps boundary are not
+             counted as SKIPPED (missing data) but as not_due_steps
+  damaged    a damaged index file met during run is printed once, listed in
+             --json read_problems with the step it cost; --strict exits 6
+"""
+
+import os
+import shutil
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+
+TRIAL = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
+HEALTHY = os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits")
+
+
+def write(tmp, name, text):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def by_name(r):
+    return {x.get("name"): x for x in ((r.obj or {}).get("rules") or [])}
+
+
+SILENT = """rules:
+  - rule: ExplodingTensor
+    parameters:
+      tensor_regex: "nomatch.*"
+  - rule: LossNotDecreasing
+    parameters:
+      collection_names: lossez
+      use_losses_collection: false
+  - rule: DeadRelu
+  - lua: pick.lua
+    name: lua_pick
+    parameters:
+      collection_names: gradiens
+"""
+
+LUA = """-- @param collection_names list
+function invoke_at_step(step)
+  return smrules.SKIPPED
+end
+"""
+
+
+def test_nodata(c, tmp):
+    write(tmp, "pick.lua", LUA)
+    rules = write(tmp, "silent.yaml", SILENT)
+    out = os.path.join(tmp, "out-nodata")
+    base = ["run", "--trial", TRIAL, "--rules", rules, "--fresh", "--output", out]
+    r = lib.run_json(base + ["--json"])
+    sc = c.scope("silent pass --json", r)
+    if not sc.process():
+        return
+    sc.eq("exit 0 without --strict", r.rc, 0)
+    got = by_name(r)
+    want = {
+        "ExplodingTensor": ("tensor_regex", "regex", "nomatch.*", None),
+        "LossNotDecreasing": ("collection_names", "collection", "lossez", "losses"),
+        "DeadRelu": ("tensor_regex", "regex", ".*relu_output", None),
+        "lua_pick": ("collection_names", "collection", "gradiens", "gradients"),
+    }
+    for name, (param, kind, value, near) in want.items():
+        res = got.get(name, {})
+        sc.eq("%s: status" % name, res.get("status"), "NoData")
+        sc.eq("%s: evaluated" % name, res.get("evaluated_steps"), 0)
+        nd = res.get("no_data") or {}
+        looked = [x for x in nd.get("looked_for") or [] if x.get("parameter") == param]
+        if sc.ok(len(looked) == 1, "%s: looked_for names %s" % (name, param), lib.short(nd)):
+            sc.eq("%s: kind" % name, looked[0].get("kind"), kind)
+            sc.eq("%s: value" % name, looked[0].get("value"), value)
+            sc.eq("%s: matches" % name, looked[0].get("matches"), 0)
+            sc.eq("%s: did you mean" % name, looked[0].get("did_you_mean"), near)
+        has = nd.get("trial_has") or {}
+        sc.eq("%s: the trial's tensors" % name, has.get("tensors"), 13)
+        sc.ok("losses" in (has.get("collections") or []), "%s: the trial's collections" % name,
+              lib.short(has))
+    r = lib.run_json(base)
+    sc = c.scope("silent pass table", r)
+    sc.process(want_json=False)
+    sc.eq("exit 0", r.rc, 0)
+    rows = [ln for ln in r.out.splitlines() if ln.split()[:1] in (["ExplodingTensor"],
+            ["LossNotDecreasing"], ["DeadRelu"], ["lua_pick"])]
+    sc.ok(len(rows) == 4 and all(" NoData " in ln for ln in rows), "NoData in the table",
+          r.out)
+    sc.ok("tensor_regex: 'nomatch.*' matches none of the trial's 13 tensors" in r.out,
+          "the regex that matched nothing is named", r.out)
+    sc.ok("no collection 'lossez' in the trial; did you mean 'losses'?" in r.out,
+          "did you mean for a collection", r.out)
+    sc.ok("'.*relu_output' matches none" in r.out, "DeadRelu's default regex is named", r.out)
+    sc.ok("did you mean 'gradients'?" in r.out, "a Lua rule gets it too", r.out)
+    sc.ok("the trial has 13 steps and 13 tensors" in r.out, "what the trial has", r.out)
+    r = lib.run_json(base + ["--strict"])
+    sc = c.scope("--strict", r)
+    sc.process(want_json=False)
+    sc.eq("exit 6", r.rc, 6)
+    sc.ok("--strict" in r.err and "NoData" in r.err, "says why", r.err)
+    # a rule that evaluates is not NoData, and --strict passes a clean run
+    ok_rules = write(tmp, "ok.yaml", "rules:\n  - rule: ExplodingTensor\n")
+    r = lib.run_json(["run", "--trial", HEALTHY, "--rules", ok_rules, "--fresh", "--strict",
+                      "--json", "--output", os.path.join(tmp, "out-ok")])
+    sc = c.scope("--strict on a clean run", r)
+    if sc.process():
+        sc.eq("exit 0", r.rc, 0)
+        sc.eq("status", by_name(r).get("ExplodingTensor", {}).get("status"), "NoIssuesFound")
+        sc.eq("no_data", by_name(r).get("ExplodingTensor", {}).get("no_data"), None)
+        sc.eq("read_problems", r.obj.get("read_problems"), [])
+
+
+def test_notdue(c, tmp):
+    rules = write(tmp, "lnd.yaml", "rules:\n  - rule: LossNotDecreasing\n"
+                  "    parameters: {num_steps: 2, mode: TRAIN}\n")
+    r = lib.run_json(["run", "--trial", HEALTHY, "--rules", rules, "--fresh", "--json",
+                      "--output", os.path.join(tmp, "out-lnd")])
+    sc = c.scope("LossNotDecreasing not due", r)
+    if not sc.process():
+        return
+    res = by_name(r).get("LossNotDecreasing", {})
+    ev, skipped, nd = res.get("evaluated_steps"), res.get("skipped_steps"), res.get("not_due_steps")
+    sc.ok(isinstance(ev, int) and ev > 0, "evaluated some steps", lib.short(res))
+    sc.eq("no step skipped for want of data", skipped, [])
+    sc.ok(isinstance(nd, int) and nd > 0, "steps off the boundary counted apart",
+          lib.short(res))
+    sc.eq("every step counted once", ev + len(skipped or []) + (nd or 0), 16)
+
+
+def test_damaged(c, tmp):
+    trial = os.path.join(tmp, "damaged")
+    shutil.copytree(TRIAL, trial)
+    bad = os.path.join(trial, "index", "000000000", "000000000008_worker_0.json")
+    with open(bad, "w") as f:
+        f.write('{"meta": broken')
+    rules = write(tmp, "et.yaml", "rules:\n  - rule: ExplodingTensor\n  - rule: AllZero\n")
+    base = ["run", "--trial", trial, "--rules", rules, "--fresh",
+            "--output", os.path.join(tmp, "out-dmg")]
+    r = lib.run_json(base + ["--json"])
+    sc = c.scope("damaged index --json", r)
+    if sc.process():
+        probs = r.obj.get("read_problems") or []
+        if sc.ok(len(probs) == 1, "one read problem", lib.short(probs)):
+            sc.eq("file", probs[0].get("file"), "index/000000000/000000000008_worker_0.json")
+            sc.eq("steps lost", probs[0].get("steps_lost"), [8])
+            sc.ok("JSON" in (probs[0].get("message") or ""), "message", lib.short(probs[0]))
+        sc.eq("ExplodingTensor evaluated the rest", by_name(r).get("ExplodingTensor", {})
+              .get("evaluated_steps"), 12)
+    r = lib.run_json(base)
+    sc = c.scope("damaged index table", r)
+    sc.process(want_json=False)
+    lines = [ln for ln in r.err.splitlines() if "000000000008_worker_0.json" in ln]
+    sc.ok(len(lines) == 1, "printed once for two rules", r.err)
+    sc.ok(lines and "step 8 not evaluated" in lines[0], "names the step it cost", r.err)
+    r = lib.run_json(base + ["--strict"])
+    sc = c.scope("damaged index --strict", r)
+    sc.process(want_json=False)
+    sc.eq("exit", r.rc, 1)  # ExplodingTensor fired: issues found comes first
+    rules = write(tmp, "az.yaml", "rules:\n  - rule: AllZero\n")
+    r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh", "--strict",
+                      "--output", os.path.join(tmp, "out-dmg2")])
+    sc = c.scope("damaged index --strict, no issue", r)
+    sc.process(want_json=False)
+    sc.eq("exit 6", r.rc, 6)
+    sc.ok("could not be read" in r.err, "says why", r.err)
+
+
+def main():
+    c = lib.Checker("test_honest")
+    before = lib.tree_snapshot(TRIAL)
+    with tempfile.TemporaryDirectory(prefix="smrules-honest-") as tmp:
+        test_nodata(c, tmp)
+        test_notdue(c, tmp)
+        test_damaged(c, tmp)
+    lib.check_untouched(c, TRIAL, before)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
