@@ -175,7 +175,8 @@ struct smrules_ctx {
   smrules_json **cur;
   size_t ncur;
   int64_t cur_step;
-  char *last_trigger; /* {"step":..,"violations":[..]} */
+  char *last_trigger;  /* {"step":..,"violations":[..]} */
+  char *first_trigger; /* the same of the first trigger (this run's state) */
   int64_t violations, datapoints;
   bool datapoints_reported;
   smrules_json *details;
@@ -251,6 +252,7 @@ void smr_ctx_free(smrules_ctx *c) {
   json_free(c->details);
   smr_strv_free(&c->warnings);
   free(c->last_trigger);
+  free(c->first_trigger);
   free(c->failure);
   free(c->output_dir);
   free(c->name);
@@ -283,6 +285,8 @@ void smr_ctx_step_end(smrules_ctx *c, int64_t step, bool triggered) {
       json_render(c->cur[i], &b);
     }
     smr_buf_puts(&b, "]}");
+    if (!c->first_trigger) /* where it started: what one debugs */
+      c->first_trigger = smr_xstrdup(b.data);
     free(c->last_trigger);
     c->last_trigger = b.data;
     c->violations += c->ncur ? (int64_t)c->ncur : 1;
@@ -376,6 +380,8 @@ void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
   c->datapoints_reported = datapoints_reported;
   free(c->last_trigger);
   c->last_trigger = last_trigger ? smr_xstrdup(last_trigger) : NULL;
+  free(c->first_trigger); /* not stored: known again from the next trigger */
+  c->first_trigger = NULL;
 }
 
 char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
@@ -391,6 +397,8 @@ char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
   smr_buf_puts(&b, "]");
   if (c->last_trigger)
     smr_buf_printf(&b, ",\"last_trigger\":%s", c->last_trigger);
+  if (c->first_trigger)
+    smr_buf_printf(&b, ",\"first_trigger\":%s", c->first_trigger);
   smr_buf inner = {0};
   json_render(c->details, &inner);
   if (inner.len > 2) { /* merge the rule's own details */

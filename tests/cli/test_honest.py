@@ -12,6 +12,9 @@
              counted as SKIPPED (missing data) but as not_due_steps
   damaged    a damaged index file met during run is printed once, listed in
              --json read_problems with the step it cost; --strict exits 6
+  first      report.json keeps the first trigger's details (a run that
+             explodes at step 8 and is all NaN by 23: first_trigger is 8,
+             last_trigger 23), SageMaker's keys unchanged
 """
 
 import os
@@ -179,6 +182,28 @@ def test_damaged(c, tmp):
     sc.ok("could not be read" in r.err, "says why", r.err)
 
 
+def test_first(c, tmp):
+    out = os.path.join(tmp, "out-first")
+    rules = write(tmp, "first.yaml", "rules:\n  - rule: ExplodingTensor\n")
+    r = lib.run_json(["run", "--trial", TRIAL, "--rules", rules, "--fresh", "--output", out])
+    sc = c.scope("first trigger", r)
+    sc.process(want_json=False)
+    sc.eq("exit 1", r.rc, 1)
+    try:
+        rep = lib.load_json(os.path.join(out, "ExplodingTensor", "report.json"))
+    except (OSError, ValueError) as e:
+        sc.ok(False, "report.json", str(e))
+        return
+    det = rep.get("Details") or {}
+    sc.eq("first_trigger.step", (det.get("first_trigger") or {}).get("step"), 8)
+    sc.eq("last_trigger.step", (det.get("last_trigger") or {}).get("step"), 23)
+    v = (det.get("first_trigger") or {}).get("violations") or []
+    sc.ok(v and all("tensor" in x for x in v), "first_trigger names its tensors", lib.short(v))
+    sc.eq("SageMaker's keys", sorted(rep), ["Datapoints", "Details", "RuleParameters",
+                                           "RuleTriggered", "Violations"])
+    sc.eq("triggered_steps starts at 8", (det.get("triggered_steps") or [None])[0], 8)
+
+
 def main():
     c = lib.Checker("test_honest")
     before = lib.tree_snapshot(TRIAL)
@@ -186,6 +211,7 @@ def main():
         test_nodata(c, tmp)
         test_notdue(c, tmp)
         test_damaged(c, tmp)
+        test_first(c, tmp)
     lib.check_untouched(c, TRIAL, before)
     c.finish()
 
