@@ -65,9 +65,12 @@ FUZZ_SECONDS ?= 30
 .PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python
 all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
-$(GEN_C) $(GEN_H): $(PROTO)
+# A pattern rule with two targets is one recipe making both (every GNU
+# make; `&:` needs 4.3): an explicit two-target rule would run protoc-c once
+# per target, twice at once under make -j.
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: core/format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=core/format/proto --c_out=$(BUILD)/gen $(PROTO)
+	protoc-c --proto_path=core/format/proto --c_out=$(BUILD)/gen $<
 
 $(BUILD)/gen/smdebug_event.pb-c.o: $(GEN_C)
 	$(CC) $(filter-out -Wshadow -Wstrict-prototypes,$(CFLAGS_ALL)) -Wno-missing-braces -c $< -o $@
