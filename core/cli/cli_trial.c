@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/jsonw.h"
 #include "cli/cli.h"
@@ -48,9 +49,9 @@ const char *const SMR_TRIAL_HELP =
     "  --json           print JSON instead of a table\n"
     "  --live           smdebug's view of a run still writing: only\n"
     "                   training_job_end.ts ends training\n"
-    "  --state PATH     where the catalog lives (default "
-    "DIR/.smrules/state.db;\n"
-    "                   for s3:// trials a file under ~/.cache/smrules/s3/)\n"
+    "  --state PATH     keep the catalog in this file (default: in memory,\n"
+    "                   nothing is written into the trial; for s3:// trials\n"
+    "                   a file under ~/.cache/smrules/s3/)\n"
     "  --fresh          use a private in-memory catalog\n"
     "  --format F       auto (default), smdebug or tensorboard: what the\n"
     "                   folder holds (docs/tensorboard.md)\n"
@@ -64,7 +65,13 @@ int smr_cli_open_trial(const smr_trial_args *a, smr_trial **t) {
     fprintf(stderr, "smrules: --trial DIR is required\n");
     return SMR_EXIT_USAGE;
   }
-  int rc = smr_trial_open(a->trial, &a->opts, t, &err);
+  /* read-only commands write nothing into a local trial: without --state
+   * their catalog lives in memory (an s3:// trial's lives in the per-user
+   * cache, ~/.cache/smrules/s3/) */
+  smr_trial_opts o = a->opts;
+  if (!o.state_path && strncmp(a->trial, "s3://", 5) != 0)
+    o.fresh = true;
+  int rc = smr_trial_open(a->trial, &o, t, &err);
   if (rc != SMR_OK) {
     smr_cli_print_error(&err);
     if (a->json)

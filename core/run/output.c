@@ -238,9 +238,27 @@ static int write_text(int dirfd, const char *dir, const char *name,
   return rc;
 }
 
-/* One instance's report.json and result.json in <dir>/<name>/. */
+/* Whether <dfd>/result.json was written by a run that keeps state: its
+ * report.json is then the stored one, which a --fresh run must not replace
+ * (one written by an earlier --fresh run is a scratch copy: replaced). */
+static bool holds_stored_report(int dfd) {
+  int fd = openat(dfd, "result.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  char buf[4096];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n < 0)
+    return false;
+  buf[n] = '\0';
+  return strstr(buf, "\"fresh\":true") == NULL; /* a leading key */
+}
+
+/* One instance's report.json and result.json in <dir>/<name>/; a --fresh
+ * run beside a stored report writes report.fresh.json and
+ * result.fresh.json instead, and says so. */
 static int write_instance(smr_instance *in, const char *dir, const char *trial,
-                          smr_error *err) {
+                          bool fresh, smr_error *err) {
   /* everything below the trial folder is someone else's: no link there
    * is followed (base/safefs.h) */
   char *d = smr_xasprintf("%s/%s", dir, smr_instance_name(in));
@@ -249,11 +267,22 @@ static int write_instance(smr_instance *in, const char *dir, const char *trial,
     free(d);
     return SMR_ERR_IO;
   }
+  bool beside = fresh && holds_stored_report(dfd);
+  if (beside)
+    fprintf(stderr,
+            "smrules: %s: kept the stored %s/report.json; this --fresh run's "
+            "report is %s/report.fresh.json\n",
+            smr_instance_name(in), d, d);
   char *rep = smr_instance_report(in);
-  int rc = write_text(dfd, d, "report.json", rep, err);
+  int rc = write_text(dfd, d, beside ? "report.fresh.json" : "report.json", rep,
+                      err);
   free(rep);
   smr_jw w = {0};
   smr_jw_obj(&w);
+  if (fresh) { /* first: holds_stored_report reads the head only */
+    smr_jw_key(&w, "fresh");
+    smr_jw_bool(&w, true);
+  }
   smr_jw_key(&w, "trial");
   smr_jw_str(&w, trial);
   smr_jw_key(&w, "result");
@@ -261,7 +290,8 @@ static int write_instance(smr_instance *in, const char *dir, const char *trial,
   smr_jw_obj_end(&w);
   char *res = smr_jw_finish(&w);
   if (rc == SMR_OK)
-    rc = write_text(dfd, d, "result.json", res, err);
+    rc = write_text(dfd, d, beside ? "result.fresh.json" : "result.json", res,
+                    err);
   free(res);
   close(dfd);
   free(d);
@@ -276,7 +306,8 @@ int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
   for (size_t i = 0; i < smr_runner_count(r); i++) {
     smr_error e;
     smr_error_clear(&e);
-    int rc = write_instance(smr_runner_instance(r, i), dir, trial, &e);
+    int rc = write_instance(smr_runner_instance(r, i), dir, trial,
+                            smr_runner_fresh(r), &e);
     if (rc != SMR_OK && first == SMR_OK) {
       first = rc;
       if (err)

@@ -905,6 +905,9 @@ void smr_instance_nodata(smr_runner *r, const smr_instance *i,
 smr_trial *smr_runner_trial(smr_runner *r) {
   return r->trial;
 }
+bool smr_runner_fresh(const smr_runner *r) {
+  return r->opts.fresh;
+}
 int64_t smr_instance_waiting_at(const smr_instance *i) {
   return i->waiting_at;
 }

@@ -100,6 +100,7 @@ struct smr_nodata;
 void smr_instance_nodata(smr_runner *r, const smr_instance *i,
                          struct smr_nodata *out);
 smr_trial *smr_runner_trial(smr_runner *r);
+bool smr_runner_fresh(const smr_runner *r); /* opts.fresh (and --dry-run) */
 int64_t smr_instance_waiting_at(const smr_instance *i); /* -1 if not */
 const char *smr_instance_message(const smr_instance *i);
 /* The report object (docs/rule-semantics.md#the-report) as JSON text. */

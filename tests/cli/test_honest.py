@@ -15,6 +15,11 @@
   first      report.json keeps the first trigger's details (a run that
              explodes at step 8 and is all NaN by 23: first_trigger is 8,
              last_trigger 23), SageMaker's keys unchanged
+  readonly   inspect and tensor (table and --json) write nothing into the
+             trial: its tree is unchanged, no .smrules/ made
+  keep       run --fresh beside a stored report keeps report.json and
+             result.json as they were and writes report.fresh.json, saying
+             so; a second --fresh run replaces its own scratch copy
 """
 
 import os
@@ -204,6 +209,52 @@ def test_first(c, tmp):
     sc.eq("triggered_steps starts at 8", (det.get("triggered_steps") or [None])[0], 8)
 
 
+def test_readonly(c, tmp):
+    trial = os.path.join(tmp, "readonly")
+    shutil.copytree(TRIAL, trial)
+    before = lib.tree_snapshot(trial)
+    for args in (["inspect", "--trial", trial], ["inspect", "--trial", trial, "--json"],
+                 ["tensor", "--trial", trial, "--name", "MSELoss_output_0", "--step", "8"],
+                 ["tensor", "--trial", trial, "--name", "MSELoss_output_0", "--step", "8",
+                  "--json"]):
+        r = lib.run_json(args)
+        sc = c.scope("read-only %s" % " ".join(args[:1] + args[3:]), r)
+        sc.process(want_json="--json" in args)
+        sc.eq("exit 0", r.rc, 0)
+    lib.check_untouched(c, trial, before)
+    c.ok(not os.path.exists(os.path.join(trial, ".smrules")), "read-only: no .smrules in the trial")
+
+
+def test_keep(c, tmp):
+    trial = os.path.join(tmp, "keep")
+    shutil.copytree(TRIAL, trial)
+    rules = write(tmp, "keep.yaml", "rules:\n  - rule: ExplodingTensor\n")
+    out = os.path.join(trial, "rule-output", "ExplodingTensor")
+    r = lib.run_json(["run", "--trial", trial, "--rules", rules])
+    sc = c.scope("keep: stored run", r)
+    sc.process(want_json=False)
+    with open(os.path.join(out, "report.json"), "rb") as f:
+        stored = f.read()
+    with open(os.path.join(out, "result.json"), "rb") as f:
+        stored_res = f.read()
+    for i in (1, 2):
+        r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh", "--end-step", "9"])
+        sc = c.scope("keep: --fresh --end-step 9 #%d" % i, r)
+        sc.process(want_json=False)
+        with open(os.path.join(out, "report.json"), "rb") as f:
+            sc.ok(f.read() == stored, "report.json kept")
+        with open(os.path.join(out, "result.json"), "rb") as f:
+            sc.ok(f.read() == stored_res, "result.json kept")
+        sc.ok("kept the stored" in r.err and "report.fresh.json" in r.err, "says so", r.err)
+        try:
+            fresh = lib.load_json(os.path.join(out, "report.fresh.json"))
+        except (OSError, ValueError) as e:
+            sc.ok(False, "report.fresh.json", str(e))
+            continue
+        sc.eq("the fresh report is the fresh run's", fresh.get("Details", {}).get(
+            "triggered_steps"), [8])
+
+
 def main():
     c = lib.Checker("test_honest")
     before = lib.tree_snapshot(TRIAL)
@@ -212,6 +263,8 @@ def main():
         test_notdue(c, tmp)
         test_damaged(c, tmp)
         test_first(c, tmp)
+        test_readonly(c, tmp)
+        test_keep(c, tmp)
     lib.check_untouched(c, TRIAL, before)
     c.finish()
 
