@@ -20,9 +20,16 @@
   keep       run --fresh beside a stored report keeps report.json and
              result.json as they were and writes report.fresh.json, saying
              so; a second --fresh run replaces its own scratch copy
+  nogpu      ProfilerReport of a recording without GPU readings says so in
+             the GPU, CPU/I/O-bottleneck and GPU-memory sections instead of
+             pie charts of 100 % "GPU usage above threshold"; a finished
+             job's wording has no "so far"/"yet"; axis ticks are round
 """
 
+import html
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -255,6 +262,76 @@ def test_keep(c, tmp):
             "triggered_steps"), [8])
 
 
+def report_text(path):
+    t = open(path, encoding="utf-8").read()
+    t = re.sub(r"<svg.*?</svg>", " ", t, flags=re.S)
+    t = re.sub(r"<style.*?</style>", " ", t, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", t)))
+
+
+def round_ticks(sc, doc):
+    """Every axis of every chart: numeric tick labels a round step apart."""
+    for svg in re.findall(r"<svg.*?</svg>", doc, flags=re.S):
+        for anchor in ("end", "middle"):
+            vals = sorted({float(x) for x in re.findall(
+                r'text-anchor="%s" class="cl">(-?[\d.]+(?:e[-+]\d+)?)</text>' % anchor, svg)})
+            if len(vals) < 2:
+                continue
+            steps = {round(b - a, 9) for a, b in zip(vals, vals[1:])}
+            step = min(steps)
+            m = step / 10 ** math.floor(math.log10(step))
+            sc.ok(len(steps) == 1 and any(abs(m - k) < 1e-6 for k in (1, 2, 2.5, 5)),
+                  "round ticks", "%s" % vals)
+
+
+def test_nogpu(c, tmp):
+    rec = os.path.join(tmp, "nogpu")
+    shutil.copytree(os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck"), rec)
+    for dirpath, _, files in os.walk(os.path.join(rec, "profiler-output", "system")):
+        for n in files:
+            if n.endswith(".json"):
+                p = os.path.join(dirpath, n)
+                with open(p) as f:
+                    kept = [ln for ln in f if '"Type":"gpu"' not in ln]
+                with open(p, "w") as f:
+                    f.writelines(kept)
+    rules = write(tmp, "pr.yaml", "rules:\n  - rule: ProfilerReport\n")
+    out = os.path.join(tmp, "out-pr")
+    r = lib.run_json(["run", "--trial", rec, "--rules", rules, "--fresh", "--output", out])
+    sc = c.scope("ProfilerReport without GPUs", r)
+    sc.process(want_json=False)
+    path = os.path.join(out, "ProfilerReport", "profiler-output", "profiler-report.html")
+    try:
+        doc = open(path, encoding="utf-8").read()
+    except OSError as e:
+        sc.ok(False, "report written", str(e))
+        return
+    text = report_text(path)
+    sc.ok("no GPU metrics" in text, "the node has no GPU metrics", text[:300])
+    sc.ok("GPU usage above threshold" not in doc, "no pie of GPU usage")
+    sc.ok("had a GPU below the threshold" not in text, "no GPU count of zero")
+    for rule in ("CPUBottleneck", "IOBottleneck"):
+        sc.ok("No GPU utilization readings in this recording: %s" % rule in text,
+              "%s section says why" % rule)
+    sc.ok("No GPU readings in this recording." in text, "GPU memory section says so")
+    sc.ok("it needs GPU and GPU memory readings" in text, "BatchSize says so")
+    sc.ok("(the whole job)" in text, "the job is finished")
+    sc.ok("so far" not in text, "no 'so far' for a finished job")
+    sc.ok("steps yet" not in text, "no 'yet' for a finished job")
+    sc.ok("No rule triggered." in text, "no rule triggered")
+    round_ticks(sc, doc)
+    # with GPUs the same sections chart as before
+    out = os.path.join(tmp, "out-pr-gpu")
+    r = lib.run_json(["run", "--trial", os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck"),
+                      "--rules", rules, "--fresh", "--output", out])
+    sc = c.scope("ProfilerReport with GPUs", r)
+    sc.process(want_json=False)
+    path = os.path.join(out, "ProfilerReport", "profiler-output", "profiler-report.html")
+    doc = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    sc.ok("GPU usage above threshold" in doc, "bottleneck pies drawn")
+    round_ticks(sc, doc)
+
+
 def main():
     c = lib.Checker("test_honest")
     before = lib.tree_snapshot(TRIAL)
@@ -265,6 +342,7 @@ def main():
         test_first(c, tmp)
         test_readonly(c, tmp)
         test_keep(c, tmp)
+        test_nogpu(c, tmp)
     lib.check_untouched(c, TRIAL, before)
     c.finish()
 

@@ -182,7 +182,7 @@ static void rules_summary(rk_text *o, const rpt_view *v) {
                    (long long)top->triggered, h_times(top->triggered),
                    (long long)top->datapoints);
   } else {
-    h_p(o, "No rule triggered so far.");
+    h_p(o, v->finished ? "No rule triggered." : "No rule triggered so far.");
   }
   h_table(o, "rule|description|recommendation|times triggered|datapoints|"
              "parameters");

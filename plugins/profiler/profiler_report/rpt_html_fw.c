@@ -132,8 +132,10 @@ void h_step_durations(rk_text *o, const rpt_view *v) {
   const pj *d = h_details(v, "StepOutlier");
   const pj *sd = pj_get(d, "step_details");
   if (!sd || !sd->n) {
-    h_note(o, "No step phase has more than 100 steps yet (StepOutlier "
-              "needs them to compute statistics).");
+    h_note(o, v->finished ? "No step phase has more than 100 steps "
+                            "(StepOutlier needs them to compute statistics)."
+                          : "No step phase has more than 100 steps yet "
+                            "(StepOutlier needs them to compute statistics).");
     h_section_end(o);
     return;
   }

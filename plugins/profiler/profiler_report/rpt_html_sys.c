@@ -14,6 +14,14 @@
 
 /* ------------------------------------------------------ system usage */
 
+/* Whether the recording has GPU utilization readings (OverallSystemUsage
+ * lists a "GPU" entry per node that had any): without them the sections
+ * about GPUs say so instead of charting zeros. */
+static bool have_gpu(const rpt_view *v) {
+  const pj *g = pj_get(h_details(v, "OverallSystemUsage"), "GPU");
+  return g && g->n > 0;
+}
+
 static const char *const METRICS[] = {"CPU",        "GPU", "CPU memory",
                                       "GPU memory", "I/O", "Network"};
 #define NMETRICS (sizeof METRICS / sizeof *METRICS)
@@ -157,6 +165,11 @@ void h_gpu_utilization(rk_text *o, const rpt_view *v) {
   h_section(o, "gpu", "GPU utilization analysis");
   const rpt_sub *s = rpt_find(v, "LowGPUUtilization");
   const pj *d = h_details(v, "LowGPUUtilization");
+  if (!have_gpu(v)) {
+    h_note(o, "No GPU utilization readings in this recording.");
+    h_section_end(o);
+    return;
+  }
   if (s)
     rk_text_printf(o,
                    "<p>LowGPUUtilization triggered %lld %s over "
@@ -261,6 +274,9 @@ void h_batch_size(rk_text *o, const rpt_view *v) {
                    "memory were all lightly used at once, which suggests a "
                    "larger batch or a smaller instance.</p>\n",
                    (long long)s->triggered, h_times(s->triggered));
+  else if (s && !have_gpu(v))
+    rk_text_printf(o, "<p>BatchSize did not trigger: it needs GPU and GPU "
+                      "memory readings, and this recording has none.</p>\n");
   else if (s)
     rk_text_printf(o, "<p>BatchSize did not trigger: CPU, GPU and GPU "
                       "memory were never all lightly used at once, so "
@@ -301,6 +317,17 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
     h_section_end(o);
     return;
   }
+  if (!have_gpu(v)) {
+    rk_text_printf(o,
+                   "<p>No GPU utilization readings in this recording: %s "
+                   "looks for snapshots where the GPUs wait (%s) while GPU "
+                   "utilization is low, so it cannot find a bottleneck "
+                   "here (%lld snapshots read).</p>\n",
+                   rule, cpu ? "high CPU utilization" : "high I/O wait",
+                   (long long)s->datapoints);
+    h_section_end(o);
+    return;
+  }
   double total = (double)s->datapoints;
   double low = pj_num_or(d, "low_gpu_utilization", 0);
   double bn = (double)s->violations;
@@ -331,6 +358,11 @@ void h_gpu_memory(rk_text *o, const rpt_view *v) {
   h_section(o, "gpu-memory", "GPU memory");
   const pj *d = h_details(v, "GPUMemoryIncrease");
   const rpt_sub *s = rpt_find(v, "GPUMemoryIncrease");
+  if (!have_gpu(v)) {
+    h_note(o, "No GPU readings in this recording.");
+    h_section_end(o);
+    return;
+  }
   if (s)
     rk_text_printf(o, "<p>GPUMemoryIncrease triggered %lld %s.</p>\n",
                    (long long)s->triggered, h_times(s->triggered));

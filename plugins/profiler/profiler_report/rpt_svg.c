@@ -125,17 +125,49 @@ bool svg_bars(rk_text *o, const char *title, const char *const *labels,
 
 /* ------------------------------------------------------------ histogram */
 
+/* A round tick step, near a quarter of the span: 1, 2, 2.5 or 5 times a
+ * power of ten (0 for an empty span), so that ticks read 0/25/50/75, not
+ * 24.2/48.5/72.8. */
+static double tick_step(double lo, double hi) {
+  double span = hi - lo;
+  if (!(span > 0) || !isfinite(span))
+    return 0;
+  double raw = span / 4, p = pow(10, floor(log10(raw)));
+  double m = raw / p;
+  return p * (m <= 1 ? 1 : m <= 2 ? 2 : m <= 2.5 ? 2.5 : m <= 5 ? 5 : 10);
+}
+
+/* The ticks of [lo, hi] at multiples of tick_step (at most 12): their
+ * values and their positions along the axis (0 at lo, 1 at hi). */
+static size_t ticks(double lo, double hi, double *val, double *pos) {
+  double step = tick_step(lo, hi);
+  if (step == 0) {
+    val[0] = lo;
+    pos[0] = 0;
+    return 1;
+  }
+  size_t n = 0;
+  for (double k = ceil(lo / step - 1e-9);
+       n < 12 && k * step <= hi + step * 1e-9; k++) {
+    val[n] = k * step == 0 ? 0 : k * step; /* no "-0" */
+    pos[n] = (val[n] - lo) / (hi - lo);
+    n++;
+  }
+  return n;
+}
+
 static void x_axis(rk_text *o, int x0, int x1, int y, double lo, double hi,
                    const char *label) {
   rk_text_printf(o,
                  "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
                  "class=\"ax\"/>",
                  x0, y, x1, y);
-  for (int t = 0; t <= 4; t++) {
-    double v = lo + (hi - lo) * t / 4;
-    double x = x0 + (x1 - x0) * t / 4.0;
+  double val[12], pos[12];
+  size_t nt = ticks(lo, hi, val, pos);
+  for (size_t t = 0; t < nt; t++) {
+    double x = x0 + (x1 - x0) * pos[t];
     char b[32];
-    num_label(v, b, sizeof b);
+    num_label(val[t], b, sizeof b);
     rk_text_printf(o,
                    "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" "
                    "class=\"cl\">%s</text>",
@@ -157,11 +189,12 @@ static void y_axis(rk_text *o, int x, int y0, int y1, double lo, double hi,
                  "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" "
                  "class=\"ax\"/>",
                  x, y0, x, y1);
-  for (int t = 0; t <= 4; t++) {
-    double v = lo + (hi - lo) * t / 4;
-    double y = y0 - (y0 - y1) * t / 4.0;
+  double val[12], pos[12];
+  size_t nt = ticks(lo, hi, val, pos);
+  for (size_t t = 0; t < nt; t++) {
+    double y = y0 - (y0 - y1) * pos[t];
     char b[32];
-    num_label(v, b, sizeof b);
+    num_label(val[t], b, sizeof b);
     rk_text_printf(o,
                    "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
                    "class=\"cl\">%s</text>",
