@@ -84,7 +84,9 @@ static void from_lines(sels *s, const smr_params *p) {
     smr_strv_take(&s->keep, line);
     if (!kind_of(line, false, &k) || strcmp(colon + 1, "None") == 0)
       continue;
-    for (char *item = strtok(colon + 1, ","); item; item = strtok(NULL, ",")) {
+    char *save = NULL;
+    for (char *item = strtok_r(colon + 1, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
       while (*item == ' ')
         item++;
       if (*item)

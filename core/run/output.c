@@ -257,8 +257,8 @@ static bool holds_stored_report(int dfd) {
 /* One instance's report.json and result.json in <dir>/<name>/; a --fresh
  * run beside a stored report writes report.fresh.json and
  * result.fresh.json instead, and says so. */
-static int write_instance(smr_instance *in, const char *dir, const char *trial,
-                          bool fresh, smr_error *err) {
+static int write_instance(smr_runner *r, smr_instance *in, const char *dir,
+                          const char *trial, bool fresh, smr_error *err) {
   /* everything below the trial folder is someone else's: no link there
    * is followed (base/safefs.h) */
   char *d = smr_xasprintf("%s/%s", dir, smr_instance_name(in));
@@ -286,7 +286,7 @@ static int write_instance(smr_instance *in, const char *dir, const char *trial,
   smr_jw_key(&w, "trial");
   smr_jw_str(&w, trial);
   smr_jw_key(&w, "result");
-  result_json(&w, NULL, in);
+  result_json(&w, r, in);
   smr_jw_obj_end(&w);
   char *res = smr_jw_finish(&w);
   if (rc == SMR_OK)
@@ -306,7 +306,7 @@ int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
   for (size_t i = 0; i < smr_runner_count(r); i++) {
     smr_error e;
     smr_error_clear(&e);
-    int rc = write_instance(smr_runner_instance(r, i), dir, trial,
+    int rc = write_instance(r, smr_runner_instance(r, i), dir, trial,
                             smr_runner_fresh(r), &e);
     if (rc != SMR_OK && first == SMR_OK) {
       first = rc;
