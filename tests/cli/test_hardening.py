@@ -75,6 +75,12 @@ def run(args, timeout=lib.TIMEOUT):
     return lib.Result(args, rc, out, err)
 
 
+def stateful(trial):
+    """A command that keeps state in <trial>/.smrules (inspect and tensor are
+    read-only and keep none: docs/cli.md#where-state-and-output-live)."""
+    return run_rules(trial, RULES, ["--output", os.path.join(os.path.dirname(trial), "out")])
+
+
 def run_rules(trial, rules_text, extra=(), timeout=lib.TIMEOUT):
     path = write(os.path.join(os.path.dirname(trial), "rules.yaml"), rules_text)
     return run(["run", "--trial", trial, "--rules", path, "--json"] + list(extra), timeout)
@@ -161,7 +167,7 @@ def check_writes(c, tmp):
     # .smrules is a link: the state goes nowhere else
     trial, outside = new_trial(tmp, "state_dir_link")
     os.symlink(outside, os.path.join(trial, ".smrules"))
-    r = run(["inspect", "--trial", trial, "--json"])
+    r = stateful(trial)
     sc = c.scope(".smrules is a link", r)
     sc.process(want_json=False)
     sc.eq("no state file created where the link points", sorted(os.listdir(outside)), [])
@@ -298,7 +304,7 @@ def check_state_link(c, tmp):
     before = db_dump(other)
     os.makedirs(os.path.join(trial, ".smrules"))
     os.symlink(other, os.path.join(trial, ".smrules", "state.db"))
-    r = run(["inspect", "--trial", trial, "--json"])
+    r = stateful(trial)
     sc = c.scope("state.db is a link to another database", r)
     sc.process(want_json=False)
     sc.eq("the other database is unchanged", db_dump(other), before)
@@ -393,11 +399,11 @@ def open_up(path):
 
 def check_state_owner(c, tmp):
     trial, _ = new_trial(tmp, "state_owner")
-    r = run(["inspect", "--trial", trial, "--json"])
+    r = stateful(trial)
     db = os.path.join(trial, ".smrules", "state.db")
     os.chown(db, 65534, 65534)
     before = db_dump(db)
-    r = run(["inspect", "--trial", trial, "--json"])
+    r = stateful(trial)
     sc = c.scope("state file of another user", r)
     sc.process(want_json=False)
     sc.ok(r.rc != 0 and "belongs to uid 65534" in r.err, "refused, saying whose it is",
@@ -405,7 +411,7 @@ def check_state_owner(c, tmp):
     sc.eq("nothing in it changed", db_dump(db), before)
     os.chown(db, 0, 0)
     os.chmod(db, 0o666)
-    r = run(["inspect", "--trial", trial, "--json"])
+    r = stateful(trial)
     sc = c.scope("state file others may write", r)
     sc.process(want_json=False)
     sc.ok(r.rc != 0 and "written by other users" in r.err, "refused", lib.short(r.err))
@@ -417,7 +423,13 @@ def check_read_only(c, tmp):
     for dirpath, dirs, files in os.walk(trial):
         for n in dirs + files:
             os.chmod(os.path.join(dirpath, n), 0o755 if n in dirs else 0o644)
-    r = as_nobody(["inspect", "--trial", trial, "--json"])
+    out = os.path.join(tmp, "ro-out")  # rule output goes elsewhere: nobody may write it
+    os.makedirs(out)
+    os.chmod(out, 0o777)
+    open_up(out)
+    rules = write(os.path.join(tmp, "ro-rules.yaml"), RULES)
+    os.chmod(rules, 0o644)
+    r = as_nobody(["run", "--trial", trial, "--json", "--rules", rules, "--output", out])
     if r is None:
         print("SKIP read-only trial: cannot run as another user here")
         return
