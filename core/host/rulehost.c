@@ -384,6 +384,11 @@ void smr_ctx_restore(smrules_ctx *c, int64_t violations, int64_t datapoints,
   c->first_trigger = NULL;
 }
 
+void smr_ctx_restore_first(smrules_ctx *c, const char *first_trigger) {
+  free(c->first_trigger);
+  c->first_trigger = first_trigger ? smr_xstrdup(first_trigger) : NULL;
+}
+
 char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
                           int64_t evaluated) {
   if (c->profiler_rule)

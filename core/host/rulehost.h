@@ -37,6 +37,10 @@ void smr_ctx_set_output_dir(smrules_ctx *ctx, const char *dir);
 void smr_ctx_restore(smrules_ctx *ctx, int64_t violations, int64_t datapoints,
                      bool datapoints_reported, const char *last_trigger);
 
+/* ... and the first trigger's {"step":..,"violations":[..]} (JSON text,
+ * or NULL), after smr_ctx_restore. */
+void smr_ctx_restore_first(smrules_ctx *ctx, const char *first_trigger);
+
 /* The report JSON object (docs/rule-semantics.md#the-report) for the given
  * triggered steps and number of evaluated steps. */
 char *smr_ctx_report_json(smrules_ctx *ctx, const smr_i64v *triggered,

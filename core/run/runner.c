@@ -1,6 +1,7 @@
 /* runner.c - rule instances and the invocation loop. */
 #include "run/runner.h"
 
+#include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,32 @@ static sqlite3 *db_of(smr_runner *r) {
   return smr_catalog_db(smr_trial_catalog(r->trial));
 }
 
+/* Steps of the run in the instance's range up to `last` that were walked
+ * but neither evaluated nor skipped: the not-due steps of the runs before
+ * (not stored: counted again from the steps, so that a continued run
+ * reports what one run does). */
+static int64_t not_due_before(const smr_runner *r, const smr_instance *in,
+                              int64_t last) {
+  int64_t walked = 0;
+  for (size_t i = 0; i < r->steps.n; i++) {
+    int64_t g = r->steps.v[i];
+    walked += g >= in->start && (in->end < 0 || g < in->end) && g <= last;
+  }
+  int64_t n = walked - in->evaluated - (int64_t)in->skipped.n;
+  return n > 0 ? n : 0;
+}
+
+/* Details.first_trigger of the stored report (untrusted: re-encoded). */
+static void restore_first_trigger(smr_instance *in, const char *report) {
+  cJSON *root = report ? cJSON_Parse(report) : NULL;
+  cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "Details");
+  cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "first_trigger");
+  char *text = cJSON_IsObject(f) ? cJSON_PrintUnformatted(f) : NULL;
+  smr_ctx_restore_first(in->ctx, text);
+  cJSON_free(text);
+  cJSON_Delete(root);
+}
+
 /* Resume from stored state where that gives exactly the results of a full
  * evaluation: stateless rules and rules that restored their own state
  * continue after the last step; others start over when there are new
@@ -347,6 +374,8 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     in->last_step = s.last_step;
     smr_ctx_restore(in->ctx, s.violations, s.datapoints, s.datapoints >= 0,
                     s.last_trigger);
+    restore_first_trigger(in, s.report);
+    in->not_due = not_due_before(r, in, s.last_step);
     if (nothing_new && s.report) /* finish() details included */
       in->stored_report = smr_xstrdup(s.report);
   }
@@ -361,7 +390,7 @@ static void drop_stored(smr_instance *in) {
   if (in->restored)
     return;
   in->triggered.n = in->skipped.n = 0;
-  in->evaluated = 0;
+  in->evaluated = in->not_due = 0;
   in->last_step = -1;
   smr_ctx_restore(in->ctx, 0, 0, false, NULL);
 }

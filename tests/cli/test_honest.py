@@ -214,6 +214,21 @@ def test_first(c, tmp):
     sc.eq("SageMaker's keys", sorted(rep), ["Datapoints", "Details", "RuleParameters",
                                            "RuleTriggered", "Violations"])
     sc.eq("triggered_steps starts at 8", (det.get("triggered_steps") or [None])[0], 8)
+    # a run continued from stored state keeps the first trigger of the run before
+    state = os.path.join(tmp, "first-state.db")
+    out2 = os.path.join(tmp, "out-first2")
+    for extra in (["--end-step", "9"], []):
+        r = lib.run_json(["run", "--trial", TRIAL, "--rules", rules, "--state", state,
+                          "--output", out2] + extra)
+        sc = c.scope("first trigger, resumed %s" % (extra or "to the end"), r)
+        sc.process(want_json=False)
+        try:
+            det = lib.load_json(os.path.join(out2, "ExplodingTensor", "report.json"))["Details"]
+        except (OSError, ValueError, KeyError) as e:
+            sc.ok(False, "report.json", str(e))
+            continue
+        sc.eq("first_trigger.step", (det.get("first_trigger") or {}).get("step"), 8)
+        sc.eq("last_trigger.step", (det.get("last_trigger") or {}).get("step"), 23 if not extra else 8)
 
 
 def test_readonly(c, tmp):

@@ -177,7 +177,8 @@ static int64_t position(smrules_trial *t, int mode, int64_t g) {
 
 /* One tensor at g: 0 fine, 1 violation; -1 not evaluated for want of
  * data, NOT_DUE not evaluated by design (a step of another mode, fewer
- * than num_steps steps since the last check or since the first). */
+ * than num_steps steps since the last check or since the first, a tensor
+ * that is not a scalar). */
 #define NOT_DUE -2
 static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
                         const char *name, int64_t g) {
@@ -185,7 +186,10 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
   k.c = position(t, k.mode, g);
   if (k.c < 0)
     return NOT_DUE;
-  if (rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &k.loss, NULL))
+  int rc = rk_scalar(t, name, g, SMRULES_MODE_GLOBAL, &k.loss, NULL);
+  if (rc > 0) /* saved, but not a scalar: not a loss (a live run selects */
+    return NOT_DUE; /* every tensor until the collections file is there) */
+  if (rc)
     return -1;
   last_check *lc = rk_table_get(&st->last, name, true);
   if (lc->set[k.mode] && k.c < lc->pos[k.mode] + st->s->num_steps)
