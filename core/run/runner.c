@@ -12,9 +12,8 @@
 #include "base/sha256.h"
 #include "base/workers.h"
 #include "config/params.h"
-#include "host/plugin.h"
 #include "host/rulehost.h"
-#include "lua/lua_params.h"
+#include "host/rulekind.h"
 #include "run/nodata.h"
 #include "run/runner_profiler.h"
 #include "run/schedule.h"
@@ -23,16 +22,10 @@
 
 struct smr_instance {
   const smr_rule_config *cfg;
-  char *name, *rule;
-  smr_plugin *plugin;
-  void *settings;
-  smr_params params;
-  const smr_rule_ops *ops;
-  void *impl;
-  smrules_ctx *ctx;
+  char *name;
+  smr_rule *rule; /* the host side: kind, context, implementation */
   int64_t start, end;
   char *config_hash;
-  bool stateless;
   /* results */
   smr_rule_status status;
   smr_i64v triggered, skipped;
@@ -81,79 +74,18 @@ const char *smr_rule_status_name(smr_rule_status s) {
   }
 }
 
-/* ------------------------------------------------- the plugin adapter */
-
-typedef struct plugin_impl {
-  const smrules_rule *reg;
-  void *state;
-} plugin_impl;
-
-static int plugin_invoke(void *impl, smrules_ctx *ctx, int64_t step) {
-  plugin_impl *p = impl;
-  return p->reg->invoke_at_step(ctx, p->state, step);
-}
-
-static int plugin_finish(void *impl, smrules_ctx *ctx) {
-  plugin_impl *p = impl;
-  return p->reg->finish ? p->reg->finish(ctx, p->state) : SMRULES_NO_TRIGGER;
-}
-
-static void plugin_destroy(void *impl) {
-  plugin_impl *p = impl;
-  if (p->reg->destroy && p->state)
-    p->reg->destroy(p->state);
-  free(p);
-}
-
-static char *plugin_save(void *impl, smrules_ctx *ctx) {
-  plugin_impl *p = impl;
-  return p->reg->save_state ? p->reg->save_state(ctx, p->state) : NULL;
-}
-
-static int plugin_load(void *impl, smrules_ctx *ctx, const char *text) {
-  plugin_impl *p = impl;
-  return p->reg->load_state ? p->reg->load_state(ctx, p->state, text) : -1;
-}
-
-static bool plugin_wants_time(const void *impl) {
-  const plugin_impl *p = impl;
-  return p->reg->invoke_at_time != NULL;
-}
-
-static int plugin_at_time(void *impl, smrules_ctx *ctx, double now) {
-  plugin_impl *p = impl;
-  return p->reg->invoke_at_time(ctx, p->state, now);
-}
-
-static const smr_rule_ops PLUGIN_OPS = {
-    .kind = "plugin",
-    .wants_time = plugin_wants_time,
-    .invoke_at_time = plugin_at_time,
-    .invoke_at_step = plugin_invoke,
-    .finish = plugin_finish,
-    .destroy = plugin_destroy,
-    .save_state = plugin_save,
-    .load_state = plugin_load,
-};
-
 /* ------------------------------------------------------------- setup */
-
-static char *file_stem(const char *path) {
-  const char *b = strrchr(path, '/');
-  b = b ? b + 1 : path;
-  const char *dot = strrchr(b, '.');
-  return smr_xstrndup(b, dot && dot != b ? (size_t)(dot - b) : strlen(b));
-}
 
 /* What the stored state belongs to: the rule, its parameters and, for
  * scripts and plugins, the code itself.  Step bounds are not part of it:
  * a later run over later steps continues the same rule state, as smdebug's
  * invoke_rule does when called again on the same rule object. */
-static char *config_hash(const smr_instance *in, const char *code_path) {
+static char *config_hash(const smr_rule *rule, const char *code_path) {
   smr_sha256 h;
   smr_sha256_init(&h);
-  char *head = smr_xasprintf(
-      "%s\n%s\n", in->rule, in->params.lines.data ? in->params.lines.data : "");
+  char *head =
+      smr_xasprintf("%s\n%s\n", rule->type,
+                    rule->params.lines.data ? rule->params.lines.data : "");
   smr_sha256_update(&h, head, strlen(head));
   free(head);
   char *code = NULL;
@@ -171,59 +103,6 @@ static char *config_hash(const smr_instance *in, const char *code_path) {
   return hex;
 }
 
-static int setup_plugin(smr_instance *in, const smr_config *cfg,
-                        smr_error *err) {
-  const smr_rule_config *rc = in->cfg;
-  int st = rc->plugin ? smr_plugin_load(rc->plugin, &in->plugin, err)
-                      : smr_plugin_find(rc->rule, &in->plugin, err);
-  if (st != SMR_OK) {
-    if (err->msg[0] && !strstr(err->msg, "line ")) {
-      char why[SMR_ERR_MSG_MAX]; /* err->msg cannot format into itself */
-      snprintf(why, sizeof why, "%s", err->msg);
-      smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1, "line %d, column %d: %s",
-                    rc->line, rc->col, why);
-    }
-    return SMR_ERR_USAGE;
-  }
-  const smrules_rule *reg = in->plugin->reg;
-  free(in->rule);
-  in->rule = smr_xstrdup(reg->name);
-  in->settings = smr_xcalloc(1, reg->settings_size ? reg->settings_size : 1);
-  static const smrules_param none[] = {{.type = SMRULES_PARAM_END}};
-  st = smr_params_apply(reg->name, reg->params ? reg->params : none,
-                        rc->parameters, rc->line, rc->col, cfg->path,
-                        in->settings, &in->params, err);
-  if (st != SMR_OK)
-    return st;
-  in->stateless = reg->flags & SMRULES_RULE_STATELESS;
-  in->ops = &PLUGIN_OPS;
-  return SMR_OK;
-}
-
-static int init_plugin(smr_instance *in, const smr_config *cfg,
-                       smr_error *err) {
-  const smrules_rule *reg = in->plugin->reg;
-  plugin_impl *p = smr_xcalloc(1, sizeof *p);
-  p->reg = reg;
-  in->impl = p;
-  if (reg->init && reg->init(in->ctx, in->settings, &p->state) != 0) {
-    const char *why = smr_ctx_failure(in->ctx);
-    return smr_error_set(err, SMR_ERR_USAGE, cfg->path, -1,
-                         "line %d, column %d: %s: %s", in->cfg->line,
-                         in->cfg->col, in->name,
-                         why ? why : "the rule refused its configuration");
-  }
-  return SMR_OK;
-}
-
-static void set_output_dir(smr_runner *r, smr_instance *in) {
-  if (!r->opts.output_dir)
-    return;
-  char *d = smr_xasprintf("%s/%s", r->opts.output_dir, in->name);
-  smr_ctx_set_output_dir(in->ctx, d);
-  free(d);
-}
-
 static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
                          smr_instance **out, smr_error *err) {
   const smr_rule_config *rc = &cfg->rules[idx];
@@ -235,51 +114,27 @@ static int make_instance(smr_runner *r, const smr_config *cfg, size_t idx,
   in->waiting_at = -1;
   in->start = r->opts.start_step >= 0 ? r->opts.start_step : rc->start_step;
   in->end = r->opts.end_step >= 0 ? r->opts.end_step : rc->end_step;
-  int st;
-  if (rc->lua) {
-    char *stem = file_stem(rc->lua);
-    in->rule = smr_xasprintf("lua:%s", stem);
-    free(stem);
-    /* checked against the script's -- @param declarations */
-    st = smr_lua_params_apply(in->rule, rc->lua, rc->parameters, rc->line,
-                              rc->col, cfg->path, &in->params, err);
-    in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
-    if (st != SMR_OK)
-      return st;
-    set_output_dir(r, in);
-    in->ops = &smr_lua_rule_ops;
-    st = smr_lua_rule_load(rc->lua, rc->parameters, &r->opts.lua, in->ctx,
-                           &in->impl, err);
-    in->config_hash = config_hash(in, rc->lua);
-    return st;
-  }
-  in->rule = smr_xstrdup(rc->rule ? rc->rule : rc->plugin);
-  st = setup_plugin(in, cfg, err);
-  if (st != SMR_OK)
-    return st;
-  in->ctx = smr_ctx_new(r->trial, in->name, in->rule, &in->params);
-  set_output_dir(r, in);
-  in->config_hash = config_hash(in, rc->plugin);
-  return init_plugin(in, cfg, err);
+  smr_rule_env env = {.trial = r->trial,
+                      .config_path = cfg->path,
+                      .output_dir = r->opts.output_dir,
+                      .budgets = &r->opts.lua};
+  int st = smr_rule_new(rc, &env, in->name, &in->rule, err);
+  if (st == SMR_OK)
+    in->config_hash = config_hash(in->rule, in->rule->code);
+  return st;
 }
 
 static void instance_free(smr_instance *in) {
   if (!in)
     return;
-  if (in->ops && in->impl)
-    in->ops->destroy(in->impl);
   smr_prof_run_free(in->prof_run);
-  smr_ctx_free(in->ctx);
-  smr_params_free(&in->params);
-  free(in->settings);
-  smr_plugin_unload(in->plugin);
+  smr_rule_free(in->rule);
   smr_i64v_free(&in->triggered);
   smr_i64v_free(&in->skipped);
   free(in->message);
   free(in->stored_report);
   free(in->config_hash);
   free(in->name);
-  free(in->rule);
   free(in);
 }
 
@@ -341,7 +196,7 @@ static void restore_first_trigger(smr_instance *in, const char *report) {
   cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "Details");
   cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "first_trigger");
   char *text = cJSON_IsObject(f) ? cJSON_PrintUnformatted(f) : NULL;
-  smr_ctx_restore_first(in->ctx, text);
+  smr_ctx_restore_first(in->rule->ctx, text);
   cJSON_free(text);
   cJSON_Delete(root);
 }
@@ -360,9 +215,10 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     smr_rule_state_free(&s);
     return;
   }
-  bool restored = in->stateless;
-  if (!restored && s.impl_state && in->ops->load_state)
-    restored = in->ops->load_state(in->impl, in->ctx, s.impl_state) == 0;
+  bool restored = in->rule->stateless;
+  if (!restored && s.impl_state && in->rule->ops->load_state)
+    restored = in->rule->ops->load_state(in->rule->impl, in->rule->ctx,
+                                         s.impl_state) == 0;
   bool nothing_new = newest_step <= s.last_step;
   in->restored = restored;
   if (restored || nothing_new) {
@@ -372,8 +228,8 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
       smr_i64v_push(&in->skipped, s.skipped.v[i]);
     in->evaluated = s.evaluated;
     in->last_step = s.last_step;
-    smr_ctx_restore(in->ctx, s.violations, s.datapoints, s.datapoints >= 0,
-                    s.last_trigger);
+    smr_ctx_restore(in->rule->ctx, s.violations, s.datapoints,
+                    s.datapoints >= 0, s.last_trigger);
     restore_first_trigger(in, s.report);
     in->not_due = not_due_before(r, in, s.last_step);
     if (nothing_new && s.report) /* finish() details included */
@@ -392,7 +248,7 @@ static void drop_stored(smr_instance *in) {
   in->triggered.n = in->skipped.n = 0;
   in->evaluated = in->not_due = 0;
   in->last_step = -1;
-  smr_ctx_restore(in->ctx, 0, 0, false, NULL);
+  smr_ctx_restore(in->rule->ctx, 0, 0, false, NULL);
 }
 
 static void save(smr_runner *r, smr_instance *in) {
@@ -406,12 +262,14 @@ static void save(smr_runner *r, smr_instance *in) {
   s.triggered = in->triggered;
   s.skipped = in->skipped;
   s.evaluated = in->evaluated;
-  s.violations = smr_ctx_violations(in->ctx);
-  s.datapoints = smr_ctx_datapoints(in->ctx);
-  s.last_trigger = (char *)smr_ctx_last_violations(in->ctx);
+  s.violations = smr_ctx_violations(in->rule->ctx);
+  s.datapoints = smr_ctx_datapoints(in->rule->ctx);
+  s.last_trigger = (char *)smr_ctx_last_violations(in->rule->ctx);
   s.message = in->message;
   char *impl_state =
-      in->ops->save_state ? in->ops->save_state(in->impl, in->ctx) : NULL;
+      in->rule->ops->save_state
+          ? in->rule->ops->save_state(in->rule->impl, in->rule->ctx)
+          : NULL;
   s.impl_state = impl_state;
   s.report = smr_instance_report(in);
   smr_error e;
@@ -425,7 +283,7 @@ static void save(smr_runner *r, smr_instance *in) {
 /* ---------------------------------------------------------- the loop */
 
 static void set_error(smr_instance *in, const char *fallback) {
-  const char *why = smr_ctx_failure(in->ctx);
+  const char *why = smr_ctx_failure(in->rule->ctx);
   free(in->message);
   in->message = smr_xstrdup(why ? why : fallback);
   in->status = SMR_RULE_ERROR;
@@ -443,10 +301,10 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
     if (a == SMR_UNAVAILABLE)
       return true;
   }
-  smr_ctx_step_begin(in->ctx, g);
-  int rc = in->ops->invoke_at_step(in->impl, in->ctx, g);
+  smr_ctx_step_begin(in->rule->ctx, g);
+  int rc = in->rule->ops->invoke_at_step(in->rule->impl, in->rule->ctx, g);
   bool fired = rc == SMRULES_TRIGGERED;
-  smr_ctx_step_end(in->ctx, g, fired);
+  smr_ctx_step_end(in->rule->ctx, g, fired);
   switch (rc) {
   case SMRULES_TRIGGERED:
     smr_i64v_push(&in->triggered, g);
@@ -481,7 +339,7 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
 /* ------------------------------------------------ profiler rules (hook) */
 
 static bool is_profiler_rule(const smr_instance *in) {
-  return in->plugin && in->plugin->reg->kind == SMRULES_KIND_PROFILER;
+  return in->rule->profiler;
 }
 
 bool smr_instance_is_profiler(const smr_instance *in) {
@@ -520,18 +378,16 @@ static smr_rule_status live_status(const smr_instance *in) {
 
 static smr_prof_loop profiler_loop(smr_runner *r, smr_instance *in,
                                    prof_trigger_arg *ta) {
-  const smrules_rule *reg = in->plugin->reg;
   return (smr_prof_loop){.dir = r->opts.profiler_dir,
                          .shared = &r->prof_shared,
                          .live = r->opts.live,
                          .final_window = !r->opts.sagemaker_windows,
-                         .scan_interval_us =
-                             smr_prof_scan_interval(reg->params, in->settings),
+                         .scan_interval_us = in->rule->window_us,
                          .start = in->start,
                          .end = in->end,
-                         .ctx = in->ctx,
-                         .ops = in->ops,
-                         .impl = in->impl,
+                         .ctx = in->rule->ctx,
+                         .ops = in->rule->ops,
+                         .impl = in->rule->impl,
                          .triggered = &in->triggered,
                          .evaluated = &in->evaluated,
                          .last_step = &in->last_step,
@@ -553,7 +409,7 @@ static bool profiler_window(smr_runner *r, smr_instance *in) {
   char *msg = NULL;
   bool more = true;
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
-    smr_ctx_set_failure(in->ctx, msg);
+    smr_ctx_set_failure(in->rule->ctx, msg);
     set_error(in, "the rule failed");
     more = false;
   }
@@ -618,7 +474,7 @@ static void walk_begin(smr_runner *r, smr_instance *in) {
   if (in->stored_report && newest > in->last_step)
     drop_stored(in);
   smrules_live_info li = live_info(r);
-  smr_ctx_set_live(in->ctx, &li);
+  smr_ctx_set_live(in->rule->ctx, &li);
   in->waiting_at = -1;
   in->walk_stopped = in->walk_evaluated = false;
   int64_t first = in->start > 0 ? in->start : 0;
@@ -839,8 +695,7 @@ static smrules_live_info live_info(smr_runner *r) {
 }
 
 static bool instance_wants_time(const smr_instance *in) {
-  return in->ops && in->impl && in->ops->wants_time &&
-         in->ops->invoke_at_time && in->ops->wants_time(in->impl);
+  return smr_rule_wants_time(in->rule);
 }
 
 static void tick_instance(smr_runner *r, smr_instance *in,
@@ -848,13 +703,14 @@ static void tick_instance(smr_runner *r, smr_instance *in,
   if (!instance_wants_time(in) || in->status == SMR_RULE_ERROR)
     return;
   int64_t at = li->newest_step >= 0 ? li->newest_step : 0;
-  smr_ctx_set_live(in->ctx, li);
-  smr_ctx_step_begin(in->ctx, at);
-  int rc = in->ops->invoke_at_time(in->impl, in->ctx, li->now);
+  smr_ctx_set_live(in->rule->ctx, li);
+  smr_ctx_step_begin(in->rule->ctx, at);
+  int rc =
+      in->rule->ops->invoke_at_time(in->rule->impl, in->rule->ctx, li->now);
   /* one trigger per step: a stall that goes on is the same trigger */
   bool fired = rc == SMRULES_TRIGGERED &&
                !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);
-  smr_ctx_step_end(in->ctx, at, fired);
+  smr_ctx_step_end(in->rule->ctx, at, fired);
   if (rc < 0) {
     set_error(in, "the rule failed without a message");
     return;
@@ -890,8 +746,8 @@ void smr_runner_finish(smr_runner *r) {
     if (!in->needs_finish)
       continue;
     in->needs_finish = false;
-    if (in->status != SMR_RULE_ERROR && in->ops->finish &&
-        in->ops->finish(in->impl, in->ctx) < 0)
+    if (in->status != SMR_RULE_ERROR && in->rule->ops->finish &&
+        in->rule->ops->finish(in->rule->impl, in->rule->ctx) < 0)
       set_error(in, "the rule's finish step failed");
     save(r, in);
   }
@@ -909,7 +765,7 @@ const char *smr_instance_name(const smr_instance *i) {
   return i->name;
 }
 const char *smr_instance_rule(const smr_instance *i) {
-  return i->rule;
+  return i->rule->type;
 }
 smr_rule_status smr_instance_status(const smr_instance *i) {
   return i->status;
@@ -928,8 +784,8 @@ int64_t smr_instance_not_due(const smr_instance *i) {
 }
 void smr_instance_nodata(smr_runner *r, const smr_instance *i,
                          smr_nodata *out) {
-  smr_nodata_describe(r->trial, i->plugin ? i->plugin->reg->params : NULL,
-                      i->settings, &i->params, out);
+  smr_nodata_describe(r->trial, i->rule->param_table, i->rule->settings,
+                      &i->rule->params, out);
 }
 smr_trial *smr_runner_trial(smr_runner *r) {
   return r->trial;
@@ -950,5 +806,5 @@ const smr_rule_config *smr_instance_config(const smr_instance *i) {
 char *smr_instance_report(smr_instance *i) {
   if (i->stored_report)
     return smr_xstrdup(i->stored_report);
-  return smr_ctx_report_json(i->ctx, &i->triggered, i->evaluated);
+  return smr_ctx_report_json(i->rule->ctx, &i->triggered, i->evaluated);
 }

@@ -19,20 +19,6 @@ void smr_prof_run_free(smr_prof_run *run) {
   free(run);
 }
 
-int64_t smr_prof_scan_interval(const smrules_param *table,
-                               const void *settings) {
-  for (const smrules_param *p = table; p && p->type != SMRULES_PARAM_END; p++) {
-    if (strcmp(p->name, "scan_interval_us") != 0)
-      continue;
-    const char *f = (const char *)settings + p->offset;
-    if (p->type == SMRULES_PARAM_INT)
-      return *(const int64_t *)f;
-    if (p->type == SMRULES_PARAM_FLOAT)
-      return (int64_t) * (const double *)f;
-  }
-  return SMR_DEFAULT_SCAN_INTERVAL_US;
-}
-
 static int open_reader(const smr_prof_loop *l, smr_profiler **out,
                        char **message) {
   smr_profiler_opts o = {.live = l->live, .final_window = l->final_window};

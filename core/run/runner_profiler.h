@@ -14,7 +14,6 @@
 #include "base/common.h"
 #include "host/rulectx.h"
 
-#define SMR_DEFAULT_SCAN_INTERVAL_US 60000000LL
 /* The most time windows a job's profiler data may span: 694 days at the
  * default 60 s.  Timestamps further apart (a stray file, a forged one)
  * would cost a walk and memory per window: the rule fails instead,
@@ -54,10 +53,5 @@ int smr_prof_loop_run(smr_prof_run **run, const smr_prof_loop *l,
 void smr_prof_run_free(smr_prof_run *run);
 /* Drop the reference smr_prof_loop.shared holds. */
 void smr_prof_shared_close(struct smr_profiler **shared);
-
-/* The scan_interval_us parameter from a rule's parsed settings (by name in
- * its parameter table), or the default when the rule has none. */
-int64_t smr_prof_scan_interval(const smrules_param *table,
-                               const void *settings);
 
 #endif
