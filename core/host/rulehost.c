@@ -3,7 +3,6 @@
 #include "host/rulehost.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +12,8 @@
 
 #include "base/jsonw.h"
 #include "base/safefs.h"
-#include "base/workers.h"
+#include "host/data.h"
 #include "profiler/profiler.h"
-#include "trial/stats_cache.h"
 
 /* ------------------------------------------------------ report objects */
 
@@ -612,34 +610,18 @@ typedef struct host_tensor {
   smr_value_loc loc;
 } host_tensor;
 
-/* A value that cannot be decoded is reported once as a warning and
- * treated as not saved at that step, so the rule goes on (R17). */
-static pthread_mutex_t warned_mu = PTHREAD_MUTEX_INITIALIZER;
-static smr_strv warned; /* messages already printed (at most 256 kept) */
-
-static int read_failure(const smr_error *e) {
-  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
-  smr_error_format(e, msg, sizeof msg);
-  pthread_mutex_lock(&warned_mu);
-  bool again = smr_strv_contains(&warned, msg);
-  if (!again && warned.n < 256)
-    smr_strv_push(&warned, msg);
-  pthread_mutex_unlock(&warned_mu);
-  if (!again) /* every rule reading the same bad record: say it once */
-    fprintf(stderr, "smrules: warning: %s\n", msg);
-  return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
-}
-
 static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
                      smrules_tensor *out) {
   memset(out, 0, sizeof *out);
   host_tensor *h = smr_xcalloc(1, sizeof *h);
   smr_error e;
   smr_error_clear(&e);
-  int rc = smr_trial_value(T(t), name, step, mode, NULL, &h->t, &h->loc, &e);
+  int rc = smr_data_value(T(t), name, step, mode, NULL, &h->t, &h->loc, &e);
+  if (rc == SMR_ERR_USAGE)
+    rc = smr_data_unreadable(&e);
   if (rc != SMR_OK) {
     free(h);
-    return rc <= SMR_STEP_UNAVAILABLE ? rc : read_failure(&e);
+    return rc;
   }
   out->dtype = h->t.dtype;
   out->ndim = h->t.ndim;
@@ -667,6 +649,11 @@ static void api_release(smrules_tensor *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* A reduction the value has not (strings) is not saved at the step. */
+static int reduction_out(int rc) {
+  return rc == SMR_ERR_USAGE ? SMRULES_TENSOR_UNAVAILABLE_FOR_STEP : rc;
+}
+
 static int api_reduction(smrules_trial *t, const char *name, int64_t step,
                          int mode, int reduction, bool abs, double *out) {
   bool saved;
@@ -674,13 +661,8 @@ static int api_reduction(smrules_trial *t, const char *name, int64_t step,
   smr_error_clear(&e);
   if (reduction < 0 || reduction >= SMR_RED_COUNT_)
     return SMRULES_ERR;
-  int rc = smr_trial_reduction(T(t), name, step, mode, NULL, reduction, abs,
-                               out, &saved, NULL, &e);
-  if (rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE)
-    return rc;
-  if (rc == SMR_ERR_USAGE) /* no such reduction of this value (strings) */
-    return SMRULES_TENSOR_UNAVAILABLE_FOR_STEP;
-  return read_failure(&e);
+  return reduction_out(smr_data_reduction(T(t), name, step, mode, NULL,
+                                          reduction, abs, out, &saved, &e));
 }
 
 static const smr_tensor *core_tensor(const smrules_tensor *t) {
@@ -717,14 +699,6 @@ static int api_stats(const smrules_tensor *t, smrules_stats *out) {
   return SMRULES_NO_TRIGGER;
 }
 
-/* The pass that computes `what`. */
-static int compute(const smr_tensor *v, smr_stats_what what, smr_stats *s) {
-  smr_error e;
-  int rc = what == SMR_STATS_COUNTS ? smr_tensor_counts(v, s, &e)
-                                    : smr_tensor_stats(v, s, &e);
-  return rc == SMR_OK ? SMRULES_NO_TRIGGER : SMRULES_ERR;
-}
-
 /* What a rule is handed: the counts alone are always without the other
  * statistics, whether computed for it or found in a full entry. */
 static void what_out(const smr_stats *s, smr_stats_what what,
@@ -735,104 +709,48 @@ static void what_out(const smr_stats *s, smr_stats_what what,
         NAN;
 }
 
-/* Reads the value and computes `what`; with a cache, the entry the
- * caller claimed is filled. */
-static int compute_value_stats(smrules_trial *t, const char *name, int64_t step,
-                               int mode, smr_stats_what what,
-                               smr_stats_cache *cache, smrules_stats *out) {
-  smr_stats s;
-  memset(&s, 0, sizeof s);
-  smrules_tensor v;
-  int rc = api_value(t, name, step, mode, &v);
-  if (rc == SMRULES_NO_TRIGGER) {
-    rc = compute(core_tensor(&v), what, &s);
-    api_release(&v);
-  }
-  if (rc == SMRULES_NO_TRIGGER)
-    what_out(&s, what, out);
-  /* a damaged record's warning is printed once whoever reads it, so
-   * every status can be shared */
-  if (cache)
-    smr_stats_cache_fill(cache, name, step, mode, what, rc, &s);
-  return rc;
-}
-
-/* The statistics (or counts) from the cache or computed; with wait
- * false, STATS_BUSY when another thread is computing them (never handed
- * to a rule: a second pass waits for those). */
-#define STATS_BUSY (-100)
-static int value_stats(smrules_trial *t, const char *name, int64_t step,
-                       int mode, smr_stats_what what, bool wait,
-                       smrules_stats *out) {
-  memset(out, 0, sizeof *out);
-  smr_stats_cache *cache = smr_trial_stats_cache(T(t));
-  smr_stats s;
-  int rc;
-  switch (
-      cache ? smr_stats_cache_try(cache, name, step, mode, what, wait, &s, &rc)
-            : SMR_STATS_CLAIMED) {
-  case SMR_STATS_STORED:
-    if (rc == SMRULES_NO_TRIGGER)
-      what_out(&s, what, out);
-    return rc;
-  case SMR_STATS_BUSY:
-    return STATS_BUSY;
-  case SMR_STATS_CLAIMED:
-    break;
-  }
-  return compute_value_stats(t, name, step, mode, what, cache, out);
+/* Statistics that cannot be computed (strings) fail the rule. */
+static int stats_status(int rc) {
+  return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
 }
 
 static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
                            int mode, smrules_stats *out) {
-  return value_stats(t, name, step, mode, SMR_STATS_FULL, true, out);
+  memset(out, 0, sizeof *out);
+  smr_stats s;
+  int rc = smr_data_stats(T(t), name, step, mode, NULL, SMR_STATS_FULL, true,
+                          &s, NULL, NULL);
+  if (rc == SMR_OK)
+    what_out(&s, SMR_STATS_FULL, out);
+  return stats_status(rc);
 }
 
 /* ---- the same reduction or statistics of many tensors, in parallel ---- */
-
-typedef struct many {
-  smrules_trial *t;
-  const char *const *names;
-  int64_t step;
-  int mode, reduction;
-  bool abs;
-  double *red;
-  smr_stats_what what;
-  smrules_stats *stats;
-  int *status;
-} many;
-
-static void one_reduction(void *arg, size_t i) {
-  many *m = arg;
-  m->status[i] = api_reduction(m->t, m->names[i], m->step, m->mode,
-                               m->reduction, m->abs, &m->red[i]);
-}
-
-/* First pass: what another thread is computing is left for the second,
- * so two rules asking for the same tensors at once share the work
- * instead of one waiting for the other tensor by tensor. */
-static void one_stats(void *arg, size_t i) {
-  many *m = arg;
-  m->status[i] = value_stats(m->t, m->names[i], m->step, m->mode, m->what,
-                             false, &m->stats[i]);
-}
-
-static void one_stats_waiting(void *arg, size_t i) {
-  many *m = arg;
-  if (m->status[i] == STATS_BUSY)
-    m->status[i] = value_stats(m->t, m->names[i], m->step, m->mode, m->what,
-                               true, &m->stats[i]);
-}
 
 static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
                           int64_t step, int mode, int reduction, bool abs,
                           double *out, int *status) {
   if (n && (!names || !out || !status))
     return SMRULES_ERR;
-  many m = {t,   names, step,           mode, reduction,
-            abs, out,   SMR_STATS_FULL, NULL, status};
-  smr_parallel_for(n, one_reduction, &m);
+  if (reduction < 0 || reduction >= SMR_RED_COUNT_) {
+    for (size_t i = 0; i < n; i++)
+      status[i] = SMRULES_ERR;
+    return SMRULES_NO_TRIGGER;
+  }
+  smr_data_reductions(T(t), names, n, step, mode, reduction, abs, out, status);
+  for (size_t i = 0; i < n; i++)
+    status[i] = reduction_out(status[i]);
   return SMRULES_NO_TRIGGER;
+}
+
+typedef struct stats_dest {
+  smrules_stats *out;
+  smr_stats_what what;
+} stats_dest;
+
+static void put_stats(void *arg, size_t i, const smr_stats *s) {
+  stats_dest *d = arg;
+  what_out(s, d->what, &d->out[i]);
 }
 
 static int many_stats(smrules_trial *t, const char *const *names, size_t n,
@@ -840,9 +758,12 @@ static int many_stats(smrules_trial *t, const char *const *names, size_t n,
                       smrules_stats *out, int *status) {
   if (n && (!names || !out || !status))
     return SMRULES_ERR;
-  many m = {t, names, step, mode, 0, false, NULL, what, out, status};
-  smr_parallel_for(n, one_stats, &m);
-  smr_parallel_for(n, one_stats_waiting, &m);
+  if (n)
+    memset(out, 0, n * sizeof *out);
+  stats_dest d = {out, what};
+  smr_data_stats_many(T(t), names, n, step, mode, what, status, put_stats, &d);
+  for (size_t i = 0; i < n; i++)
+    status[i] = stats_status(status[i]);
   return SMRULES_NO_TRIGGER;
 }
 

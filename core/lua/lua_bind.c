@@ -10,7 +10,6 @@
 #include "lua/lua_bind.h"
 #include "lua/lua_util.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +17,10 @@
 
 #include "format/index.h"
 #include "format/tensor.h"
+#include "host/data.h"
 #include "lua/lua_report.h"
 #include "lua/lua_sandbox.h"
 #include "lua/lua_value.h"
-#include "trial/stats_cache.h"
 #include "trial/trial.h"
 
 #define TRIAL_MT "smrules.trial"
@@ -148,22 +147,18 @@ static int raise_status(lua_State *L, int status, const smr_error *err) {
 }
 
 /* Errors from the trial: usage errors are the script's (plain error with
- * position), everything else an error object. */
+ * position), everything else an error object.  Data that cannot be read
+ * (corrupt record, missing event file) is as if it had not been saved:
+ * the step is skipped for this rule, as smdebug's TensorUnavailableForStep,
+ * and the reason is logged once, exactly as for C plugins (host/data.h
+ * turns unreadable values into that already; here the same for the
+ * trial's queries; docs/formats.md#differences-from-smdebug, Decision
+ * F10). */
 static int raise_trial_error(lua_State *L, int status, const smr_error *err) {
   if (status == SMR_ERR_USAGE)
     return luaL_error(L, "%s", err->msg);
-  if (status == SMR_ERR_FORMAT || status == SMR_ERR_IO) {
-    /* A value that cannot be read (corrupt record, missing event file) is
-     * as if it had not been saved: the step is skipped for this rule, as
-     * smdebug's TensorUnavailableForStep, and the reason is logged
-     * (docs/formats.md#differences-from-smdebug, Decision F10;
-     * docs/rule-semantics.md#decisions, Decision R17), exactly as for C
-     * plugins. */
-    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
-    smr_error_format(err, msg, sizeof msg);
-    fprintf(stderr, "smrules: warning: %s\n", msg);
-    status = SMR_TENSOR_UNAVAILABLE_FOR_STEP;
-  }
+  if (status == SMR_ERR_FORMAT || status == SMR_ERR_IO)
+    status = smr_data_unreadable(err);
   return raise_status(L, status, err);
 }
 
@@ -583,8 +578,8 @@ static int tensor_shape(lua_State *L) {
   int64_t shape[SMR_MAX_DIMS];
   smr_error err;
   smr_error_clear(&err);
-  int rc = smr_trial_shape(trial_of(L), name, step, opt_mode(L, 3), worker,
-                           &ndim, shape, &err);
+  int rc = smr_data_shape(trial_of(L), name, step, opt_mode(L, 3), worker,
+                          &ndim, shape, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
   lua_createtable(L, ndim, 0);
@@ -609,8 +604,9 @@ static void charge_computed_reduction(lua_State *L, const char *name,
   int ndim = 0;
   int64_t shape[SMR_MAX_DIMS];
   smr_error err;
-  if (smr_trial_shape(trial_of(L), name, step, mode, worker, &ndim, shape,
-                      &err) != SMR_OK)
+  smr_error_clear(&err);
+  if (smr_data_shape(trial_of(L), name, step, mode, worker, &ndim, shape,
+                     &err) != SMR_OK)
     return;
   double n = element_count(ndim, shape);
   smr_lua_sandbox_charge_work(L,
@@ -629,9 +625,9 @@ static int tensor_reduction_value(lua_State *L) {
   bool saved = false;
   smr_error err;
   smr_error_clear(&err);
-  int rc = smr_trial_reduction(trial_of(L), name, step, opt_mode(L, 4), worker,
-                               red, smr_lua_opt_bool(L, 4, "abs"), &v, &saved,
-                               NULL, &err);
+  int rc =
+      smr_data_reduction(trial_of(L), name, step, opt_mode(L, 4), worker, red,
+                         smr_lua_opt_bool(L, 4, "abs"), &v, &saved, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
   if (!saved)
@@ -654,32 +650,16 @@ static int tensor_value(lua_State *L) {
   smr_lua_value_push(L, lua_gettop(L), &t, &loc);
   smr_error err;
   smr_error_clear(&err);
-  int rc = smr_trial_value(trial_of(L), name, step, mode, worker, t, loc, &err);
+  int rc = smr_data_value(trial_of(L), name, step, mode, worker, t, loc, &err);
   if (rc)
     return raise_trial_error(L, rc, &err);
   smr_lua_value_ready(L, -1);
   return 1;
 }
 
-/* The statistics (or only the counts) of the value at a step without
- * reading it again when another rule of the run just did
- * (trial/stats_cache.h); with a worker option the value is read (the
- * shared entries are the default worker's). */
-static int read_stats(lua_State *L, const char *name, lua_Integer step,
-                      int mode, const char *worker, smr_stats_what what,
-                      smr_stats *s, smr_error *err) {
-  smr_tensor t;
-  smr_value_loc loc;
-  int rc =
-      smr_trial_value(trial_of(L), name, step, mode, worker, &t, &loc, err);
-  if (rc == SMR_OK) {
-    rc = what == SMR_STATS_COUNTS ? smr_tensor_counts(&t, s, err)
-                                  : smr_tensor_stats(&t, s, err);
-    smr_tensor_release(&t);
-  }
-  return rc;
-}
-
+/* The statistics (or only the counts) of the value at a step, shared
+ * with the other rules of the run (host/data.h).  The rule is charged
+ * for the value when this call read it. */
 static int shared_stats(lua_State *L, smr_stats_what what) {
   const char *name = check_tensor(L);
   lua_Integer step = luaL_checkinteger(L, 2);
@@ -687,26 +667,16 @@ static int shared_stats(lua_State *L, smr_stats_what what) {
   char wbuf[256];
   const char *worker = opt_worker(L, 3, wbuf, sizeof wbuf);
   int mode = opt_mode(L, 3);
-  smr_stats_cache *c = worker ? NULL : smr_trial_stats_cache(trial_of(L));
   smr_stats s;
-  int status = 0;
-  bool hit = c && smr_stats_cache_try(c, name, step, mode, what, true, &s,
-                                      &status) == SMR_STATS_STORED;
-  if (!hit || status != 0) { /* a stored failure: read, for its message */
-    smr_error err;
-    smr_error_clear(&err);
-    int rc = read_stats(L, name, step, mode, worker, what, &s, &err);
-    if (rc == SMR_OK) /* read and went over the value for this rule */
-      charge_computed_reduction(L, name, step, mode, worker);
-    if (c && !hit && rc == SMR_OK)
-      smr_stats_cache_fill(c, name, step, mode, what, 0, &s);
-    else if (c && !hit)
-      smr_stats_cache_abandon(c, name, step, mode, what);
-    if (rc == SMR_ERR_USAGE) /* strings */
-      return luaL_error(L, "%s", err.msg);
-    if (rc)
-      return raise_trial_error(L, rc, &err);
-  }
+  bool read = false;
+  smr_error err;
+  smr_error_clear(&err);
+  int rc = smr_data_stats(trial_of(L), name, step, mode, worker, what, true, &s,
+                          &read, &err);
+  if (read)
+    charge_computed_reduction(L, name, step, mode, worker);
+  if (rc)
+    return raise_trial_error(L, rc, &err);
   smr_lua_push_stats(L, &s, what == SMR_STATS_FULL);
   return 1;
 }

@@ -1,0 +1,185 @@
+/* data.c - the one door from rules to tensor data (data.h). */
+#include "host/data.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/workers.h"
+
+/* ------------------------------------------------------ read failures */
+
+static pthread_mutex_t warned_mu = PTHREAD_MUTEX_INITIALIZER;
+static smr_strv warned; /* messages already printed (at most 256 kept) */
+
+int smr_data_unreadable(const smr_error *err) {
+  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
+  smr_error_format(err, msg, sizeof msg);
+  pthread_mutex_lock(&warned_mu);
+  bool again = smr_strv_contains(&warned, msg);
+  if (!again && warned.n < 256)
+    smr_strv_push(&warned, msg);
+  pthread_mutex_unlock(&warned_mu);
+  if (!again) /* every rule reading the same bad record: say it once */
+    fprintf(stderr, "smrules: warning: %s\n", msg);
+  return SMR_TENSOR_UNAVAILABLE_FOR_STEP;
+}
+
+/* Availability statuses and usage errors are the caller's; anything else
+ * is a value that could not be read. */
+static int answer(int rc, const smr_error *err) {
+  if (rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE || rc == SMR_ERR_USAGE)
+    return rc;
+  return smr_data_unreadable(err);
+}
+
+/* -------------------------------------------------------------- reads */
+
+int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
+                   const char *worker, smr_tensor *out, smr_value_loc *loc,
+                   smr_error *err) {
+  return answer(smr_trial_value(t, name, step, mode, worker, out, loc, err),
+                err);
+}
+
+int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,
+                       const char *worker, int reduction, bool abs, double *out,
+                       bool *saved, smr_error *err) {
+  return answer(smr_trial_reduction(t, name, step, mode, worker, reduction, abs,
+                                    out, saved, NULL, err),
+                err);
+}
+
+int smr_data_shape(smr_trial *t, const char *name, int64_t step, int mode,
+                   const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
+                   smr_error *err) {
+  return answer(smr_trial_shape(t, name, step, mode, worker, ndim, shape, err),
+                err);
+}
+
+/* --------------------------------------------------------- statistics */
+
+/* Read the value and go over it for `what`. */
+static int compute(smr_trial *t, const char *name, int64_t step, int mode,
+                   const char *worker, smr_stats_what what, smr_stats *s,
+                   smr_error *err) {
+  smr_tensor v;
+  smr_value_loc loc;
+  int rc = smr_data_value(t, name, step, mode, worker, &v, &loc, err);
+  if (rc == SMR_ERR_USAGE) /* the value's, not the caller's: unreadable */
+    rc = smr_data_unreadable(err);
+  if (rc != SMR_OK)
+    return rc;
+  rc = what == SMR_STATS_COUNTS ? smr_tensor_counts(&v, s, err)
+                                : smr_tensor_stats(&v, s, err);
+  smr_tensor_release(&v);
+  return rc;
+}
+
+int smr_data_stats(smr_trial *t, const char *name, int64_t step, int mode,
+                   const char *worker, smr_stats_what what, bool wait,
+                   smr_stats *out, bool *read, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  if (read)
+    *read = false;
+  smr_error local;
+  smr_error *e = err ? err : &local;
+  smr_error_clear(e);
+  smr_stats_cache *c = worker ? NULL : smr_trial_stats_cache(t);
+  int rc = SMR_OK;
+  switch (c ? smr_stats_cache_try(c, name, step, mode, what, wait, out, &rc)
+            : SMR_STATS_CLAIMED) {
+  case SMR_STATS_STORED:
+    if (rc == SMR_OK || !err)
+      return rc;
+    /* a failure another rule found: read again, for the reason */
+    rc = compute(t, name, step, mode, worker, what, out, e);
+    if (read)
+      *read = rc == SMR_OK;
+    return rc;
+  case SMR_STATS_BUSY:
+    return SMR_DATA_BUSY;
+  case SMR_STATS_CLAIMED:
+    break;
+  }
+  rc = compute(t, name, step, mode, worker, what, out, e);
+  if (read)
+    *read = rc == SMR_OK;
+  /* a damaged record's warning is printed once whoever reads it, so
+   * every status can be shared */
+  if (c)
+    smr_stats_cache_fill(c, name, step, mode, what, rc, out);
+  return rc;
+}
+
+/* ------------------------------------------------------------ batches */
+
+typedef struct batch {
+  smr_trial *t;
+  const char *const *names;
+  int64_t step;
+  int mode, reduction;
+  bool abs;
+  double *red;
+  smr_stats_what what;
+  int *status;
+  smr_data_put put;
+  void *arg;
+} batch;
+
+static void one_reduction(void *arg, size_t i) {
+  batch *b = arg;
+  smr_error e;
+  smr_error_clear(&e);
+  bool saved;
+  b->status[i] =
+      smr_data_reduction(b->t, b->names[i], b->step, b->mode, NULL,
+                         b->reduction, b->abs, &b->red[i], &saved, &e);
+}
+
+void smr_data_reductions(smr_trial *t, const char *const *names, size_t n,
+                         int64_t step, int mode, int reduction, bool abs,
+                         double *out, int *status) {
+  batch b = {.t = t,
+             .names = names,
+             .step = step,
+             .mode = mode,
+             .reduction = reduction,
+             .abs = abs,
+             .red = out,
+             .status = status};
+  smr_parallel_for(n, one_reduction, &b);
+}
+
+static void one_stats(batch *b, size_t i, bool wait) {
+  smr_stats s;
+  b->status[i] = smr_data_stats(b->t, b->names[i], b->step, b->mode, NULL,
+                                b->what, wait, &s, NULL, NULL);
+  if (b->status[i] == SMR_OK)
+    b->put(b->arg, i, &s);
+}
+
+static void stats_first(void *arg, size_t i) {
+  one_stats(arg, i, false);
+}
+
+static void stats_waiting(void *arg, size_t i) {
+  batch *b = arg;
+  if (b->status[i] == SMR_DATA_BUSY)
+    one_stats(b, i, true);
+}
+
+void smr_data_stats_many(smr_trial *t, const char *const *names, size_t n,
+                         int64_t step, int mode, smr_stats_what what,
+                         int *status, smr_data_put put, void *arg) {
+  batch b = {.t = t,
+             .names = names,
+             .step = step,
+             .mode = mode,
+             .what = what,
+             .status = status,
+             .put = put,
+             .arg = arg};
+  smr_parallel_for(n, stats_first, &b);
+  smr_parallel_for(n, stats_waiting, &b);
+}
