@@ -16,7 +16,7 @@
 #include "host/rulectx.h"
 
 /* The SDK's statuses are the host's: rule results and host-function
- * returns pass between the two unchanged (see rulehost.c), so the public
+ * returns pass between the two unchanged (see host_api.c), so the public
  * numbers must never drift from the internal ones. */
 _Static_assert(SMRULES_NO_TRIGGER == SMR_OK, "status: no trigger / ok");
 _Static_assert(SMRULES_STEP_UNAVAILABLE == SMR_STEP_UNAVAILABLE,

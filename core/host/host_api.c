@@ -1,0 +1,554 @@
+/* host_api.c - the smrules_api function table handed to plugins
+ * (smrules.h): thin adapters over the context (rulectx.c), the report
+ * objects (report_json.c), the rule's files (rule_output.c), the trial's
+ * queries and, for values and statistics, the one door to the data
+ * (data.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/data.h"
+#include "host/host_int.h"
+
+/* ------------------------------------------- reports and parameters */
+
+static int api_live_info(smrules_ctx *c, smrules_live_info *out) {
+  *out = c->live;
+  return SMRULES_NO_TRIGGER;
+}
+
+static bool api_param_is_set(smrules_ctx *c, const char *name) {
+  return c->params && smr_params_is_set(c->params, name);
+}
+
+static smrules_json *api_violation(smrules_ctx *c) {
+  c->cur = smr_xrealloc(c->cur, (c->ncur + 1) * sizeof *c->cur);
+  c->cur[c->ncur] = smr_rjson_new();
+  return c->cur[c->ncur++];
+}
+
+static smrules_json *api_details(smrules_ctx *c) {
+  return c->details;
+}
+
+static void api_datapoints(smrules_ctx *c, int64_t n) {
+  c->datapoints += n;
+  c->datapoints_reported = true;
+}
+
+/* ------------------------------------------------------ trial queries */
+
+static smr_trial *T(smrules_trial *t) {
+  return (smr_trial *)t;
+}
+
+static smrules_trial *api_trial(smrules_ctx *c) {
+  return (smrules_trial *)c->trial;
+}
+
+/* Other trials are read as finished trials (docs/rules/SimilarAcrossRuns.md)
+ * with a private catalog, opened once per path per rule instance. */
+static smrules_trial *api_open_trial(smrules_ctx *c, const char *path) {
+  for (size_t i = 0; i < c->nothers; i++)
+    if (strcmp(c->other_paths[i], path) == 0)
+      return (smrules_trial *)c->others[i];
+  smr_trial_opts o = {.fresh = true};
+  smr_trial *t;
+  smr_error e;
+  if (smr_trial_open(path, &o, &t, &e) != SMR_OK) {
+    char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
+    smr_error_format(&e, msg, sizeof msg);
+    smr_ctx_failf(c, "cannot open trial %s: %s", path, msg);
+    return NULL;
+  }
+  c->others = smr_xrealloc(c->others, (c->nothers + 1) * sizeof *c->others);
+  c->other_paths =
+      smr_xrealloc(c->other_paths, (c->nothers + 1) * sizeof(char *));
+  c->others[c->nothers] = t;
+  c->other_paths[c->nothers++] = smr_xstrdup(path);
+  return (smrules_trial *)t;
+}
+
+static void to_strlist(smr_strv *v, smrules_strlist *out) {
+  out->n = v->n;
+  out->v = (const char *const *)v->v;
+}
+
+static void api_strlist_free(smrules_strlist *l) {
+  for (size_t i = 0; i < l->n; i++)
+    free((void *)l->v[i]);
+  free((void *)l->v);
+  l->v = NULL;
+  l->n = 0;
+}
+
+static int status_out(int rc) {
+  return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
+}
+
+static int api_tensor_names(smrules_trial *t, smrules_strlist *out) {
+  smr_strv v = {0};
+  smr_error e;
+  int rc = smr_trial_tensor_names(T(t), &v, &e);
+  to_strlist(&v, out);
+  return status_out(rc);
+}
+
+static int api_collection(smrules_trial *t, const char *name,
+                          smrules_strlist *out) {
+  smr_strv v = {0};
+  smr_error e;
+  int rc = smr_trial_collection_members(T(t), name, NULL, &v, &e);
+  to_strlist(&v, out);
+  return status_out(rc);
+}
+
+static int api_select(smrules_trial *t, const smrules_strlist *colls,
+                      const smrules_strlist *regexes, smrules_strlist *out) {
+  smr_strv v = {0};
+  smr_error e;
+  int rc = SMR_OK;
+  for (size_t i = 0; colls && rc == SMR_OK && i < colls->n; i++)
+    rc = smr_trial_collection_members(T(t), colls->v[i], NULL, &v, &e);
+  if (rc == SMR_OK && regexes && regexes->n)
+    rc = smr_trial_tensor_names_regex(T(t), regexes->v, regexes->n, NULL, &v,
+                                      &e);
+  smr_strv_sort_unique(&v);
+  to_strlist(&v, out);
+  return status_out(rc);
+}
+
+static bool api_has_tensor(smrules_trial *t, const char *name) {
+  return smr_trial_has_tensor(T(t), name);
+}
+
+static int api_steps(smrules_trial *t, int mode, int64_t **out, size_t *n) {
+  smr_i64v v = {0};
+  smr_trial_steps(T(t), mode, false, &v);
+  *out = v.v;
+  *n = v.n;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_tensor_steps(smrules_trial *t, const char *name, int mode,
+                            int64_t **out, size_t *n) {
+  smr_i64v v = {0};
+  smr_error e;
+  int rc = smr_trial_tensor_step_list(T(t), name, mode, false, &v, &e);
+  *out = v.v;
+  *n = v.n;
+  return status_out(rc);
+}
+
+static void api_steps_free(int64_t *steps) {
+  free(steps);
+}
+
+static int api_step_mode(smrules_trial *t, int64_t step, int *mode,
+                         int64_t *mode_step) {
+  return smr_trial_step_mode(T(t), step, mode, mode_step)
+             ? SMRULES_NO_TRIGGER
+             : SMRULES_STEP_UNAVAILABLE;
+}
+
+static int api_global_step(smrules_trial *t, int mode, int64_t mode_step,
+                           int64_t *step) {
+  return smr_trial_global_step(T(t), mode, mode_step, step)
+             ? SMRULES_NO_TRIGGER
+             : SMRULES_STEP_UNAVAILABLE;
+}
+
+/* ----------------------- values and statistics (the one door: data.h) */
+
+typedef struct host_tensor {
+  smr_tensor t;
+  smr_value_loc loc;
+} host_tensor;
+
+static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
+                     smrules_tensor *out) {
+  memset(out, 0, sizeof *out);
+  host_tensor *h = smr_xcalloc(1, sizeof *h);
+  smr_error e;
+  smr_error_clear(&e);
+  int rc = smr_data_value(T(t), name, step, mode, NULL, &h->t, &h->loc, &e);
+  if (rc == SMR_ERR_USAGE)
+    rc = smr_data_unreadable(&e);
+  if (rc != SMR_OK) {
+    free(h);
+    return rc;
+  }
+  out->dtype = h->t.dtype;
+  out->ndim = h->t.ndim;
+  memcpy(out->shape, h->t.shape, sizeof out->shape);
+  out->count = h->t.count;
+  out->data = h->t.data;
+  out->nbytes = h->t.nbytes;
+  out->strings = (const uint8_t *const *)h->t.strings;
+  out->string_lens = h->t.string_lens;
+  out->step = h->loc.step;
+  out->mode = h->loc.mode;
+  out->mode_step = h->loc.mode_step;
+  out->wall_time = h->t.wall_time;
+  out->worker = h->loc.worker;
+  out->host_ = h;
+  return SMRULES_NO_TRIGGER;
+}
+
+static void api_release(smrules_tensor *t) {
+  host_tensor *h = t->host_;
+  if (h) {
+    smr_tensor_release(&h->t);
+    free(h);
+  }
+  memset(t, 0, sizeof *t);
+}
+
+/* A reduction the value has not (strings) is not saved at the step. */
+static int reduction_out(int rc) {
+  return rc == SMR_ERR_USAGE ? SMRULES_TENSOR_UNAVAILABLE_FOR_STEP : rc;
+}
+
+static int api_reduction(smrules_trial *t, const char *name, int64_t step,
+                         int mode, int reduction, bool abs, double *out) {
+  bool saved;
+  smr_error e;
+  smr_error_clear(&e);
+  if (reduction < 0 || reduction >= SMR_RED_COUNT_)
+    return SMRULES_ERR;
+  return reduction_out(smr_data_reduction(T(t), name, step, mode, NULL,
+                                          reduction, abs, out, &saved, &e));
+}
+
+static const smr_tensor *core_tensor(const smrules_tensor *t) {
+  return &((const host_tensor *)t->host_)->t;
+}
+
+static double api_get(const smrules_tensor *t, int64_t i) {
+  if (!t->host_ || i < 0 || i >= t->count)
+    return NAN;
+  return smr_tensor_get(core_tensor(t), i);
+}
+
+static int api_reduce(const smrules_tensor *t, int reduction, bool abs,
+                      double *out) {
+  if (!t->host_ || reduction < 0 || reduction >= SMR_RED_COUNT_)
+    return SMRULES_ERR;
+  smr_error e;
+  return smr_tensor_reduce(core_tensor(t), (smr_reduction)reduction, abs, out,
+                           &e) == SMR_OK
+             ? SMRULES_NO_TRIGGER
+             : SMRULES_ERR;
+}
+
+static void stats_out(const smr_stats *ps, smrules_stats *out) {
+  smr_stats s = *ps;
+  out->count = s.count;
+  out->finite = s.finite;
+  out->nan = s.nan;
+  out->pinf = s.pinf;
+  out->ninf = s.ninf;
+  out->zeros = s.zeros;
+  out->has_finite = s.has_finite;
+  out->min = s.min;
+  out->max = s.max;
+  out->sum = s.sum;
+  out->mean = s.mean;
+  out->l1 = s.l1;
+  out->l2 = s.l2;
+  out->linf = s.linf;
+}
+
+static int api_stats(const smrules_tensor *t, smrules_stats *out) {
+  if (!t->host_)
+    return SMRULES_ERR;
+  smr_stats s;
+  smr_error e;
+  if (smr_tensor_stats(core_tensor(t), &s, &e) != SMR_OK)
+    return SMRULES_ERR;
+  stats_out(&s, out);
+  return SMRULES_NO_TRIGGER;
+}
+
+/* What a rule is handed: the counts alone are always without the other
+ * statistics, whether computed for it or found in a full entry. */
+static void what_out(const smr_stats *s, smr_stats_what what,
+                     smrules_stats *out) {
+  stats_out(s, out);
+  if (what == SMR_STATS_COUNTS)
+    out->min = out->max = out->sum = out->mean = out->l1 = out->l2 = out->linf =
+        NAN;
+}
+
+/* Statistics that cannot be computed (strings) fail the rule. */
+static int stats_status(int rc) {
+  return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
+}
+
+static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
+                           int mode, smrules_stats *out) {
+  memset(out, 0, sizeof *out);
+  smr_stats s;
+  int rc = smr_data_stats(T(t), name, step, mode, NULL, SMR_STATS_FULL, true,
+                          &s, NULL, NULL);
+  if (rc == SMR_OK)
+    what_out(&s, SMR_STATS_FULL, out);
+  return stats_status(rc);
+}
+
+/* ---- the same reduction or statistics of many tensors, in parallel ---- */
+
+static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
+                          int64_t step, int mode, int reduction, bool abs,
+                          double *out, int *status) {
+  if (n && (!names || !out || !status))
+    return SMRULES_ERR;
+  if (reduction < 0 || reduction >= SMR_RED_COUNT_) {
+    for (size_t i = 0; i < n; i++)
+      status[i] = SMRULES_ERR;
+    return SMRULES_NO_TRIGGER;
+  }
+  smr_data_reductions(T(t), names, n, step, mode, reduction, abs, out, status);
+  for (size_t i = 0; i < n; i++)
+    status[i] = reduction_out(status[i]);
+  return SMRULES_NO_TRIGGER;
+}
+
+typedef struct stats_dest {
+  smrules_stats *out;
+  smr_stats_what what;
+} stats_dest;
+
+static void put_stats(void *arg, size_t i, const smr_stats *s) {
+  stats_dest *d = arg;
+  what_out(s, d->what, &d->out[i]);
+}
+
+static int many_stats(smrules_trial *t, const char *const *names, size_t n,
+                      int64_t step, int mode, smr_stats_what what,
+                      smrules_stats *out, int *status) {
+  if (n && (!names || !out || !status))
+    return SMRULES_ERR;
+  if (n)
+    memset(out, 0, n * sizeof *out);
+  stats_dest d = {out, what};
+  smr_data_stats_many(T(t), names, n, step, mode, what, status, put_stats, &d);
+  for (size_t i = 0; i < n; i++)
+    status[i] = stats_status(status[i]);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_values_stats(smrules_trial *t, const char *const *names,
+                            size_t n, int64_t step, int mode,
+                            smrules_stats *out, int *status) {
+  return many_stats(t, names, n, step, mode, SMR_STATS_FULL, out, status);
+}
+
+static int api_values_counts(smrules_trial *t, const char *const *names,
+                             size_t n, int64_t step, int mode,
+                             smrules_stats *out, int *status) {
+  return many_stats(t, names, n, step, mode, SMR_STATS_COUNTS, out, status);
+}
+
+/* ------------------------------------------------- profiler rules (api) */
+
+static int no_profiler(smrules_ctx *c) {
+  smr_ctx_failf(c, "%s",
+                c->profiler_rule
+                    ? "no profiler data: pass --profiler DIR, or a "
+                      "--trial holding profiler-output/"
+                    : "only profiler rules read profiler data");
+  return SMRULES_ERR;
+}
+
+static int api_window(smrules_ctx *c, int64_t *index, int64_t *start_us,
+                      int64_t *end_us) {
+  if (!c->profiler_rule || !c->in_window)
+    return SMRULES_ERR;
+  *index = c->win_index;
+  *start_us = c->win_start;
+  *end_us = c->win_end;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
+                             const smrules_sys_event **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_release_sys(c->prof, &c->sys);
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_system_events(c->prof, start_us, end_us, &c->sys, &e) !=
+      SMR_OK) {
+    smr_ctx_failf(c, "reading system metrics: %s", e.msg);
+    return SMRULES_ERR;
+  }
+  *out = c->sys.v;
+  *n = c->sys.n;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_framework_events(smrules_ctx *c, int64_t start_us,
+                                int64_t end_us, const smrules_fw_event **out,
+                                size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_release_fw(c->prof, &c->fw);
+  smr_strv_free(&c->arg_scratch);
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_profiler_framework_events(c->prof, start_us, end_us, &c->fw, &e) !=
+      SMR_OK) {
+    smr_ctx_failf(c, "reading framework metrics: %s", e.msg);
+    return SMRULES_ERR;
+  }
+  *out = c->fw.v;
+  *n = c->fw.n;
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_fw_arg(smrules_ctx *c, const smrules_fw_event *e,
+                      const char *key, smrules_arg *out) {
+  return smr_profiler_fw_arg(e, key, out, &c->arg_scratch);
+}
+
+static int api_profiler_info(smrules_ctx *c, smrules_profiler_info *out) {
+  memset(out, 0, sizeof *out);
+  if (!c->prof)
+    return no_profiler(c);
+  smr_profiler_info(c->prof, out);
+  return SMRULES_NO_TRIGGER;
+}
+
+static int api_profiler_names(smrules_ctx *c, int what, const char *node,
+                              smrules_strlist *out) {
+  out->n = 0;
+  out->v = NULL;
+  if (!c->prof)
+    return no_profiler(c);
+  smr_strv v = {0};
+  smr_profiler_names(c->prof, what, node, &v);
+  out->n = v.n;
+  out->v = (const char *const *)v.v;
+  return SMRULES_NO_TRIGGER;
+}
+
+static void api_report_set(smrules_ctx *c, int64_t rule_triggered,
+                           int64_t violations, int64_t datapoints) {
+  c->p_triggered = rule_triggered;
+  c->p_violations = violations;
+  c->p_datapoints = datapoints;
+}
+
+static smrules_json *api_details_reset(smrules_ctx *c) {
+  smr_rjson_clear(c->details);
+  return c->details;
+}
+
+static void api_rule_parameters(smrules_ctx *c, const char *text) {
+  free(c->rule_params);
+  c->rule_params = text ? smr_xstrdup(text) : NULL;
+}
+
+/* The value of "name:value" in the host's parameter lines. */
+static const char *api_param_text(smrules_ctx *c, const char *name) {
+  const char *lines = c->params ? c->params->lines.data : NULL;
+  size_t n = strlen(name);
+  for (const char *l = lines; l && *l;) {
+    const char *eol = strchr(l, '\n');
+    size_t len = eol ? (size_t)(eol - l) : strlen(l);
+    if (len > n && strncmp(l, name, n) == 0 && l[n] == ':') {
+      if (len - n - 1 == 4 && strncmp(l + n + 1, "None", 4) == 0)
+        return NULL;
+      smr_strv_take(&c->param_texts, smr_xstrndup(l + n + 1, len - n - 1));
+      return c->param_texts.v[c->param_texts.n - 1];
+    }
+    l = eol ? eol + 1 : l + len;
+  }
+  return NULL;
+}
+
+/* Python's str() of a number: integers as integers, nan/inf as Python
+ * prints them, every other float as its repr (smr_fmt_double). */
+static void api_py_str(double v, bool is_int, char *buf, size_t n) {
+  if (!n)
+    return;
+  if (isnan(v) || isinf(v)) {
+    snprintf(buf, n, "%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+    return;
+  }
+  if (is_int && v == floor(v) && fabs(v) < 9.2e18) {
+    snprintf(buf, n, "%lld", (long long)v);
+    return;
+  }
+  smr_fmt_double(v, buf, n);
+}
+
+static const smrules_api API = {
+    .api_version = SMRULES_API_VERSION,
+    .struct_size = sizeof(smrules_api),
+    .log = smr_ctx_log,
+    .fail = smr_ctx_failf,
+    .param_is_set = api_param_is_set,
+    .violation = api_violation,
+    .details = api_details,
+    .datapoints = api_datapoints,
+    .json_str = smr_rjson_str,
+    .json_num = smr_rjson_num,
+    .json_int = smr_rjson_int,
+    .json_bool = smr_rjson_bool,
+    .json_nums = smr_rjson_nums,
+    .json_ints = smr_rjson_ints,
+    .json_strs = smr_rjson_strs,
+    .json_obj = smr_rjson_obj,
+    .trial = api_trial,
+    .open_trial = api_open_trial,
+    .tensor_names = api_tensor_names,
+    .collection = api_collection,
+    .select = api_select,
+    .strlist_free = api_strlist_free,
+    .has_tensor = api_has_tensor,
+    .steps = api_steps,
+    .tensor_steps = api_tensor_steps,
+    .steps_free = api_steps_free,
+    .step_mode = api_step_mode,
+    .global_step = api_global_step,
+    .value = api_value,
+    .reduction = api_reduction,
+    .release = api_release,
+    .get = api_get,
+    .reduce = api_reduce,
+    .stats = api_stats,
+    .output_dir = smr_ctx_output_dir,
+    .window = api_window,
+    .system_events = api_system_events,
+    .framework_events = api_framework_events,
+    .fw_arg = api_fw_arg,
+    .profiler_info = api_profiler_info,
+    .profiler_names = api_profiler_names,
+    .report_set = api_report_set,
+    .details_reset = api_details_reset,
+    .rule_parameters = api_rule_parameters,
+    .param_text = api_param_text,
+    .json_null = smr_rjson_null,
+    .json_raw = smr_rjson_raw,
+    .py_str = api_py_str,
+    .json_new = smr_rjson_new,
+    .json_text = smr_rjson_text,
+    .json_free = smr_rjson_free,
+    .live_info = api_live_info,
+    .value_stats = api_value_stats,
+    .write_output = smr_ctx_write_output,
+    .reductions = api_reductions,
+    .values_stats = api_values_stats,
+    .values_counts = api_values_counts,
+};
+
+const smrules_api *smr_host_api(void) {
+  return &API;
+}
