@@ -284,6 +284,44 @@ def check_lua_state(c, tmp):
                       (first.err + second.err)[-300:])
 
 
+UNREADABLE = {
+    "value": "trial:tensor('weights'):value(s)",
+    "stats": "trial:tensor('weights'):stats(s)",
+    "counts": "trial:tensor('weights'):counts(s)",
+    "reduction": "trial:tensor('weights'):reduction_value(s, 'max')",
+}
+
+
+def check_unreadable(c, tmp):
+    """A value that cannot be read (weights at step 1: its record's data
+    checksum is wrong) is, for a Lua rule as for a C plugin, as if not
+    saved: the step is skipped, the other steps are evaluated, and the
+    reason is printed once however many rules (reading the value, its
+    statistics, its counts or a reduction) came across it."""
+    trial = os.path.join(tmp, "unreadable")
+    shutil.copytree(os.path.join(lib.FIXTURES, "corrupt", "data_crc_mismatch"), trial)
+    yaml_text = "rules:\n"
+    for name, call in UNREADABLE.items():
+        script = os.path.join(tmp, "unreadable_%s.lua" % name)
+        with open(script, "w") as f:
+            f.write("function invoke_at_step(s)\n  %s\n  return false\nend\n" % call)
+        yaml_text += "  - lua: %s\n    name: %s\n" % (script, name)
+    r = run_rules(trial, yaml_text, tmp)
+    sc = c.scope("lua: an unreadable value", r)
+    if not sc.process():
+        return
+    got = by_name(r.obj)
+    for name in UNREADABLE:
+        rule = got.get(name, {})
+        sc.eq("%s: status" % name, rule.get("status"), "NoIssuesFound")
+        sc.eq("%s: skipped_steps" % name, rule.get("skipped_steps"), [1])
+        sc.eq("%s: evaluated_steps" % name, rule.get("evaluated_steps"), 2)
+    warnings = [l for l in r.err.splitlines() if "warning" in l and "000000000001_worker_0" in l]
+    sc.eq("the reason is printed once", len(warnings), 1)
+    sc.ok(warnings and "offset 205" in warnings[0], "it names the file and the offset",
+          lib.short(r.err))
+
+
 def main():
     c = lib.Checker("test_custom_rules")
     tmp = tempfile.mkdtemp(prefix="smrules-custom-")
@@ -295,6 +333,7 @@ def main():
         check_config_errors(c, tmp)
         check_validate_lua(c, tmp)
         check_lua_state(c, tmp)
+        check_unreadable(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
