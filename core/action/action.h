@@ -24,15 +24,15 @@ typedef struct smr_actions smr_actions;
 typedef struct sqlite3 sqlite3;
 
 typedef struct smr_actions_opts {
-  const char *trial_dir; /* default job name, event field "trial" */
-  const char *job_name;  /* --job-name: the event's "job" (NULL: the trial
-                            folder's name) */
-  int64_t training_pid;  /* --training-pid N (0: not given) */
-  bool dry_run;          /* describe what would be done, do nothing */
-  bool verbose;          /* log every outcome on stderr, not only problems */
-  bool validate_only;    /* `smrules validate`: check the plan, run nothing */
-  bool launched;         /* training_pid is smrules' own child (run --) */
-  sqlite3 *db;           /* the trial's state database (NULL: memory) */
+  const char *trial_dir;  /* default job name, event field "trial" */
+  const char *job_name;   /* --job-name: the event's "job" (NULL: the trial
+                             folder's name) */
+  int64_t training_pid;   /* --training-pid N (0: not given) */
+  bool dry_run;           /* describe what would be done, do nothing */
+  bool verbose;           /* log every outcome on stderr, not only problems */
+  bool validate_only;     /* `smrules validate`: check the plan, run nothing */
+  bool launched;          /* training_pid is smrules' own child (run --) */
+  sqlite3 *db;            /* the trial's state database (NULL: memory) */
   const char *output_dir; /* the rules' output folders' parent (DumpStacks) */
 } smr_actions_opts;
 

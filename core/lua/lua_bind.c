@@ -496,9 +496,11 @@ static int tensor_index(lua_State *L) {
     lua_getiuservalue(L, 1, 1);
     return 1;
   }
-  lua_pushvalue(L, 2);
-  lua_rawget(L, lua_upvalueindex(1)); /* methods */
-  return 1;
+  return smr_lua_method(L, "a tensor", lua_upvalueindex(1), 2);
+}
+
+static int trial_index(lua_State *L) {
+  return smr_lua_method(L, "the trial", lua_upvalueindex(1), 2);
 }
 
 static int tensor_tostring(lua_State *L) {
@@ -791,9 +793,7 @@ static void open_metatables(lua_State *L) {
   lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &error_mt_key);
   smr_lua_new_metatable(L, TRIAL_MT);
-  lua_newtable(L);
-  luaL_setfuncs(L, trial_methods, 0);
-  lua_setfield(L, -2, "__index");
+  smr_lua_set_index(L, trial_index, trial_methods);
   set_method(L, "__tostring", trial_tostring);
   smr_lua_new_metatable(L, TENSOR_MT);
   smr_lua_set_index(L, tensor_index, tensor_methods);

@@ -1,5 +1,6 @@
 /* lua_params.c - "-- @param" declarations of Lua rules. */
 #include "lua/lua_params.h"
+#include "base/suggest.h"
 
 #include "config/node.h"
 #include "config/params.h"
@@ -220,6 +221,51 @@ static void push_default(lua_State *L, const smrules_param *q) {
   lua_pushstring(L, v);
 }
 
+/* __index of the params table of a script that declares its parameters:
+ * a declared one without a value is nil; any other name is a slip
+ * (params.windw for params.window) that would otherwise surface as a
+ * nil-compare far from its cause. */
+static int undeclared_param(lua_State *L) {
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return 0;
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+    return 0;
+  const char *names[64];
+  size_t n = 0;
+  smr_buf list = {0};
+  lua_pushnil(L);
+  while (lua_next(L, lua_upvalueindex(1)) != 0) {
+    if (n < sizeof names / sizeof *names) {
+      names[n] = lua_tostring(L, -2);
+      smr_buf_printf(&list, "%s%s", n ? ", " : "", names[n]);
+      n++;
+    }
+    lua_pop(L, 1);
+  }
+  const char *k = lua_tostring(L, 2);
+  const char *near = smr_suggest(k, names, n);
+  lua_pushfstring(L,
+                  "params.%s is not a parameter of this script%s%s%s "
+                  "(it declares: %s)",
+                  k, near ? ": did you mean '" : "", near ? near : "",
+                  near ? "'?" : "", list.data ? list.data : "");
+  smr_buf_free(&list);
+  return lua_error(L);
+}
+
+static void guard_undeclared(lua_State *L, const smr_lua_params *p) {
+  lua_newtable(L); /* the metatable */
+  lua_newtable(L); /* the declared names */
+  for (size_t i = 0; i < p->n; i++) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, p->table[i].name);
+  }
+  lua_pushcclosure(L, undeclared_param, 1);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+}
+
 void smr_lua_params_push_defaults(lua_State *L, const smr_lua_params *p) {
   for (size_t i = 0; p && i < p->n; i++) {
     const smrules_param *q = &p->table[i];
@@ -233,6 +279,8 @@ void smr_lua_params_push_defaults(lua_State *L, const smr_lua_params *p) {
     push_default(L, q);
     lua_setfield(L, -2, q->name);
   }
+  if (p && p->n)
+    guard_undeclared(L, p);
 }
 
 void smr_lua_params_free(smr_lua_params *p) {

@@ -9,6 +9,7 @@
  * panic handler.  Nothing here is global: rules run in parallel. */
 #include "lua/lua_rule.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,37 @@ static void lua_rule_destroy(void *impl) {
   free(r);
 }
 
+/* A message about the script as `smrules validate` gives it: the error is
+ * already named by the script's path, so Lua's "PATH:N: " prefix becomes
+ * "line N: ", and a traceback of C frames alone (a syntax error, raised
+ * while loading) says nothing and goes.  In place: the result is never
+ * longer. */
+static void tidy_load_error(char *msg, const char *path) {
+  char *tb = strstr(msg, "\nstack traceback:");
+  if (tb) {
+    bool script_frame = false;
+    for (const char *l = strchr(tb + 1, '\n'); l && !script_frame;
+         l = strchr(l + 1, '\n'))
+      script_frame = strncmp(l + 1, "\t[C]:", 5) != 0 && l[1] != '\0';
+    if (!script_frame)
+      *tb = '\0';
+  }
+  size_t n = strlen(path);
+  if (strncmp(msg, path, n) == 0 && msg[n] == ':' &&
+      isdigit((unsigned char)msg[n + 1])) {
+    char *num = msg + n + 1, *end = num;
+    while (isdigit((unsigned char)*end))
+      end++;
+    if (*end == ':' && (size_t)(end - num) < n + 1) {
+      char line[32];
+      snprintf(line, sizeof line, "line %.*s", (int)(end - num), num);
+      size_t ll = strlen(line);
+      memmove(msg + ll, end, strlen(end) + 1);
+      memcpy(msg, line, ll);
+    }
+  }
+}
+
 int smr_lua_rule_load(const char *script_path, const smr_node *params,
                       const smr_lua_limits *limits, smrules_ctx *ctx,
                       void **impl, smr_error *err) {
@@ -291,6 +323,7 @@ int smr_lua_rule_load(const char *script_path, const smr_node *params,
   smr_lua_params_free(&job.decls);
   if (o.code != 0) {
     bool data = o.code != SMRULES_ERR; /* unavailable data in init() */
+    tidy_load_error(o.msg, script_path);
     smr_error_set(err, SMR_ERR_USAGE, script_path, -1, "%s%s%s",
                   data ? smr_status_name(o.code) : "", data ? ": " : "", o.msg);
     free(o.msg);

@@ -2,6 +2,7 @@
  * lua_value.c, lua_report.c): the host of a state, option tables,
  * reduction names, locked metatables. */
 #include "lua/lua_util.h"
+#include "base/suggest.h"
 
 #include "format/tensor.h"
 
@@ -47,4 +48,25 @@ void smr_lua_set_index(lua_State *L, lua_CFunction index,
   luaL_setfuncs(L, methods, 0);
   lua_pushcclosure(L, index, 1);
   lua_setfield(L, -2, "__index");
+}
+
+int smr_lua_method(lua_State *L, const char *what, int methods, int key) {
+  methods = lua_absindex(L, methods);
+  lua_pushvalue(L, key);
+  if (lua_rawget(L, methods) != LUA_TNIL || lua_type(L, key) != LUA_TSTRING)
+    return 1;
+  const char *names[64];
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, methods) != 0) {
+    if (lua_type(L, -2) == LUA_TSTRING && n < sizeof names / sizeof *names)
+      names[n++] = lua_tostring(L, -2); /* the keys stay in the table */
+    lua_pop(L, 1);
+  }
+  const char *k = lua_tostring(L, key);
+  const char *near = smr_suggest(k, names, n);
+  if (near)
+    return luaL_error(L, "%s has no method '%s': did you mean '%s'?", what, k,
+                      near);
+  return luaL_error(L, "%s has no method '%s'", what, k);
 }

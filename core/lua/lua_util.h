@@ -49,5 +49,10 @@ void smr_lua_new_metatable(lua_State *L, const char *name);
  * table of `methods` (its upvalue 1). */
 void smr_lua_set_index(lua_State *L, lua_CFunction index,
                        const luaL_Reg *methods);
+/* For an __index function: the method `key` of the methods table at
+ * `methods`, or an error naming what has no such method, with the nearest
+ * name ("trial has no method 'tensor_name': did you mean
+ * 'tensor_names'?") instead of Lua's "attempt to call a nil value". */
+int smr_lua_method(lua_State *L, const char *what, int methods, int key);
 
 #endif

@@ -17,8 +17,8 @@
 #include "format/index.h"
 #include "format/mode.h"
 #include "format/tensor.h"
-#include "writer/writer.h"
 #include "trial_type.h"
+#include "writer/writer.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error                                                                         \

@@ -169,17 +169,17 @@ static void test_plan_cli_pid_and_implicit_stop(void) {
 }
 
 static void test_plan_errors_rule_items(void) {
-  CHECK_STR(
-      plan_error(R1 "    actions: [Slack]\n"),
-      "line 3, column 15: unknown action 'Slack' (expected "
-      "StopTraining, Email, SMS, SNS, Alertmanager, DumpStacks or a hook defined under "
-      "actions.hooks)");
-  CHECK_STR(
-      plan_error(R1 "    actions: [Slack]\nactions:\n  hooks:\n"
-                    "    pager: {type: exec, argv: [p]}\n"),
-      "line 3, column 15: unknown action 'Slack' (expected "
-      "StopTraining, Email, SMS, SNS, Alertmanager, DumpStacks or a hook defined under "
-      "actions.hooks; hooks defined: pager)");
+  CHECK_STR(plan_error(R1 "    actions: [Slack]\n"),
+            "line 3, column 15: unknown action 'Slack' (expected "
+            "StopTraining, Email, SMS, SNS, Alertmanager, DumpStacks or a hook "
+            "defined under "
+            "actions.hooks)");
+  CHECK_STR(plan_error(R1 "    actions: [Slack]\nactions:\n  hooks:\n"
+                          "    pager: {type: exec, argv: [p]}\n"),
+            "line 3, column 15: unknown action 'Slack' (expected "
+            "StopTraining, Email, SMS, SNS, Alertmanager, DumpStacks or a hook "
+            "defined under "
+            "actions.hooks; hooks defined: pager)");
   CHECK_STR(plan_error(R1
                        "    actions:\n      - Email: bad.email.com\n"
                        "actions:\n  Email: {sendmail: /usr/sbin/sendmail}\n"),
