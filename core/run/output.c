@@ -199,28 +199,35 @@ void smr_output_run_table(smr_runner *r, const char *trial) {
     }
 }
 
+/* The HTML reports rules write into their folders (ProfilerReport's,
+ * CreateXgboostReport's): where each file lies below a rule's folder. */
+static const char *const HTML_REPORTS[] = {
+    "profiler-output/profiler-report.html", "xgboost_report.html"};
+
 void smr_output_report_paths(smr_runner *r, const char *dir, FILE *f) {
   if (!dir)
     return;
   for (size_t i = 0; i < smr_runner_count(r); i++) {
     smr_instance *in = smr_runner_instance(r, i);
-    if (!smr_instance_is_profiler(in))
-      continue;
-    /* looked at as it was written: no link below --output followed (one
-     * planted there would make this line name a file nobody wrote) */
-    char *sub =
-        smr_xasprintf("%s/%s/profiler-output", dir, smr_instance_name(in));
-    int fd;
-    smr_error e;
-    struct stat st;
-    if (smr_safe_dir_open(sub, dir, false, &fd, &e) == SMR_OK) {
-      if (fstatat(fd, "profiler-report.html", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-          S_ISREG(st.st_mode))
-        fprintf(f, "%s: HTML report written to %s/profiler-report.html\n",
-                smr_instance_name(in), sub);
-      close(fd);
+    for (size_t k = 0; k < sizeof HTML_REPORTS / sizeof *HTML_REPORTS; k++) {
+      /* looked at as it was written: no link below --output followed (one
+       * planted there would make this line name a file nobody wrote) */
+      char *path = smr_xasprintf("%s/%s/%s", dir, smr_instance_name(in),
+                                 HTML_REPORTS[k]);
+      char *slash = strrchr(path, '/');
+      *slash = '\0';
+      int fd;
+      smr_error e;
+      struct stat st;
+      if (smr_safe_dir_open(path, dir, false, &fd, &e) == SMR_OK) {
+        if (fstatat(fd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode))
+          fprintf(f, "%s: HTML report written to %s/%s\n",
+                  smr_instance_name(in), path, slash + 1);
+        close(fd);
+      }
+      free(path);
     }
-    free(sub);
   }
 }
 

@@ -347,6 +347,21 @@ def test_nogpu(c, tmp):
     round_ticks(sc, doc)
 
 
+def test_html_paths(c, tmp):
+    """Every HTML report a run writes is named with its path, as
+    ProfilerReport's is: CreateXgboostReport's too."""
+    sc = c.scope("the XGBoost report's path")
+    trial = os.path.join(lib.FIXTURES, "trials", "xgboost_balanced_features")
+    out = os.path.join(tmp, "xgb-out")
+    rules = write(tmp, "xgb.yaml", "rules:\n  - rule: CreateXgboostReport\n")
+    rc, stdout, err = lib.run(["run", "--trial", trial, "--rules", rules, "--fresh",
+                               "--output", out])
+    html = os.path.join(out, "CreateXgboostReport", "xgboost_report.html")
+    sc.ok(os.path.isfile(html), "the report is written", err[-300:])
+    sc.ok("CreateXgboostReport: HTML report written to %s" % html in stdout,
+          "and its path printed", stdout[-300:])
+
+
 def main():
     c = lib.Checker("test_honest")
     before = lib.tree_snapshot(TRIAL)
@@ -358,6 +373,7 @@ def main():
         test_readonly(c, tmp)
         test_keep(c, tmp)
         test_nogpu(c, tmp)
+        test_html_paths(c, tmp)
     lib.check_untouched(c, TRIAL, before)
     c.finish()
 
