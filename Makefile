@@ -31,7 +31,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libcurl)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS))
 
 CC ?= cc
-WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+       -Wmissing-declarations -Wno-unused-parameter
 CFLAGS_ALL = -std=c11 -D_GNU_SOURCE -g $(OPT) -fPIC $(WARN) $(SANFLAGS) \
              -Icore -Icore/include -I$(BUILD)/gen $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(SANFLAGS) $(LDFLAGS)

@@ -506,6 +506,9 @@ typedef struct smrules_rule {
    sizeof(((smrules_rule *)0)->invoke_at_step))
 
 typedef const smrules_rule *(*smrules_plugin_init_fn)(const smrules_api *);
+/* The one symbol a plugin exports, defined with SMRULES_PLUGIN_INIT (or
+ * rulekit's RK_PLUGIN); the host finds it with dlsym. */
+const smrules_rule *smrules_plugin_init(const smrules_api *api);
 
 #define SMRULES_PLUGIN_INIT                                                    \
   __attribute__((visibility("default"))) const smrules_rule *                  \
