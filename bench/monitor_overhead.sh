@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/monitor_overhead.sh BUILD - what `smrules monitor` costs the
-# machine it watches (issue 15: < 1 % of one core and < 32 MB at 200 ms).
+# machine it watches (targets: < 1 % of one core and < 32 MB at 200 ms).
 #
 # Runs the monitor for MON_SECONDS (default 30) at 500 ms and at 200 ms
 # under /usr/bin/time and reports its CPU time as a percentage of one core

@@ -1,6 +1,6 @@
-/* profiler_bench.c - the issue 6 benchmark: 1 million system-metric events
- * (2 nodes x 8 GPUs, 500 ms sampling) through every profiler rule and the
- * ProfilerReport HTML report.
+/* profiler_bench.c - the ProfilerReport benchmark: 1 million system-metric
+ * events (2 nodes x 8 GPUs, 500 ms sampling) through every profiler rule and
+ * the ProfilerReport HTML report.
  *
  *   profiler_bench gen DIR [EVENTS]   write a profiler-output folder
  *   profiler_bench run SMRULES DIR OUT [REPEAT]

@@ -163,7 +163,7 @@ else
 fi
 
 # All built-in debugging rules at once, with their default collections and
-# parameters, over the same >= 1 GB trial (issue 4).
+# parameters, over the same >= 1 GB trial.
 have_all=0
 if [ "$have_exploding" = 1 ]; then
   have_all=1
@@ -185,7 +185,7 @@ fi
 
 # ------------------------------------ 1b. rules at the speed of reading
 # VanishingGradient alone and the twelve rules of examples/many-rules.yaml
-# against `cat` of the same event files, warm cache, medians (issue 16).
+# against `cat` of the same event files, warm cache, medians.
 # The large trial is half gradients by bytes; GRAD is all gradients.
 echo
 echo "== 1b. rules against cat of the event files (warm page cache)"
@@ -352,7 +352,7 @@ if [ -x "$B/bench/live_latency" ]; then
 fi
 
 # ---------------------------------------------------------------- 5b. launcher
-# Issue 14 (bench/launch_latency.c, when built): StopTraining's stop of a
+# StopTraining's latency (bench/launch_latency.c, when built): StopTraining's stop of a
 # command smrules launched (run -- COMMAND), index file of the trigger
 # step complete -> SIGTERM in the trainer, against --watch --training-pid
 # in the same run.  LAUNCH_RUNS stops of each (default 30).
@@ -375,7 +375,7 @@ if [ -x "$B/bench/launch_latency" ]; then
 fi
 
 # ---------------------------------------------------------------- 6. profiler
-# Issue 6 (bench/profiler_bench.c, when built): 1 million system-metric
+# ProfilerReport at scale (bench/profiler_bench.c, when built): 1 million system-metric
 # events (2 nodes x 8 GPUs, 500 ms sampling) through ProfilerReport (all
 # eleven profiler rules and the HTML report), and through the eleven rules
 # as separate plugins.  Its failure does not stop the other results.
@@ -542,7 +542,7 @@ if [ $have_exploding = 1 ]; then
     "at $RUN_STEPS: $per1" "$rs" "~1 linear" "$(verdict "$rs" "<=" 1.5)"
 fi
 # ---------------------------------------------------------------- 5. live
-# Targets of issue 7 (bench/live_latency.c): index file complete -> signal
+# Targets (bench/live_latency.c): index file complete -> signal
 # delivered, p99 < 100 ms, with an action at every step and at every 10th;
 # idle CPU of a watch < 1 % of a core.
 if [ $have_live = 1 ]; then
@@ -562,7 +562,7 @@ if [ $have_live = 1 ]; then
     "$(verdict "$(get live_idle_cpu_pct)" "<" 1)"
 fi
 # ---------------------------------------------------------------- 5b. launcher
-# Target of issue 14: launched command stopped, p99 < 100 ms.
+# Target: launched command stopped, p99 < 100 ms.
 if [ $have_launch = 1 ]; then
   lp50=$(get launch_stop_p50_ms)
   pp50=$(get pid_stop_p50_ms)
@@ -573,7 +573,7 @@ if [ $have_launch = 1 ]; then
     "$(verdict "$(get launch_stop_p99_ms)" "<" 100)"
 fi
 # ---------------------------------------------------------------- 6. profiler
-# Targets of issue 6: ProfilerReport over 1M system events < 1 s, < 64 MB.
+# Targets: ProfilerReport over 1M system events < 1 s, < 64 MB.
 if [ $have_prof = 1 ]; then
   pw=$(get prof_report_wall)
   pc=$(get prof_report_cpu)
@@ -589,7 +589,7 @@ if [ $have_prof = 1 ]; then
   row "11 profiler rules peak RSS MB" \
     "$(calc1 "$(get prof_rules_rss) / 1024")" "-" "-" "-" "info"
 fi
-# Targets of issue 27: 1 M scalars < 0.3 s, peak RSS < 32 MB, incremental.
+# Targets: 1 M scalars < 0.3 s, peak RSS < 32 MB, incremental.
 if [ $have_tb = 1 ]; then
   tr=$(get tb_read_s)
   tw=$(get tb_raw_s)
@@ -629,7 +629,7 @@ fi
 # (prints its own rows; says so and skips without python3-torch).
 PYTHONPATH="$B/python" /usr/bin/python3 "$ROOT/bench/torch_hook_bench.py" ||
   die "bench/torch_hook_bench.py failed"
-# ------------------------------------------------- 7. scale (issue 8)
+# ------------------------------------------------- 7. scale
 # A 5 GB local trial and a 1 GB trial in S3 (moto on loopback) through the
 # built-in rules, 1..N threads: bench/s3_bench.sh prints its own table
 # (see docs/s3.md).  S3B_SKIP=1 leaves it out.

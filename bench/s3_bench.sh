@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/s3_bench.sh BUILD - the scale benchmark of issue 8 (docs/s3.md):
+# bench/s3_bench.sh BUILD - the scale benchmark (docs/s3.md):
 #
 #   1. a large local trial (default 5 GB) through the built-in rules: the
 #      default rule set and a set of twelve rules, with 1 to N threads;
@@ -131,7 +131,7 @@ gen_trial() { # DIR GB
   echo "  $1: $steps steps, $(du -sh "$1" | cut -f1)"
 }
 
-echo "== scale benchmark (issue 8): $ncpu cores, threads: $THREADS"
+echo "== scale benchmark: $ncpu cores, threads: $THREADS"
 echo "   load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ------------------------------------------------------------ 1. local

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bench/torch_hook_bench.py - what smrules.torch.Hook costs a training
-step (issue 29: < 5 % at save_interval 100; at save_interval 1, less than
+step (targets: < 5 % at save_interval 100; at save_interval 1, less than
 writing the saved bytes plus 20 %).
 
 A small CPU model (MLP 256-512-512-10, batch 64, SGD, one torch thread)

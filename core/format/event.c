@@ -62,7 +62,7 @@ struct msg_schema {
 #define SCHEMA(var, label, rules)                                              \
   static const msg_schema var = {label, rules, sizeof rules / sizeof rules[0]}
 
-/* Mirrors core/proto/smdebug_event.proto; keep the two in step. */
+/* Mirrors core/format/proto/smdebug_event.proto; keep the two in step. */
 static const field_rule dim_rules[] = {{1, K_VARINT, "size", NULL},
                                        {2, K_LEN, "name", NULL}};
 SCHEMA(dim_schema, "TensorShapeProto.Dim", dim_rules);

@@ -95,7 +95,7 @@ char *smr_output_run_json_training(smr_runner *r, const char *trial,
   smr_jw_arr_end(&w);
   smr_jw_key(&w, "read_problems");
   smr_output_read_problems_json(r, &w);
-  /* what the actions of triggered rules did (core/action.c) */
+  /* what the actions of triggered rules did (core/action/action.c) */
   smr_jw_key(&w, "actions");
   smr_jw_raw(&w, actions_json ? actions_json : "[]");
   if (training_json) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The build runs every generator once (issue 26): `make -n -j2 all unit`
+"""The build runs every generator once: `make -n -j2 all unit`
 into an empty build folder lists protoc-c and tools/embed.sh exactly once
 each.  A rule with two explicit targets and no grouping runs its recipe
 once per target, twice at once under -j (protoc-c did, writing the same

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Custom rules end to end through the CLI (issue 3):
+"""Custom rules end to end through the CLI:
 
 - the mission's rule, "fire when the mean absolute value of any tensor of the
   gradients collection exceeds threshold", as a Lua script

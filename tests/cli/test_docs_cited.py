@@ -8,7 +8,13 @@
 2. Every relative Markdown link in README.md and docs/ (`[text](page.md#x)`)
    leads to an existing file, and to an existing heading when it names one.
 3. No test and no document reads or cites anything outside the repository
-   (a folder beside it, such as `../shared`).
+   (a folder beside it, such as `../shared`), nor the issue tracker
+   ("issue 7": the repository must explain itself).
+4. Every path of the repository a source file, test, benchmark, example or
+   document cites (`core/run/schedule.c`, `tests/cli/lib.py`,
+   `plugins/kit/spike.c` …) exists: a file that moved is not left cited
+   where it was.  Include-style paths (`trial/trial.h`) resolve against
+   core/ and core/include/ as the compiler does.
 
 Needs no binary: it reads the tree only.  Ends with the usual tally line.
 """
@@ -31,6 +37,16 @@ MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 # "formats.md F§5", a bare "F§12" (every citation names a docs/ page instead)
 FOREIGN = re.compile(r"(?<![\w/.-])(?:rules|formats)\.md (?:F?§|R\d|Decision)|(?<!\w)F§\d")
 OUTSIDE = re.compile(r"\.\./shared|[\"']shared[\"']\s*,\s*[\"']fixtures[\"']")
+TRACKER = re.compile(r"(?<![\w-])[Ii]ssue \d+\b")
+# a path of the repository: a top folder, then a file with a source or
+# document extension (not part of a longer path: "smrules/trials.py" is not
+# "rules/trials.py")
+REPO_PATH = re.compile(r"(?<![\w/.$-])((?:core|plugins|tests|docs|bench|lua|rules|schemas|"
+                       r"examples|python|man|tools)/[\w./-]*[\w-]\."
+                       r"(?:c|h|md|py|lua|json|yaml|sh|proto|1))\b")
+# paths that name something inside a trial or profiler folder, not the
+# repository (TensorBoard's profile plugin lays out plugins/profile/<run>/)
+NOT_REPO = re.compile(r"^plugins/profile/")
 
 
 class Tally:
@@ -174,6 +190,34 @@ def main():
         t.ok(m is None, "%s:%d cites only the repository's own documents" %
              (rel, line_of(text, m.start()) if m else 0),
              "cites %r, a document not in the repository" % (m.group(0) if m else ""))
+
+    # 3b. nor the issue tracker
+    for rel, text in text_files(CITING + ("README.md", "python")):
+        if rel == SELF or rel.endswith((".tfevents", ".json", ".gz")):
+            continue
+        m = TRACKER.search(text)
+        t.ok(m is None, "%s:%d cites only what the repository holds" %
+             (rel, line_of(text, m.start()) if m else 0),
+             "cites %r of the issue tracker" % (m.group(0) if m else ""))
+
+    # 5. every repository path cited exists
+    paths = 0
+    for rel, text in text_files(CITING + ("README.md", "python", "Makefile")):
+        if rel == SELF or rel.startswith("tests/fixtures/") or \
+                rel.endswith((".tfevents", ".json", ".gz")):
+            continue
+        here = os.path.dirname(rel)
+        for m in REPO_PATH.finditer(text):
+            cited_path = m.group(1)
+            if NOT_REPO.match(cited_path):
+                continue
+            paths += 1
+            where = [cited_path, os.path.join("core", cited_path),
+                     os.path.join("core", "include", cited_path), os.path.join(here, cited_path)]
+            t.ok(any(os.path.exists(os.path.join(ROOT, w)) for w in where),
+                 "%s:%d cites %s" % (rel, line_of(text, m.start()), cited_path),
+                 "no such file in the repository (moved or renamed?)")
+    t.ok(paths >= 100, "repository paths found", "only %d cited" % paths)
 
     # the check must have had something to check
     t.ok(len(cited) >= 5, "citations found", "only %d distinct documents cited" % len(cited))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every ending explained (issue 26 §3): how a `run` that follows training
+"""Every ending explained: how a `run` that follows training
 ends is printed, and --timeout has its own exit status, 124 (as timeout(1)).
 
   term       `run --timeout S -- TRAINER`, a trainer that exits 0 on

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""--help and docs/cli.md cannot drift apart (issue 26 §7): for every
+"""--help and docs/cli.md cannot drift apart: for every
 command, the options its --help lists are exactly the options in the
 option tables of its section of docs/cli.md (inspect and tensor: with the
 table of options they share), and docs/cli.md's exit-status table and

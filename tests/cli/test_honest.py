@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end: smrules never passes in silence (issue 26).
+"""End-to-end: smrules never passes in silence.
 
   nodata     a rule that selects nothing is NoData, not NoIssuesFound, and
              says what it looked for and what the trial has, in the table

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end: smrules beside a training job (issue 14), with a stand-in
+"""End-to-end: smrules beside a training job, with a stand-in
 trainer (standin_trainer.py: writes a recorded trial step by step the way
 smdebug's hook does).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end: `smrules run --watch` beside a training job (issue 7).
+"""End-to-end: `smrules run --watch` beside a training job.
 
   stop       a trainer writing in real time (build/demo-trainer, 50 ms a
              step, more steps than it could write before the hang guard) is

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end: messages and JSON of validate, describe, list and run
-(issue 14).
+"""End-to-end: messages and JSON of validate, describe, list and run.
 
   unknown    an unknown rule's error is whole (ends with ')') and names the
              nearest rule by edit distance ("did you mean ...?"), for

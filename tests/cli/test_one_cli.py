@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One CLI (issue 26 §6): every command answers the same way.
+"""One CLI: every command answers the same way.
 
   help       every command's --help (and -h) exits 0 with the help on stdout
              and nothing on stderr; `smrules help CMD` prints the same;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The plugin SDK as a third party uses it (issue 12), end to end:
+"""The plugin SDK as a third party uses it, end to end:
 
 - `make install` into a temporary prefix installs the public headers
   (smrules.h, rulekit.h), the rule kit library (libsmrules-rulekit.a) and

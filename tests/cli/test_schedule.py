@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end: `smrules run --schedule rules|steps|auto` (core/schedule.c).
+"""End-to-end: `smrules run --schedule rules|steps|auto` (core/run/schedule.c).
 
 1. The order is the one asked for: two Lua rules logging each visited
    step, one thread: `rules` visits all steps of the first rule, then all

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""smrules.torch.Hook end to end, with Debian's python3-torch (issue 29).
+"""smrules.torch.Hook end to end, with Debian's python3-torch.
 
 Real training loops (tests/cli/torch_train.py: a small ReLU MLP and a small
 ReLU CNN, TRAIN and EVAL) write trials with the hook while recording what

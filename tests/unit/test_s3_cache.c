@@ -1,4 +1,4 @@
-/* test_s3_cache.c - the shared record cache of core/s3_cache.c: copies
+/* test_s3_cache.c - the shared record cache of core/source/s3_cache.c: copies
  * out, LRU eviction within the budget, large records not kept, and a
  * record being fetched by one thread is waited for, not fetched twice.
  * (The prefetcher needs an S3 client; tests/cli/test_s3.py covers it.) */

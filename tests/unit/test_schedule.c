@@ -1,4 +1,4 @@
-/* test_schedule.c - the turn-taking of core/schedule.c: every unit runs
+/* test_schedule.c - the turn-taking of core/run/schedule.c: every unit runs
  * to its end, never on two threads at once, whole units in configuration
  * order, lock step within the lag (the longest turns of a step first),
  * non-positional units whole. */
