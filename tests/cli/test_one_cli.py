@@ -137,7 +137,7 @@ def test_widths(c, tmp):
         name, typ = row.split()[:2]
         sc.eq("%s: TYPE starts under TYPE" % name, row.index(" " + typ, len(name)) + 1, at[0])
         sc.ok(row[at[1] - 1] == " " and row[at[1]:].split()[0] in
-              ("IssuesFound", "NoIssuesFound", "Error", "InProgress"),
+              ("IssuesFound", "NoIssuesFound", "NoData", "Error", "InProgress"),
               "%s: STATUS starts under STATUS" % name, row)
     r = run(["describe", "LossNotDecreasing"])
     sc = c.scope("widths: describe", r)
