@@ -157,3 +157,51 @@ int rk_spike_check(smrules_ctx *ctx, rk_spike *s, const rk_spike_settings *p,
                                      : "z_score");
   return 1;
 }
+
+/* ---------------------------------------------------- the rule's shell */
+
+typedef struct spike_rule {
+  const rk_spike_rule_settings *s;
+  rk_spike sp;
+} spike_rule;
+
+int rk_spike_rule_init(smrules_ctx *ctx, const void *settings, void **state) {
+  spike_rule *r = calloc(1, sizeof *r);
+  if (!r) {
+    rk_api->fail(ctx, "out of memory");
+    return SMRULES_ERR;
+  }
+  r->s = settings;
+  rk_spike_init(&r->sp);
+  *state = r;
+  return 0;
+}
+
+void rk_spike_rule_destroy(void *state) {
+  spike_rule *r = state;
+  rk_spike_free(&r->sp);
+  free(r);
+}
+
+int rk_spike_rule_step(smrules_ctx *ctx, void *state, int64_t g,
+                       const char *default_collection) {
+  spike_rule *r = state;
+  const rk_spike_rule_settings *s = r->s;
+  smrules_trial *t = rk_api->trial(ctx);
+  rk_spike_sync(&r->sp, t);
+  const char *fallback[] = {default_collection};
+  smrules_strlist colls = s->collection_names;
+  if (!colls.n && !s->tensor_regex.n && default_collection)
+    colls = (smrules_strlist){1, fallback};
+  smrules_strlist names;
+  rk_api->select(t, &colls, &s->tensor_regex, &names);
+  int64_t evaluated = 0, violations = 0;
+  for (size_t i = 0; i < names.n; i++) {
+    int rc = rk_spike_check(ctx, &r->sp, &s->spike, t, names.v[i], g);
+    evaluated += rc >= 0;
+    violations += rc == 1;
+  }
+  rk_api->strlist_free(&names);
+  rk_api->datapoints(ctx, evaluated);
+  return rk_result(evaluated, violations);
+}

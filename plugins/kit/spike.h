@@ -34,4 +34,19 @@ void rk_spike_sync(rk_spike *s, smrules_trial *t);
 int rk_spike_check(smrules_ctx *ctx, rk_spike *s, const rk_spike_settings *p,
                    smrules_trial *t, const char *name, int64_t g);
 
+/* The whole of a spike rule but its parameter table: the settings the
+ * table fills, the state, and one step over the selected tensors.  Without
+ * collection_names and tensor_regex, `default_collection` (or nothing when
+ * NULL) is selected. */
+typedef struct rk_spike_rule_settings {
+  smrules_strlist collection_names;
+  smrules_strlist tensor_regex;
+  rk_spike_settings spike;
+} rk_spike_rule_settings;
+
+int rk_spike_rule_init(smrules_ctx *ctx, const void *settings, void **state);
+void rk_spike_rule_destroy(void *state);
+int rk_spike_rule_step(smrules_ctx *ctx, void *state, int64_t g,
+                       const char *default_collection);
+
 #endif

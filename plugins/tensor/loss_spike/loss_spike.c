@@ -1,16 +1,10 @@
 /* LossSpike (docs/rules/LossSpike.md): a loss far above its recent values
  * (a factor over the window's median, or a z-score over its mean), after
  * a warm-up.  The check is the kit's (plugins/kit/spike.h). */
-#include <stdlib.h>
-
 #include "smrules/rulekit.h"
 #include "spike.h"
 
-typedef struct settings {
-  smrules_strlist collection_names;
-  smrules_strlist tensor_regex;
-  rk_spike_settings spike;
-} settings;
+typedef rk_spike_rule_settings settings;
 
 static const smrules_param params[] = {
     SMRULES_STRLIST_PARAM("collection_names", NULL, settings, collection_names,
@@ -35,49 +29,8 @@ static const smrules_param params[] = {
                         SMRULES_MIN(0)),
     SMRULES_END_PARAMS};
 
-typedef struct state {
-  const settings *s;
-  rk_spike sp;
-} state;
-
-static int init(smrules_ctx *ctx, const void *s, void **out) {
-  state *st = calloc(1, sizeof *st);
-  if (!st) {
-    rk_api->fail(ctx, "out of memory");
-    return SMRULES_ERR;
-  }
-  st->s = s;
-  rk_spike_init(&st->sp);
-  *out = st;
-  return 0;
-}
-
-static void destroy(void *p) {
-  state *st = p;
-  rk_spike_free(&st->sp);
-  free(st);
-}
-
-static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
-  state *st = p;
-  const settings *s = st->s;
-  smrules_trial *t = rk_api->trial(ctx);
-  rk_spike_sync(&st->sp, t);
-  smrules_strlist names;
-  static const char *losses[] = {"losses"};
-  smrules_strlist colls = s->collection_names;
-  if (!colls.n && !s->tensor_regex.n)
-    colls = (smrules_strlist){1, losses};
-  rk_api->select(t, &colls, &s->tensor_regex, &names);
-  int64_t evaluated = 0, violations = 0;
-  for (size_t i = 0; i < names.n; i++) {
-    int rc = rk_spike_check(ctx, &st->sp, &s->spike, t, names.v[i], g);
-    evaluated += rc >= 0;
-    violations += rc == 1;
-  }
-  rk_api->strlist_free(&names);
-  rk_api->datapoints(ctx, evaluated);
-  return rk_result(evaluated, violations);
+static int invoke(smrules_ctx *ctx, void *state, int64_t g) {
+  return rk_spike_rule_step(ctx, state, g, "losses");
 }
 
 static const smrules_rule rule = {
@@ -90,9 +43,9 @@ static const smrules_rule rule = {
     .settings_size = sizeof(settings),
     .data_needed = "collection losses (or collection_names/tensor_regex), "
                    "scalar values",
-    .init = init,
+    .init = rk_spike_rule_init,
     .invoke_at_step = invoke,
-    .destroy = destroy,
+    .destroy = rk_spike_rule_destroy,
 };
 
 RK_PLUGIN(rule)
