@@ -73,7 +73,7 @@ typedef struct sys_file {
 
 typedef struct name_set {
   const char **v; /* interned, in first-seen order */
-  size_t n;
+  size_t n, cap;
   smr_ptrmap has; /* the names of v, so a line costs constant time */
 } name_set;
 
@@ -107,7 +107,7 @@ struct pstore {
   size_t cached_bytes;
   uint64_t tick;
   node_names *nn;
-  size_t nnn;
+  size_t nnn, capnn;
   smr_ptrmap node_of;            /* node (interned) -> index in nn */
   const char *dim_cpu, *dim_gpu; /* interned dimension names */
   const char *last[4];           /* the strings of the previous line */
@@ -909,7 +909,10 @@ static void set_add(name_set *s, const char *name) {
   size_t at;
   if (smr_ptrmap_get(&s->has, name, &at))
     return;
-  s->v = smr_xrealloc(s->v, (s->n + 1) * sizeof *s->v);
+  if (s->n == s->cap) { /* doubling: a name at a time would copy n^2 */
+    s->cap = s->cap ? 2 * s->cap : 16;
+    s->v = smr_xrealloc(s->v, s->cap * sizeof *s->v);
+  }
   smr_ptrmap_put(&s->has, name, s->n);
   s->v[s->n++] = name;
 }
@@ -922,7 +925,10 @@ static void note_name(pstore *p, const smrules_sys_event *e) {
   size_t at;
   if (!smr_ptrmap_get(&p->node_of, e->node, &at)) {
     at = p->nnn++;
-    p->nn = smr_xrealloc(p->nn, p->nnn * sizeof *p->nn);
+    if (p->nnn > p->capnn) {
+      p->capnn = p->capnn ? 2 * p->capnn : 4;
+      p->nn = smr_xrealloc(p->nn, p->capnn * sizeof *p->nn);
+    }
     memset(&p->nn[at], 0, sizeof p->nn[at]);
     p->nn[at].node = e->node;
     smr_ptrmap_put(&p->node_of, e->node, at);

@@ -95,7 +95,7 @@ struct smr_tb {
   tbfile *files;
   size_t nfiles;
   tag *tags;
-  size_t ntags;
+  size_t ntags, captags;
   strmap tagmap;
   pair *pairs;
   size_t npairs, capp;
@@ -222,7 +222,7 @@ static void free_model(smr_tb *tb) {
   tb->files = NULL;
   tb->nfiles = 0;
   tb->tags = NULL;
-  tb->ntags = 0;
+  tb->ntags = tb->captags = 0;
   memset(&tb->tagmap, 0, sizeof tb->tagmap);
   tb->pairs = NULL;
   tb->npairs = tb->capp = tb->assigned = 0;
@@ -369,7 +369,10 @@ static size_t tag_index(smr_tb *tb, const char *name) {
       strmap_find(&tb->tagmap, name, strlen(name), tb->tags, tag_key, &found);
   if (found)
     return tb->tagmap.slot[i] - 1;
-  tb->tags = smr_xrealloc(tb->tags, (tb->ntags + 1) * sizeof *tb->tags);
+  if (tb->ntags == tb->captags) { /* doubling: one at a time copies n^2 */
+    tb->captags = tb->captags ? 2 * tb->captags : 16;
+    tb->tags = smr_xrealloc(tb->tags, tb->captags * sizeof *tb->tags);
+  }
   memset(&tb->tags[tb->ntags], 0, sizeof *tb->tags);
   tb->tags[tb->ntags].name = smr_xstrdup(name);
   tb->tagmap.slot[i] = (uint32_t)tb->ntags + 1;

@@ -64,7 +64,7 @@ struct smr_trial {
   smr_collections colls;
   char *collections_error;
   smr_trial_problem *problems;
-  size_t nproblems;
+  size_t nproblems, capproblems;
   step_info *steps; /* ascending global step */
   size_t nsteps;
   int64_t last_complete_step;

@@ -118,8 +118,11 @@ static int open_catalog(smr_trial *t, const smr_trial_opts *o, smr_error *err) {
 
 void smr_trial_add_problem(smr_trial *t, const char *file, int64_t offset,
                            const char *msg) {
-  t->problems =
-      smr_xrealloc(t->problems, (t->nproblems + 1) * sizeof *t->problems);
+  if (t->nproblems == t->capproblems) { /* doubling, as files can be many */
+    t->capproblems = t->capproblems ? 2 * t->capproblems : 8;
+    t->problems =
+        smr_xrealloc(t->problems, t->capproblems * sizeof *t->problems);
+  }
   smr_trial_problem *p = &t->problems[t->nproblems++];
   p->file = smr_xstrdup(file);
   p->offset = offset;
@@ -133,7 +136,7 @@ static void clear_problems(smr_trial *t) {
   }
   free(t->problems);
   t->problems = NULL;
-  t->nproblems = 0;
+  t->nproblems = t->capproblems = 0;
 }
 
 void smr_trial_catalog_changed(smr_trial *t) {
