@@ -629,6 +629,11 @@ fi
 # (prints its own rows; says so and skips without python3-torch).
 PYTHONPATH="$B/python" /usr/bin/python3 "$ROOT/bench/torch_hook_bench.py" ||
   die "bench/torch_hook_bench.py failed"
+# ------------------------------------------- 10. sizing
+# bench/sizing.sh: CPU seconds per GB and peak RSS for one rule and twelve,
+# and the CPU a metrics scrape costs: the table docs/kubernetes.md sizes
+# its requests from (prints its own rows).
+"$ROOT/bench/sizing.sh" "$BUILD" || die "bench/sizing.sh failed"
 # ------------------------------------------------- 7. scale
 # A 5 GB local trial and a 1 GB trial in S3 (moto on loopback) through the
 # built-in rules, 1..N threads: bench/s3_bench.sh prints its own table

@@ -184,6 +184,27 @@ static int64_t render_steps(smr_buf *b, const smr_metrics *m, smr_trial *t) {
   return global;
 }
 
+/* Each worker's latest global step (a straggler trails the others), the
+ * first SMR_METRICS_MAX_WORKERS workers by name; and the bytes read. */
+static void render_workers(smr_buf *b, const smr_metrics *m, smr_trial *t) {
+  family(b, "smrules_worker_latest_step", "gauge",
+         "The latest global step each worker has written.");
+  const char *w = NULL;
+  int64_t step = 0;
+  size_t n = t ? smr_trial_worker_latest(t, 0, &w, &step) : 0;
+  for (size_t i = 0; i < n && i < SMR_METRICS_MAX_WORKERS; i++) {
+    smr_trial_worker_latest(t, i, &w, &step);
+    series(b, m, "smrules_worker_latest_step");
+    smr_buf_puts(b, ",");
+    put_label(b, "worker", w);
+    value_i(b, step);
+  }
+  family(b, "smrules_read_bytes_total", "counter",
+         "Bytes of trial files read (index, event and collection files).");
+  series(b, m, "smrules_read_bytes_total");
+  value_i(b, t ? (int64_t)smr_trial_bytes_read(t) : 0);
+}
+
 /* --------------------------------------------------------------- actions */
 
 typedef struct outcome_count {
@@ -266,6 +287,7 @@ void smr_metrics_publish(smr_metrics *m, smr_runner *r, smr_trial *t,
   value_i(&b, 1);
   render_rules(&b, m, r);
   int64_t global = render_steps(&b, m, t);
+  render_workers(&b, m, t);
   render_actions(&b, m, acts);
   double now = wall_s();
   pthread_mutex_lock(&m->mu);

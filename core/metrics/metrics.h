@@ -30,7 +30,8 @@ enum {
   SMR_METRICS_MAX_REQUEST = 8192, /* request line and headers, bytes */
   SMR_METRICS_MAX_CLIENTS = 16,   /* connections served at once */
   SMR_METRICS_CLIENT_MS = 5000,   /* a connection's whole life */
-  SMR_METRICS_MAX_SERIES = 1000   /* label sets per metric family */
+  SMR_METRICS_MAX_SERIES = 1000,  /* label sets per metric family */
+  SMR_METRICS_MAX_WORKERS = 256   /* workers with a series of their own */
 };
 
 typedef struct smr_metrics smr_metrics;

@@ -3,6 +3,7 @@
  * names is decided in locate.c. */
 #include "source/source.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -48,13 +49,23 @@ bool smr_source_exists(smr_source *s, const char *rel, int64_t *size,
 
 int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
                         size_t *len, smr_error *err) {
-  return s->ops->read_all(s, rel, max, buf, len, err);
+  int rc = s->ops->read_all(s, rel, max, buf, len, err);
+  if (rc == SMR_OK)
+    atomic_fetch_add_explicit(&s->bytes_read_, *len, memory_order_relaxed);
+  return rc;
 }
 
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
                           uint64_t len, smr_range *out, smr_error *err) {
   memset(out, 0, sizeof *out);
-  return s->ops->read_range(s, rel, off, len, out, err);
+  int rc = s->ops->read_range(s, rel, off, len, out, err);
+  if (rc == SMR_OK)
+    atomic_fetch_add_explicit(&s->bytes_read_, out->len, memory_order_relaxed);
+  return rc;
+}
+
+uint64_t smr_source_bytes_read(const smr_source *s) {
+  return atomic_load_explicit(&s->bytes_read_, memory_order_relaxed);
 }
 
 void smr_range_release(smr_range *r) {

@@ -72,6 +72,9 @@ typedef struct smr_source_ops {
 struct smr_source {
   const smr_source_ops *ops;
   char *root; /* canonical root: an absolute path or a URL */
+  /* Bytes the reads below returned, for the run's metrics (reads come
+   * from the catalog's and the rules' threads at once, hence atomic). */
+  _Atomic uint64_t bytes_read_;
 };
 
 int smr_source_local_open(const char *root, smr_source **out, smr_error *err);
@@ -82,6 +85,9 @@ void smr_source_close(smr_source *s);
 void smr_source_listing_add(smr_source_listing *l, char *path, int64_t size,
                             int64_t mtime_ns);
 const char *smr_source_root(const smr_source *s);
+/* Bytes of trial files read so far through smr_source_read_all and
+ * smr_source_read_range (a local range that is mapped counts its length). */
+uint64_t smr_source_bytes_read(const smr_source *s);
 
 /* Recursively list regular files under `dir` (relative, e.g. "index")
  * whose names end in `suffix`; skips names ending in ".tmp".  Sorted by

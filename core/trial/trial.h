@@ -45,6 +45,8 @@ int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err);
 void smr_trial_close(smr_trial *t);
 
 const char *smr_trial_root(const smr_trial *t);
+/* Bytes of trial files read so far (index, event and collection files). */
+uint64_t smr_trial_bytes_read(const smr_trial *t);
 /* Where the catalog lives (":memory:" when it could not be stored). */
 const char *smr_trial_state_path(const smr_trial *t);
 struct smr_catalog *smr_trial_catalog(smr_trial *t);
@@ -75,6 +77,10 @@ void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last);
  * others (smr_source_share_records). */
 void smr_trial_share_records(smr_trial *t, bool on);
 const smr_strv *smr_trial_workers(const smr_trial *t);
+/* The number of workers that have written steps; when i is below it,
+ * the i-th (by name) and its latest global step. */
+size_t smr_trial_worker_latest(const smr_trial *t, size_t i,
+                               const char **worker, int64_t *step);
 
 /* Problems met while reading index and collections files. */
 typedef struct smr_trial_problem {

@@ -67,6 +67,10 @@ struct smr_trial {
   size_t nproblems, capproblems;
   step_info *steps; /* ascending global step */
   size_t nsteps;
+  /* the workers index files name (sorted) and each one's latest global
+   * step, for stragglers and the metrics */
+  smr_strv row_workers;
+  int64_t *row_worker_latest;
   int64_t last_complete_step;
   smr_strv names; /* cached tensor names */
   bool names_valid;

@@ -311,6 +311,8 @@ void smr_trial_close(smr_trial *t) {
   free(t->collections_error);
   clear_problems(t);
   free(t->steps);
+  smr_strv_free(&t->row_workers);
+  free(t->row_worker_latest);
   free(t->pf_upto);
   smr_trial_forget_tensor_ids(t);
   smr_trial_forget_regexes(t);
@@ -330,6 +332,9 @@ smr_stats_cache *smr_trial_stats_cache(smr_trial *t) {
 
 const char *smr_trial_root(const smr_trial *t) {
   return smr_source_root(t->src);
+}
+uint64_t smr_trial_bytes_read(const smr_trial *t) {
+  return smr_source_bytes_read(t->src);
 }
 const char *smr_trial_state_path(const smr_trial *t) {
   return t->state_path;

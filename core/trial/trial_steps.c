@@ -29,19 +29,12 @@ static int cmp_row(const void *a, const void *b) {
   return strcmp(x->worker, y->worker);
 }
 
-/* Workers seen in index files stand in when no collections file names
- * them. */
-static void workers_from_rows(smr_trial *t, smr_step_row *rows, size_t n) {
-  smr_strv seen = {0};
-  for (size_t i = 0; i < n; i++)
-    smr_strv_push(&seen, rows[i].worker);
-  smr_strv_sort_unique(&seen);
-  if (t->workers.n == 0) {
-    smr_strv_free(&t->workers);
-    t->workers = seen;
-  } else {
-    smr_strv_free(&seen);
-  }
+/* Workers seen in index files (t->row_workers) stand in when no
+ * collections file names them. */
+static void workers_from_rows(smr_trial *t) {
+  if (t->workers.n == 0)
+    for (size_t i = 0; i < t->row_workers.n; i++)
+      smr_strv_push(&t->workers, t->row_workers.v[i]);
   if (t->num_workers <= 0)
     t->num_workers = t->workers.n ? (int)t->workers.n : 1;
 }
@@ -63,6 +56,45 @@ void smr_trial_compute_completeness(smr_trial *t) {
   t->last_complete_step = lcs;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Each worker's latest global step, from rows sorted by step. */
+static void worker_latest_from_rows(smr_trial *t, smr_step_row *rows,
+                                    size_t n) {
+  smr_strv_free(&t->row_workers);
+  for (size_t i = 0; i < n; i++)
+    smr_strv_push(&t->row_workers, rows[i].worker);
+  smr_strv_sort_unique(&t->row_workers);
+  free(t->row_worker_latest);
+  size_t nw = t->row_workers.n;
+  t->row_worker_latest = smr_xcalloc(nw ? nw : 1, sizeof(int64_t));
+  for (size_t i = 0; i < n; i++) {
+    char **hit =
+        bsearch(&rows[i].worker, t->row_workers.v, nw, sizeof(char *), cmp_str);
+    if (hit) /* always: the names came from these rows */
+      t->row_worker_latest[hit - t->row_workers.v] = rows[i].step;
+  }
+}
+
+size_t smr_trial_worker_latest(const smr_trial *t, size_t i,
+                               const char **worker, int64_t *step) {
+  if (t->row_workers.n == 0 && t->nsteps && t->workers.n == 1) {
+    /* a TensorBoard folder: one worker, no index rows */
+    if (i == 0) {
+      *worker = t->workers.v[0];
+      *step = t->steps[t->nsteps - 1].step;
+    }
+    return 1;
+  }
+  if (i < t->row_workers.n) {
+    *worker = t->row_workers.v[i];
+    *step = t->row_worker_latest[i];
+  }
+  return t->row_workers.n;
+}
+
 int smr_trial_rebuild_steps(smr_trial *t, smr_error *err) {
   smr_step_row *rows;
   size_t n;
@@ -71,7 +103,8 @@ int smr_trial_rebuild_steps(smr_trial *t, smr_error *err) {
     return rc;
   if (n > 1) /* qsort of an empty (NULL) array is undefined */
     qsort(rows, n, sizeof *rows, cmp_row);
-  workers_from_rows(t, rows, n);
+  worker_latest_from_rows(t, rows, n);
+  workers_from_rows(t);
   free(t->steps);
   t->steps = smr_xcalloc(n ? n : 1, sizeof *t->steps);
   t->nsteps = 0;

@@ -296,6 +296,62 @@ def case_watch(c, tmp):
          "watch: no training process series without one")
 
 
+WORKERS3 = os.path.join(lib.FIXTURES, "synthetic", "trial_workers3_partial_no_end")
+
+
+def files_bytes(root, sub=None):
+    total = 0
+    for d, _, names in os.walk(os.path.join(root, sub) if sub else root):
+        total += sum(os.path.getsize(os.path.join(d, n)) for n in names)
+    return total
+
+
+def one_shot_metrics(tmp, trial, name, rules_yaml):
+    rules, mfile = os.path.join(tmp, name + ".yaml"), os.path.join(tmp, name + ".prom")
+    with open(rules, "w") as f:
+        f.write(rules_yaml)
+    p = subprocess.run([lib.SMRULES, "run", "--fresh", "--state", os.path.join(tmp, name + ".db"),
+                        "--rules", rules, "--trial", trial, "--metrics-file", mfile],
+                       capture_output=True, text=True, timeout=lib.TIMEOUT)
+    with open(mfile) as f:
+        samples, problems = parse(f.read())
+    return p, samples, problems
+
+
+def case_workers(c, tmp):
+    """Each worker's latest step, and the bytes read, on a three-worker trial
+    where worker_1 stopped writing after step 2."""
+    trial = os.path.join(tmp, "trial")  # a copy: the run writes rule-output/
+    shutil.copytree(WORKERS3, trial)
+    expect = {}
+    for n in os.listdir(os.path.join(WORKERS3, "index", "000000000")):
+        step, worker = n[:-len(".json")].split("_", 1)
+        expect[worker] = max(expect.get(worker, -1), int(step))
+    c.ok(expect == {"worker_0": 6, "worker_1": 2, "worker_2": 6}, "workers: the fixture's shape",
+         str(expect))
+    p, s, problems = one_shot_metrics(tmp, trial, "reads", "rules:\n  - rule: ExplodingTensor\n")
+    c.ok(not problems, "workers: the file is in the exposition format", "; ".join(problems[:3]))
+    c.ok(not any(m in p.stderr for m in lib.SANITIZER_MARKERS), "workers: no sanitizer report",
+         p.stderr[-500:])
+    for worker, step in sorted(expect.items()):
+        c.ok(value(s, "smrules_worker_latest_step", worker=worker) == step,
+             "workers: %s's latest step is %d" % (worker, step),
+             str(value(s, "smrules_worker_latest_step", worker=worker)))
+    trial_bytes = files_bytes(WORKERS3)
+    meta = files_bytes(WORKERS3, "index") + files_bytes(WORKERS3, "collections")
+    read = value(s, "smrules_read_bytes_total")
+    c.ok(read is not None and meta <= read <= 2 * trial_bytes,
+         "workers: bytes read cover the index and collections files, and no more than "
+         "twice the trial", "read %s, index+collections %d, trial %d"
+         % (read, meta, trial_bytes))
+    # control: a rule that selects nothing reads no tensor value
+    _, s2, _ = one_shot_metrics(tmp, trial, "none", "rules:\n  - rule: ExplodingTensor\n"
+                                "    parameters:\n      tensor_regex: nothing_matches\n")
+    read2 = value(s2, "smrules_read_bytes_total")
+    c.ok(read2 is not None and meta <= read2 < read,
+         "workers: a rule that reads no value reads fewer bytes", "%s vs %s" % (read2, read))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -361,6 +417,16 @@ def case_prometheus(c, tmp):
              str(promql(pport, q2))[:300])
         if res2:
             print("  %s => %s" % (q2, json.dumps(res2)))
+        # docs/metrics.md's straggler query, with a threshold every worker passes
+        q3 = ("max by (job) (smrules_worker_latest_step) - on(job) group_right "
+              "smrules_worker_latest_step > -1")
+        res3 = wait_promql(pport, q3, lambda r: r[0]["metric"].get("worker") == "worker_0", guard)
+        c.ok(res3 and float(res3[0]["value"][1]) == 0,
+             "prometheus: the documented straggler query runs: worker_0 trails by 0 steps",
+             str(promql(pport, q3))[:300])
+        q4 = 'smrules_read_bytes_total{job="prom-job"}'
+        res4 = wait_promql(pport, q4, lambda r: float(r[0]["value"][1]) > 0, guard)
+        c.ok(res4, "prometheus: PromQL returns the bytes read", str(promql(pport, q4))[:300])
     finally:
         if server and server.proc.poll() is None:
             server.proc.send_signal(signal.SIGTERM)
@@ -444,7 +510,7 @@ def main():
     c = lib.Checker("test_metrics")
     for name, fn in (("launch", case_launch), ("watch", case_watch),
                      ("prometheus", case_prometheus), ("kubernetes", case_kubernetes),
-                     ("address", case_address)):
+                     ("address", case_address), ("workers", case_workers)):
         if lib.CASE_FILTER and lib.CASE_FILTER not in name:
             continue
         with tempfile.TemporaryDirectory() as tmp:
