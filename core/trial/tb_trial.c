@@ -116,6 +116,10 @@ struct smr_tb {
   size_t dropped_problems;
   bool noted[5]; /* per mode, the step of the pair noted last */
   int64_t noted_step[5];
+  /* per mode, the largest step of any pair: a step above it is a new
+   * pair without a lookup (writers log steps in order) */
+  bool has_max[5];
+  int64_t max_step[5];
 };
 
 /* ------------------------------------------------------------ strmap */
@@ -230,6 +234,7 @@ static void free_model(smr_tb *tb) {
   tb->pairmap_cap = 0;
   tb->by_g = NULL;
   tb->next_g = 0;
+  memset(tb->has_max, 0, sizeof tb->has_max);
   tb->problems = NULL;
   tb->nproblems = tb->dropped_problems = 0;
 }
@@ -440,6 +445,16 @@ static int64_t pair_find(const smr_tb *tb, int mode, int64_t step,
   }
 }
 
+/* Put pair k in the map, known to be absent: the first empty slot of its
+ * probe sequence, with no key compared (no read of another pair). */
+static void pair_insert_new(smr_tb *tb, size_t k) {
+  size_t mask = tb->pairmap_cap - 1;
+  size_t i = (size_t)pair_hash(tb->pairs[k].mode, tb->pairs[k].step) & mask;
+  while (tb->pairmap[i])
+    i = (i + 1) & mask;
+  tb->pairmap[i] = (uint32_t)k + 1;
+}
+
 static void pairmap_grow(smr_tb *tb) {
   if (tb->pairmap_cap && (tb->npairs + 1) * 2 <= tb->pairmap_cap)
     return;
@@ -447,25 +462,25 @@ static void pairmap_grow(smr_tb *tb) {
   free(tb->pairmap);
   tb->pairmap = smr_xcalloc(cap, sizeof *tb->pairmap);
   tb->pairmap_cap = cap;
-  for (size_t k = 0; k < tb->npairs; k++) {
-    size_t slot = 0;
-    pair_find(tb, tb->pairs[k].mode, tb->pairs[k].step, &slot);
-    tb->pairmap[slot] = (uint32_t)k + 1;
-  }
+  for (size_t k = 0; k < tb->npairs; k++)
+    pair_insert_new(tb, k);
 }
 
 static void note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
-  size_t slot = 0;
-  if (pair_find(tb, mode, step, &slot) >= 0)
+  bool beyond = !tb->has_max[mode] || step > tb->max_step[mode];
+  if (!beyond && pair_find(tb, mode, step, NULL) >= 0)
     return;
+  if (beyond) {
+    tb->has_max[mode] = true;
+    tb->max_step[mode] = step;
+  }
   pairmap_grow(tb);
-  pair_find(tb, mode, step, &slot);
   if (tb->npairs == tb->capp) {
     tb->capp = tb->capp ? tb->capp * 2 : 1024;
     tb->pairs = smr_xrealloc(tb->pairs, tb->capp * sizeof *tb->pairs);
   }
   tb->pairs[tb->npairs] = (pair){step, -1, mode, wall};
-  tb->pairmap[slot] = (uint32_t)++tb->npairs;
+  pair_insert_new(tb, tb->npairs++);
 }
 
 /* A new pair's place in the order of global steps (qsort has no context
