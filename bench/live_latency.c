@@ -22,6 +22,13 @@
  * system time over that window (/proc/<pid>/stat) as % of one core, with
  * inotify and with --poll.
  *
+ * TensorBoard (docs/tensorboard.md): the sparse run again with the steps
+ * logged as a TensorBoard event file (one `train/loss` scalar a step,
+ * NaN at every SPARSE-th, flushed as SummaryWriter.flush() does) and
+ * NonFiniteMetric's exec hook sending the signal: the time from the
+ * write of the NaN record to the signal's arrival.  The folder never gets
+ * an end marker (TensorBoard has none): the run is ended with SIGINT.
+ *
  * Results are printed as "RESULT <key> <value>" lines for run.sh.  Every
  * file goes under WORKDIR; every process started here is ended here. */
 #include <errno.h>
@@ -38,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tb_encode.h"
 #include "writer/writer.h"
 
 #define MAX_STEPS 100000
@@ -186,7 +194,24 @@ static double cpu_seconds(pid_t pid) {
 
 /* ------------------------------------------------------------- writing */
 
+/* The TensorBoard phase writes this event file instead of a trial. */
+static bool tb_mode;
+static FILE *tb_file;
+
+static void write_tb_step(long s, bool nan_value) {
+  uint8_t buf[512];
+  float loss = nan_value ? NAN : 1.0f / (float)(s + 1);
+  size_t n = scalar_event(buf, (double)time(NULL), s, "train/loss", loss);
+  put_record(tb_file, buf, n);
+  if (fflush(tb_file) != 0)
+    die("writing the event file: %s", strerror(errno));
+}
+
 static void write_step(smr_writer *w, long s, bool nan_value) {
+  if (tb_mode) {
+    write_tb_step(s, nan_value);
+    return;
+  }
   smr_error err;
   smr_error_clear(&err);
   float loss = 1.0f / (float)(s + 1);
@@ -202,6 +227,15 @@ static void write_step(smr_writer *w, long s, bool nan_value) {
 }
 
 static smr_writer *open_writer(const char *dir) {
+  if (tb_mode) {
+    char *path = path_in(dir, "events.out.tfevents.1700000000.bench.1.0");
+    if (mkdir(dir, 0755) != 0 || !(tb_file = fopen(path, "wb")))
+      die("cannot create %s", path);
+    put_version_record(tb_file);
+    fflush(tb_file);
+    free(path);
+    return NULL;
+  }
   smr_error err;
   smr_error_clear(&err);
   smr_writer *w;
@@ -211,6 +245,11 @@ static smr_writer *open_writer(const char *dir) {
 }
 
 static void close_writer(smr_writer *w, const char *dir, bool end) {
+  if (tb_mode) {
+    fclose(tb_file);
+    tb_file = NULL;
+    return;
+  }
   smr_error err;
   smr_error_clear(&err);
   if (smr_writer_close(w, &err) != SMR_OK ||
@@ -246,8 +285,8 @@ static void write_rules(const char *path, int sig) {
     die("cannot write %s", path);
   fprintf(f,
           "rules:\n"
-          "  - rule: ExplodingTensor\n"
-          "    parameters: {tensor_regex: \"^bench_nan$\"}\n"
+          "  - rule: %s\n"
+          "    parameters: {tensor_regex: \"%s\"}\n"
           "    actions:\n"
           "      - signal_bench: {repeat: every}\n"
           "actions:\n"
@@ -256,7 +295,9 @@ static void write_rules(const char *path, int sig) {
           "      type: exec\n"
           "      argv: [%s, -s, \"%d\", -q, \"{step}\", \"%ld\"]\n"
           "      timeout_seconds: 5\n",
-          KILL_PROGRAM, sig, (long)getpid());
+          tb_mode ? "NonFiniteMetric" : "ExplodingTensor",
+          tb_mode ? "^train/loss$" : "^bench_nan$", KILL_PROGRAM, sig,
+          (long)getpid());
   fclose(f);
 }
 
@@ -286,6 +327,10 @@ static void watch_argv(char **argv, const char *smrules, char *trial,
     argv[k++] = fixed[i];
   if (poll)
     argv[k++] = "--poll";
+  if (tb_mode) {
+    argv[k++] = "--format";
+    argv[k++] = "tensorboard";
+  }
   argv[k] = NULL;
 }
 
@@ -350,10 +395,10 @@ static void report_latency(const char *key, double wall,
   qsort(lat, n, sizeof *lat, cmp_double);
   double cpu = (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
                (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
-  printf("index file complete -> signal delivered (%zu of %zu triggers): "
+  printf("%s -> signal delivered (%zu of %zu triggers): "
          "p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-         n, want, percentile(lat, n, 50), percentile(lat, n, 99),
-         n ? lat[n - 1] : NAN);
+         tb_mode ? "record written" : "index file complete", n, want,
+         percentile(lat, n, 50), percentile(lat, n, 99), n ? lat[n - 1] : NAN);
   printf("smrules while following: %.2f s CPU over %.1f s (%.1f %% of one "
          "core)\n",
          cpu, wall, 100 * cpu / wall);
@@ -407,10 +452,14 @@ static int latency_phase(const char *key, const char *smrules, const char *work,
   while (n_signals < want && now_sec() < end)
     sleep_sec(0.01);
   close_writer(w, trial, true);
+  if (tb_mode) /* no end marker in a TensorBoard folder */
+    kill(pid, SIGINT);
   struct rusage ru;
   int status = reap(pid, 60, &ru);
+  bool ended = WIFEXITED(status) && (WEXITSTATUS(status) <= 1 ||
+                                     (tb_mode && WEXITSTATUS(status) == 130));
   double wall = now_sec() - t_start;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+  if (!ended)
     fprintf(stderr,
             "live_latency: smrules --watch ended with status %d "
             "(see %s)\n",
@@ -423,7 +472,7 @@ static int latency_phase(const char *key, const char *smrules, const char *work,
   char *owned[] = {trial, rules, state, out, so, se};
   for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
     free(owned[i]);
-  return WIFEXITED(status) && WEXITSTATUS(status) <= 1 ? 0 : 1;
+  return ended ? 0 : 1;
 }
 
 /* ---------------------------------------------------------------- idle */
@@ -530,6 +579,12 @@ int main(int argc, char **argv) {
   rc |= latency_phase("live_sparse", smrules, work, steps, interval, sig);
   fflush(stdout);
   rc |= idle_phase(smrules, work, steps, (double)idle_s);
+  printf("a TensorBoard event file, NonFiniteMetric firing at every %ld-th "
+         "step\n",
+         sparse);
+  fflush(stdout);
+  tb_mode = true;
+  rc |= latency_phase("tb_sparse", smrules, work, steps, interval, sig);
   free(done_at);
   free(signal_at);
   return rc;

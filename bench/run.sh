@@ -543,11 +543,16 @@ if [ $have_exploding = 1 ]; then
 fi
 # ---------------------------------------------------------------- 5. live
 # Targets (bench/live_latency.c): index file complete -> signal
-# delivered, p99 < 100 ms, with an action at every step and at every 10th;
+# delivered, p99 < 100 ms, with an action at every step and at every 10th,
+# and for a TensorBoard event file (record written -> signal, every 10th);
 # idle CPU of a watch < 1 % of a core.
 if [ $have_live = 1 ]; then
-  for k in live live_sparse; do
-    [ $k = live ] && what="action every step" || what="action every 10th"
+  for k in live live_sparse tb_sparse; do
+    case $k in
+    live) what="action every step" ;;
+    live_sparse) what="action every 10th" ;;
+    *) what="TensorBoard, every 10th" ;;
+    esac
     row "live $what: p50/max ms" "$(get ${k}_p50_ms)" \
       "max $(get ${k}_max_ms)" "-" "-" "info"
     row "live $what: p99 ms" "$(get ${k}_p99_ms)" \

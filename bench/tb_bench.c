@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "format/record.h"
+#include "tb_encode.h"
 #include "trial/trial.h"
 
 #define FILE_NAME "events.out.tfevents.1700000000.bench.1.0"
@@ -53,55 +53,6 @@ static double median(double *v, int n) {
 
 /* ---- writing ------------------------------------------------------------ */
 
-static size_t put_varint(uint8_t *p, uint64_t v) {
-  size_t n = 0;
-  do {
-    p[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
-    v >>= 7;
-  } while (v);
-  return n;
-}
-
-/* Event{wall_time, step, summary{value{tag, simple_value}}} */
-static size_t scalar_event(uint8_t *p, double wall, int64_t step,
-                           const char *tag, float x) {
-  uint8_t value[256], summary[300];
-  size_t tl = strlen(tag), n = 0;
-  value[n++] = 0x0A;
-  n += put_varint(value + n, tl);
-  memcpy(value + n, tag, tl);
-  n += tl;
-  value[n++] = 0x15;
-  memcpy(value + n, &x, 4);
-  n += 4;
-  size_t s = 0;
-  summary[s++] = 0x0A;
-  s += put_varint(summary + s, n);
-  memcpy(summary + s, value, n);
-  s += n;
-  size_t e = 0;
-  p[e++] = 0x09;
-  memcpy(p + e, &wall, 8);
-  e += 8;
-  if (step) {
-    p[e++] = 0x10;
-    e += put_varint(p + e, (uint64_t)step);
-  }
-  p[e++] = 0x2A;
-  e += put_varint(p + e, s);
-  memcpy(p + e, summary, s);
-  return e + s;
-}
-
-static void put_record(FILE *f, const uint8_t *payload, size_t n) {
-  uint8_t hdr[SMR_RECORD_HEADER], ftr[SMR_RECORD_FOOTER];
-  smr_record_header(hdr, n);
-  smr_record_footer(ftr, payload, n, 1);
-  fwrite(hdr, 1, sizeof hdr, f);
-  fwrite(payload, 1, n, f);
-  fwrite(ftr, 1, sizeof ftr, f);
-}
-
 static const char *const tags[] = {
     "train/loss",        "train/grad_norm",  "train/learning_rate",
     "train/epoch",       "eval/loss",        "eval/accuracy",
@@ -126,10 +77,7 @@ static int gen(const char *dir, int ntags, long steps) {
     fprintf(stderr, "tb_bench: %s: %s\n", path, strerror(errno));
     return 1;
   }
-  static const uint8_t version[] = {0x09, 0,    0,   0,   0,   0,   0,   0,
-                                    0,    0x1A, 13,  'b', 'r', 'a', 'i', 'n',
-                                    '.',  'E',  'v', 'e', 'n', 't', ':', '2'};
-  put_record(f, version, sizeof version);
+  put_version_record(f);
   write_steps(f, ntags, 0, steps);
   fclose(f);
   printf("RESULT tb_scalars %ld\n", (long)ntags * steps);
