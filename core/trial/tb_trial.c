@@ -20,6 +20,7 @@
 #include "format/mode.h"
 #include "format/record.h"
 #include "format/tb_event.h"
+#include "trial/tb_series.h"
 
 /* 1 MB: the chunk is a buffer of the source's, kept as a spare after use */
 #define CHUNK ((size_t)1 << 20)
@@ -33,15 +34,7 @@ static const char *const default_eval[] = {"eval",       "val",  "valid",
 static const char *const default_predict[] = {"predict", "prediction",
                                               "inference", NULL};
 
-typedef struct point {
-  int64_t step; /* Event.step: the mode step */
-  double value;
-} point;
-
-typedef struct series {
-  point *v;
-  size_t n, cap;
-} series;
+typedef tb_series series; /* a tag's values in one mode, by Event.step */
 
 typedef struct tag {
   char *name;
@@ -205,7 +198,7 @@ static void free_model(smr_tb *tb) {
   free(tb->files);
   for (size_t i = 0; i < tb->ntags; i++) {
     for (int m = 0; m < 5; m++)
-      free(tb->tags[i].s[m].v);
+      tb_series_free(&tb->tags[i].s[m]);
     free(tb->tags[i].name);
   }
   free(tb->tags);
@@ -419,6 +412,13 @@ static rawtag *resolve(smr_tb *tb, tbfile *f, const char *raw, size_t len) {
   return &f->raws[f->nraws++];
 }
 
+/* The next capacity of a table that grows with the folder: double while
+ * small, a quarter more once large (the slack is memory a big folder
+ * pays for; realloc of a big block moves pages, not bytes). */
+static size_t grown(size_t cap, size_t first) {
+  return cap == 0 ? first : cap < 65536 ? cap * 2 : cap + cap / 4;
+}
+
 /* splitmix64's finaliser: steps are consecutive integers, whose FNV
  * hashes cluster in the low bits the table indexes by */
 static uint64_t pair_hash(int mode, int64_t step) {
@@ -476,7 +476,7 @@ static void note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
   }
   pairmap_grow(tb);
   if (tb->npairs == tb->capp) {
-    tb->capp = tb->capp ? tb->capp * 2 : 1024;
+    tb->capp = grown(tb->capp, 1024);
     tb->pairs = smr_xrealloc(tb->pairs, tb->capp * sizeof *tb->pairs);
   }
   tb->pairs[tb->npairs] = (pair){step, -1, mode, wall};
@@ -509,7 +509,7 @@ static void index_modes(smr_tb *tb, int64_t from) {
     const pair *p = &tb->pairs[tb->by_g[g]];
     int m = p->mode;
     if (tb->nmi[m] == tb->capmi[m]) {
-      tb->capmi[m] = tb->capmi[m] ? tb->capmi[m] * 2 : 256;
+      tb->capmi[m] = grown(tb->capmi[m], 256);
       tb->mi[m] = smr_xrealloc(tb->mi[m], tb->capmi[m] * sizeof *tb->mi[m]);
     }
     if (tb->nmi[m] && tb->mi[m][tb->nmi[m] - 1].step > p->step)
@@ -559,42 +559,6 @@ static void assign_globals(smr_tb *tb) {
   index_modes(tb, from);
 }
 
-/* Position of `step` in a series (or where it would go). */
-static size_t series_find(const series *s, int64_t step, bool *found) {
-  size_t lo = 0, hi = s->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (s->v[mid].step < step)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  *found = lo < s->n && s->v[lo].step == step;
-  return lo;
-}
-
-/* The value read last at a step wins; files merge by step. */
-static void series_put(series *s, int64_t step, double value) {
-  if (s->n && s->v[s->n - 1].step == step) {
-    s->v[s->n - 1].value = value;
-    return;
-  }
-  bool found = false;
-  size_t at =
-      s->n && s->v[s->n - 1].step > step ? series_find(s, step, &found) : s->n;
-  if (found) {
-    s->v[at].value = value;
-    return;
-  }
-  if (s->n == s->cap) {
-    s->cap = s->cap ? s->cap * 2 : 16;
-    s->v = smr_xrealloc(s->v, s->cap * sizeof *s->v);
-  }
-  memmove(s->v + at + 1, s->v + at, (s->n - at) * sizeof *s->v);
-  s->v[at] = (point){step, value};
-  s->n++;
-}
-
 /* ------------------------------------------------------------ reading */
 
 typedef struct reading {
@@ -642,7 +606,7 @@ static int on_value(void *ctx, const smr_tb_event *ev, const smr_tb_value *v) {
     tb->noted[rt->mode] = true;
     tb->noted_step[rt->mode] = ev->step;
   }
-  series_put(&t->s[rt->mode], ev->step, v->value);
+  tb_series_put(&t->s[rt->mode], ev->step, v->value);
   r->added++;
   return 0;
 }
@@ -883,10 +847,11 @@ static void push_series(const smr_tb *tb, smr_entries *out, int64_t t, int m,
   const struct mstep *mi = tb->mi[m];
   size_t j = 0, n = tb->nmi[m];
   for (size_t i = 0; i < s->n; i++) {
-    while (j < n && mi[j].step < s->v[i].step)
+    int64_t step = tb_series_step(s, i);
+    while (j < n && mi[j].step < step)
       j++;
-    if (j < n && mi[j].step == s->v[i].step)
-      push_entry_g(out, t, m, s->v[i].step, mi[j].g);
+    if (j < n && mi[j].step == step)
+      push_entry_g(out, t, m, step, mi[j].g);
   }
 }
 
@@ -910,7 +875,7 @@ int smr_tb_entries(smr_tb *tb, const char *name, int mode, int64_t mode_step,
     if (mode_step < tb->next_g) {
       const pair *p = &tb->pairs[tb->by_g[mode_step]];
       bool found;
-      series_find(&tg->s[p->mode], p->step, &found);
+      tb_series_find(&tg->s[p->mode], p->step, &found);
       if (found)
         push_entry(tb, out, t, p->mode, p->step);
     }
@@ -921,7 +886,7 @@ int smr_tb_entries(smr_tb *tb, const char *name, int mode, int64_t mode_step,
       const series *s = &tg->s[m];
       if (mode_step >= 0) {
         bool found;
-        series_find(s, mode_step, &found);
+        tb_series_find(s, mode_step, &found);
         if (found)
           push_entry(tb, out, t, m, mode_step);
         continue;
@@ -955,9 +920,9 @@ int smr_tb_read_value(smr_tb *tb, const smr_entry *e, smr_tensor *out,
   if (e->tensor >= 0 && (size_t)e->tensor < tb->ntags && e->mode >= 1 &&
       e->mode <= 4) {
     const tag *tg = &tb->tags[e->tensor];
-    size_t i = series_find(&tg->s[e->mode], e->mode_step, &found);
+    size_t i = tb_series_find(&tg->s[e->mode], e->mode_step, &found);
     if (found) {
-      v = tg->s[e->mode].v[i].value;
+      v = tb_series_value(&tg->s[e->mode], i);
       dbl = tg->dbl;
     }
     int64_t k = pair_find(tb, e->mode, e->mode_step, NULL);
