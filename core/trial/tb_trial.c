@@ -45,10 +45,14 @@ typedef struct tag {
 
 /* (mode, Event.step) -> global step */
 typedef struct pair {
-  int64_t step, g;
-  int mode;
+  int64_t step;
   double wall_time; /* of the first value read at it */
-} pair;
+  uint32_t g;       /* its global step, PAIR_NO_G until numbered */
+  int32_t mode;
+} pair; /* 24 bytes: a folder of 1 M scalars may hold 200,000 pairs */
+
+/* Global steps number pairs, whose index is a uint32_t (the map's). */
+#define PAIR_NO_G UINT32_MAX
 
 /* A string -> index table (open addressing, grows at half load). */
 typedef struct strmap {
@@ -479,7 +483,7 @@ static void note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
     tb->capp = grown(tb->capp, 1024);
     tb->pairs = smr_xrealloc(tb->pairs, tb->capp * sizeof *tb->pairs);
   }
-  tb->pairs[tb->npairs] = (pair){step, -1, mode, wall};
+  tb->pairs[tb->npairs] = (pair){step, wall, PAIR_NO_G, mode};
   pair_insert_new(tb, tb->npairs++);
 }
 
@@ -537,7 +541,7 @@ static void assign_globals(smr_tb *tb) {
   int64_t from = tb->next_g;
   if (sorted) {
     for (size_t k = tb->assigned; k < tb->npairs; k++) {
-      tb->pairs[k].g = tb->next_g;
+      tb->pairs[k].g = (uint32_t)tb->next_g;
       tb->by_g[tb->next_g++] = (uint32_t)k;
     }
     tb->assigned = tb->npairs;
@@ -551,7 +555,7 @@ static void assign_globals(smr_tb *tb) {
   }
   qsort(o, n, sizeof *o, cmp_order);
   for (size_t k = 0; k < n; k++) {
-    tb->pairs[o[k].at].g = tb->next_g;
+    tb->pairs[o[k].at].g = (uint32_t)tb->next_g;
     tb->by_g[tb->next_g++] = o[k].at;
   }
   free(o);
@@ -791,7 +795,8 @@ int smr_tb_step_rows(smr_tb *tb, smr_step_row **rows, size_t *n) {
   *rows = smr_xcalloc(*n ? *n : 1, sizeof **rows);
   for (size_t k = 0; k < *n; k++) {
     const pair *p = &tb->pairs[k];
-    (*rows)[k] = (smr_step_row){p->g, p->mode, p->step, smr_xstrdup(WORKER)};
+    (*rows)[k] =
+        (smr_step_row){(int64_t)p->g, p->mode, p->step, smr_xstrdup(WORKER)};
   }
   pthread_rwlock_unlock(&tb->lock);
   return SMR_OK;
@@ -836,7 +841,7 @@ static void push_entry_g(smr_entries *out, int64_t t, int mode, int64_t step,
 static void push_entry(smr_tb *tb, smr_entries *out, int64_t t, int mode,
                        int64_t step) {
   int64_t k = pair_find(tb, mode, step, NULL);
-  if (k >= 0 && tb->pairs[k].g >= 0)
+  if (k >= 0 && tb->pairs[k].g != PAIR_NO_G)
     push_entry_g(out, t, mode, step, tb->pairs[k].g);
 }
 
