@@ -603,6 +603,8 @@ if [ $have_tb = 1 ]; then
   row "TensorBoard 1M scalars peak RSS MB" "$(get tb_read_rss_mb)" \
     "raw read $(get tb_raw_rss_mb)" "-" "< 32" \
     "$(verdict "$(get tb_read_rss_mb)" "<" 32)"
+  row "TensorBoard RSS MB after 1+$BENCH_REPEAT opens" "$(get tb_read_rss_all_mb)" \
+    "one open $(get tb_read_rss_mb)" "-" "-" "info"
   row "TensorBoard refresh, unchanged ms" "$(get tb_refresh_unchanged_ms)" \
     "values $(get tb_refresh_unchanged_added)" "-" "-" "info"
   row "TensorBoard refresh, +1000 ms" "$(get tb_refresh_1000_ms)" \

@@ -71,6 +71,13 @@ struct smr_trial {
    * step, for stragglers and the metrics */
   smr_strv row_workers;
   int64_t *row_worker_latest;
+  /* per mode 1..3, its steps ordered by mode step (then global step):
+   * the step queries are a binary search, not a scan per call */
+  struct smr_mode_key {
+    int64_t key;
+    uint32_t at; /* index in steps */
+  } * by_mode[5];
+  size_t nby_mode[5];
   int64_t last_complete_step;
   smr_strv names; /* cached tensor names */
   bool names_valid;
@@ -159,6 +166,8 @@ static inline const step_info *smr_trial_find_step(const smr_trial *t,
 int smr_trial_rebuild_steps(smr_trial *t, smr_error *err);
 /* last_complete_step from the steps, workers and the end of training. */
 void smr_trial_compute_completeness(smr_trial *t);
+/* Rebuild the per-mode step order after t->steps changed. */
+void smr_trial_index_steps(smr_trial *t);
 
 /* ---- names and patterns (trial_names.c) ---- */
 void smr_trial_forget_regexes(smr_trial *t);

@@ -197,6 +197,7 @@ static void tensorboard_steps(smr_trial *t) {
   if (!t->workers.n)
     smr_strv_push(&t->workers, "worker_0");
   t->num_workers = 1;
+  smr_trial_index_steps(t);
   smr_trial_compute_completeness(t);
 }
 
@@ -313,6 +314,8 @@ void smr_trial_close(smr_trial *t) {
   free(t->steps);
   smr_strv_free(&t->row_workers);
   free(t->row_worker_latest);
+  for (int m = 0; m < 5; m++)
+    free(t->by_mode[m]);
   free(t->pf_upto);
   smr_trial_forget_tensor_ids(t);
   smr_trial_forget_regexes(t);

@@ -124,6 +124,7 @@ int smr_trial_rebuild_steps(smr_trial *t, smr_error *err) {
     s->nworkers = 1;
   }
   smr_step_rows_free(rows, n);
+  smr_trial_index_steps(t);
   smr_trial_compute_completeness(t);
   return SMR_OK;
 }
@@ -151,6 +152,63 @@ static bool in_mode(const step_info *s, int mode) {
 
 static int64_t step_key(const step_info *s, int mode) {
   return mode == SMR_MODE_GLOBAL ? s->step : s->mode_step;
+}
+
+static int cmp_mode_key(const void *a, const void *b) {
+  const struct smr_mode_key *x = a, *y = b;
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return x->at < y->at ? -1 : x->at > y->at;
+}
+
+void smr_trial_index_steps(smr_trial *t) {
+  for (int m = 1; m <= 3; m++) {
+    free(t->by_mode[m]);
+    t->by_mode[m] = NULL;
+    t->nby_mode[m] = 0;
+  }
+  size_t count[5] = {0};
+  for (size_t i = 0; i < t->nsteps; i++)
+    if (t->steps[i].mode >= 1 && t->steps[i].mode <= 3)
+      count[t->steps[i].mode]++;
+  for (int m = 1; m <= 3; m++)
+    if (count[m])
+      t->by_mode[m] = smr_xmalloc(count[m] * sizeof *t->by_mode[m]);
+  bool sorted[5] = {true, true, true, true, true};
+  for (size_t i = 0; i < t->nsteps; i++) {
+    int m = t->steps[i].mode;
+    if (m < 1 || m > 3) /* GLOBAL queries walk t->steps itself */
+      continue;
+    struct smr_mode_key *v = t->by_mode[m];
+    size_t k = t->nby_mode[m]++;
+    v[k] = (struct smr_mode_key){t->steps[i].mode_step, (uint32_t)i};
+    if (k && v[k - 1].key > v[k].key)
+      sorted[m] = false; /* mode steps usually grow with global steps */
+  }
+  for (int m = 1; m <= 3; m++)
+    if (!sorted[m])
+      qsort(t->by_mode[m], t->nby_mode[m], sizeof *t->by_mode[m], cmp_mode_key);
+}
+
+/* The first step of `mode` whose key (global or mode step) is >= key, in
+ * the order a scan of t->steps would prefer it; NULL when none. */
+static const step_info *first_at_or_after(const smr_trial *t, int mode,
+                                          int64_t key) {
+  bool global = mode == SMR_MODE_GLOBAL;
+  if (!global && (mode < 1 || mode > 3))
+    return NULL;
+  size_t lo = 0, hi = global ? t->nsteps : t->nby_mode[mode];
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int64_t k = global ? t->steps[mid].step : t->by_mode[mode][mid].key;
+    if (k < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (global)
+    return lo < t->nsteps ? &t->steps[lo] : NULL;
+  return lo < t->nby_mode[mode] ? &t->steps[t->by_mode[mode][lo].at] : NULL;
 }
 
 int smr_trial_cmp_i64(const void *a, const void *b) {
@@ -199,25 +257,18 @@ bool smr_trial_global_step(const smr_trial *t, int mode, int64_t mode_step,
     *step = mode_step;
     return true;
   }
-  for (size_t i = 0; i < t->nsteps; i++)
-    if (t->steps[i].mode == mode && t->steps[i].mode_step == mode_step) {
-      *step = t->steps[i].step;
-      return true;
-    }
-  return false;
+  const step_info *s = first_at_or_after(t, mode, mode_step);
+  if (!s || s->mode_step != mode_step)
+    return false;
+  *step = s->step;
+  return true;
 }
 
 /* docs/formats.md#step-states, literally. */
 smr_availability smr_trial_has_passed_step(const smr_trial *t, int64_t step,
                                            int mode) {
-  const step_info *best = NULL;
-  for (size_t i = 0; i < t->nsteps; i++) {
-    const step_info *s = &t->steps[i];
-    if (!in_mode(s, mode) || step_key(s, mode) < step)
-      continue;
-    if (!best || step_key(s, mode) < step_key(best, mode))
-      best = s;
-  }
+  /* the step of the mode with the smallest key >= step */
+  const step_info *best = first_at_or_after(t, mode, step);
   if (!best)
     return t->loaded_all_steps ? SMR_UNAVAILABLE : SMR_NOT_YET_AVAILABLE;
   int64_t g = best->step;

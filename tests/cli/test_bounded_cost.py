@@ -2,7 +2,9 @@
 """Small inputs may not cost without bound (docs/security.md, "Bounded
 cost"): profiler data whose timestamps lie far apart, system files with
 many distinct names, traces with many distinct pids or unmatched "B"
-events, and a trace.json.gz that inflates a thousandfold.
+events, a trace.json.gz that inflates a thousandfold, and a training log
+of 100,000 TRAIN and 100,000 EVAL steps (a value missing at a step once
+scanned every step to say why: a rule over them took over ten minutes).
 
 Cost is checked by what a run may use, not by how long it takes: each run
 gets a CPU-time limit (RLIMIT_CPU) several times what the linear work
@@ -20,6 +22,7 @@ import tempfile
 import time
 
 import lib
+import tbwriter
 
 FIXTURE_SYSTEM = os.path.join(lib.FIXTURES, "profiler", "cpu_bottleneck", "profiler-output",
                               "system")
@@ -142,6 +145,52 @@ def check_gzip_bomb(c, tmp):
     sc.ok(rss < RSS_LIMIT_KB, "memory stays well below the inflated size", "%d KB" % rss)
 
 
+MANY_STEPS = 100000  # of each mode: 200,000 global steps
+
+
+def check_many_steps(c, tmp):
+    sc = c.scope("a TensorBoard log of %d TRAIN and EVAL steps" % MANY_STEPS)
+    folder = os.path.join(tmp, "many-steps")
+    os.makedirs(folder)
+    with open(os.path.join(folder, tbwriter.event_file_name()), "wb") as f:
+        f.write(tbwriter.record(tbwriter.file_version_event(T0)))
+        for step in range(MANY_STEPS):
+            x = float("nan") if step == MANY_STEPS - 7 else 1.0 / (step + 1)
+            for tag, v in (("train/loss", x), ("eval/loss", 1.0)):
+                f.write(tbwriter.record(tbwriter.event(step, [tbwriter.v_simple(tag, v)],
+                                                       T0 + step)))
+    rules = os.path.join(tmp, "many-steps.yaml")
+    with open(rules, "w") as f:
+        f.write("rules:\n  - rule: NonFiniteMetric\n")
+    p = subprocess.run([lib.SMRULES, "run", "--trial", folder, "--format", "tensorboard",
+                        "--rules", rules, "--json", "--fresh", "--output",
+                        os.path.join(tmp, "many-steps-out")],
+                       capture_output=True, text=True, timeout=600,
+                       preexec_fn=limited(CPU_LIMIT_S), cwd=lib.ROOT)
+    try:
+        rule = json.loads(p.stdout)["rules"][0]
+    except (ValueError, KeyError, IndexError):
+        rule = None
+    sc.ok(p.returncode == 1 and rule is not None,
+          "run evaluates within the CPU limit (exit 1: the NaN is found)",
+          "rc=%s %s" % (p.returncode, p.stderr[-300:]))
+    sc.ok(rule is not None and rule["evaluated_steps"] == 2 * MANY_STEPS,
+          "every global step is evaluated", str(rule and rule["evaluated_steps"]))
+    # global steps number (step, mode) pairs in that order (docs/tensorboard.md)
+    sc.ok(rule is not None and rule["triggered_steps"] == [2 * (MANY_STEPS - 7)],
+          "the one NaN is found at its global step", str(rule and rule["triggered_steps"]))
+    p = subprocess.run([lib.SMRULES, "inspect", "--trial", folder, "--format", "tensorboard",
+                        "--json", "--fresh"], capture_output=True, text=True, timeout=600,
+                       preexec_fn=limited(CPU_LIMIT_S), cwd=lib.ROOT)
+    try:
+        steps = json.loads(p.stdout)["steps"]
+    except (ValueError, KeyError):
+        steps = None
+    sc.ok(p.returncode == 0 and steps is not None and len(steps) == 2 * MANY_STEPS,
+          "inspect lists every step within the CPU limit",
+          "rc=%s %s" % (p.returncode, p.stderr[-300:]))
+
+
 def check_control(c, tmp):
     sc = c.scope("benign control: a fixture's system metrics")
     folder = os.path.join(tmp, "control")
@@ -169,6 +218,7 @@ def main():
                     [{"name": "op", "ph": "B", "ts": i, "pid": 1, "tid": 1}
                      for i in range(200000)])
         check_gzip_bomb(c, tmp)
+        check_many_steps(c, tmp)
     c.finish()
 
 
