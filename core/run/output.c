@@ -88,6 +88,10 @@ char *smr_output_run_json_training(smr_runner *r, const char *trial,
   smr_jw_obj(&w);
   smr_jw_key(&w, "trial");
   smr_jw_str(&w, trial);
+  /* where the catalog, rule state and action log are kept (":memory:"
+   * with --fresh): outside the trial folder unless --state says so */
+  smr_jw_key(&w, "state");
+  smr_jw_str(&w, smr_trial_state_path(smr_runner_trial(r)));
   smr_jw_key(&w, "rules");
   smr_jw_arr(&w);
   for (size_t i = 0; i < smr_runner_count(r); i++)
