@@ -403,9 +403,9 @@ static char *trial_identity(const char *location) {
       sx.stx_mask & STATX_BTIME
           ? (long long)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec
           : 0;
-  char *id = smr_xasprintf("%s\ndev %u:%u ino %llu born %lld", canon,
-                           sx.stx_dev_major, sx.stx_dev_minor,
-                           (unsigned long long)sx.stx_ino, btime_ns);
+  char *id =
+      smr_xasprintf("%s\ndev %u:%u ino %llu born %lld", canon, sx.stx_dev_major,
+                    sx.stx_dev_minor, (unsigned long long)sx.stx_ino, btime_ns);
   free(canon);
   return id;
 }
@@ -413,8 +413,8 @@ static char *trial_identity(const char *location) {
 /* Which trial a state folder belongs to, for people looking in it. */
 static void write_note(const char *dir, const char *id) {
   char *path = smr_xasprintf("%s/trial.txt", dir);
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                0600);
+  int fd =
+      open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd >= 0) {
     dprintf(fd, "%s\n", id);
     close(fd);
@@ -443,8 +443,8 @@ static char *local_state_dir(const char *location) {
   /* a folder someone else owns or may write (a planted one) is not ours
    * to keep state in */
   struct stat st;
-  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-      st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
     free(dir);
     free(id);
     errno = EPERM;
