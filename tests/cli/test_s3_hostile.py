@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An S3 endpoint that works against its reader (docs/security.md#resource-caps,
+"""An S3 endpoint that works against its reader (docs/security.md#bounded-cost,
 docs/s3.md#failures-and-retries).
 
 A small S3 stand-in in this process serves a fixture trial from disk

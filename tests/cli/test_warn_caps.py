@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lines on stderr that input can multiply are capped (docs/security.md#resource-caps):
+"""Lines on stderr that input can multiply are capped (docs/security.md#bounded-cost):
 
 - an index file naming 5,000 tensors that all point at one record (each read
   says the record holds another tensor): 20 warnings of that kind, then one
@@ -9,7 +9,10 @@
   lines of that rule on stderr, then a count; one call with a 1 MB message
   writes one line of at most 1023 bytes of it; benign control: a rule logging
   3 lines shows the 3;
-- the other rules still run and the report still counts every warning.
+- damaged index files listed at the end of a run: 20 lines, then one line
+  with how many more (`--json` lists every one); benign control: 3 damaged
+  files, 3 lines;
+- the other rules still run.
 
 Sizes are counted in lines and bytes; nothing depends on time."""
 
@@ -135,11 +138,33 @@ def check_lua_log(c, tmp):
                   "at most 1023 bytes of the message", mine and len(mine[0]))
 
 
+def check_damaged_files(c, tmp):
+    for n, label in ((3, "benign control: 3 damaged index files"), (30, "30 damaged index files")):
+        trial = os.path.join(tmp, "damaged%d" % n)
+        shutil.copytree(SRC, trial)
+        for i in range(n):
+            write(os.path.join(trial, "index", "000000000", "%012d_worker_0.json" % (1000 + i)),
+                  "{not json %d" % i)
+        r = run(tmp, trial, "rules:\n  - rule: ExplodingTensor\n", "damaged%d" % n)
+        sc = c.scope(label, r)
+        sc.process()
+        lines = [ln for ln in r.err.splitlines()
+                 if ln.startswith("smrules: warning: index/000000000/0000000010")]
+        sc.eq("lines naming a damaged file", len(lines), min(n, 20))
+        more = [ln for ln in r.err.splitlines() if "more files of the trial could not be read" in ln]
+        sc.eq("the count of the rest", more,
+              ["smrules: warning: %d more files of the trial could not be read "
+               "(run --json lists every one)" % (n - 20)] if n > 20 else [])
+        sc.eq("--json lists every one", len((r.obj or {}).get("read_problems") or []), n)
+        sc.eq("the rule ran", (r.obj or {"rules": [{}]})["rules"][0].get("status"), "IssuesFound")
+
+
 def main():
     c = lib.Checker("test_warn_caps")
     with tempfile.TemporaryDirectory(prefix="smrules-warn-caps-") as tmp:
         check_read_warnings(c, tmp)
         check_lua_log(c, tmp)
+        check_damaged_files(c, tmp)
     return c.finish()
 
 
