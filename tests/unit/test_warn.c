@@ -40,7 +40,7 @@ static void test_log_lines(void) {
 static void test_total_cap(void) {
   size_t shown = 0;
   for (int k = 0; k < 100; k++) {
-    char kind[16];
+    char kind[32];
     snprintf(kind, sizeof kind, "kind %d", k < 60 ? k : 60); /* 61 kinds */
     for (int i = 0; i < SMR_WARN_PER_KIND; i++)
       shown += smr_warn(kind, "w %d %d", k, i);
