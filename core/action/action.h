@@ -67,4 +67,12 @@ void smr_actions_each(smr_actions *a,
                       void *arg);
 void smr_actions_free(smr_actions *a);
 
+/* A state file found inside the trial folder (<trial>/.smrules/state.db:
+ * where smrules kept its state before, or anything the job planted) is
+ * history nobody vouches for: the training job can write it, so it is
+ * never taken as proof that an action ran.  Says so on stderr, with what
+ * it records, when one is there and is not `in_use` (the state file of
+ * this run, chosen with --state). */
+void smr_actions_note_trial_log(const char *trial_dir, const char *in_use);
+
 #endif

@@ -2,14 +2,19 @@
  * the trial's state database (or in memory): what makes every action run
  * exactly once per trigger across runs, and what lets a later run tell a
  * recycled pid from the training process it first saw. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "action/action.h"
 #include "action/action_store.h"
+#include "base/safefs.h"
 #include "trial/statedb.h"
 
 struct smr_act_store {
@@ -198,4 +203,80 @@ void smr_act_target_save(smr_act_store *s, const char *key,
     sqlite3_finalize(st);
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------- a log inside the trial */
+
+/* How many actions the log at `path` records, and how many of them
+ * StopTraining; false with *why when it cannot be read.  Opened read-only
+ * as untrusted (statedb.h): nothing in the trial is changed. */
+static bool count_logged(const char *path, int64_t *n, int64_t *stops,
+                         char *why, size_t nwhy) {
+  sqlite3 *db = NULL;
+  smr_error e;
+  smr_error_clear(&e);
+  int rc = smr_statedb_open(path, SQLITE_OPEN_READONLY, &db, NULL, &e);
+  if (rc != SMR_OK) {
+    snprintf(why, nwhy, "%s", e.msg);
+    return false;
+  }
+  sqlite3_stmt *st = NULL;
+  *n = *stops = 0;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT count(*), total(action LIKE 'StopTraining%')"
+                         " FROM action_log",
+                         -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *n = sqlite3_column_int64(st, 0);
+    *stops = (int64_t)sqlite3_column_double(st, 1);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return true;
+}
+
+void smr_actions_note_trial_log(const char *trial_dir, const char *in_use) {
+  if (!trial_dir || !trial_dir[0])
+    return;
+  char *dir = smr_xasprintf("%s/.smrules", trial_dir);
+  char *file = smr_xasprintf("%s/state.db", dir);
+  char *real_use = in_use && in_use[0] ? realpath(in_use, NULL) : NULL;
+  char *real_file = realpath(file, NULL);
+  bool chosen = real_use && real_file && !strcmp(real_use, real_file);
+  int fd = -1;
+  struct stat st;
+  smr_error e;
+  smr_error_clear(&e);
+  if (!chosen && lstat(file, &st) == 0) {
+    char why[SMR_ERR_MSG_MAX] = "";
+    int64_t n = 0, stops = 0;
+    /* .smrules itself a link: not followed out of the trial */
+    bool read = smr_safe_dir_open(dir, trial_dir, false, &fd, &e) == SMR_OK &&
+                count_logged(file, &n, &stops, why, sizeof why);
+    if (!read && !why[0])
+      snprintf(why, sizeof why, "%s", e.msg);
+    fprintf(stderr,
+            "smrules: note: %s is a state file inside the trial folder, "
+            "which the training job can write: it is not trusted as a "
+            "record of actions",
+            file);
+    if (read)
+      fprintf(stderr,
+              " (the %" PRId64 " actions it says were done, %" PRId64
+              " of them StopTraining, will be done again if their rules "
+              "trigger)",
+              n, stops);
+    else
+      fprintf(stderr, " (and cannot be read: %s)", why);
+    fprintf(stderr,
+            "; this trial's state is kept in %s (remove the file to "
+            "silence this note)\n",
+            in_use && in_use[0] ? in_use : "memory");
+  }
+  if (fd >= 0)
+    close(fd);
+  free(real_use);
+  free(real_file);
+  free(file);
+  free(dir);
 }

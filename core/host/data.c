@@ -5,23 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/warn.h"
 #include "base/workers.h"
 
 /* ------------------------------------------------------ read failures */
 
-static pthread_mutex_t warned_mu = PTHREAD_MUTEX_INITIALIZER;
-static smr_strv warned; /* messages already printed (at most 256 kept) */
-
 int smr_data_unreadable(const smr_error *err) {
   char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 32];
   smr_error_format(err, msg, sizeof msg);
-  pthread_mutex_lock(&warned_mu);
-  bool again = smr_strv_contains(&warned, msg);
-  if (!again && warned.n < 256)
-    smr_strv_push(&warned, msg);
-  pthread_mutex_unlock(&warned_mu);
-  if (!again) /* every rule reading the same bad record: say it once */
-    fprintf(stderr, "smrules: warning: %s\n", msg);
+  /* every rule reading the same bad record: said once; many bad records
+   * (an index naming 200,000 tensors in one record): 20, then a count */
+  smr_warn("a tensor value that cannot be read", "%s", msg);
   return SMR_TENSOR_UNAVAILABLE_FOR_STEP;
 }
 

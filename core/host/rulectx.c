@@ -8,9 +8,13 @@
 #include <string.h>
 
 #include "base/jsonw.h"
+#include "base/warn.h"
 #include "host/host_int.h"
 
 static int log_level = 2;
+/* A log line is cut at 1023 bytes (smr_ctx_log's buffer); a rule prints
+ * at most this many on stderr in a run, the rest are counted (warn.h). */
+#define SMR_LOG_LINES_PER_RULE 100
 void smr_log_set_level(int level) {
   log_level = level;
 }
@@ -253,12 +257,16 @@ void smr_ctx_log(smrules_ctx *c, int level, const char *fmt, ...) {
     c->nwarnings++;
   }
   if (level >= log_level) {
+    /* a rule logging in a loop: 100 lines a rule, then a count at exit */
     static const char *names[] = {"debug", "info", "warning", "error"};
-    fprintf(stderr, "smrules: %s: %s: %s\n", c ? c->name : "-",
-            names[level < 0   ? 0
-                  : level > 3 ? 3
-                              : level],
-            msg);
+    char kind[160];
+    snprintf(kind, sizeof kind, "log lines of rule %s", c ? c->name : "-");
+    smr_say_limited(kind, SMR_LOG_LINES_PER_RULE, "%s: %s: %s",
+                    c ? c->name : "-",
+                    names[level < 0   ? 0
+                          : level > 3 ? 3
+                                      : level],
+                    msg);
   }
 }
 

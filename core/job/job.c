@@ -109,6 +109,8 @@ static int start_actions(smr_job_opts *a, const smr_config *cfg, smr_trial *t,
                         .output_dir = a->ropts.output_dir};
   int rc = smr_actions_new(cfg, &o, out, err);
   if (rc == SMR_OK && !smr_actions_empty(*out)) {
+    /* an action log planted in the trial is never proof that one ran */
+    smr_actions_note_trial_log(smr_trial_root(t), smr_trial_state_path(t));
     a->ropts.on_trigger = smr_actions_on_trigger;
     a->ropts.on_trigger_arg = *out;
   }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "base/regex.h"
+#include "base/warn.h"
 #include "profiler/profiler_int.h"
 #include "source/source.h"
 
@@ -147,7 +148,7 @@ static void warn(pstore *p, pfile *f, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "smrules: warning: %s\n", msg);
+  smr_warn("profiler input", "%s", msg);
 }
 
 /* ------------------------------------------------------------- listing */

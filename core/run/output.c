@@ -88,6 +88,10 @@ char *smr_output_run_json_training(smr_runner *r, const char *trial,
   smr_jw_obj(&w);
   smr_jw_key(&w, "trial");
   smr_jw_str(&w, trial);
+  /* where the catalog, rule state and action log are kept (":memory:"
+   * with --fresh): outside the trial folder unless --state says so */
+  smr_jw_key(&w, "state");
+  smr_jw_str(&w, smr_trial_state_path(smr_runner_trial(r)));
   smr_jw_key(&w, "rules");
   smr_jw_arr(&w);
   for (size_t i = 0; i < smr_runner_count(r); i++)
@@ -344,32 +348,85 @@ static int64_t problem_step(const char *file) {
   return step;
 }
 
-/* Whether problem i repeats an earlier one (same file and message). */
-static bool repeated(const smr_trial_problem *p, size_t i) {
-  for (size_t j = 0; j < i; j++)
-    if (strcmp(p[j].file, p[i].file) == 0 &&
-        strcmp(p[j].message, p[i].message) == 0)
-      return true;
-  return false;
+/* What listing a trial's problems needs, made once in linear time (a
+ * trial may have 200,000 damaged index files): which problems repeat an
+ * earlier one (same file and message), found by hashing, and the saved
+ * global steps, ascending, for a binary search. */
+typedef struct problem_view {
+  const smr_trial_problem *p;
+  size_t n;
+  bool *repeat;
+  smr_i64v steps;
+} problem_view;
+
+static uint64_t problem_hash(const smr_trial_problem *p) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *c = p->file; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  h = (h ^ 0xff) * 1099511628211ULL;
+  for (const char *c = p->message; *c; c++)
+    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+  return h;
 }
 
-static bool step_saved(smr_trial *t, int64_t step) {
-  smr_i64v v = {0};
-  smr_trial_steps(t, SMR_MODE_GLOBAL, false, &v);
-  bool found = false;
-  for (size_t i = 0; i < v.n && !found; i++)
-    found = v.v[i] == step;
-  smr_i64v_free(&v);
-  return found;
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static void problem_view_make(smr_trial *t, problem_view *v) {
+  v->n = smr_trial_problems(t, &v->p);
+  v->repeat = smr_xcalloc(v->n ? v->n : 1, sizeof *v->repeat);
+  size_t cap = 16;
+  while (cap < 2 * v->n)
+    cap *= 2;
+  size_t *slot = smr_xcalloc(cap, sizeof *slot); /* problem index + 1 */
+  for (size_t i = 0; i < v->n; i++) {
+    for (size_t k = problem_hash(&v->p[i]) & (cap - 1);;
+         k = (k + 1) & (cap - 1)) {
+      if (!slot[k]) {
+        slot[k] = i + 1;
+        break;
+      }
+      const smr_trial_problem *q = &v->p[slot[k] - 1];
+      if (!strcmp(q->file, v->p[i].file) &&
+          !strcmp(q->message, v->p[i].message)) {
+        v->repeat[i] = true;
+        break;
+      }
+    }
+  }
+  free(slot);
+  v->steps = (smr_i64v){0};
+  smr_trial_steps(t, SMR_MODE_GLOBAL, false, &v->steps);
+  if (v->steps.n > 1)
+    qsort(v->steps.v, v->steps.n, sizeof *v->steps.v, cmp_i64);
+}
+
+static void problem_view_free(problem_view *v) {
+  free(v->repeat);
+  smr_i64v_free(&v->steps);
+}
+
+static bool step_saved(const problem_view *v, int64_t step) {
+  size_t lo = 0, hi = v->steps.n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v->steps.v[mid] < step)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < v->steps.n && v->steps.v[lo] == step;
 }
 
 void smr_output_read_problems_json(smr_runner *r, smr_jw *w) {
-  smr_trial *t = smr_runner_trial(r);
-  const smr_trial_problem *p;
-  size_t n = smr_trial_problems(t, &p);
+  problem_view v;
+  problem_view_make(smr_runner_trial(r), &v);
+  const smr_trial_problem *p = v.p;
   smr_jw_arr(w);
-  for (size_t i = 0; i < n; i++) {
-    if (repeated(p, i))
+  for (size_t i = 0; i < v.n; i++) {
+    if (v.repeat[i])
       continue;
     smr_jw_obj(w);
     smr_jw_key(w, "file");
@@ -386,30 +443,45 @@ void smr_output_read_problems_json(smr_runner *r, smr_jw *w) {
     int64_t step = problem_step(p[i].file);
     smr_jw_key(w, "steps_lost");
     smr_jw_arr(w);
-    if (step >= 0 && !step_saved(t, step))
+    if (step >= 0 && !step_saved(&v, step))
       smr_jw_int(w, step);
     smr_jw_arr_end(w);
     smr_jw_obj_end(w);
   }
   smr_jw_arr_end(w);
+  problem_view_free(&v);
 }
 
+#define READ_PROBLEMS_SHOWN 20
+
 size_t smr_output_read_problems(smr_runner *r, FILE *f) {
-  smr_trial *t = smr_runner_trial(r);
-  const smr_trial_problem *p;
-  size_t n = smr_trial_problems(t, &p), shown = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (repeated(p, i))
+  problem_view v;
+  problem_view_make(smr_runner_trial(r), &v);
+  const smr_trial_problem *p = v.p;
+  size_t shown = 0, more = 0;
+  for (size_t i = 0; i < v.n; i++) {
+    if (v.repeat[i])
       continue;
+    /* 200,000 damaged files are not 200,000 lines: --json has them all */
+    if (shown == READ_PROBLEMS_SHOWN) {
+      more++;
+      continue;
+    }
     shown++;
     int64_t step = problem_step(p[i].file);
     fprintf(f, "smrules: warning: %s", p[i].file);
     if (p[i].offset >= 0)
       fprintf(f, " at offset %" PRId64, p[i].offset);
     fprintf(f, ": %s", p[i].message);
-    if (step >= 0 && !step_saved(t, step))
+    if (step >= 0 && !step_saved(&v, step))
       fprintf(f, " (step %" PRId64 " not evaluated by any rule)", step);
     fprintf(f, "\n");
   }
+  if (more)
+    fprintf(f,
+            "smrules: warning: %zu more files of the trial could not be "
+            "read (run --json lists every one)\n",
+            more);
+  problem_view_free(&v);
   return shown;
 }

@@ -29,7 +29,8 @@ int smr_output_write_files(smr_runner *r, const char *dir, const char *trial,
 
 /* Problems met reading the trial (damaged index or collections files),
  * once each, as "smrules: warning: FILE: MESSAGE (step N not evaluated
- * by any rule)" lines; returns how many.  And as the JSON array
+ * by any rule)" lines, at most 20 and then one line with how many more;
+ * returns how many were shown.  And as the JSON array
  * [{"file","offset","message","steps_lost":[N]}]. */
 size_t smr_output_read_problems(smr_runner *r, FILE *f);
 void smr_output_read_problems_json(smr_runner *r, smr_jw *w);

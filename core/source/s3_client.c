@@ -28,6 +28,17 @@
 #define LIST_PAGE_MAX (32u << 20)
 #define MULTI_CONNECTIONS 16L
 #define DEFAULT_ATTEMPTS 6
+/* The whole of one request, from connecting to the last byte: a server
+ * that drips a byte now and then passes the low-speed check (1 byte/s
+ * over 60 s) and would otherwise hold the run forever.  A request that
+ * runs out of it is not tried again. */
+#define DEFAULT_TIMEOUT_S 300
+/* One listing (all its pages) holds at most this many keys, in at most
+ * MAX_KEYS / 1000 + 100 pages (S3 gives up to 1000 keys a page): a server
+ * whose continuation tokens never end is an error, not a growing list. */
+#define DEFAULT_MAX_KEYS 10000000L
+#define KEYS_PER_PAGE 1000
+#define EXTRA_PAGES 100
 #define BACKOFF_BASE_MS 100
 #define BACKOFF_CAP_MS 5000
 
@@ -36,6 +47,8 @@ struct smr_s3 {
   smr_s3_auth auth; /* auth.region may change (guarded by mu) */
   bool path_style;
   int max_attempts;
+  long timeout_ms; /* SMRULES_S3_TIMEOUT */
+  size_t max_keys; /* SMRULES_S3_MAX_KEYS */
   pthread_mutex_t mu;
   CURL **pool; /* idle easy handles (guarded by mu) */
   size_t npool, cappool;
@@ -65,6 +78,23 @@ static int attempts_from_env(void) {
   return n >= 1 && n <= 20 ? n : DEFAULT_ATTEMPTS;
 }
 
+/* SMRULES_S3_TIMEOUT: seconds (1 to a day) a request may take. */
+static long timeout_ms_from_env(void) {
+  const char *e = getenv("SMRULES_S3_TIMEOUT");
+  char *end = NULL;
+  double s = e ? strtod(e, &end) : 0;
+  if (!e || end == e || *end || !(s >= 0.1 && s <= 86400))
+    s = DEFAULT_TIMEOUT_S;
+  return (long)(s * 1000);
+}
+
+/* SMRULES_S3_MAX_KEYS: keys one listing may hold (1000 to 10^9). */
+static size_t max_keys_from_env(void) {
+  const char *e = getenv("SMRULES_S3_MAX_KEYS");
+  long long n = e ? atoll(e) : 0;
+  return n >= 1000 && n <= 1000000000LL ? (size_t)n : DEFAULT_MAX_KEYS;
+}
+
 int smr_s3_new(const char *bucket, smr_s3_auth *auth, smr_s3 **out,
                smr_error *err) {
   smr_s3 *c = smr_xcalloc(1, sizeof *c);
@@ -73,6 +103,8 @@ int smr_s3_new(const char *bucket, smr_s3_auth *auth, smr_s3 **out,
   memset(auth, 0, sizeof *auth);
   c->path_style = c->auth.endpoint != NULL || needs_path_style(bucket);
   c->max_attempts = attempts_from_env();
+  c->timeout_ms = timeout_ms_from_env();
+  c->max_keys = max_keys_from_env();
   pthread_mutex_init(&c->mu, NULL);
   pthread_mutex_init(&c->multi_mu, NULL);
   *out = c;
@@ -192,6 +224,7 @@ typedef struct response {
   char region[64]; /* x-amz-bucket-region */
   bool started;    /* first body byte seen */
   bool too_big, range_bad;
+  bool out_of_time; /* the whole request took the time it may (timeout_ms) */
   size_t limit;
   uint8_t *data;
   size_t len, cap;
@@ -206,7 +239,7 @@ static void response_reset(response *r) {
   r->total = r->range_first = r->range_last = r->content_length = -1;
   r->mtime_s = -1;
   r->region[0] = r->errbuf[0] = '\0';
-  r->started = r->too_big = r->range_bad = false;
+  r->started = r->too_big = r->range_bad = r->out_of_time = false;
 }
 
 static void response_free(response *r) {
@@ -385,7 +418,9 @@ static void setup(smr_s3 *c, CURL *h, const request *q, response *r) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   c->timeout_ms < 10000L ? c->timeout_ms : 10000L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 60L);
   free(region);
@@ -419,7 +454,8 @@ static bool retryable_curl(CURLcode cc) {
 
 static bool retryable(const response *r) {
   if (r->cc != CURLE_OK)
-    return !r->too_big && !r->range_bad && retryable_curl(r->cc);
+    return !r->too_big && !r->range_bad && !r->out_of_time &&
+           retryable_curl(r->cc);
   if (r->status == 429 || r->status >= 500)
     return true;
   if (r->status == 400 && r->data) { /* RequestTimeout: idle upload */
@@ -500,6 +536,16 @@ static bool renew_creds(smr_s3 *c) {
   return true;
 }
 
+/* A timeout is the total one (CURLOPT_TIMEOUT_MS) rather than the
+ * low-speed one when the request took that long. */
+static void mark_out_of_time(const smr_s3 *c, response *r) {
+  curl_off_t us = 0;
+  if (r->cc == CURLE_OPERATION_TIMEDOUT &&
+      curl_easy_getinfo(r->h, CURLINFO_TOTAL_TIME_T, &us) == CURLE_OK &&
+      us >= (curl_off_t)c->timeout_ms * 1000 * 9 / 10)
+    r->out_of_time = true;
+}
+
 static void perform(smr_s3 *c, const request *q, response *r) {
   CURL *h = take_handle(c);
   if (!h) {
@@ -515,6 +561,7 @@ static void perform(smr_s3 *c, const request *q, response *r) {
     count(kind_counter(c, q), 1);
     r->cc = curl_easy_perform(h);
     finish(r);
+    mark_out_of_time(c, r);
     if (follow_region(c, r) && redirects++ < 2) {
       attempt--;
       continue;
@@ -546,6 +593,17 @@ static int fail(smr_s3 *c, const request *q, const response *r,
                 smr_error *err) {
   char where[600];
   snprintf(where, sizeof where, "s3://%s/%s", c->bucket, q->key ? q->key : "");
+  if (r->out_of_time)
+    return smr_error_set(err, SMR_ERR_IO, where, -1,
+                         "no complete answer within %.3g s, the time one S3 "
+                         "request may take (SMRULES_S3_TIMEOUT), %zu bytes "
+                         "received: the server is too slow or stalling",
+                         c->timeout_ms / 1000.0, r->len);
+  if (r->too_big)
+    return smr_error_set(err, SMR_ERR_FORMAT, where, -1,
+                         "the answer is more than the %zu bytes expected at "
+                         "most",
+                         q->max);
   if (r->cc != CURLE_OK && !r->range_bad && !r->too_big)
     return smr_error_set(err, SMR_ERR_IO, where, -1, "%s: %s",
                          curl_easy_strerror(r->cc),
@@ -593,7 +651,18 @@ int smr_s3_list(smr_s3 *c, const char *prefix, const char *start_after,
                 smr_s3_objects *out, smr_error *err) {
   char *token = NULL;
   int rc = SMR_OK;
+  size_t n0 = out->n, max_pages = c->max_keys / KEYS_PER_PAGE + EXTRA_PAGES;
   for (size_t page = 0; rc == SMR_OK; page++) {
+    if (page == max_pages || out->n - n0 > c->max_keys) {
+      char where[600];
+      snprintf(where, sizeof where, "s3://%s/%s", c->bucket, prefix);
+      rc = smr_error_set(err, SMR_ERR_IO, where, -1,
+                         "the listing goes on past %zu keys in %zu pages "
+                         "(at most %zu keys in %zu pages, "
+                         "SMRULES_S3_MAX_KEYS): stopped",
+                         out->n - n0, page, c->max_keys, max_pages);
+      break;
+    }
     char *query = list_query(prefix, start_after, token);
     request q = {.query = query, .max = LIST_PAGE_MAX};
     response r = {0};

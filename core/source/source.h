@@ -143,10 +143,11 @@ bool smr_location_is_remote(const char *location);
 /* Whether location/<sub> holds anything (a directory on disk, keys under
  * the prefix in S3; false on errors). */
 bool smr_location_has(const char *location, const char *sub);
-/* Where smrules keeps its own files about a trial (state.db,
- * rule-output/): the trial directory itself on disk (returned as a copy);
- * for a remote trial a private local cache directory.  NULL when it cannot
- * be created. */
+/* Where smrules keeps its own state about a trial (state.db), made when
+ * missing: for a folder on disk a folder of the user's own outside the
+ * trial ($XDG_STATE_HOME/smrules/trials/<key>, see source_local.c); for a
+ * remote trial a private local cache directory (which also holds its
+ * rule-output/).  NULL (errno set) when it cannot be made. */
 char *smr_location_state_dir(const char *location);
 /* A setting of a kind of source, given before sources are opened, from
  * one thread (e.g. "s3-endpoint": the S3 endpoint, NULL for the

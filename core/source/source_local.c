@@ -20,6 +20,7 @@
 
 #include "base/common.h"
 #include "base/path.h"
+#include "base/sha256.h"
 #include "source/shared_records.h"
 #include "source/source_kind.h"
 
@@ -350,9 +351,108 @@ static bool local_location_has(const char *location, const char *sub) {
   return has;
 }
 
-/* On disk smrules keeps its files in the trial folder itself. */
+/* Where the state of a local trial lives (its catalog, the rules' state,
+ * the action log): not in the trial folder, which the training job
+ * writes -- a job that could write the action log could claim that
+ * StopTraining already ran -- but in the user's state folder,
+ * $XDG_STATE_HOME/smrules/trials/<key> (~/.local/state/smrules/... when
+ * XDG_STATE_HOME is not set), one folder per trial.  The key is the
+ * SHA-256 of the folder's canonical path, device, inode and birth time:
+ * a trial folder removed and made again at the same path (even under a
+ * reused inode number) is a new trial with a new state; a trial moved
+ * elsewhere starts afresh too (docs/security.md). */
+static char *state_base(void) {
+  const char *x = getenv("XDG_STATE_HOME");
+  if (x && x[0] == '/') /* the XDG spec: a relative path is ignored */
+    return smr_xasprintf("%s/smrules/trials", x);
+  const char *home = getenv("HOME");
+  if (home && home[0] == '/')
+    return smr_xasprintf("%s/.local/state/smrules/trials", home);
+  errno = ENOENT;
+  return NULL;
+}
+
+/* mkdir -p with mode 0700; errno set on false. */
+static bool mkdirs(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
+    *p = '/';
+    if (!ok)
+      return false;
+  }
+  return mkdir(path, 0700) == 0 || errno == EEXIST;
+}
+
+/* The identity the key is made of, or NULL (errno set). */
+static char *trial_identity(const char *location) {
+  char *canon = realpath(location, NULL);
+  if (!canon)
+    return NULL;
+  struct statx sx;
+  if (statx(AT_FDCWD, canon, 0, STATX_INO | STATX_BTIME, &sx) != 0) {
+    int e = errno;
+    free(canon);
+    errno = e;
+    return NULL;
+  }
+  /* no birth time on this file system: the path, device and inode */
+  long long btime_ns =
+      sx.stx_mask & STATX_BTIME
+          ? (long long)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec
+          : 0;
+  char *id =
+      smr_xasprintf("%s\ndev %u:%u ino %llu born %lld", canon, sx.stx_dev_major,
+                    sx.stx_dev_minor, (unsigned long long)sx.stx_ino, btime_ns);
+  free(canon);
+  return id;
+}
+
+/* Which trial a state folder belongs to, for people looking in it. */
+static void write_note(const char *dir, const char *id) {
+  char *path = smr_xasprintf("%s/trial.txt", dir);
+  int fd =
+      open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    dprintf(fd, "%s\n", id);
+    close(fd);
+  }
+  free(path);
+}
+
 static char *local_state_dir(const char *location) {
-  return smr_xstrdup(location);
+  char *id = trial_identity(location);
+  char *base = id ? state_base() : NULL;
+  if (!base) {
+    free(id);
+    return NULL;
+  }
+  char hex[65];
+  smr_sha256_hex(id, strlen(id), hex);
+  char *dir = smr_xasprintf("%s/%.32s", base, hex);
+  free(base);
+  if (!mkdirs(dir)) {
+    int e = errno;
+    free(dir);
+    free(id);
+    errno = e;
+    return NULL;
+  }
+  /* a folder someone else owns or may write (a planted one) is not ours
+   * to keep state in */
+  struct stat st;
+  if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    free(dir);
+    free(id);
+    errno = EPERM;
+    return NULL;
+  }
+  write_note(dir, id);
+  free(id);
+  return dir;
 }
 
 const smr_source_kind smr_source_kind_local = {

@@ -28,7 +28,7 @@ enum {
 };
 
 typedef struct smr_trial_opts {
-  const char *state_path; /* NULL: <trial>/.smrules/state.db */
+  const char *state_path; /* NULL: smr_location_state_dir()/state.db */
   bool fresh;             /* private in-memory catalog, nothing stored */
   bool live;              /* only the end marker ends training */
   int format;             /* SMR_TRIAL_AUTO, _SMDEBUG, _TENSORBOARD */

@@ -5,6 +5,7 @@
  * Index files are read into the catalog once; the step model is rebuilt
  * from the catalog after each refresh (trial_steps.c); values are read on
  * demand from the event file slice the index points at (trial_read.c). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,29 +24,6 @@
 
 /* ---------------------------------------------------------------- state */
 
-/* <root>/.smrules, made without following a link planted there: 1 when
- * it is there, 0 when it cannot be made (a read-only trial: *why says
- * what the system said), an error when something that is not our
- * directory (a link) stands there. */
-static int make_state_dir(const char *root, const char *dir, char *why,
-                          size_t nwhy, smr_error *err) {
-  int fd;
-  smr_error e;
-  smr_error_clear(&e);
-  if (smr_safe_dir_open(dir, root, true, &fd, &e) == SMR_OK) {
-    close(fd);
-    return 1;
-  }
-  struct stat st;
-  if (lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
-    if (err)
-      *err = e;
-    return -1;
-  }
-  snprintf(why, nwhy, "%s", e.msg);
-  return 0;
-}
-
 /* Said once, loudly: without a state file nothing is remembered. */
 static void warn_state_in_memory(const char *where, const char *why) {
   fprintf(stderr,
@@ -58,27 +36,25 @@ static void warn_state_in_memory(const char *where, const char *why) {
           where, why);
 }
 
-/* The default state file, or NULL (in memory) with *why set. */
-static char *default_state_path(smr_trial *t, char *why, size_t nwhy,
-                                smr_error *err, int *rc) {
+/* The default state file (outside the trial folder, source.h), or NULL
+ * (in memory) with *why set. */
+static char *default_state_path(smr_trial *t, char *why, size_t nwhy) {
   const char *root = smr_source_root(t->src);
-  *rc = SMR_OK;
-  if (smr_source_is_remote(t->src)) {
-    /* no catalog in the bucket: a local cache file per trial URL */
-    char *dir = smr_location_state_dir(root);
-    char *path = dir ? smr_xasprintf("%s/state.db", dir) : NULL;
-    if (!dir)
-      snprintf(why, nwhy, "there is no local cache folder for S3 trials");
+  char *dir = smr_location_state_dir(root);
+  if (dir) {
+    char *path = smr_xasprintf("%s/state.db", dir);
     free(dir);
     return path;
   }
-  char *dir = smr_xasprintf("%s/.smrules", root);
-  int made = make_state_dir(root, dir, why, nwhy, err);
-  char *path = made > 0 ? smr_xasprintf("%s/state.db", dir) : NULL;
-  free(dir);
-  if (made < 0)
-    *rc = SMR_ERR_IO;
-  return path;
+  if (smr_source_is_remote(t->src))
+    snprintf(why, nwhy, "there is no local cache folder for S3 trials");
+  else
+    snprintf(why, nwhy,
+             "the per-user state folder ($XDG_STATE_HOME/smrules, else "
+             "~/.local/state/smrules) cannot be made or is not the user's "
+             "alone: %s",
+             strerror(errno));
+  return NULL;
 }
 
 /* Open the catalog at the configured place.  When the default place
@@ -94,10 +70,8 @@ static int open_catalog(smr_trial *t, const smr_trial_opts *o, smr_error *err) {
     path = smr_xstrdup(":memory:");
   else if (o->state_path)
     path = smr_xstrdup(o->state_path);
-  else if (!(path = default_state_path(t, why, sizeof why, err, &rc))) {
-    if (rc != SMR_OK)
-      return rc;
-    warn_state_in_memory("the trial folder", why);
+  else if (!(path = default_state_path(t, why, sizeof why))) {
+    warn_state_in_memory("the per-user state folder", why);
     path = smr_xstrdup(":memory:");
   }
   rc = smr_catalog_open(path, root, &t->cat, err);

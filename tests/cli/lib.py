@@ -30,6 +30,18 @@ CASE_FILTER = os.environ.get("SMRULES_TEST_CASES", "")  # substring filter on ca
 # persistent catalog (--state) is tested on its own in test_synthetic.py.
 STATE_ARGS = os.environ.get("SMRULES_TEST_STATE_ARGS", "--fresh").split()
 
+# smrules keeps a trial's state outside the trial, in the user's state
+# folder ($XDG_STATE_HOME/smrules/trials/<key>, docs/cli.md#where-state-and-output-live):
+# the tests give it a private one, removed at exit, so that they leave
+# nothing in the home folder of whoever runs them.  A test that needs the
+# state file asks smrules where it is (`run --json`'s "state").
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+STATE_HOME = tempfile.mkdtemp(prefix="smrules-test-state-")
+os.environ["XDG_STATE_HOME"] = STATE_HOME
+atexit.register(shutil.rmtree, STATE_HOME, True)
+
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer",
                      "runtime error:", "MemorySanitizer", "ThreadSanitizer")
 TIMEOUT_RC = 124

@@ -7,6 +7,7 @@ nor signals the wrong process -- and that it says why:
 
 - writes: links planted at rule-output/, rule-output/<rule>/,
   rule-output/<rule>/report.json.tmp and .smrules/ are not followed;
+  (the state lives outside the trial: test_state_outside.py)
   nor are links at the folders and files ProfilerReport and
   CreateXgboostReport write (profiler-output/, profiler-reports/,
   profiler-report.html, <Rule>.json.tmp, xgboost_report.html and its
@@ -76,8 +77,9 @@ def run(args, timeout=lib.TIMEOUT):
 
 
 def stateful(trial):
-    """A command that keeps state in <trial>/.smrules (inspect and tensor are
-    read-only and keep none: docs/cli.md#where-state-and-output-live)."""
+    """A command that keeps state (in the user's state folder, named by
+    `run --json`'s "state"; inspect and tensor are read-only and keep none:
+    docs/cli.md#where-state-and-output-live)."""
     return run_rules(trial, RULES, ["--output", os.path.join(os.path.dirname(trial), "out")])
 
 
@@ -164,15 +166,15 @@ def check_writes(c, tmp):
               not os.path.exists(os.path.join(trial, "rule-output")),
               "nothing written")
 
-    # .smrules is a link: the state goes nowhere else
+    # .smrules is a link: the state goes nowhere near it
     trial, outside = new_trial(tmp, "state_dir_link")
     os.symlink(outside, os.path.join(trial, ".smrules"))
     r = stateful(trial)
     sc = c.scope(".smrules is a link", r)
-    sc.process(want_json=False)
+    sc.process()
     sc.eq("no state file created where the link points", sorted(os.listdir(outside)), [])
-    sc.ok(r.rc != 0 and "symbolic link" in r.err, "a clear error names the link",
-          lib.short(r.err))
+    sc.ok(r.obj and not r.obj["state"].startswith(trial + os.sep),
+          "the state is kept outside the trial", r.obj and r.obj["state"])
 
 
 # ---------------------------------------------------------------------------
@@ -302,8 +304,8 @@ def check_state_link(c, tmp):
     con.commit()
     con.close()
     before = db_dump(other)
-    os.makedirs(os.path.join(trial, ".smrules"))
-    os.symlink(other, os.path.join(trial, ".smrules", "state.db"))
+    db = state_of(c, trial)
+    os.symlink(other, db)
     r = stateful(trial)
     sc = c.scope("state.db is a link to another database", r)
     sc.process(want_json=False)
@@ -325,7 +327,7 @@ def check_state_schema(c, tmp):
         r = run_rules(trial, hook_rules(trial, count, fire=False))
         c.scope("state with an added %s: first run" % label, r).process()
         rules = hook_rules(trial, count)
-        db = os.path.join(trial, ".smrules", "state.db")
+        db = r.obj["state"]
         con = sqlite3.connect(db)
         con.executescript(sql)
         con.commit()
@@ -356,11 +358,23 @@ def check_state_schema(c, tmp):
     for _ in range(2):
         r = run_rules(trial, rules)
         c.scope("untouched state", r).process()
-        con = sqlite3.connect(os.path.join(trial, ".smrules", "state.db"))
+        con = sqlite3.connect(r.obj["state"])
         con.execute("DELETE FROM rule_state")
         con.commit()
         con.close()
     c.scope("untouched state", r).eq("the action ran once over two runs", lines(count), 1)
+
+
+def state_of(c, trial):
+    """The state file of `trial`, as `run --json` names it, removed (with
+    its journal files) after a first run made it."""
+    r = stateful(trial)
+    c.scope("first run of " + os.path.basename(trial), r).process()
+    db = r.obj["state"]
+    for end in ("", "-wal", "-shm", "-journal"):
+        if os.path.exists(db + end):
+            os.unlink(db + end)
+    return db
 
 
 def stored_run(c, tmp, label, rules_text, update, params=()):
@@ -369,7 +383,7 @@ def stored_run(c, tmp, label, rules_text, update, params=()):
     trial, outside = new_trial(tmp, label)
     r = run_rules(trial, rules_text)
     c.scope(label + ", first run", r).process()
-    db = os.path.join(trial, ".smrules", "state.db")
+    db = r.obj["state"]
     con = sqlite3.connect(db)
     con.execute(update, params)
     con.commit()
@@ -381,13 +395,15 @@ def stored_run(c, tmp, label, rules_text, update, params=()):
     return r
 
 
-def as_nobody(args):
+def as_nobody(args, state_home=None):
     """smrules run as user nobody (the tests run as root), or None when
-    that cannot be done here."""
+    that cannot be done here; `state_home`: its $XDG_STATE_HOME (else the
+    tests', which nobody may not write)."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         return None
-    return lib.Result(args, *lib.run(["--reuid=65534", "--regid=65534", "--clear-groups",
-                                      lib.SMRULES] + list(args), program="setpriv"))
+    env = ["env", "XDG_STATE_HOME=" + (state_home or lib.STATE_HOME)]
+    return lib.Result(args, *lib.run(["--reuid=65534", "--regid=65534", "--clear-groups"] +
+                                     env + [lib.SMRULES] + list(args), program="setpriv"))
 
 
 def open_up(path):
@@ -400,7 +416,7 @@ def open_up(path):
 def check_state_owner(c, tmp):
     trial, _ = new_trial(tmp, "state_owner")
     r = stateful(trial)
-    db = os.path.join(trial, ".smrules", "state.db")
+    db = r.obj["state"]
     os.chown(db, 65534, 65534)
     before = db_dump(db)
     r = stateful(trial)
@@ -429,11 +445,25 @@ def check_read_only(c, tmp):
     open_up(out)
     rules = write(os.path.join(tmp, "ro-rules.yaml"), RULES)
     os.chmod(rules, 0o644)
-    r = as_nobody(["run", "--trial", trial, "--json", "--rules", rules, "--output", out])
+    # the state is kept outside the trial: a trial its reader may not write
+    # is read as any other
+    home = os.path.join(tmp, "nobody-state")
+    os.makedirs(home)
+    os.chown(home, 65534, 65534)
+    open_up(home)
+    r = as_nobody(["run", "--trial", trial, "--json", "--rules", rules, "--output", out], home)
     if r is None:
         print("SKIP read-only trial: cannot run as another user here")
         return
     sc = c.scope("read-only trial", r)
+    sc.process()
+    sc.exit_code(r, [0])
+    sc.ok("state in memory" not in r.err, "no warning: the state is kept", lib.short(r.err))
+    sc.ok(r.obj and r.obj["state"].startswith(home + os.sep), "in nobody's state folder",
+          r.obj and r.obj["state"])
+    # a state folder that cannot be written: in memory, said once
+    r = as_nobody(["run", "--trial", trial, "--json", "--rules", rules, "--output", out])
+    sc = c.scope("state folder not writable", r)
     sc.process()
     sc.exit_code(r, [0])
     sc.eq("the warning is given once", r.err.count("using a state in memory"), 1)

@@ -4,6 +4,7 @@
  * encoding, and the S3 location helpers. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "aws/aws_xml.h"
 #include "source/s3.h"
@@ -204,15 +205,32 @@ static void test_source_kinds(void) {
   CHECK(smr_location_is_remote("s3://bucket/p"));
   CHECK(!smr_location_is_remote("/data/s3://x"));
   CHECK(!smr_location_is_remote("relative/dir"));
-  char *local = smr_location_state_dir("/data/trial");
-  CHECK_STR(local, "/data/trial");
-  free(local);
   CHECK(!smr_source_configure("no-such-setting", "x"));
   char tmpl[] = "/tmp/smrules-s3-kind-XXXXXX";
   char *base = mkdtemp(tmpl);
   CHECK(base != NULL);
   if (!base)
     return;
+  /* a local trial's state: in $XDG_STATE_HOME/smrules/trials/<key>, one
+   * folder a trial, none for a folder that is not there */
+  setenv("XDG_STATE_HOME", base, 1);
+  char *t1 = smr_xasprintf("%s/t1", base), *t2 = smr_xasprintf("%s/t2", base);
+  CHECK(mkdir(t1, 0755) == 0 && mkdir(t2, 0755) == 0);
+  char *l1 = smr_location_state_dir(t1), *l1b = smr_location_state_dir(t1);
+  char *l2 = smr_location_state_dir(t2);
+  char *want = smr_xasprintf("%s/smrules/trials/", base);
+  CHECK(l1 && strncmp(l1, want, strlen(want)) == 0);
+  CHECK(l1 && l1b && strcmp(l1, l1b) == 0);
+  CHECK(l1 && l2 && strcmp(l1, l2) != 0);
+  char *gone = smr_xasprintf("%s/missing", base);
+  CHECK(smr_location_state_dir(gone) == NULL);
+  free(gone);
+  free(want);
+  free(l1);
+  free(l1b);
+  free(l2);
+  free(t1);
+  free(t2);
   setenv("XDG_CACHE_HOME", base, 1);
   char *a = smr_location_state_dir("s3://bucket/p");
   CHECK(smr_source_configure("s3-endpoint", "http://127.0.0.1:9"));
