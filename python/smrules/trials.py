@@ -10,6 +10,7 @@ argument conventions and exceptions."""
 import enum
 import glob
 import json
+import logging
 import os
 import re
 import time
@@ -118,6 +119,14 @@ class Trial:
             self.range_steps = None
         self._t = _core.Trial(self.path)
         self._tensors = {}
+        # smdebug's attributes that rules touch (analysis.utils.no_refresh,
+        # RequiredTensorsForTrial's logger)
+        self.dynamic_refresh = True
+        self.logger = logging.getLogger("smrules.trials")
+        # Under `smrules run` (smrules._rule_host) a step not yet written
+        # raises StepNotYetAvailable instead of blocking: the run's loop
+        # waits for it and invokes the rule again.
+        self._wait = True
         self._load_info()
 
     # ---- the trial ----
@@ -210,14 +219,25 @@ class Trial:
                 state = self.has_passed_step(step, mode)
                 if state is StepState.AVAILABLE:
                     break
-                if state is StepState.UNAVAILABLE:
+                if state is StepState.UNAVAILABLE and not self._past_the_end(step, mode):
                     raise StepUnavailable(step, mode)
                 if self.loaded_all_steps:
                     last = self.steps(mode)
                     raise NoMoreData(f"Looking for step {step} of mode {mode.name} and reached the "
                                      f"end of training; the last step is {last[-1] if last else -1}")
+                if not self._wait:
+                    raise StepNotYetAvailable(step, mode)
                 time.sleep(poll_interval)
                 self.refresh_data()
+
+    def _past_the_end(self, step, mode):
+        """A step after the last one of a trial whose training ended: smdebug
+        calls it NOT_YET_AVAILABLE and wait_for_steps raises NoMoreData
+        (the end of an unbounded invoke_rule)."""
+        if not self.loaded_all_steps:
+            return False
+        steps = self._t.steps(mode.value, True)
+        return not steps or step > steps[-1]
 
     # ---- collections ----
     def _collection_regexes(self):
