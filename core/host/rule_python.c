@@ -61,6 +61,7 @@ typedef struct py_rule {
   smr_buf in;   /* bytes received, not yet a whole line */
   size_t in_off;
   bool loading; /* a failure is kept in `broken` rather than reported */
+  char *asked;  /* the actions the rule's action_str names, as JSON */
   const smrules_api *api;
 } py_rule;
 
@@ -411,6 +412,9 @@ static int call(py_rule *p, smrules_ctx *ctx, const char *request,
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
     int status = cJSON_IsNumber(st) ? (int)st->valuedouble : SMRULES_ERR;
     take_details(p, ctx, cJSON_GetObjectItemCaseSensitive(j, "details"));
+    const cJSON *acts = cJSON_GetObjectItemCaseSensitive(j, "actions");
+    if (p->loading && cJSON_IsArray(acts) && !p->asked)
+      p->asked = cJSON_PrintUnformatted(acts);
     const char *text = cJSON_IsString(m) ? m->valuestring : NULL;
     if (status == SMRULES_ERR && p->loading) {
       free(p->broken);
@@ -449,6 +453,7 @@ static void py_destroy(void *impl) {
   close_socket(p); /* the process reads the end of its input and exits */
   free(reap(p, false));
   free(p->broken);
+  free(p->asked);
   smr_buf_free(&p->in);
   free(p);
 }
@@ -590,6 +595,15 @@ static int py_start(smr_rule *r, const smr_rule_config *rc,
     close_socket(p);
     free(reap(p, false));
   }
+  /* smdebug's action_str is the rule's wish; rules.yaml decides what a
+   * trigger does (docs/python.md: checked before the run, and code alone
+   * never stops training) */
+  if (p->asked && !(rc->actions && rc->actions->n > 0))
+    p->api->log(r->ctx, 2,
+                "the rule's action_str asks for actions that rules.yaml does "
+                "not give it; smrules takes a rule's actions from rules.yaml: "
+                "add 'actions: %s' to the rule's entry",
+                p->asked);
   return SMR_OK;
 }
 

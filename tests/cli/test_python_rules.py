@@ -278,6 +278,30 @@ def test_config_errors(c, tmp):
               in (g.get("message") or ""), "names the classes it has", g.get("message"))
 
 
+def test_action_str(c, tmp):
+    """smdebug's action_str maps to rules.yaml's actions: smrules names them
+    when rules.yaml gives the rule none, and says nothing when it does."""
+    rule = os.path.join(RULES, "action_str_rule.py")
+    trial = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
+    want = 'add \'actions: ["StopTraining",{"Email":"ml-team@example.com"}]\''
+    r = run_rules(trial, "rules:\n  - python: %s\n" % rule, tmp, name="act.yaml")
+    sc = c.scope("action_str", r)
+    if sc.process():
+        sc.eq("the rule triggers", by_name(r.obj).get("action_str_rule", {}).get("status"),
+              "IssuesFound")
+        sc.ok(want in r.err, "smrules names the rules.yaml actions of its action_str",
+              lib.short(r.err, 500))
+    r = run_rules(trial, "actions:\n  Email: {sendmail: [/bin/true]}\nrules:\n"
+                  "  - python: %s\n    actions: [{Email: ml-team@example.com}]\n" % rule,
+                  tmp, name="act2.yaml")
+    sc = c.scope("action_str with actions in rules.yaml", r)
+    if sc.process():
+        sc.ok("action_str" not in r.err, "no warning when rules.yaml lists actions",
+              lib.short(r.err, 500))
+        acts = (r.obj or {}).get("actions") or []
+        sc.eq("the Email action ran once", [a.get("action") for a in acts], ["Email"])
+
+
 STOP_RULE = """from smdebug.rules.rule import Rule
 
 
@@ -356,7 +380,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="smrules-pyrules-")
     try:
         for t in (test_parity, test_notebook, test_failures, test_config_errors,
-                  test_stop_training):
+                  test_action_str, test_stop_training):
             if lib.CASE_FILTER and lib.CASE_FILTER not in t.__name__:
                 continue
             t(c, tmp)
