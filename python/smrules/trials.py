@@ -209,10 +209,11 @@ class Trial:
     def wait_for_steps(self, required_steps, mode=ModeKeys.GLOBAL, poll_interval=1.0):
         """Block until every step of `required_steps` is available, reading
         new index files every `poll_interval` seconds (smdebug: 5).  A step
-        the trial went past, or one training ended without, raises
-        StepUnavailable (has_passed_step's UNAVAILABLE, as in smdebug);
-        NoMoreData when training ended while the step still counted as
-        to come."""
+        the trial went past raises StepUnavailable; a step after the last
+        one of a trial whose training ended raises NoMoreData (smdebug's
+        wait_for_steps: the end of an unbounded invoke_rule).  Under
+        `smrules run` a step not yet written raises StepNotYetAvailable
+        instead of blocking (the run waits and calls again)."""
         mode = _mode(mode)
         for step in required_steps:
             while True:
@@ -334,6 +335,29 @@ class Trial:
             if len(got) == 3:
                 out[name][step] = _array(got)
         return out
+
+    def iter_tensors(self, wanted, mode=ModeKeys.GLOBAL, worker=None):
+        """The bulk read as a stream: (step, name, ndarray) for every value of
+        {name: [steps]}, step by step (steps ascending, names in the order
+        given), each read with the GIL released.  Only the value in hand is
+        in memory, so a scan over a trial far larger than memory keeps one
+        tensor (get_tensors keeps them all).  A value that is not there is
+        left out; a tensor never saved raises TensorUnavailable first."""
+        mode = _mode(mode)
+        by_step = {}
+        for name, steps in wanted.items():
+            if not self._t.has_tensor(name):
+                raise TensorUnavailable(name)
+            for s in steps:
+                if self._global_in_range(int(s), mode):
+                    by_step.setdefault(int(s), []).append(name)
+        for step in sorted(by_step):
+            for name in by_step[step]:
+                try:
+                    got = self._t.value(name, step, mode.value, worker)
+                except _core.Unavailable:
+                    continue
+                yield step, name, _array(got)
 
     def close(self):
         self._t.close()
