@@ -46,8 +46,10 @@ extern char **environ;
 #define CHILD_FD 3
 /* A reply or log line longer than this is the rule misbehaving. */
 #define MAX_LINE (16u << 20)
-/* A hang guard per call (load, one step, finish): a rule that takes longer
- * is stopped and reported as an Error. */
+/* A hang guard per call (one step, finish): a rule that takes longer is
+ * stopped and reported as an Error.  $SMRULES_PYTHON_TIMEOUT (seconds) sets
+ * another; loading (the interpreter, NumPy, the rule's imports) always has
+ * at least this long. */
 #define CALL_TIMEOUT_S 600
 /* After smrules closes the socket, the process has this long to exit on
  * its own before SIGKILL. */
@@ -60,8 +62,9 @@ typedef struct py_rule {
   char *broken; /* why the rule cannot run: its next call reports it */
   smr_buf in;   /* bytes received, not yet a whole line */
   size_t in_off;
-  bool loading; /* a failure is kept in `broken` rather than reported */
-  char *asked;  /* the actions the rule's action_str names, as JSON */
+  bool loading;     /* a failure is kept in `broken` rather than reported */
+  double timeout_s; /* per call */
+  char *asked;      /* the actions the rule's action_str names, as JSON */
   const smrules_api *api;
 } py_rule;
 
@@ -311,7 +314,10 @@ static char *read_line(py_rule *p, double deadline, char **why) {
     }
     double left = deadline - now_s();
     if (left <= 0) {
-      *why = smr_xasprintf("took longer than %d s", CALL_TIMEOUT_S);
+      *why = smr_xasprintf("took longer than %g s and was stopped",
+                           p->loading && p->timeout_s < CALL_TIMEOUT_S
+                               ? (double)CALL_TIMEOUT_S
+                               : p->timeout_s);
       return NULL;
     }
     struct pollfd pf = {p->fd, POLLIN, 0};
@@ -377,7 +383,9 @@ static int call(py_rule *p, smrules_ctx *ctx, const char *request,
     set_broken(p, false, "the Python process %s", NULL);
     return call(p, ctx, "", op);
   }
-  double deadline = now_s() + CALL_TIMEOUT_S;
+  double limit = p->loading && p->timeout_s < CALL_TIMEOUT_S ? CALL_TIMEOUT_S
+                                                             : p->timeout_s;
+  double deadline = now_s() + limit;
   for (;;) {
     char *why = NULL;
     char *line = read_line(p, deadline, &why);
@@ -572,6 +580,11 @@ static int py_start(smr_rule *r, const smr_rule_config *rc,
   py_rule *p = smr_xcalloc(1, sizeof *p);
   p->fd = -1;
   p->api = smr_host_api();
+  const char *t = getenv("SMRULES_PYTHON_TIMEOUT");
+  char *end = NULL;
+  p->timeout_s = t && *t ? strtod(t, &end) : CALL_TIMEOUT_S;
+  if (!(p->timeout_s > 0) || (end && *end))
+    p->timeout_s = CALL_TIMEOUT_S;
   r->impl = p;
   r->ops = &PYTHON_OPS;
   const char *python = getenv("SMRULES_PYTHON");

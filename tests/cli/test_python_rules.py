@@ -250,6 +250,34 @@ def test_failures(c, tmp):
           err[-300:])
 
 
+def test_hang(c, tmp):
+    """A rule that never answers is stopped by the per-call hang guard
+    (SMRULES_PYTHON_TIMEOUT, 600 s by default; 1 s here) and is that rule's
+    Error; the run ends and the other rules' results stand."""
+    fail = os.path.join(RULES, "failing_rules.py")
+    trial = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
+    path = os.path.join(tmp, "hang.yaml")
+    with open(path, "w") as f:
+        f.write("rules:\n  - python: %s\n    class: Hangs\n  - rule: ExplodingTensor\n" % fail)
+    e = env()
+    e["SMRULES_PYTHON_TIMEOUT"] = "1"
+    args = ["run", "--trial", trial, "--rules", path, "--json", "--fresh", "--output",
+            os.path.join(tmp, "out-hang")]
+    p = subprocess.run([lib.SMRULES] + args, capture_output=True, timeout=lib.TIMEOUT * 3,
+                       env=e, cwd=lib.ROOT, stdin=subprocess.DEVNULL)
+    r = lib.Result(args, p.returncode, p.stdout.decode(), p.stderr.decode())
+    sc = c.scope("hang guard", r)
+    if not sc.process():
+        return
+    got = by_name(r.obj)
+    h = got.get("Hangs", {})
+    sc.eq("status", h.get("status"), "Error")
+    sc.ok("step 0: the Python process took longer than 1 s and was stopped"
+          in (h.get("message") or ""), "the message says so", h.get("message"))
+    sc.eq("nothing evaluated", h.get("evaluated_steps"), 0)
+    sc.eq("the other rule", got.get("ExplodingTensor", {}).get("status"), "IssuesFound")
+
+
 def test_config_errors(c, tmp):
     trial = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
     cases = [
@@ -379,7 +407,7 @@ def main():
         return c.finish()
     tmp = tempfile.mkdtemp(prefix="smrules-pyrules-")
     try:
-        for t in (test_parity, test_notebook, test_failures, test_config_errors,
+        for t in (test_parity, test_notebook, test_failures, test_hang, test_config_errors,
                   test_action_str, test_stop_training):
             if lib.CASE_FILTER and lib.CASE_FILTER not in t.__name__:
                 continue

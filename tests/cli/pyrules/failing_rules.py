@@ -2,6 +2,7 @@
 # Error with the traceback while the other rules of the run go on.
 import os
 import signal
+import time
 
 from smdebug.rules.rule import Rule
 
@@ -34,6 +35,12 @@ class CrashesInterpreter(Rule):
     def invoke_at_step(self, step):
         print("about to crash at step", step)
         os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class Hangs(Rule):
+    def invoke_at_step(self, step):
+        while True:  # never answers: smrules' hang guard stops it
+            time.sleep(3600)
 
 
 class Prints(Rule):
