@@ -151,6 +151,23 @@ try:
     out["unbounded"] = "returned"
 except NoMoreData:
     out["unbounded"] = "NoMoreData"
+spec = importlib.util.spec_from_file_location("q", sys.argv[4])
+q = importlib.util.module_from_spec(spec); spec.loader.exec_module(q)
+out["required"] = invoke_rule(q.GradientMeanAbsRequired(trial, threshold=sys.argv[3]),
+                              end_step=last + 1)
+# Rule.__init__ in both of smdebug's signatures
+from smdebug.rules import Rule
+other = create_trial(sys.argv[2])
+A = '{"name": "stoptraining", "training_job_prefix": "j"}'
+forms = {"old kw": dict(other_trials=[other], action_str=A), "new positional": (A, [other]),
+         "old positional": ([other], A), "bare": ()}
+sig = {}
+for k, a in forms.items():
+    r = Rule(trial, **a) if isinstance(a, dict) else Rule(trial, *a)
+    sig[k] = [r.other_trials == ([other] if k != "bare" else None),
+              r.trials == ([trial, other] if k != "bare" else [trial]),
+              r._actions.smrules_actions == (["StopTraining"] if k != "bare" else [])]
+out["signatures"] = sig
 try:
     import smdebug.pytorch
     out["pytorch"] = "imported"
@@ -174,13 +191,23 @@ def test_notebook(c, tmp):
             r = run_rules(trial, "rules:\n  - python: %s\n    class: CustomGradientRule\n"
                           "    parameters: {threshold: \"%r\"}\n" % (EXAMPLE, th), tmp)
             want = (by_name(r.obj).get("CustomGradientRule") or {}).get("triggered_steps")
-            rc, out, err = pylib.run_py(NOTEBOOK, [EXAMPLE, trial, repr(th)])
+            r2 = run_rules(trial, "rules:\n  - python: %s\n    name: required\n"
+                           "    parameters: {threshold: %r}\n"
+                           % (os.path.join(RULES, "required_tensors_rule.py"), th), tmp,
+                           name="req.yaml")
+            want_req = (by_name(r2.obj).get("required") or {}).get("triggered_steps")
+            rc, out, err = pylib.run_py(NOTEBOOK, [EXAMPLE, trial, repr(th),
+                                                   os.path.join(RULES, "required_tensors_rule.py")])
             s = c.scope("notebook %s threshold %g" % (name, th))
             if not s.ok(rc == 0, "the notebook runs", err[-800:]):
                 continue
             got = json.loads(out.strip().splitlines()[-1])
             s.ok(want is not None, "smrules run gave triggered steps", lib.short(r.out))
             s.eq("invoke_rule triggers where smrules run does", got["steps"], want)
+            s.eq("the req_tensors rule too", got["required"], want_req)
+            s.eq("Rule.__init__'s signatures", got["signatures"],
+                 {k: [True, True, True] for k in ("old kw", "new positional",
+                                                  "old positional", "bare")})
             s.eq("raise_eval_cond raises at the first trigger", got["first"],
                  want[0] if want else "NoMoreData")
             s.eq("an unbounded invoke_rule ends in NoMoreData", got["unbounded"], "NoMoreData")
