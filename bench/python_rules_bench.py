@@ -213,7 +213,7 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
-    print("== 10. Python: VanishingGradient's scan, %d steps x %d gradients of %.1f MiB "
+    print("== 11. Python: VanishingGradient's scan, %d steps x %d gradients of %.1f MiB "
           "(%.2f GB), median of %d" % (STEPS, TENSORS, ELEMENTS * 4 / 2**20, gb, REPEAT))
     print("  %-34s %8s %8s %9s %9s %8s  %-18s %s" % ("way", "wall s", "x raw", "x C rule",
                                                    "smd/x", "RSS MB", "target", "verdict"))

@@ -647,7 +647,7 @@ if [ "${S3B_SKIP:-0}" != 1 ]; then
   echo
   "$ROOT/bench/s3_bench.sh" "$BUILD" || die "bench/s3_bench.sh failed"
 fi
-# ------------------------------------------- 10. Python rules and the API
+# ------------------------------------------- 11. Python rules and the API
 # bench/python_rules_bench.py: VanishingGradient's scan (2.1 GB of 1 MiB
 # gradients) through the trial API (per value, reductions, the bulk read),
 # a SageMaker custom rule as a python: rule, smdebug's per-value way of
