@@ -236,10 +236,15 @@ def test_failures(c, tmp):
         return
     sc.eq("exit 5 (a rule failed)", r.rc, 5)
     got = by_name(r.obj)
+    def line_of(path, text):
+        with open(path) as f:
+            return next(i for i, ln in enumerate(f, 1) if text in ln)
     want = {
-        "at_import": ["Traceback", "import_error_rule.py\", line 3",
+        "at_import": ["Traceback", "import_error_rule.py\", line %d"
+                      % line_of(imp, "import module_that_does_not_exist"),
                       "ModuleNotFoundError: No module named 'module_that_does_not_exist'"],
-        "FailsInInit": ["Traceback", "failing_rules.py\", line 12, in __init__",
+        "FailsInInit": ["Traceback", "failing_rules.py\", line %d, in __init__"
+                        % line_of(fail, 'raise ValueError("bad configuration'),
                         "ValueError: bad configuration in __init__"],
         "FailsAtStep": ["step 4", "Traceback", "in invoke_at_step",
                         "in helper_that_divides", "ZeroDivisionError: division by zero"],
