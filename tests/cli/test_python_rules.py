@@ -22,6 +22,10 @@ end through the CLI and through invoke_rule:
   built-in rule and a printing Python rule of the same run finish
   normally; configuration mistakes (a missing file, `class:` without
   `python:`, a list parameter, an unknown class) are clear;
+- a rule that never answers is stopped by the hang guard
+  (SMRULES_PYTHON_TIMEOUT) and is its Error;
+- SMRULES_SMDEBUG=real leaves `import smdebug` to an installed smdebug;
+- smdebug's action_str is named as the rules.yaml actions it maps to;
 - a Python rule stops a launched trainer: StopTraining sends SIGTERM once.
 
 The rules run in Debian's /usr/bin/python3 (numpy); this script needs only
@@ -310,6 +314,49 @@ def test_hang(c, tmp):
     sc.eq("the other rule", got.get("ExplodingTensor", {}).get("status"), "IssuesFound")
 
 
+FAKE_SMDEBUG_RULE = """class Rule:
+    def __init__(self, base_trial, action_str="", other_trials=None):
+        self.base_trial = base_trial
+
+    def invoke(self, step):
+        print("the installed smdebug's Rule.invoke at step", step)
+        self.invoke_at_step(step)
+"""
+
+
+def test_real_smdebug(c, tmp):
+    """SMRULES_SMDEBUG=real leaves `import smdebug` to an installed smdebug
+    (here a stand-in package on PYTHONPATH); without it, smrules' names win
+    even when one is installed."""
+    fake = os.path.join(tmp, "site")
+    os.makedirs(os.path.join(fake, "smdebug", "rules"), exist_ok=True)
+    for rel, text in (("smdebug/__init__.py", ""), ("smdebug/rules/__init__.py", ""),
+                      ("smdebug/rules/rule.py", FAKE_SMDEBUG_RULE)):
+        with open(os.path.join(fake, rel), "w") as f:
+            f.write(text)
+    trial = os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits")
+    path = os.path.join(tmp, "real.yaml")
+    with open(path, "w") as f:
+        f.write("rules:\n  - python: %s\n    parameters: {threshold: \"1e30\"}\n" % EXAMPLE)
+    for real in (True, False):
+        e = env()
+        e["PYTHONPATH"] = fake
+        if real:
+            e["SMRULES_SMDEBUG"] = "real"
+        args = ["run", "--trial", trial, "--rules", path, "--json", "--fresh", "--output",
+                os.path.join(tmp, "out-real")]
+        p = subprocess.run([lib.SMRULES] + args, capture_output=True, timeout=lib.TIMEOUT * 3,
+                           env=e, cwd=lib.ROOT, stdin=subprocess.DEVNULL)
+        r = lib.Result(args, p.returncode, p.stdout.decode(), p.stderr.decode())
+        sc = c.scope("SMRULES_SMDEBUG=%s" % ("real" if real else "unset"), r)
+        if not sc.process():
+            continue
+        sc.eq("the rule ran", by_name(json.loads(r.out)).get("custom_gradient_rule", {}).get(
+            "status"), "NoIssuesFound")
+        sc.eq("the installed smdebug's Rule was used" if real else "smrules' Rule was used",
+              "the installed smdebug's Rule.invoke at step 0" in r.err, real)
+
+
 def test_config_errors(c, tmp):
     trial = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
     cases = [
@@ -439,7 +486,8 @@ def main():
         return c.finish()
     tmp = tempfile.mkdtemp(prefix="smrules-pyrules-")
     try:
-        for t in (test_parity, test_notebook, test_failures, test_hang, test_config_errors,
+        for t in (test_parity, test_notebook, test_failures, test_hang, test_real_smdebug,
+                  test_config_errors,
                   test_action_str, test_stop_training):
             if lib.CASE_FILTER and lib.CASE_FILTER not in t.__name__:
                 continue
