@@ -257,13 +257,14 @@ static void close_socket(py_rule *p) {
 }
 
 /* The process is gone or must go: stop it and remember why the rule
- * cannot run any more. */
-static void set_broken(py_rule *p, bool kill_it, const char *fmt,
-                       const char *arg) {
+ * cannot run any more: "<op>: the Python process <why>", `why` NULL for
+ * how it ended (reap). */
+static void set_broken(py_rule *p, bool kill_it, const char *op,
+                       const char *why) {
   close_socket(p);
   char *how = reap(p, kill_it);
   free(p->broken);
-  p->broken = smr_xasprintf(fmt, arg ? arg : how);
+  p->broken = smr_xasprintf("%s: the Python process %s", op, why ? why : how);
   free(how);
 }
 
@@ -380,7 +381,7 @@ static int call(py_rule *p, smrules_ctx *ctx, const char *request,
     return SMRULES_ERR;
   }
   if (send_all(p, request, strlen(request)) != 0) {
-    set_broken(p, false, "the Python process %s", NULL);
+    set_broken(p, false, op, NULL);
     return call(p, ctx, "", op);
   }
   double limit = p->loading && p->timeout_s < CALL_TIMEOUT_S ? CALL_TIMEOUT_S
@@ -390,25 +391,17 @@ static int call(py_rule *p, smrules_ctx *ctx, const char *request,
     char *why = NULL;
     char *line = read_line(p, deadline, &why);
     if (!line) {
-      char *msg = smr_xasprintf("%s: the Python process %%s", op);
-      if (why) {
-        char *full = smr_xasprintf(msg, why);
-        set_broken(p, true, "%s", full);
-        free(full);
-      } else {
-        set_broken(p, false, msg, NULL);
-      }
+      set_broken(p, why != NULL, op, why);
       free(why);
-      free(msg);
       return call(p, ctx, "", op);
     }
     cJSON *j = cJSON_Parse(line);
     free(line);
     if (!cJSON_IsObject(j)) {
       cJSON_Delete(j);
-      set_broken(p, true, "%s",
-                 "the Python process answered with something that is not "
-                 "JSON (a rule must not write to file descriptor 3)");
+      set_broken(p, true, op,
+                 "answered with something that is not JSON (a rule must not "
+                 "write to file descriptor 3)");
       return call(p, ctx, "", op);
     }
     if (cJSON_GetObjectItemCaseSensitive(j, "log")) {
