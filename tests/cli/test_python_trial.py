@@ -229,6 +229,16 @@ ok([(s, n) for s, n, _ in got] == want, "stream order: steps ascending, names as
    [(s, n) for s, n, _ in got][:6])
 ok(all(np.array_equal(a, bulk[n][s]) for s, n, a in got), "stream values == bulk values")
 raises(X.TensorUnavailable, lambda: list(t.iter_tensors({"nope": [0]})), "stream unknown tensor")
+# the bulk reduction: the same bits as reduction_value, steps not there left out
+for red, a in (("mean", True), ("l2", False), ("max", False)):
+    br = t.get_reductions({loss: steps + [steps[-1] + 1], "DigitsMLP_out.bias": steps[:3]},
+                          red, abs=a)
+    ok(sorted(br[loss]) == steps, "bulk reduction steps (%s)" % red, sorted(br[loss]))
+    one = {s: t.tensor(loss).reduction_value(s, red, abs=a) for s in steps}
+    ok(all(br[loss][s] == one[s] or (math.isnan(one[s]) and math.isnan(br[loss][s]))
+           for s in steps), "bulk reduction == reduction_value (%s)" % red)
+raises(ValueError, lambda: t.get_reductions({loss: steps}, "median"), "bulk reduction unknown")
+raises(X.TensorUnavailable, lambda: t.get_reductions({"nope": [0]}, "mean"), "bulk reduction tensor")
 # the bulk read runs with the GIL released: another thread runs meanwhile
 names = t.tensor_names()
 out = {}
