@@ -69,18 +69,22 @@ static int64_t step_of(const smr_node *item, const char *key) {
   return v && v->type == SMR_NODE_INT ? v->i : -1;
 }
 
-static int check_lua_script(const smr_config *c, const smr_node *at,
-                            const char *resolved, smr_error *err) {
+static int check_script(const smr_config *c, const smr_node *at,
+                        const char *what, const char *resolved,
+                        smr_error *err) {
   struct stat st;
   if (stat(resolved, &st) != 0)
-    return config_error(err, c, at,
-                        "lua script '%s' not found (looked for %s: %s)", at->s,
-                        resolved, strerror(errno));
+    return config_error(err, c, at, "%s '%s' not found (looked for %s: %s)",
+                        what, at->s, resolved, strerror(errno));
   if (!S_ISREG(st.st_mode))
-    return config_error(err, c, at,
-                        "lua script '%s' is not a regular file (%s)", at->s,
-                        resolved);
+    return config_error(err, c, at, "%s '%s' is not a regular file (%s)", what,
+                        at->s, resolved);
   return SMR_OK;
+}
+
+static int check_lua_script(const smr_config *c, const smr_node *at,
+                            const char *resolved, smr_error *err) {
+  return check_script(c, at, "lua script", resolved, err);
 }
 
 static int check_steps(const smr_config *c, const smr_node *item,
@@ -95,7 +99,7 @@ static int check_steps(const smr_config *c, const smr_node *item,
 
 /* The node naming the instance: `name`, else `rule`/`lua`/`plugin`. */
 static const smr_node *name_node(const smr_node *item) {
-  const char *keys[] = {"name", "rule", "lua", "plugin"};
+  const char *keys[] = {"name", "rule", "lua", "plugin", "python"};
   for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
     const smr_node *v = smr_node_get(item, keys[k]);
     if (v)
@@ -112,14 +116,22 @@ static void build_rule(const smr_config *c, const smr_node *item,
   const char *rule = string_of(item, "rule");
   const char *lua = string_of(item, "lua");
   const char *plugin = string_of(item, "plugin");
+  const char *python = string_of(item, "python");
+  const char *pyclass = string_of(item, "class");
   const char *name = string_of(item, "name");
   r->rule = rule ? smr_xstrdup(rule) : NULL;
   r->lua = lua ? resolve_path(c->base_dir, lua) : NULL;
   r->plugin = plugin ? resolve_path(c->base_dir, plugin) : NULL;
+  r->python = python ? resolve_path(c->base_dir, python) : NULL;
+  r->python_class = pyclass ? smr_xstrdup(pyclass) : NULL;
   if (name)
     r->name = smr_xstrdup(name);
+  else if (rule)
+    r->name = smr_xstrdup(rule);
+  else if (python && pyclass) /* a class names the rule, as in SageMaker */
+    r->name = smr_xstrdup(pyclass);
   else
-    r->name = rule ? smr_xstrdup(rule) : file_stem(lua ? lua : plugin);
+    r->name = file_stem(lua ? lua : plugin ? plugin : python);
   r->parameters = smr_node_value(item, "parameters");
   r->actions = smr_node_value(item, "actions");
   r->start_step = step_of(item, "start_step");
@@ -149,6 +161,16 @@ static int check_rule(const smr_config *c, const smr_node *item,
     if (rc)
       return rc;
   }
+  if (r->python) {
+    int rc = check_script(c, smr_node_get(item, "python"), "python rule",
+                          r->python, err);
+    if (rc)
+      return rc;
+  }
+  if (r->python_class && !r->python)
+    return config_error(err, c, smr_node_get(item, "class"),
+                        "'class' names the class of a 'python' rule; this "
+                        "rule has no 'python' file");
   return check_steps(c, item, r, err);
 }
 
@@ -264,6 +286,8 @@ void smr_config_free(smr_config *c) {
     free(c->rules[k].rule);
     free(c->rules[k].lua);
     free(c->rules[k].plugin);
+    free(c->rules[k].python);
+    free(c->rules[k].python_class);
   }
   free(c->rules);
   smr_node_free(c->root);

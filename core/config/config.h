@@ -17,6 +17,8 @@ typedef struct smr_rule_config {
   char *rule;   /* built-in rule name, or NULL */
   char *lua;    /* script path resolved against the YAML's directory */
   char *plugin; /* .so path resolved against the YAML's directory */
+  char *python; /* a Python rule's file, resolved likewise */
+  char *python_class; /* its `class:` (NULL: the one Rule class it has) */
   const smr_node *parameters;   /* map, or NULL */
   const smr_node *actions;      /* list, or NULL (interpreted by actions) */
   int64_t start_step, end_step; /* -1 when unset; end is exclusive */

@@ -11,6 +11,7 @@
 static const smr_rule_kind *const KINDS[] = {
     &smr_kind_lua,
     &smr_kind_plugin,
+    &smr_kind_python,
 };
 
 const smr_rule_kind *smr_rule_kind_of(const smr_rule_config *rc) {

@@ -88,8 +88,14 @@ void smr_rule_free(smr_rule *r);
 /* Whether the instance wants the wall clock (invoke_at_time). */
 bool smr_rule_wants_time(const smr_rule *r);
 
+/* A python rule's entry as far as it can be checked without running
+ * Python (validate): its parameters are scalars, passed as strings. */
+int smr_python_rule_check(const smr_rule_config *rc, const char *config_path,
+                          smr_error *err);
+
 /* The kinds this host knows, defined one per file. */
 extern const smr_rule_kind smr_kind_plugin; /* host/rule_plugin.c */
 extern const smr_rule_kind smr_kind_lua;    /* lua/lua_kind.c */
+extern const smr_rule_kind smr_kind_python; /* host/rule_python.c */
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "config/params.h"
 #include "host/plugin.h"
+#include "host/rulekind.h"
 #include "job/job.h"
 #include "lua/lua_params.h"
 #include "lua/lua_rule.h"
@@ -73,8 +74,9 @@ int smr_job_check_config(const smr_config *cfg, bool launched, smr_error *err) {
   smr_error_clear(err);
   for (size_t i = 0; i < cfg->n_rules; i++) {
     const smr_rule_config *rc = &cfg->rules[i];
-    int st = rc->lua ? check_lua_rule(cfg, rc, err)
-                     : check_plugin_rule(cfg, rc, err);
+    int st = rc->lua      ? check_lua_rule(cfg, rc, err)
+             : rc->python ? smr_python_rule_check(rc, cfg->path, err)
+                          : check_plugin_rule(cfg, rc, err);
     if (st != SMR_OK)
       return st;
   }

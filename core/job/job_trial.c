@@ -94,7 +94,7 @@ static bool has_debug_data(const char *dir) {
 bool smr_job_needs_tensor_data(const smr_config *cfg) {
   for (size_t i = 0; i < cfg->n_rules; i++) {
     const smr_rule_config *rc = &cfg->rules[i];
-    if (rc->lua)
+    if (rc->lua || rc->python)
       return true;
     smr_plugin *p;
     smr_error err;

@@ -10,6 +10,7 @@ argument conventions and exceptions."""
 import enum
 import glob
 import json
+import logging
 import os
 import re
 import time
@@ -118,6 +119,14 @@ class Trial:
             self.range_steps = None
         self._t = _core.Trial(self.path)
         self._tensors = {}
+        # smdebug's attributes that rules touch (analysis.utils.no_refresh,
+        # RequiredTensorsForTrial's logger)
+        self.dynamic_refresh = True
+        self.logger = logging.getLogger("smrules.trials")
+        # Under `smrules run` (smrules._rule_host) a step not yet written
+        # raises StepNotYetAvailable instead of blocking: the run's loop
+        # waits for it and invokes the rule again.
+        self._wait = True
         self._load_info()
 
     # ---- the trial ----
@@ -200,24 +209,36 @@ class Trial:
     def wait_for_steps(self, required_steps, mode=ModeKeys.GLOBAL, poll_interval=1.0):
         """Block until every step of `required_steps` is available, reading
         new index files every `poll_interval` seconds (smdebug: 5).  A step
-        the trial went past, or one training ended without, raises
-        StepUnavailable (has_passed_step's UNAVAILABLE, as in smdebug);
-        NoMoreData when training ended while the step still counted as
-        to come."""
+        the trial went past raises StepUnavailable; a step after the last
+        one of a trial whose training ended raises NoMoreData (smdebug's
+        wait_for_steps: the end of an unbounded invoke_rule).  Under
+        `smrules run` a step not yet written raises StepNotYetAvailable
+        instead of blocking (the run waits and calls again)."""
         mode = _mode(mode)
         for step in required_steps:
             while True:
                 state = self.has_passed_step(step, mode)
                 if state is StepState.AVAILABLE:
                     break
-                if state is StepState.UNAVAILABLE:
+                if state is StepState.UNAVAILABLE and not self._past_the_end(step, mode):
                     raise StepUnavailable(step, mode)
                 if self.loaded_all_steps:
                     last = self.steps(mode)
                     raise NoMoreData(f"Looking for step {step} of mode {mode.name} and reached the "
                                      f"end of training; the last step is {last[-1] if last else -1}")
+                if not self._wait:
+                    raise StepNotYetAvailable(step, mode)
                 time.sleep(poll_interval)
                 self.refresh_data()
+
+    def _past_the_end(self, step, mode):
+        """A step after the last one of a trial whose training ended: smdebug
+        calls it NOT_YET_AVAILABLE and wait_for_steps raises NoMoreData
+        (the end of an unbounded invoke_rule)."""
+        if not self.loaded_all_steps:
+            return False
+        steps = self._t.steps(mode.value, True)
+        return not steps or step > steps[-1]
 
     # ---- collections ----
     def _collection_regexes(self):
@@ -314,6 +335,51 @@ class Trial:
             if len(got) == 3:
                 out[name][step] = _array(got)
         return out
+
+    def get_reductions(self, wanted, reduction_name, mode=ModeKeys.GLOBAL, worker=None,
+                       abs=False):
+        """The bulk reduction: {name: [steps]} -> {name: {step: value}}, each
+        as Tensor.reduction_value gives it (the saved reduction, else
+        computed: the same bits), all of them read and reduced in one call
+        without the GIL, over every core.  Values that are not there are
+        left out; a tensor never saved raises TensorUnavailable."""
+        mode = _mode(mode)
+        items = []
+        for name, steps in wanted.items():
+            if not self._t.has_tensor(name):
+                raise TensorUnavailable(name)
+            for s in steps:
+                if self._global_in_range(int(s), mode):
+                    items.append((name, int(s), mode.value, worker))
+        out = {name: {} for name in wanted}
+        got = self._t.reductions(items, str(reduction_name), bool(abs))
+        for (name, step, _, _), r in zip(items, got):
+            if isinstance(r[0], float):
+                out[name][step] = r[0]
+        return out
+
+    def iter_tensors(self, wanted, mode=ModeKeys.GLOBAL, worker=None):
+        """The bulk read as a stream: (step, name, ndarray) for every value of
+        {name: [steps]}, step by step (steps ascending, names in the order
+        given), each read with the GIL released.  Only the value in hand is
+        in memory, so a scan over a trial far larger than memory keeps one
+        tensor (get_tensors keeps them all).  A value that is not there is
+        left out; a tensor never saved raises TensorUnavailable first."""
+        mode = _mode(mode)
+        by_step = {}
+        for name, steps in wanted.items():
+            if not self._t.has_tensor(name):
+                raise TensorUnavailable(name)
+            for s in steps:
+                if self._global_in_range(int(s), mode):
+                    by_step.setdefault(int(s), []).append(name)
+        for step in sorted(by_step):
+            for name in by_step[step]:
+                try:
+                    got = self._t.value(name, step, mode.value, worker)
+                except _core.Unavailable:
+                    continue
+                yield step, name, _array(got)
 
     def close(self):
         self._t.close()

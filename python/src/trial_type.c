@@ -16,8 +16,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/common.h"
+#include "base/workers.h"
 #include "format/mode.h"
 #include "format/tensor.h"
 #include "trial/trial.h"
@@ -450,6 +452,97 @@ static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
   return Py_BuildValue("(dO)", out, saved ? Py_True : Py_False);
 }
 
+/* reductions([(name, step, mode, worker|None)], reduction, abs) -> a list
+ * with, per item, (value, saved) or (status, message).  The whole batch
+ * runs without the GIL, its items over the library's helper threads
+ * (base/workers.h: the trial is safe to read from several threads, as the
+ * runner's rules do), so a scan reads and reduces on every core. */
+typedef struct {
+  const char *name, *worker;
+  long long step;
+  int mode, rc;
+  double out;
+  bool saved;
+  smr_error err;
+} red_item;
+
+typedef struct {
+  smr_trial *t;
+  red_item *v;
+  int reduction;
+  bool abs;
+} red_batch;
+
+static void reduce_one(void *arg, size_t i) {
+  red_batch *b = arg;
+  red_item *it = &b->v[i];
+  smr_value_loc loc;
+  it->rc = smr_trial_reduction(b->t, it->name, it->step, it->mode, it->worker,
+                               b->reduction, b->abs, &it->out, &it->saved, &loc,
+                               &it->err);
+}
+
+/* The helper threads: one per further core, set before the first batch
+ * (workers.h: with no loop running). */
+static pthread_once_t helpers_once = PTHREAD_ONCE_INIT;
+static void start_helpers(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  smr_workers_set(cores > 1 ? (int)(cores > 64 ? 63 : cores - 1) : 0);
+}
+
+static PyObject *trial_reductions(TrialObject *self, PyObject *args) {
+  PyObject *items;
+  const char *red;
+  int abs_ = 0;
+  if (!PyArg_ParseTuple(args, "Osp:reductions", &items, &red, &abs_) ||
+      !open_or_raise(self))
+    return NULL;
+  int r = smr_reduction_from_name(red);
+  if (r < 0)
+    return PyErr_Format(PyExc_ValueError,
+                        "unknown reduction %R: expected min, max, mean, std, "
+                        "variance, sum, prod, l1, l2",
+                        PyTuple_GET_ITEM(args, 1));
+  PyObject *seq = PySequence_Fast(items, "reductions: a list of tuples");
+  if (!seq)
+    return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  red_item *v = calloc((size_t)n + 1, sizeof *v);
+  if (!v) {
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLi|z", &v[i].name,
+                          &v[i].step, &v[i].mode, &v[i].worker)) {
+      free(v);
+      Py_DECREF(seq);
+      return NULL;
+    }
+  }
+  red_batch b = {self->t, v, r, abs_ != 0};
+  pthread_once(&helpers_once, start_helpers);
+  UNLOCKED_GIL(self, smr_parallel_for((size_t)n, reduce_one, &b));
+  PyObject *out = PyList_New(n);
+  for (Py_ssize_t i = 0; out && i < n; i++) {
+    PyObject *o;
+    if (v[i].rc == SMR_OK) {
+      o = Py_BuildValue("(dO)", v[i].out, v[i].saved ? Py_True : Py_False);
+    } else {
+      char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
+      smr_error_format(&v[i].err, msg, sizeof msg);
+      o = Py_BuildValue("(is)", v[i].rc, msg);
+    }
+    if (!o)
+      Py_CLEAR(out);
+    else
+      PyList_SET_ITEM(out, i, o);
+  }
+  free(v);
+  Py_DECREF(seq); /* the names in v pointed into it: freed last */
+  return out;
+}
+
 static PyObject *trial_shape(TrialObject *self, PyObject *args) {
   const char *name, *worker = NULL;
   long long step;
@@ -561,6 +654,9 @@ static PyMethodDef trial_methods[] = {
     {"tensor_steps", (PyCFunction)trial_tensor_steps, METH_VARARGS,
      "tensor_steps(name) -> [(step, mode, mode_step, worker, has_value, "
      "reductions)]"},
+    {"reductions", (PyCFunction)trial_reductions, METH_VARARGS,
+     "reductions([(name, step, mode, worker)], reduction, abs) -> "
+     "[(value, saved) | (status, message)], in parallel"},
     {"value", (PyCFunction)trial_value, METH_VARARGS,
      "value(name, step, mode, worker=None) -> (dtype, shape, bytes|list)"},
     {"reduction", (PyCFunction)trial_reduction, METH_VARARGS,

@@ -221,6 +221,24 @@ ok(all(np.array_equal(bulk[loss][s], t.tensor(loss).value(s)) for s in steps), "
 ok(all(not a.flags.writeable for a in bulk[loss].values()), "bulk read-only")
 ok(sorted(t.tensor(loss).values()) == steps, "Tensor.values")
 raises(X.TensorUnavailable, lambda: t.get_tensors({"nope": [0]}), "bulk unknown tensor")
+# the stream: the same values as the bulk read, step by step
+want = [(s, n) for s in sorted(set(steps) | set(steps[:3]))
+        for n in (loss, "DigitsMLP_out.bias") if s in bulk[n]]
+got = list(t.iter_tensors({loss: steps + [steps[-1] + 1], "DigitsMLP_out.bias": steps[:3]}))
+ok([(s, n) for s, n, _ in got] == want, "stream order: steps ascending, names as given",
+   [(s, n) for s, n, _ in got][:6])
+ok(all(np.array_equal(a, bulk[n][s]) for s, n, a in got), "stream values == bulk values")
+raises(X.TensorUnavailable, lambda: list(t.iter_tensors({"nope": [0]})), "stream unknown tensor")
+# the bulk reduction: the same bits as reduction_value, steps not there left out
+for red, a in (("mean", True), ("l2", False), ("max", False)):
+    br = t.get_reductions({loss: steps + [steps[-1] + 1], "DigitsMLP_out.bias": steps[:3]},
+                          red, abs=a)
+    ok(sorted(br[loss]) == steps, "bulk reduction steps (%s)" % red, sorted(br[loss]))
+    one = {s: t.tensor(loss).reduction_value(s, red, abs=a) for s in steps}
+    ok(all(br[loss][s] == one[s] or (math.isnan(one[s]) and math.isnan(br[loss][s]))
+           for s in steps), "bulk reduction == reduction_value (%s)" % red)
+raises(ValueError, lambda: t.get_reductions({loss: steps}, "median"), "bulk reduction unknown")
+raises(X.TensorUnavailable, lambda: t.get_reductions({"nope": [0]}, "mean"), "bulk reduction tensor")
 # the bulk read runs with the GIL released: another thread runs meanwhile
 names = t.tensor_names()
 out = {}
@@ -271,7 +289,9 @@ with create_trial(path) as w2:
     ok(w2.steps() == steps, "with-block")
 # wait_for_steps: returns for a step there; a step to come is waited for
 # until the end marker appears (written after the waiting thread started),
-# then StepUnavailable, as smdebug (has_passed_step: UNAVAILABLE after the end)
+# then NoMoreData, as smdebug's wait_for_steps (a step after the last one of
+# an ended trial; before it: StepUnavailable) - the end of an unbounded
+# invoke_rule
 live = partial + "_wait"
 import shutil
 shutil.copytree(partial, live)
@@ -283,6 +303,8 @@ def waiter():
     try:
         wt.wait_for_steps([50], poll_interval=0.05)
         got.append("returned")
+    except X.NoMoreData:
+        got.append("NoMoreData")
     except X.StepUnavailable:
         got.append("StepUnavailable")
     except Exception as e:
@@ -291,7 +313,7 @@ th = threading.Thread(target=waiter)
 th.start()
 open(live + "/training_job_end.ts", "w").close()
 th.join(120)  # hang guard only
-ok(got == ["StepUnavailable"], "wait_for_steps: StepUnavailable at the end", got)
+ok(got == ["NoMoreData"], "wait_for_steps: NoMoreData past the end", got)
 raises(X.StepUnavailable, lambda: create_trial(live).wait_for_steps([3]), "wait_for_steps: step passed")
 # a live trial: refresh_data sees the end marker written after the open
 p = create_trial(partial)

@@ -469,14 +469,14 @@ static void test_config_error_positions(void) {
   CHECK_STR(config_error("rules:\n  - rule: LossNotDecreasing\n"
                          "    paramters:\n      num_steps: 3\n"),
             "line 3, column 5: unknown key 'paramters' in rule: did you mean "
-            "'parameters'? (expected one of: rule, lua, plugin, name, "
-            "parameters, actions, start_step, end_step)");
+            "'parameters'? (expected one of: rule, lua, plugin, python, "
+            "class, name, parameters, actions, start_step, end_step)");
   CHECK_STR(config_error("rules:\n  - rule: A1\n    plugin: x.so\n"),
-            "line 2, column 5: a rule needs exactly one of 'rule', 'lua' or "
-            "'plugin'");
+            "line 2, column 5: a rule needs exactly one of 'rule', 'lua', "
+            "'plugin' or 'python'");
   CHECK_STR(config_error("rules:\n  - name: lonely\n    start_step: 1\n"),
-            "line 2, column 5: a rule needs exactly one of 'rule', 'lua' or "
-            "'plugin'");
+            "line 2, column 5: a rule needs exactly one of 'rule', 'lua', "
+            "'plugin' or 'python'");
   CHECK_STR(config_error("rules:\n  - rule: A1\n    start_step: \"ten\"\n"),
             "line 3, column 17: start_step: expected an integer, got a string "
             "('ten')");
