@@ -46,8 +46,13 @@ static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n) {
 }
 
 uint32_t smr_crc32c(const void *buf, size_t n) {
+  return smr_crc32c_extend(0, buf, n);
+}
+
+uint32_t smr_crc32c_extend(uint32_t crc, const void *buf, size_t n) {
   pthread_once(&crc_table_once, crc_table_build);
-  return crc_update(0xFFFFFFFFu, buf, n) ^ 0xFFFFFFFFu;
+  /* undo the final xor, continue, redo it */
+  return crc_update(crc ^ 0xFFFFFFFFu, buf, n) ^ 0xFFFFFFFFu;
 }
 
 uint32_t smr_crc_mask(uint32_t crc) {

@@ -21,6 +21,11 @@
 
 /* CRC-32C (Castagnoli) of `n` bytes: init 0xFFFFFFFF, final xor. */
 uint32_t smr_crc32c(const void *buf, size_t n);
+/* The CRC-32C of a buffer's concatenation with `n` more bytes, given the
+ * buffer's CRC-32C `crc` (0 for an empty buffer): a payload handed over in
+ * pieces gets the same checksum as in one (smr_crc32c(ab) ==
+ * smr_crc32c_extend(smr_crc32c(a), b)). */
+uint32_t smr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
 /* TFRecord masking of a CRC. */
 uint32_t smr_crc_mask(uint32_t crc);
 

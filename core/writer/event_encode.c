@@ -154,10 +154,32 @@ static int enc_pack(enc_msgs *m, uint8_t **out, size_t *len, smr_error *err) {
   return SMR_OK;
 }
 
-int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
-                     size_t *len, smr_error *err) {
+/* protobuf-c's streaming output, forwarding each append to the sink. */
+typedef struct enc_stream {
+  ProtobufCBuffer base; /* first: protobuf-c passes &base */
+  smr_event_sink *sink;
+} enc_stream;
+
+static void enc_stream_append(ProtobufCBuffer *b, size_t len,
+                              const uint8_t *data) {
+  enc_stream *s = (enc_stream *)b;
+  if (len)
+    s->sink->piece(s->sink, data, len);
+}
+
+static int enc_stream_out(enc_msgs *m, smr_event_sink *sink, smr_error *err) {
+  int rc = sink->begin(sink, smdebug__event__get_packed_size(&m->ev), err);
+  if (rc)
+    return rc;
+  enc_stream s = {.base = {.append = enc_stream_append}, .sink = sink};
+  smdebug__event__pack_to_buffer(&m->ev, &s.base);
+  return SMR_OK;
+}
+
+/* Build the messages of `t` in a fresh enc_msgs; *out is NULL on error. */
+static int enc_build(const smr_tensor *t, const char *name, enc_msgs **out,
+                     smr_error *err) {
   *out = NULL;
-  *len = 0;
   if (!name)
     return enc_fail(err, "tensor without a name");
   int64_t n = enc_count(t);
@@ -171,11 +193,38 @@ int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
     enc_shape(m, t, name);
     enc_metadata(m, t);
     enc_envelope(m, t, name);
-    rc = enc_pack(m, out, len, err);
   }
+  *out = m;
+  return rc;
+}
+
+static void enc_free(enc_msgs *m) {
   for (int i = 0; i < SMR_MAX_DIMS; i++)
     free(m->dim_names[i]);
   free(m->strings);
   free(m);
+}
+
+int smr_event_encode(const smr_tensor *t, const char *name, uint8_t **out,
+                     size_t *len, smr_error *err) {
+  *out = NULL;
+  *len = 0;
+  enc_msgs *m;
+  int rc = enc_build(t, name, &m, err);
+  if (rc == SMR_OK)
+    rc = enc_pack(m, out, len, err);
+  if (m)
+    enc_free(m);
+  return rc;
+}
+
+int smr_event_encode_to(const smr_tensor *t, const char *name,
+                        smr_event_sink *sink, smr_error *err) {
+  enc_msgs *m;
+  int rc = enc_build(t, name, &m, err);
+  if (rc == SMR_OK)
+    rc = enc_stream_out(m, sink, err);
+  if (m)
+    enc_free(m);
   return rc;
 }

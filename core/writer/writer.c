@@ -5,15 +5,23 @@
  * added is in memory) while the index entries are collected; closing the
  * step renames the event file into place and then writes the index file the
  * same way, which is the order smdebug uses (docs/formats.md#write-order), so a
- * reader that sees an index also sees its event file. */
+ * reader that sees an index also sees its event file.
+ *
+ * A tensor's bytes are not copied on their way to the file: the encoder
+ * hands the record over in pieces (event_encode.h), the small ones gather in
+ * a buffer and a large one (a tensor's content) goes to writev() beside it
+ * straight from the caller's memory; the CRC, when computed, runs over the
+ * pieces.  The file's bytes are the same as encoding the record whole. */
 #include "writer/writer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "format/record.h"
@@ -27,9 +35,12 @@ struct smr_writer {
   bool in_step;
   int64_t step, mode_step;
   int mode;
-  FILE *ev;      /* event .tmp file; NULL until the step's first tensor */
+  int ev;       /* event .tmp file; -1 until the step's first tensor */
+  uint8_t *out; /* what is not yet written to it (OUT_CAP bytes) */
+  size_t out_len;
   char *ev_rel;  /* its final path relative to the trial directory */
   bool ev_error; /* a write to it failed: the step is discarded */
+  int ev_errno;  /* why */
   int64_t offset;
   smr_index_tensor *tensors;
   size_t n_tensors, cap_tensors;
@@ -130,6 +141,7 @@ int smr_writer_open(const char *trial_dir, const char *worker, int real_crc,
   w->dir = smr_xstrdup(trial_dir);
   w->worker = smr_xstrdup(worker);
   w->real_crc = real_crc;
+  w->ev = -1;
   *out = w;
   return SMR_OK;
 }
@@ -144,8 +156,10 @@ static void step_reset(smr_writer *w) {
   w->n_tensors = w->n_shapes = 0;
   free(w->ev_rel);
   w->ev_rel = NULL;
-  w->ev = NULL;
+  w->ev = -1;
+  w->out_len = 0;
   w->ev_error = false;
+  w->ev_errno = 0;
   w->offset = 0;
   w->in_step = false;
 }
@@ -156,6 +170,7 @@ int smr_writer_close(smr_writer *w, smr_error *err) {
   int rc = w->in_step ? smr_writer_step_end(w, err) : SMR_OK;
   free(w->tensors);
   free(w->shapes);
+  free(w->out);
   free(w->dir);
   free(w->worker);
   free(w);
@@ -184,22 +199,82 @@ int smr_writer_step_begin(smr_writer *w, int64_t step, int mode,
   return SMR_OK;
 }
 
+/* ---- the event file's output ---- */
+
+/* Small pieces gather up to this many bytes; a piece at least this large
+ * is written from where it is. */
+#define OUT_CAP 65536
+
+/* Write the buffered bytes and then `len` bytes at `data` (may be 0), with
+ * one writev() when the system takes it all at once. */
+static bool out_write(smr_writer *w, const uint8_t *data, size_t len) {
+  struct iovec iov[2] = {{w->out, w->out_len}, {(void *)data, len}};
+  int i = 0;
+  while (i < 2) {
+    if (iov[i].iov_len == 0) {
+      i++;
+      continue;
+    }
+    ssize_t k = writev(w->ev, iov + i, 2 - i);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0) {
+      if (k == 0)
+        errno = EIO;
+      return false;
+    }
+    size_t done = (size_t)k; /* whole entries, then part of one */
+    for (; i < 2 && done >= iov[i].iov_len; i++)
+      done -= iov[i].iov_len;
+    if (i < 2) {
+      iov[i].iov_base = (uint8_t *)iov[i].iov_base + done;
+      iov[i].iov_len -= done;
+    }
+  }
+  w->out_len = 0;
+  return true;
+}
+
+/* Append `len` bytes to the event file (buffered when small). */
+static void out_put(smr_writer *w, const uint8_t *data, size_t len) {
+  if (w->ev_error)
+    return;
+  bool ok = true;
+  if (len >= OUT_CAP)
+    ok = out_write(w, data, len);
+  else {
+    if (w->out_len + len > OUT_CAP)
+      ok = out_write(w, NULL, 0);
+    memcpy(w->out + w->out_len, data, len);
+    w->out_len += len;
+  }
+  if (!ok) {
+    w->ev_error = true;
+    w->ev_errno = errno;
+  }
+}
+
 /* Close the event file and move it into place. */
 static int finish_event_file(smr_writer *w, smr_error *err) {
   char *path = full_path(w, w->ev_rel);
   char *tmp = smr_xasprintf("%s.tmp", path);
   int rc = SMR_OK;
-  if (fclose(w->ev) != 0 && !w->ev_error)
-    rc = io_error(err, w->ev_rel, "write file");
-  else if (w->ev_error)
+  bool flushed = w->ev_error || w->out_len == 0 || out_write(w, NULL, 0);
+  int flush_errno = errno;
+  bool closed = close(w->ev) == 0;
+  if (w->ev_error) /* reported by the tensor call that failed */
     rc = smr_error_set(err, SMR_ERR_IO, w->ev_rel, -1,
                        "step %lld discarded after a failed write",
                        (long long)w->step);
-  else if (rename(tmp, path) != 0)
+  else if (!flushed || !closed) {
+    if (!flushed)
+      errno = flush_errno;
+    rc = io_error(err, w->ev_rel, "write file");
+  } else if (rename(tmp, path) != 0)
     rc = io_error(err, w->ev_rel, "rename the .tmp file");
   if (rc)
     unlink(tmp);
-  w->ev = NULL;
+  w->ev = -1;
   free(tmp);
   free(path);
   return rc;
@@ -224,7 +299,7 @@ static int write_index(smr_writer *w, smr_error *err) {
 int smr_writer_step_end(smr_writer *w, smr_error *err) {
   if (!w->in_step)
     return smr_error_set(err, SMR_ERR_USAGE, NULL, -1, "no step is open");
-  int rc = w->ev ? finish_event_file(w, err) : SMR_OK;
+  int rc = w->ev >= 0 ? finish_event_file(w, err) : SMR_OK;
   /* nothing saved: no files at all (docs/formats.md#the-trial-directory) */
   if (!rc && (w->n_tensors || w->n_shapes))
     rc = write_index(w, err);
@@ -249,8 +324,11 @@ static int open_event_file(smr_writer *w, smr_error *err) {
   char *path = full_path(w, w->ev_rel);
   char *tmp = smr_xasprintf("%s.tmp", path);
   int rc = make_dirs(path, false, err);
-  if (!rc && !(w->ev = fopen(tmp, "wb")))
+  if (!rc &&
+      (w->ev = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)) < 0)
     rc = io_error(err, w->ev_rel, "create file");
+  if (!rc && !w->out)
+    w->out = smr_xmalloc(OUT_CAP);
   free(tmp);
   free(path);
   if (rc) {
@@ -273,45 +351,62 @@ static void add_index_tensor(smr_writer *w, const char *name, int64_t start,
   t->problem = NULL;
 }
 
-/* Frame the payload as a TFRecord and append it to the step's event file. */
-static int append_record(smr_writer *w, const char *name,
-                         const uint8_t *payload, size_t len, smr_error *err) {
+/* The record being written: header, the encoder's pieces, footer. */
+typedef struct record_sink {
+  smr_event_sink base; /* first: the encoder passes &base */
+  smr_writer *w;
+  size_t len;   /* payload length */
+  uint32_t crc; /* CRC-32C of the pieces so far */
+} record_sink;
+
+static int record_begin(smr_event_sink *s, size_t len, smr_error *err) {
+  record_sink *r = (record_sink *)s;
+  smr_writer *w = r->w;
   if (w->ev_error)
     return smr_error_set(err, SMR_ERR_IO, w->ev_rel, w->offset,
                          "an earlier write to this file failed");
-  if (!w->ev) {
+  if (w->ev < 0) {
     int rc = open_event_file(w, err);
     if (rc)
       return rc;
   }
-  uint8_t hdr[SMR_RECORD_HEADER], ftr[SMR_RECORD_FOOTER];
+  uint8_t hdr[SMR_RECORD_HEADER];
   smr_record_header(hdr, len);
-  smr_record_footer(ftr, payload, len, w->real_crc);
-  if (fwrite(hdr, 1, sizeof hdr, w->ev) != sizeof hdr ||
-      fwrite(payload, 1, len, w->ev) != len ||
-      fwrite(ftr, 1, sizeof ftr, w->ev) != sizeof ftr) {
-    w->ev_error = true;
-    return io_error(err, w->ev_rel, "write file");
-  }
-  int64_t length = (int64_t)len + SMR_RECORD_OVERHEAD;
-  add_index_tensor(w, name, w->offset, length);
-  w->offset += length;
+  out_put(w, hdr, sizeof hdr);
+  r->len = len;
   return SMR_OK;
 }
 
-/* Encode `t` (step and mode filled in here) and append it. */
+static void record_piece(smr_event_sink *s, const uint8_t *data, size_t len) {
+  record_sink *r = (record_sink *)s;
+  if (r->w->real_crc)
+    r->crc = smr_crc32c_extend(r->crc, data, len);
+  out_put(r->w, data, len);
+}
+
+/* Encode `t` (step and mode filled in here) as a TFRecord appended to the
+ * step's event file, and index it. */
 static int write_tensor(smr_writer *w, const char *name, smr_tensor *t,
                         smr_error *err) {
   t->step = w->step;
   t->mode = w->mode;
   t->mode_step = w->mode_step;
-  uint8_t *payload = NULL;
-  size_t len = 0;
-  int rc = smr_event_encode(t, name, &payload, &len, err);
-  if (!rc)
-    rc = append_record(w, name, payload, len, err);
-  free(payload);
-  return rc;
+  record_sink r = {.base = {.begin = record_begin, .piece = record_piece},
+                   .w = w};
+  int rc = smr_event_encode_to(t, name, &r.base, err);
+  if (rc)
+    return rc;
+  uint8_t ftr[SMR_RECORD_FOOTER];
+  smr_put_le32(ftr, w->real_crc ? smr_crc_mask(r.crc) : SMR_SMDEBUG_DATA_CRC);
+  out_put(w, ftr, sizeof ftr);
+  if (w->ev_error) {
+    errno = w->ev_errno;
+    return io_error(err, w->ev_rel, "write file");
+  }
+  int64_t length = (int64_t)r.len + SMR_RECORD_OVERHEAD;
+  add_index_tensor(w, name, w->offset, length);
+  w->offset += length;
+  return SMR_OK;
 }
 
 int smr_writer_tensor(smr_writer *w, const char *name, int dtype, int ndim,

@@ -42,6 +42,28 @@ static void test_crc_check_value(void) {
   CHECK_EQ_INT(smr_crc32c(copy + 3, 50), ref);
 }
 
+/* smr_crc32c_extend: a payload checksummed piece by piece (the writer's
+ * pieces, docs/formats.md) gets the CRC of the whole, at every split. */
+static void test_crc_extend(void) {
+  uint8_t buf[200];
+  for (int i = 0; i < 200; i++)
+    buf[i] = (uint8_t)(i * 91 + 7);
+  uint32_t whole = smr_crc32c(buf, sizeof buf);
+  CHECK_EQ_INT(smr_crc32c_extend(0, buf, sizeof buf), whole);
+  CHECK_EQ_INT(smr_crc32c_extend(smr_crc32c("123", 3), "456789", 6),
+               0xE3069283u);
+  int bad = 0;
+  for (size_t a = 0; a <= sizeof buf; a++)
+    for (size_t b = a; b <= sizeof buf; b += 13) {
+      uint32_t c = smr_crc32c(buf, a);
+      c = smr_crc32c_extend(c, buf + a, b - a);
+      c = smr_crc32c_extend(c, buf + b, sizeof buf - b);
+      bad += c != whole;
+    }
+  CHECK_EQ_INT(bad, 0);
+  CHECK_EQ_INT(smr_crc32c_extend(whole, buf, 0), whole);
+}
+
 static void test_mask_smdebug_constant(void) {
   /* smdebug's footer: masked CRC32C of the ASCII bytes "0x12345678". */
   CHECK_EQ_INT(smr_crc_mask(smr_crc32c("0x12345678", 10)),
@@ -250,6 +272,7 @@ static void test_corrupt_fixtures(void) {
 
 int main(void) {
   TEST_RUN(test_crc_check_value);
+  TEST_RUN(test_crc_extend);
   TEST_RUN(test_mask_smdebug_constant);
   TEST_RUN(test_masked_length_table);
   TEST_RUN(test_worked_example_record);

@@ -3,6 +3,7 @@
  * index and collections contents, smdebug's bytes for the
  * docs/formats.md#a-worked-example example. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "format/index.h"
 #include "format/record.h"
 #include "unit.h"
+#include "writer/event_encode.h"
 #include "writer/writer.h"
 
 static char tmp_root[] = "/tmp/smr_test_writer_XXXXXX";
@@ -422,6 +424,157 @@ static void test_real_crc_and_device_worker(void) {
   free(trial);
 }
 
+/* The writer streams a record in pieces (a tensor's content straight from
+ * the caller's memory, small pieces gathered in a 64 KiB buffer, the CRC
+ * over the pieces): its file must be byte for byte what encoding each
+ * record whole gives, for tensors below, at and above the buffer's size,
+ * small records that overflow it, strings, and both footers. */
+static void expect_record(smr_buf *want, const char *name, smr_tensor *t,
+                          int real_crc) {
+  uint8_t *payload = NULL;
+  size_t plen = 0;
+  smr_error err;
+  CHECK_EQ_INT(smr_event_encode(t, name, &payload, &plen, &err), SMR_OK);
+  uint8_t hdr[SMR_RECORD_HEADER], ftr[SMR_RECORD_FOOTER];
+  smr_record_header(hdr, plen);
+  smr_record_footer(ftr, payload, plen, real_crc);
+  smr_buf_append(want, hdr, sizeof hdr);
+  smr_buf_append(want, payload, plen);
+  smr_buf_append(want, ftr, sizeof ftr);
+  free(payload);
+}
+
+static void check_pieces_equal_whole(int real_crc) {
+  char *trial = smr_xasprintf("%s/pieces%d", tmp_root, real_crc);
+  smr_writer *w;
+  smr_error err;
+  CHECK_EQ_INT(smr_writer_open(trial, "worker_0", real_crc, &w, &err), SMR_OK);
+  CHECK_EQ_INT(smr_writer_step_begin(w, 5, SMR_MODE_EVAL, 2, &err), SMR_OK);
+  smr_buf want = {0};
+  /* element counts around the 64 KiB buffer, then many small records */
+  static const int64_t counts[] = {1,     3,      16383, 16384, 16385,
+                                   70000, 262144, 1,     0,     5};
+  size_t most = 262144;
+  float *data = smr_xmalloc(most * sizeof *data);
+  for (size_t i = 0; i < most; i++)
+    data[i] = (float)i * 0.5f - 7.0f;
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+    char name[32];
+    snprintf(name, sizeof name, "layer%zu.weight", k);
+    int64_t shape[2] = {counts[k], 1};
+    CHECK_EQ_INT(smr_writer_tensor(w, name, SMR_DT_FLOAT, 2, shape, data,
+                                   (size_t)counts[k] * 4, 10.0 + (double)k,
+                                   &err),
+                 SMR_OK);
+    smr_tensor t = {.dtype = SMR_DT_FLOAT,
+                    .ndim = 2,
+                    .shape = {counts[k], 1},
+                    .count = counts[k],
+                    .data = (const uint8_t *)data,
+                    .nbytes = (size_t)counts[k] * 4,
+                    .wall_time = 10.0 + (double)k,
+                    .step = 5,
+                    .mode = SMR_MODE_EVAL,
+                    .mode_step = 2};
+    expect_record(&want, name, &t, real_crc);
+  }
+  for (int k = 0; k < 3000; k++) { /* ~300 KB of small records */
+    char name[40];
+    snprintf(name, sizeof name, "gradient/layer.%d.bias", k);
+    int64_t shape[1] = {4};
+    CHECK_EQ_INT(smr_writer_tensor(w, name, SMR_DT_FLOAT, 1, shape, data + k,
+                                   16, 1.5, &err),
+                 SMR_OK);
+    smr_tensor t = {.dtype = SMR_DT_FLOAT,
+                    .ndim = 1,
+                    .shape = {4},
+                    .count = 4,
+                    .data = (const uint8_t *)(data + k),
+                    .nbytes = 16,
+                    .wall_time = 1.5,
+                    .step = 5,
+                    .mode = SMR_MODE_EVAL,
+                    .mode_step = 2};
+    expect_record(&want, name, &t, real_crc);
+  }
+  const char *strs[2] = {"alpha", "\xc3\xa9"};
+  CHECK_EQ_INT(smr_writer_strings(w, "ids", 2, strs, 2.0, &err), SMR_OK);
+  size_t lens[2] = {5, 2};
+  smr_tensor st = {.dtype = SMR_DT_STRING,
+                   .stored_dtype = SMR_DT_INVALID,
+                   .ndim = 1,
+                   .shape = {2},
+                   .count = 2,
+                   .strings = (const uint8_t **)strs,
+                   .string_lens = lens,
+                   .wall_time = 2.0,
+                   .step = 5,
+                   .mode = SMR_MODE_EVAL,
+                   .mode_step = 2};
+  expect_record(&want, "ids", &st, real_crc);
+  CHECK_EQ_INT(smr_writer_close(w, &err), SMR_OK);
+  size_t len = 0;
+  uint8_t *ev = (uint8_t *)read_rel(
+      trial, "events/000000000005/000000000005_worker_0.tfevents", &len);
+  CHECK_EQ_INT(len, want.len);
+  CHECK(ev && len == want.len && memcmp(ev, want.data, len) == 0);
+  free(ev);
+  free(want.data);
+  free(data);
+  free(trial);
+}
+
+static void test_pieces_equal_whole(void) {
+  check_pieces_equal_whole(0);
+  check_pieces_equal_whole(1);
+}
+
+/* A write that fails (the event file is /dev/full): the tensor that hits
+ * it, or the step's end for records still buffered, reports the system's
+ * error; the step is not renamed into place and no index is written. */
+static void test_write_fails(void) {
+  static const int64_t big_n = 100000, small_n = 4;
+  for (int big = 0; big < 2; big++) {
+    char *trial = smr_xasprintf("%s/full%d", tmp_root, big);
+    char *dir = smr_xasprintf("%s/events/000000000001", trial);
+    char *tmp = smr_xasprintf("%s/000000000001_worker_0.tfevents.tmp", dir);
+    smr_writer *w;
+    smr_error err;
+    CHECK_EQ_INT(smr_writer_open(trial, "worker_0", 0, &w, &err), SMR_OK);
+    char *events = smr_xasprintf("%s/events", trial);
+    CHECK(mkdir(events, 0777) == 0);
+    free(events);
+    CHECK(mkdir(dir, 0777) == 0);
+    CHECK(symlink("/dev/full", tmp) == 0);
+    CHECK_EQ_INT(smr_writer_step_begin(w, 1, SMR_MODE_TRAIN, 1, &err), SMR_OK);
+    int64_t n = big ? big_n : small_n;
+    float *data = smr_xcalloc((size_t)n, sizeof *data);
+    int rc = smr_writer_tensor(w, "w", SMR_DT_FLOAT, 1, &n, data, (size_t)n * 4,
+                               0, &err);
+    if (big) {
+      CHECK_EQ_INT(rc, SMR_ERR_IO);
+      CHECK(strstr(err.msg, "No space left") != NULL);
+    } else {
+      CHECK_EQ_INT(rc, SMR_OK); /* still in the buffer */
+    }
+    rc = smr_writer_step_end(w, &err);
+    CHECK_EQ_INT(rc, SMR_ERR_IO);
+    if (!big)
+      CHECK(strstr(err.msg, "No space left") != NULL);
+    else
+      CHECK(strstr(err.msg, "discarded") != NULL);
+    CHECK_EQ_INT(smr_writer_close(w, &err), SMR_OK);
+    struct stat st;
+    char *ix = smr_xasprintf("%s/index", trial);
+    CHECK(stat(ix, &st) != 0); /* no index for the failed step */
+    free(ix);
+    free(data);
+    free(tmp);
+    free(dir);
+    free(trial);
+  }
+}
+
 static void test_usage_errors(void) {
   char *trial = smr_xasprintf("%s/usage", tmp_root);
   smr_writer *w = NULL;
@@ -526,6 +679,8 @@ int main(void) {
   TEST_RUN(test_small_trial);
   TEST_RUN(test_worked_example);
   TEST_RUN(test_real_crc_and_device_worker);
+  TEST_RUN(test_pieces_equal_whole);
+  TEST_RUN(test_write_fails);
   TEST_RUN(test_usage_errors);
   TEST_RUN(test_io_errors);
   TEST_RUN(test_collections_json);
