@@ -322,7 +322,8 @@ int smr_cmd_inspect(int argc, char **argv) {
     if (smr_cli_trial_opt(&a, c))
       continue;
     if (c == 'h') {
-      printf("usage: smrules inspect --trial DIR [--json] [--live]\n%s",
+      printf("usage: smrules inspect --trial DIR [--json] [--live] "
+             "[--rules FILE]\n%s",
              SMR_TRIAL_HELP);
       return SMR_EXIT_OK;
     }
@@ -339,6 +340,6 @@ int smr_cmd_inspect(int argc, char **argv) {
   } else {
     inspect_table(t, a.trial);
   }
-  smr_trial_close(t);
+  smr_cli_close_trial(&a, t);
   return SMR_EXIT_OK;
 }

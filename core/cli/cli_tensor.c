@@ -576,7 +576,7 @@ int smr_cmd_tensor(int argc, char **argv) {
     return rc;
   if (a.all_steps) {
     rc = print_series(t, &a);
-    smr_trial_close(t);
+    smr_cli_close_trial(&a.ta, t);
     return rc;
   }
   smr_error err;
@@ -608,7 +608,7 @@ int smr_cmd_tensor(int argc, char **argv) {
   }
   if (st != SMR_OK) {
     rc = fail(t, &a, st, &err);
-    smr_trial_close(t);
+    smr_cli_close_trial(&a.ta, t);
     return rc;
   }
   smr_stats stats;
@@ -622,6 +622,6 @@ int smr_cmd_tensor(int argc, char **argv) {
     tensor_table(&a, &v, &loc, have_stats ? &stats : NULL,
                  a.reduction ? &red : NULL, red_saved);
   smr_tensor_release(&v);
-  smr_trial_close(t);
+  smr_cli_close_trial(&a.ta, t);
   return SMR_EXIT_OK;
 }

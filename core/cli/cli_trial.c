@@ -7,6 +7,7 @@
 
 #include "base/jsonw.h"
 #include "cli/cli.h"
+#include "config/config_tb.h"
 #include "source/source.h"
 
 bool smr_cli_trial_opt(smr_trial_args *a, int c) {
@@ -28,6 +29,9 @@ bool smr_cli_trial_opt(smr_trial_args *a, int c) {
     return true;
   case OPT_S3_ENDPOINT:
     smr_source_set_endpoint(optarg);
+    return true;
+  case OPT_RULES:
+    a->rules = optarg;
     return true;
   case OPT_FORMAT: /* TensorBoard (docs/tensorboard.md) */
     if ((a->opts.format = smr_trial_format_parse(optarg)) < 0) {
@@ -55,15 +59,59 @@ const char *const SMR_TRIAL_HELP =
     "  --fresh          use a private in-memory catalog\n"
     "  --format F       auto (default), smdebug or tensorboard: what the\n"
     "                   folder holds (docs/tensorboard.md)\n"
+    "  --rules FILE     read a TensorBoard folder with the tensorboard:\n"
+    "                   settings of this rules.yaml, as run does (its rules\n"
+    "                   are not run)\n"
     "  --s3-endpoint URL  S3-compatible endpoint for s3:// trials\n"
     "                   (default AWS_ENDPOINT_URL, else AWS)\n";
 
-int smr_cli_open_trial(const smr_trial_args *a, smr_trial **t) {
+/* --rules: its `tensorboard:` settings, checked as `run` checks them. */
+static int load_tb_settings(smr_trial_args *a) {
+  smr_error err;
+  smr_error_clear(&err);
+  int rc = smr_config_load(a->rules, &a->cfg, &err);
+  if (rc == SMR_OK) {
+    a->have_cfg = true;
+    rc = smr_config_tb_settings(&a->cfg, &a->tbs, &err);
+  }
+  if (rc != SMR_OK) {
+    smr_cli_print_error(&err);
+    if (a->json)
+      smr_cli_jw_error_shape(&err, -1, NULL);
+    if (a->have_cfg)
+      smr_config_free(&a->cfg);
+    a->have_cfg = false;
+    return SMR_EXIT_USAGE;
+  }
+  a->opts.tensorboard = &a->tbs;
+  return SMR_EXIT_OK;
+}
+
+static void free_tb_settings(smr_trial_args *a) {
+  if (!a->have_cfg)
+    return;
+  smr_config_tb_free(&a->tbs);
+  smr_config_free(&a->cfg);
+  a->opts.tensorboard = NULL;
+  a->have_cfg = false;
+}
+
+void smr_cli_close_trial(smr_trial_args *a, smr_trial *t) {
+  smr_trial_close(t);
+  free_tb_settings(a);
+}
+
+int smr_cli_open_trial(smr_trial_args *a, smr_trial **t) {
   smr_error err;
   smr_error_clear(&err);
   if (!a->trial) {
     fprintf(stderr, "smrules: --trial DIR is required\n");
     return SMR_EXIT_USAGE;
+  }
+  if (a->rules) {
+    int st = load_tb_settings(a);
+    if (st)
+      return st;
   }
   /* read-only commands write nothing into a local trial: without --state
    * their catalog lives in memory (an s3:// trial's lives in the per-user
@@ -76,6 +124,7 @@ int smr_cli_open_trial(const smr_trial_args *a, smr_trial **t) {
     smr_cli_print_error(&err);
     if (a->json)
       smr_cli_jw_error_shape(&err, -1, NULL);
+    free_tb_settings(a);
     return SMR_EXIT_UNREADABLE;
   }
   return SMR_EXIT_OK;

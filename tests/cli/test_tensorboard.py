@@ -298,10 +298,68 @@ def test_format():
         sc.ok(r.obj and r.obj.get("steps"), "smdebug fixture still reads", cases[0])
 
 
+# ---- 8. inspect and tensor read with run's `tensorboard:` settings --------
+SETTINGS_YAML = """rules:
+  - rule: LossNotDecreasing
+tensorboard:
+  eval: [holdout]
+  strip_mode: true
+  losses: 'acc'
+"""
+
+
+def test_settings():
+    d = folder("settings")
+    w = tw.Writer(os.path.join(d, tw.event_file_name(0)))
+    for s in range(3):
+        w.scalar("train/loss", s, 1.0 + s)
+        w.scalar("holdout/loss", s, 10.0 + s)
+        w.scalar("metric/acc", s, 0.5)
+    w.close()
+    rules = os.path.join(TMP, "settings_rules.yaml")
+    with open(rules, "w") as f:
+        f.write(SETTINGS_YAML)
+    sc = C.scope("settings")
+    # the defaults: holdout is no mode word, every tag keeps its name
+    r = inspect(d)
+    sc.process(r)
+    names = sorted(t["name"] for t in r.obj["tensors"]) if r.obj else []
+    sc.eq("defaults: names", names, ["holdout/loss", "metric/acc", "train/loss"])
+    sc.eq("defaults: losses", sorted(r.obj["collections"]["losses"]) if r.obj else None,
+          ["holdout/loss", "train/loss"])
+    sc.eq("defaults: no EVAL steps", mode_steps(r.obj, "EVAL"), [])
+    # --rules: the file's tensorboard: section, as `run --rules` reads it
+    r = inspect(d, "--rules", rules)
+    sc.process(r)
+    names = sorted(t["name"] for t in r.obj["tensors"]) if r.obj else []
+    sc.eq("--rules: names", names, ["loss", "metric/acc"])
+    sc.eq("--rules: losses", sorted(r.obj["collections"]["losses"]) if r.obj else None,
+          ["metric/acc"])
+    sc.eq("--rules: EVAL steps", mode_steps(r.obj, "EVAL"), [0, 1, 2])
+    for step, mode, want in ((2, "EVAL", 12.0), (1, "TRAIN", 2.0)):
+        dt, got = value(d, "loss", step, mode, "--rules", rules)
+        sc.eq("--rules: tensor %s" % mode, (dt, got) if dt else (None, got.err[-300:]),
+              ("float32", want))
+    # a bad tensorboard: section is refused as run refuses it: file, line
+    bad = os.path.join(TMP, "settings_bad.yaml")
+    with open(bad, "w") as f:
+        f.write(SETTINGS_YAML.replace("'acc'", "'(acc'"))
+    for cmd in (["inspect", "--trial", d], ["tensor", "--trial", d, "--name", "loss", "--step", "0"]):
+        rc, _, err = lib.run(cmd + ["--rules", bad])
+        sc.eq("%s bad regex: usage" % cmd[0], rc, 2)
+        sc.ok("settings_bad.yaml" in err and "line" in err, "%s bad regex: where" % cmd[0],
+              err[-300:])
+        rc, _, err = lib.run(cmd + ["--rules", os.path.join(TMP, "missing.yaml")])
+        sc.eq("%s missing rules: usage" % cmd[0], rc, 2)
+        sc.ok("missing.yaml" in err, "%s missing rules: named" % cmd[0], err[-300:])
+    r = lib.run_json(["inspect", "--trial", d, "--json", "--rules", bad])
+    sc.ok(r.obj is not None and "error" in r.obj, "--json bad rules: JSON error", r.out[-300:])
+
+
 def main():
     try:
         for t in (test_encodings, test_merge, test_modes, test_other_plugins, test_damage,
-                  test_bad_tags, test_growing, test_format):
+                  test_bad_tags, test_growing, test_format, test_settings):
             t()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
