@@ -481,6 +481,11 @@ def main():
             c.ok(0 < ex["queue_peak"] <= 24 * 16 * 4 + 64 * 24 * 4,
                  "queue bound 0 MB: at most one tensor queued at a time",
                  "peak %s bytes" % ex["queue_peak"])
+            # a saving step copies into the buffers earlier steps were
+            # written from (the values, checked bitwise above, stay right)
+            for name in ("healthy_mlp", "healthy_cnn", "stalled"):
+                c.ok(res[name]["buffers_reused"] > 0, "%s: copies reuse written buffers" % name,
+                     "reused %s" % res[name]["buffers_reused"])
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)

@@ -249,7 +249,8 @@ def run(spec):
         hook.close()
     # else: the interpreter's exit closes the trial
     return {"steps": truth.steps, "queue_peak": hook._writer.peak_bytes if hook._writer else 0,
-            "queue_bound": hook._queue_bytes}
+            "queue_bound": hook._queue_bytes,
+            "buffers_reused": hook._writer.reused if hook._writer else 0}
 
 
 def offline(spec_path):

@@ -469,7 +469,7 @@ class Hook:
             return
         # The one copy: off the device, detached from autograd, and not
         # sharing memory with a tensor training will change in place.
-        t = value.detach().to("cpu", copy=True)
+        t = w.copy_of(value)
         w.put(("tensor", name, t, time.time(), raw, reductions), t.numel() * t.element_size())
 
     def _begin_step_if_needed(self):
@@ -546,7 +546,7 @@ class Hook:
             return
         self._begin_step_if_needed()
         for name, v, ts in scalars:
-            t = v.detach().to("cpu", copy=True)
+            t = self._writer_thread().copy_of(v)
             self._writer_thread().put(("tensor", name, t, ts if ts is not None else time.time(),
                                        True, []), t.numel() * t.element_size())
 
