@@ -142,6 +142,7 @@ class Hook:
         self._model_names = {}  # top module -> class name (parameter prefix)
         self._handles = []
         self._grad_params = []  # (parameter, "gradient/<name>")
+        self._grad_order = []  # indexes in _grad_params, as autograd reached them
         self._grads_queued = self._grads_saved = False
         self._exported = None  # the collections JSON last written
         self._closed = False
@@ -250,7 +251,8 @@ class Hook:
                 c.save_config = self.save_config
             else:
                 c.save_config = SaveConfig.parse(c.save_config).merged_with(self.save_config)
-            if name in SCALAR_COLLECTIONS:
+            if name in SCALAR_COLLECTIONS:  # as smdebug: no histograms, no reductions
+                c.save_histogram = False
                 c.reduction_config = ReductionConfig(save_raw_tensor=True)
             elif c.reduction_config is None:
                 c.reduction_config = self.reduction_config
@@ -361,11 +363,17 @@ class Hook:
         its own end-of-backward callback).  A tensor hook on the parameter
         only notices that a backward pass of a saving step is running and
         queues, once, an end-of-backward callback that queues the saving
-        callback, so that it runs after DDP's."""
+        callback, so that it runs after DDP's.  It also notes the order in
+        which autograd reached the parameters: the gradients are written in
+        that order, smdebug's (its tensor hooks wrote them as they fired)."""
+        index = len(self._grad_params)
         self._grad_params.append((param, GRADIENT_PREFIX + pname))
 
         def on_grad(grad):
-            if self._colls_for_step and not self._grads_queued:
+            if not self._colls_for_step:
+                return
+            self._grad_order.append(index)
+            if not self._grads_queued:
                 self._grads_queued = True
                 engine = torch.autograd.Variable._execution_engine
                 engine.queue_callback(lambda: engine.queue_callback(self._save_grads))
@@ -376,7 +384,11 @@ class Hook:
             return
         self._grads_saved = True
         with self._guard():
-            for param, name in self._grad_params:
+            order = list(dict.fromkeys(self._grad_order))  # first arrival
+            seen = set(order)
+            order += [i for i in range(len(self._grad_params)) if i not in seen]
+            for i in order:
+                param, name = self._grad_params[i]
                 if param.grad is not None:
                     self._save_for_tensor(name, param.grad)
             self._flush_custom()
@@ -403,6 +415,7 @@ class Hook:
                 self.mode_steps[ModeKeys.GLOBAL] = self.step
             self._names_in_step = {}
             self._grads_queued = self._grads_saved = False
+            self._grad_order = []
             self._step_mode = (self.mode, self.mode_steps[self.mode])
             self._colls_for_step = None
             if self._collections_for_step():
