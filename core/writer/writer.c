@@ -70,6 +70,14 @@ static int make_dirs(const char *path, bool whole, smr_error *err) {
     return SMR_OK;
   }
   *end = '\0';
+  /* the common case, a step's folder under folders that exist: one
+   * mkdir (and a stat when it is there already), not one per component */
+  struct stat st0;
+  if (mkdir(p, 0777) == 0 ||
+      (errno == EEXIST && stat(p, &st0) == 0 && S_ISDIR(st0.st_mode))) {
+    free(p);
+    return SMR_OK;
+  }
   for (char *s = p + 1;; s++) {
     bool last = *s == '\0';
     if (*s != '/' && !last)
