@@ -344,7 +344,8 @@ def test_settings():
     bad = os.path.join(TMP, "settings_bad.yaml")
     with open(bad, "w") as f:
         f.write(SETTINGS_YAML.replace("'acc'", "'(acc'"))
-    for cmd in (["inspect", "--trial", d], ["tensor", "--trial", d, "--name", "loss", "--step", "0"]):
+    for cmd in (["inspect", "--trial", d],
+                ["tensor", "--trial", d, "--name", "loss", "--step", "0"]):
         rc, _, err = lib.run(cmd + ["--rules", bad])
         sc.eq("%s bad regex: usage" % cmd[0], rc, 2)
         sc.ok("settings_bad.yaml" in err and "line" in err, "%s bad regex: where" % cmd[0],
