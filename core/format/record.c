@@ -4,6 +4,7 @@
 #include "format/record.h"
 
 #include <pthread.h>
+#include <string.h>
 
 /* CRC-32C reflected polynomial (normal form 0x1EDC6F41). */
 #define CRC32C_POLY 0x82F63B78u
@@ -45,13 +46,54 @@ static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t n) {
   return crc;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* GCC and clang (both define __GNUC__) on x86-64: SSE4.2's crc32
+ * instruction computes this very CRC (Castagnoli, reflected), 8 bytes an
+ * instruction: several times the table's speed, which shows on a
+ * TensorBoard file's million small records.  The target attribute
+ * compiles only this function for SSE4.2; it is chosen only when the CPU
+ * says it has the instruction (crc_choose). */
+#define SMR_CRC_INSTRUCTION 1
+__attribute__((target("sse4.2"))) static uint32_t
+crc_update_sse42(uint32_t crc, const uint8_t *p, size_t n) {
+  uint64_t c = crc;
+  while (n >= 8) {
+    uint64_t v;
+    memcpy(&v, p, 8); /* x86 is little-endian: the bytes in order */
+    c = __builtin_ia32_crc32di(c, v);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = (uint32_t)c;
+  while (n--)
+    c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return c32;
+}
+#endif
+
+static uint32_t (*crc_impl)(uint32_t, const uint8_t *, size_t) = crc_update;
+
+static void crc_choose(void) {
+  crc_table_build();
+#ifdef SMR_CRC_INSTRUCTION
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("sse4.2"))
+    crc_impl = crc_update_sse42;
+#endif
+}
+
 uint32_t smr_crc32c(const void *buf, size_t n) {
   return smr_crc32c_extend(0, buf, n);
 }
 
 uint32_t smr_crc32c_extend(uint32_t crc, const void *buf, size_t n) {
-  pthread_once(&crc_table_once, crc_table_build);
+  pthread_once(&crc_table_once, crc_choose);
   /* undo the final xor, continue, redo it */
+  return crc_impl(crc ^ 0xFFFFFFFFu, buf, n) ^ 0xFFFFFFFFu;
+}
+
+uint32_t smr_crc32c_table_extend(uint32_t crc, const void *buf, size_t n) {
+  pthread_once(&crc_table_once, crc_choose);
   return crc_update(crc ^ 0xFFFFFFFFu, buf, n) ^ 0xFFFFFFFFu;
 }
 

@@ -26,6 +26,9 @@ uint32_t smr_crc32c(const void *buf, size_t n);
  * pieces gets the same checksum as in one (smr_crc32c(ab) ==
  * smr_crc32c_extend(smr_crc32c(a), b)). */
 uint32_t smr_crc32c_extend(uint32_t crc, const void *buf, size_t n);
+/* The same computed by the portable table whatever the CPU offers: what
+ * test_record holds the instruction path to. */
+uint32_t smr_crc32c_table_extend(uint32_t crc, const void *buf, size_t n);
 /* TFRecord masking of a CRC. */
 uint32_t smr_crc_mask(uint32_t crc);
 

@@ -64,6 +64,27 @@ static void test_crc_extend(void) {
   CHECK_EQ_INT(smr_crc32c_extend(whole, buf, 0), whole);
 }
 
+/* Whichever way this CPU computes the CRC (SSE4.2's instruction or the
+ * table), it agrees with the table at every length and alignment. */
+static void test_crc_paths_agree(void) {
+  static uint8_t buf[4096 + 16];
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    buf[i] = (uint8_t)x;
+  }
+  int bad = 0, n = 0;
+  for (size_t off = 0; off < 16; off++)
+    for (size_t len = 0; len <= 4096; len += len < 64 ? 1 : 61, n++)
+      bad += smr_crc32c_extend(0x12345678u, buf + off, len) !=
+             smr_crc32c_table_extend(0x12345678u, buf + off, len);
+  CHECK_EQ_INT(bad, 0);
+  CHECK(n > 1000);
+  CHECK_EQ_INT(smr_crc32c_table_extend(0, "123456789", 9), 0xE3069283u);
+}
+
 static void test_mask_smdebug_constant(void) {
   /* smdebug's footer: masked CRC32C of the ASCII bytes "0x12345678". */
   CHECK_EQ_INT(smr_crc_mask(smr_crc32c("0x12345678", 10)),
@@ -273,6 +294,7 @@ static void test_corrupt_fixtures(void) {
 int main(void) {
   TEST_RUN(test_crc_check_value);
   TEST_RUN(test_crc_extend);
+  TEST_RUN(test_crc_paths_agree);
   TEST_RUN(test_mask_smdebug_constant);
   TEST_RUN(test_masked_length_table);
   TEST_RUN(test_worked_example_record);
