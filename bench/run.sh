@@ -659,4 +659,9 @@ if [ "${PYB_SKIP:-0}" != 1 ]; then
   BENCH_DIR="$base" /usr/bin/python3 "$ROOT/bench/python_rules_bench.py" "$B" ||
     die "bench/python_rules_bench.py failed"
 fi
+# ------------------------------------------- 12. real-shaped trials
+# bench/real_trials.sh: the rules on an all-gradient FileWriter trial and
+# on a CNN trial as smdebug's PyTorch hook saves it, against cat (prints
+# its own rows).
+"$ROOT/bench/real_trials.sh" "$BUILD" || die "bench/real_trials.sh failed"
 exit 0
