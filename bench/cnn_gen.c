@@ -48,8 +48,8 @@ static uint64_t next_u64(void) {
 
 /* Uniform in [-scale, scale). */
 static float next_float(float scale) {
-  return (float)(((double)(next_u64() >> 11) / 9007199254740992.0 - 0.5) *
-                 2.0 * scale);
+  return (float)(((double)(next_u64() >> 11) / 9007199254740992.0 - 0.5) * 2.0 *
+                 scale);
 }
 
 typedef struct tensor {
@@ -152,16 +152,11 @@ int main(int argc, char **argv) {
     int ndim;
     int64_t shape[4];
   } params[NPARAM] = {
-      {"layer1.0.weight", 4, {24, 3, 3, 3}},
-      {"layer1.0.bias", 1, {24}},
-      {"layer2.0.weight", 4, {48, 24, 3, 3}},
-      {"layer2.0.bias", 1, {48}},
-      {"layer3.0.weight", 4, {64, 48, 3, 3}},
-      {"layer3.0.bias", 1, {64}},
-      {"fc1.weight", 2, {768, 64 * 8 * 8}},
-      {"fc1.bias", 1, {768}},
-      {"fc2.weight", 2, {10, 768}},
-      {"fc2.bias", 1, {10}},
+      {"layer1.0.weight", 4, {24, 3, 3, 3}},  {"layer1.0.bias", 1, {24}},
+      {"layer2.0.weight", 4, {48, 24, 3, 3}}, {"layer2.0.bias", 1, {48}},
+      {"layer3.0.weight", 4, {64, 48, 3, 3}}, {"layer3.0.bias", 1, {64}},
+      {"fc1.weight", 2, {768, 64 * 8 * 8}},   {"fc1.bias", 1, {768}},
+      {"fc2.weight", 2, {10, 768}},           {"fc2.bias", 1, {10}},
   };
   tensor *weight[NPARAM], *grad[NPARAM], *relu[NRELU];
   for (int i = 0; i < NPARAM; i++) {
@@ -206,8 +201,8 @@ int main(int argc, char **argv) {
       for (int i = 0; i < NRELU; i++)
         put(w, relu[i], step);
       float eloss = loss * 1.1f;
-      tensor el = {.name = "CrossEntropyLoss_output_0", .count = 1,
-                   .v = &eloss};
+      tensor el = {
+          .name = "CrossEntropyLoss_output_0", .count = 1, .v = &eloss};
       put(w, &el, step);
       for (int i = 0; i < NPARAM; i++)
         put(w, weight[i], step);

@@ -258,8 +258,9 @@ static int64_t count_inactive(const uint32_t *hits, int64_t n, int64_t batch,
 /* GCC/Clang vector extensions (SSE2 on x86-64, NEON on arm64, scalar code
  * elsewhere): four floats compared at once, the -1/0 lanes of the mask
  * subtracted from four counters.  Written out because GCC 12 at -O2 does
- * not vectorise the plain loop (its cheap cost model refuses the
- * epilogue), and this pass is most of DeadRelu's time. */
+ * not vectorise the plain loop (counters and elements might overlap, and
+ * its -O2 cost model adds no run-time check for that), and this pass is
+ * most of DeadRelu's time. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 
