@@ -20,10 +20,11 @@
  * backward pass: no gradients).  Global steps count on across modes, as the
  * hook counts them.  About 53 MB per TRAIN step, 40 MB per EVAL step.
  *
- * Values: weights and gradients small random numbers that change a little
- * every step; ReLU outputs max(0, x) with x uniform, a fifth of each
- * layer's channels mostly inactive (as a real network has some), so the
- * rules read everything and the default thresholds do not fire.  Prints the
+ * Values change as in training: every weight a little each step, the
+ * gradients and ReLU outputs are those of a new batch (ReLU outputs
+ * max(0, x) with x uniform, a fifth of each layer's channels mostly
+ * inactive, as a real network has some), so the rules read everything
+ * and the default thresholds do not fire.  Prints the
  * bytes of tensor data written. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -80,27 +81,35 @@ static tensor *make(const char *name, int ndim, const int64_t *shape,
   return t;
 }
 
-/* A ReLU output [B, C, H, W]: max(0, x); channels c % 5 == 0 are active
- * in about one sample in 200 (below DeadRelu's default 1 %). */
+/* A ReLU output [B, C, H, W] of a new batch: max(0, x) with x uniform;
+ * channels c % 5 == 0 are active in about one sample in 200 (below
+ * DeadRelu's default 1 %). */
+static void fill_relu(tensor *t) {
+  int64_t c = t->shape[1], plane = t->shape[2] * t->shape[3];
+  for (int64_t i = 0; i < t->count; i++) {
+    int64_t ch = (i / plane) % c;
+    float v = next_float(1.0f);
+    bool weak = ch % 5 == 0 && next_u64() % 200 != 0;
+    t->v[i] = v < 0 || weak ? 0 : v;
+  }
+}
+
 static tensor *make_relu(const char *name, int64_t b, int64_t c, int64_t h,
                          int64_t w) {
   int64_t shape[4] = {b, c, h, w};
   tensor *t = make(name, 4, shape, 1.0f);
-  int64_t plane = h * w;
-  for (int64_t i = 0; i < t->count; i++) {
-    int64_t ch = (i / plane) % c;
-    bool weak = ch % 5 == 0 && next_u64() % 200 != 0;
-    if (t->v[i] < 0 || weak)
-      t->v[i] = 0;
-  }
+  fill_relu(t);
   return t;
 }
 
-/* A little change every step, in a few places. */
-static void perturb(tensor *t, float scale, bool relu) {
-  for (int i = 0; i < 64; i++) {
-    float x = next_float(scale);
-    t->v[next_u64() % (uint64_t)t->count] = relu && x < 0 ? 0 : x;
+/* One step of training: every weight moves a little (a relative change
+ * of about 1e-3, far beyond allclose's default tolerance), the gradients
+ * are those of a new batch. */
+static void train_step(tensor *weight, tensor *grad) {
+  for (int64_t i = 0; i < weight->count; i++) {
+    float g = next_float(1e-3f);
+    grad->v[i] = g;
+    weight->v[i] -= 0.05f * g;
   }
 }
 
@@ -180,15 +189,14 @@ int main(int argc, char **argv) {
     if (smr_writer_step_begin(w, step, SMR_MODE_TRAIN, s, &err))
       die("step_begin", &err);
     for (int i = 0; i < NRELU; i++) {
-      perturb(relu[i], 1.0f, true);
+      fill_relu(relu[i]);
       put(w, relu[i], step);
     }
     float loss = 2.3f / (float)(s + 1) + 0.05f;
     tensor l = {.name = "CrossEntropyLoss_output_0", .count = 1, .v = &loss};
     put(w, &l, step);
     for (int i = 0; i < NPARAM; i++) {
-      perturb(weight[i], 0.05f, false);
-      perturb(grad[i], 1e-3f, false);
+      train_step(weight[i], grad[i]);
       put(w, weight[i], step);
       put(w, grad[i], step);
     }
@@ -198,8 +206,10 @@ int main(int argc, char **argv) {
     for (int64_t e = 0; (s + 1) % every == 0 && e < evals; e++) {
       if (smr_writer_step_begin(w, step, SMR_MODE_EVAL, eval_step++, &err))
         die("step_begin", &err);
-      for (int i = 0; i < NRELU; i++)
+      for (int i = 0; i < NRELU; i++) {
+        fill_relu(relu[i]);
         put(w, relu[i], step);
+      }
       float eloss = loss * 1.1f;
       tensor el = {
           .name = "CrossEntropyLoss_output_0", .count = 1, .v = &eloss};
