@@ -172,12 +172,12 @@ static double ref_inactive(const double *x, int64_t batch, int64_t units,
 }
 
 /* Float and double data (unaligned), unit counts around the lanes and
- * the block of units, bounds a float cannot hold (0.1, beyond FLT_MAX,
+ * the block of units (8192), bounds a float cannot hold (0.1, beyond FLT_MAX,
  * NaN, infinities), elements NaN, infinite, subnormal and equal to the
  * bounds: the vectorised forms and the callback give the reference's
  * percentage bit for bit. */
 static void test_rk_inactive_units(void) {
-  static const int64_t unit_counts[] = {1, 3, 4, 5, 9, 2047, 2048, 2049, 4101};
+  static const int64_t unit_counts[] = {1, 3, 4, 5, 9, 2049, 8191, 8192, 8197};
   static const int64_t batches[] = {1, 2, 7, 32};
   static const bounds cases[] = {
       {0, 0, false},       {0.1, 0, false},
@@ -187,7 +187,7 @@ static void test_rk_inactive_units(void) {
       {NAN, 0, false},     {0, NAN, true},
       {0.5, 0.25, true}};
   static const double thresholds[] = {0, 1, 37.5, 50, 100};
-  enum { MAXN = 32 * 4101 };
+  enum { MAXN = 32 * 8197 };
   static double x[MAXN];
   static unsigned char f[4 * MAXN + 1], d[8 * MAXN + 1];
   uint64_t rng = 88172645463325252ULL;
