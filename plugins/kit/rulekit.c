@@ -2,6 +2,7 @@
 #include "smrules/rulekit.h"
 
 #include "npmath.h"
+#include "simd.h"
 
 #include <errno.h>
 #include <float.h>
@@ -604,6 +605,88 @@ static bool element_close(double x, double y, double rtol, double atol,
 DEFINE_ALLCLOSE_FINITE(allclose_finite_f32, float)
 DEFINE_ALLCLOSE_FINITE(allclose_finite_f64, double)
 
+#if defined(__x86_64__) && defined(__GNUC__) &&                                \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* float32 on AVX2 machines: allclose_finite_f32's operations on four
+ * elements at once (widened to double, the same compares, the same
+ * maximum), so the same answer; SimilarAcrossRuns compares every element
+ * of two trials that agree, UnchangedTensor every element of weights
+ * that stopped changing.  The build targets the x86-64 baseline, so this
+ * one function is compiled for AVX2 with the GCC/Clang `target` attribute
+ * and chosen at run time (as core/format/tensor.c's sums are); AVX2
+ * brings no FMA, and -std=c11 keeps GCC from contracting. */
+typedef double v4d __attribute__((vector_size(32)));
+typedef long long v4l __attribute__((vector_size(32)));
+typedef float v4f_ __attribute__((vector_size(16)));
+
+__attribute__((target("avx2"))) static bool
+allclose_f32_avx2(const unsigned char *pa, const unsigned char *pb, int64_t n,
+                  double rtol, double atol, double *worst, bool *nonfinite) {
+  const v4l magnitude = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  const v4d dmax = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+  const v4d vr = {rtol, rtol, rtol, rtol}, va = {atol, atol, atol, atol};
+  v4d w = {0, 0, 0, 0};
+  v4l bad = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
+  int64_t i = 0;
+  while (i + 4 <= n) {
+    int64_t end = n - i > 1024 ? i + 1024 : n;
+    for (; i + 4 <= end; i += 4) {
+      v4f_ fx, fy;
+      memcpy(&fx, pa + (size_t)i * sizeof(float), sizeof fx);
+      memcpy(&fy, pb + (size_t)i * sizeof(float), sizeof fy);
+      v4d x = __builtin_convertvector(fx, v4d);
+      v4d y = __builtin_convertvector(fy, v4d);
+      v4d ax = (v4d)((v4l)x & magnitude), ay = (v4d)((v4l)y & magnitude);
+      v4d d = (v4d)((v4l)(x - y) & magnitude);
+      odd |= ~(ax <= dmax) | ~(ay <= dmax); /* lanes of -1 where true */
+      bad |= ~(d <= va + vr * ay);
+      v4l more = d > w;
+      w = (v4d)(((v4l)d & more) | ((v4l)w & ~more)); /* d > w ? d : w */
+    }
+    bool any_bad = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+    bool any_odd = (odd[0] | odd[1] | odd[2] | odd[3]) != 0;
+    if (any_bad && !any_odd && !worst)
+      break; /* decided, as allclose_finite_f32 decides at a block's end */
+  }
+  bool b = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+  bool o = (odd[0] | odd[1] | odd[2] | odd[3]) != 0;
+  double m = w[0] > w[1] ? w[0] : w[1], m2 = w[2] > w[3] ? w[2] : w[3];
+  m = m > m2 ? m : m2;
+  for (; i < n && !(b && !o && !worst); i++) { /* the last 0-3 elements */
+    float xs, ys;
+    memcpy(&xs, pa + (size_t)i * sizeof xs, sizeof xs);
+    memcpy(&ys, pb + (size_t)i * sizeof ys, sizeof ys);
+    double x = xs, y = ys, d = fabs(x - y);
+    o |= !(fabs(x) <= DBL_MAX) | !(fabs(y) <= DBL_MAX);
+    b |= !(d <= atol + rtol * fabs(y));
+    m = d > m ? d : m;
+  }
+  *nonfinite = o;
+  if (worst)
+    *worst = m;
+  return !b;
+}
+
+static bool avx2_allowed = true;
+
+void rk_allow_avx2(bool on) {
+  avx2_allowed = on;
+}
+
+static bool allclose_f32(const unsigned char *pa, const unsigned char *pb,
+                         int64_t n, double rtol, double atol, double *worst,
+                         bool *nonfinite) {
+  if (avx2_allowed && __builtin_cpu_supports("avx2"))
+    return allclose_f32_avx2(pa, pb, n, rtol, atol, worst, nonfinite);
+  return allclose_finite_f32(pa, pb, n, rtol, atol, worst, nonfinite);
+}
+#else
+void rk_allow_avx2(bool on) {
+  (void)on;
+}
+#define allclose_f32 allclose_finite_f32
+#endif
+
 /* Both float32 or both float64 on a little-endian host, all finite: the
  * loop above instead of a call per element (UnchangedTensor compares
  * every element of every tensor at every step).  *worst is set only when
@@ -617,11 +700,11 @@ static bool allclose_fast(const smrules_tensor *a, const smrules_tensor *b,
     return false;
   bool nonfinite;
   double w = 0, *wp = need_worst ? &w : NULL;
-  bool c = a->dtype == SMRULES_DT_FLOAT
-               ? allclose_finite_f32(a->data, b->data, a->count, rtol, atol, wp,
-                                     &nonfinite)
-               : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
-                                     &nonfinite);
+  bool c =
+      a->dtype == SMRULES_DT_FLOAT
+          ? allclose_f32(a->data, b->data, a->count, rtol, atol, wp, &nonfinite)
+          : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
+                                &nonfinite);
   if (nonfinite)
     return false; /* nothing decided, *close and *worst untouched */
   *close = c;

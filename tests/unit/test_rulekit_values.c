@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd.h"
 #include "smrules/rulekit.h"
 #include "unit.h"
 
@@ -271,8 +272,69 @@ static void test_rk_inactive_units(void) {
   CHECK(rk_inactive_units_above(&empty, 0, 1, &pct) == -1 && pct == -1);
 }
 
+/* Long float32 tensors, blocks of 1024 and more: one pair far apart
+ * early or late (or close only by the tolerance of |y|), a NaN or an
+ * infinity before or after it, a last block of 1-3 elements; with and
+ * without the largest difference. */
+static void test_rk_allclose_long(void) {
+  enum { N = 5003 };
+  static double x[N], y[N];
+  static unsigned char fa[4 * N + 1], fb[4 * N + 1];
+  static const double odd[] = {NAN, INFINITY, -INFINITY};
+  int wrong = 0, cases = 0, closes = 0;
+  for (int variant = 0; variant < 36; variant++) {
+    for (int i = 0; i < N; i++) {
+      x[i] = (float)(cos(i * 0.11 + variant) * 50);
+      y[i] = (float)(x[i] * (1 + 1e-7 * (i % 3)));
+    }
+    int far = variant % 3 == 0 ? -1 : variant % 3 == 1 ? 17 : N - 2;
+    if (far >= 0)
+      y[far] = (float)(x[far] + 1);
+    if (variant % 4 == 3 && far >= 0) { /* close by |y|, not by |x| */
+      x[far] = (float)0.905;
+      y[far] = 1.0;
+    }
+    if (variant >= 12) {
+      int at = variant % 2 ? 3 : N - 1;
+      x[at] = odd[variant % 3];
+      y[at] = variant >= 24 ? odd[variant % 3] : 0.5;
+    }
+    for (int i = 0; i < N; i++) {
+      float f = (float)x[i], g = (float)y[i];
+      memcpy(fa + 1 + 4 * i, &f, 4);
+      memcpy(fb + 1 + 4 * i, &g, 4);
+    }
+    for (int64_t n = N - 3; n <= N; n++)
+      for (int eq = 0; eq < 2; eq++) {
+        double rtol = eq ? 0.1 : 1e-5, want_w, got_w;
+        bool want = ref_allclose(x, y, n, rtol, 1e-8, eq, &want_w);
+        smrules_tensor a = tensor_of(SMRULES_DT_FLOAT, fa + 1, n),
+                       b = tensor_of(SMRULES_DT_FLOAT, fb + 1, n);
+        bool got = rk_allclose(&a, &b, rtol, 1e-8, eq, &got_w);
+        bool got_fast = rk_allclose(&a, &b, rtol, 1e-8, eq, NULL);
+        closes += want;
+        wrong += got != want || got_fast != want ||
+                 memcmp(&got_w, &want_w, sizeof got_w) != 0;
+        cases++;
+      }
+  }
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(cases, 36 * 4 * 2);
+  CHECK(closes > 0 && closes < cases);
+}
+
+/* Both with the machine's vector code and with the baseline's. */
+static void test_rk_allclose_both(void) {
+  test_rk_allclose();
+  test_rk_allclose_long();
+  rk_allow_avx2(false);
+  test_rk_allclose();
+  test_rk_allclose_long();
+  rk_allow_avx2(true);
+}
+
 int main(void) {
-  TEST_RUN(test_rk_allclose);
+  TEST_RUN(test_rk_allclose_both);
   TEST_RUN(test_rk_inactive_units);
   TEST_RUN(test_rk_values_counts_on_old_and_new_hosts);
   return TEST_REPORT("test_rulekit_values");
