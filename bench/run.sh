@@ -459,6 +459,9 @@ raw_rss_mb=$(calc1 "$(get raw_maxrss_kb) / 1024")
 echo
 echo "== summary (ratios against baselines measured in this run; load average" \
   "$(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+# the ratios against cat depend on how fast this machine copies memory
+[ "$have_vg" = 1 ] && echo "cat of the large trial's event files:" \
+  "$(calc1 "$bytes / 1e9 / $(get cat_big_wall)") GB/s"
 row BENCHMARK MEASURED BASELINE RATIO TARGET VERDICT
 row "reader GB/s (wall)" "$rd" "raw read $raw" "$r1" ">= 0.50" \
   "$(verdict "$r1" ">=" 0.5)"
@@ -659,4 +662,9 @@ if [ "${PYB_SKIP:-0}" != 1 ]; then
   BENCH_DIR="$base" /usr/bin/python3 "$ROOT/bench/python_rules_bench.py" "$B" ||
     die "bench/python_rules_bench.py failed"
 fi
+# ------------------------------------------- 12. real-shaped trials
+# bench/real_trials.sh: the rules on an all-gradient FileWriter trial and
+# on a CNN trial as smdebug's PyTorch hook saves it, against cat (prints
+# its own rows).
+"$ROOT/bench/real_trials.sh" "$BUILD" || die "bench/real_trials.sh failed"
 exit 0

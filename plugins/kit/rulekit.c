@@ -2,6 +2,7 @@
 #include "smrules/rulekit.h"
 
 #include "npmath.h"
+#include "simd.h"
 
 #include <errno.h>
 #include <float.h>
@@ -228,26 +229,140 @@ double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n) {
   return v;
 }
 
+/* Per-unit activity, counted over blocks of UNIT_BLOCK units: for each
+ * block, every sample's row of those units adds to counters that live on
+ * the stack (32 KB: rows of 32 KB read in turn kept the prefetcher busier
+ * than rows of 8 KB, 10-11 against 7-9 GB/s on one core), so nothing is
+ * allocated per tensor whatever its size (a counter per unit of a 1.5 M-unit
+ * layer was 12 MB allocated afresh for every tensor).  Units are contiguous in
+ * a row, so a block's counters and the row's elements are walked side by side.
+ */
+#define UNIT_BLOCK 8192
+
+typedef struct activity {
+  double lo, hi; /* active: lo < x, and x < hi when `upper` */
+  bool upper;
+  bool (*active)(double x, const void *arg); /* else this, when set */
+  const void *arg;
+} activity;
+
+/* The share of units below threshold_inactivity, from their counts. */
+static int64_t count_inactive(const uint32_t *hits, int64_t n, int64_t batch,
+                              double threshold_inactivity) {
+  int64_t inactive = 0;
+  for (int64_t u = 0; u < n; u++)
+    inactive += 100.0 * (double)hits[u] / (double)batch < threshold_inactivity;
+  return inactive;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ &&    \
+    (defined(__GNUC__) || defined(__clang__))
+#define HAVE_F32_KERNEL 1
+/* GCC/Clang vector extensions (SSE2 on x86-64, NEON on arm64, scalar code
+ * elsewhere): four floats compared at once, the -1/0 lanes of the mask
+ * subtracted from four counters.  Written out because GCC 12 at -O2 does
+ * not vectorise the plain loop (counters and elements might overlap, and
+ * its -O2 cost model adds no run-time check for that), and this pass is
+ * most of DeadRelu's time. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* The float thresholds that decide every float exactly as the double ones
+ * do: for a float f, f > lo (compared as doubles) iff f > the largest
+ * float <= lo, and f < hi iff f < the smallest float >= hi. */
+static float float_below(double lo) {
+  float f = (float)lo;
+  return (double)f > lo ? nextafterf(f, -INFINITY) : f;
+}
+
+static float float_above(double hi) {
+  float f = (float)hi;
+  return (double)f < hi ? nextafterf(f, INFINITY) : f;
+}
+
+/* hits[k] += whether row[k] is active, for k < n (n a multiple of 4). */
+static void row_f32(const unsigned char *row, int64_t n, float lo, float hi,
+                    bool upper, uint32_t *hits) {
+  v4f vlo = {lo, lo, lo, lo}, vhi = {hi, hi, hi, hi};
+  for (int64_t k = 0; k < n; k += 4) {
+    v4f x;
+    v4i h, m;
+    memcpy(&x, row + (size_t)k * sizeof(float), sizeof x);
+    memcpy(&h, hits + k, sizeof h);
+    m = x > vlo; /* lanes of -1 (true) or 0 */
+    if (upper)
+      m &= x < vhi;
+    h -= m;
+    memcpy(hits + k, &h, sizeof h);
+  }
+}
+#endif
+
+static bool is_active(const activity *a, double x) {
+  if (a->active)
+    return a->active(x, a->arg);
+  return a->lo < x && (!a->upper || x < a->hi);
+}
+
+/* Units [u0, u0 + n) of every sample into hits[0, n). */
+static void count_block(const smrules_tensor *t, const activity *a,
+                        int64_t batch, int64_t units, int64_t u0, int64_t n,
+                        uint32_t *hits) {
+  int64_t done = 0;
+#ifdef HAVE_F32_KERNEL
+  if (!a->active && t->dtype == SMRULES_DT_FLOAT && t->data) {
+    float lo = float_below(a->lo), hi = a->upper ? float_above(a->hi) : 0;
+    done = n & ~(int64_t)3;
+    memset(hits, 0, (size_t)done * sizeof *hits);
+    for (int64_t b = 0; b < batch; b++)
+      row_f32((const unsigned char *)t->data +
+                  (size_t)(b * units + u0) * sizeof(float),
+              done, lo, hi, a->upper, hits);
+  }
+#endif
+  for (int64_t u = done; u < n; u++)
+    hits[u] = 0;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t u = done; u < n; u++)
+      hits[u] += is_active(a, rk_elem(t, b * units + u0 + u));
+}
+
+static int inactive_units(const smrules_tensor *t, const activity *a,
+                          double threshold_inactivity, double *percent) {
+  int64_t batch = t->ndim >= 2 ? t->shape[0] : 1;
+  /* counters are 32 bits: a batch beyond that is not a batch */
+  if (t->count <= 0 || batch <= 0 || batch > INT32_MAX)
+    return -1;
+  int64_t units = t->count / batch;
+  uint32_t hits[UNIT_BLOCK];
+  int64_t inactive = 0;
+  for (int64_t u0 = 0; u0 < units; u0 += UNIT_BLOCK) {
+    int64_t n = units - u0 < UNIT_BLOCK ? units - u0 : UNIT_BLOCK;
+    count_block(t, a, batch, units, u0, n, hits);
+    inactive += count_inactive(hits, n, batch, threshold_inactivity);
+  }
+  *percent = 100.0 * (double)inactive / (double)units;
+  return 0;
+}
+
 int rk_inactive_units(const smrules_tensor *t,
                       bool (*active)(double x, const void *arg),
                       const void *arg, double threshold_inactivity,
                       double *percent) {
-  int64_t batch = t->ndim >= 2 ? t->shape[0] : 1;
-  if (t->count <= 0 || batch <= 0)
-    return -1;
-  int64_t units = t->count / batch;
-  int64_t *hits = calloc((size_t)units, sizeof *hits);
-  if (!hits)
-    return -1;
-  for (int64_t b = 0; b < batch; b++)
-    for (int64_t u = 0; u < units; u++)
-      hits[u] += active(rk_elem(t, b * units + u), arg);
-  int64_t inactive = 0;
-  for (int64_t u = 0; u < units; u++)
-    inactive += 100.0 * (double)hits[u] / (double)batch < threshold_inactivity;
-  free(hits);
-  *percent = 100.0 * (double)inactive / (double)units;
-  return 0;
+  activity a = {.active = active, .arg = arg};
+  return inactive_units(t, &a, threshold_inactivity, percent);
+}
+
+int rk_inactive_units_above(const smrules_tensor *t, double lo,
+                            double threshold_inactivity, double *percent) {
+  activity a = {.lo = lo};
+  return inactive_units(t, &a, threshold_inactivity, percent);
+}
+
+int rk_inactive_units_between(const smrules_tensor *t, double lo, double hi,
+                              double threshold_inactivity, double *percent) {
+  activity a = {.lo = lo, .hi = hi, .upper = true};
+  return inactive_units(t, &a, threshold_inactivity, percent);
 }
 
 /* ------------------------------------------------------- state text */
@@ -490,6 +605,88 @@ static bool element_close(double x, double y, double rtol, double atol,
 DEFINE_ALLCLOSE_FINITE(allclose_finite_f32, float)
 DEFINE_ALLCLOSE_FINITE(allclose_finite_f64, double)
 
+#if defined(__x86_64__) && defined(__GNUC__) &&                                \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* float32 on AVX2 machines: allclose_finite_f32's operations on four
+ * elements at once (widened to double, the same compares, the same
+ * maximum), so the same answer; SimilarAcrossRuns compares every element
+ * of two trials that agree, UnchangedTensor every element of weights
+ * that stopped changing.  The build targets the x86-64 baseline, so this
+ * one function is compiled for AVX2 with the GCC/Clang `target` attribute
+ * and chosen at run time (as core/format/tensor.c's sums are); AVX2
+ * brings no FMA, and -std=c11 keeps GCC from contracting. */
+typedef double v4d __attribute__((vector_size(32)));
+typedef long long v4l __attribute__((vector_size(32)));
+typedef float v4f_ __attribute__((vector_size(16)));
+
+__attribute__((target("avx2"))) static bool
+allclose_f32_avx2(const unsigned char *pa, const unsigned char *pb, int64_t n,
+                  double rtol, double atol, double *worst, bool *nonfinite) {
+  const v4l magnitude = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  const v4d dmax = {DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX};
+  const v4d vr = {rtol, rtol, rtol, rtol}, va = {atol, atol, atol, atol};
+  v4d w = {0, 0, 0, 0};
+  v4l bad = {0, 0, 0, 0}, odd = {0, 0, 0, 0};
+  int64_t i = 0;
+  while (i + 4 <= n) {
+    int64_t end = n - i > 1024 ? i + 1024 : n;
+    for (; i + 4 <= end; i += 4) {
+      v4f_ fx, fy;
+      memcpy(&fx, pa + (size_t)i * sizeof(float), sizeof fx);
+      memcpy(&fy, pb + (size_t)i * sizeof(float), sizeof fy);
+      v4d x = __builtin_convertvector(fx, v4d);
+      v4d y = __builtin_convertvector(fy, v4d);
+      v4d ax = (v4d)((v4l)x & magnitude), ay = (v4d)((v4l)y & magnitude);
+      v4d d = (v4d)((v4l)(x - y) & magnitude);
+      odd |= ~(ax <= dmax) | ~(ay <= dmax); /* lanes of -1 where true */
+      bad |= ~(d <= va + vr * ay);
+      v4l more = d > w;
+      w = (v4d)(((v4l)d & more) | ((v4l)w & ~more)); /* d > w ? d : w */
+    }
+    bool any_bad = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+    bool any_odd = (odd[0] | odd[1] | odd[2] | odd[3]) != 0;
+    if (any_bad && !any_odd && !worst)
+      break; /* decided, as allclose_finite_f32 decides at a block's end */
+  }
+  bool b = (bad[0] | bad[1] | bad[2] | bad[3]) != 0;
+  bool o = (odd[0] | odd[1] | odd[2] | odd[3]) != 0;
+  double m = w[0] > w[1] ? w[0] : w[1], m2 = w[2] > w[3] ? w[2] : w[3];
+  m = m > m2 ? m : m2;
+  for (; i < n && !(b && !o && !worst); i++) { /* the last 0-3 elements */
+    float xs, ys;
+    memcpy(&xs, pa + (size_t)i * sizeof xs, sizeof xs);
+    memcpy(&ys, pb + (size_t)i * sizeof ys, sizeof ys);
+    double x = xs, y = ys, d = fabs(x - y);
+    o |= !(fabs(x) <= DBL_MAX) | !(fabs(y) <= DBL_MAX);
+    b |= !(d <= atol + rtol * fabs(y));
+    m = d > m ? d : m;
+  }
+  *nonfinite = o;
+  if (worst)
+    *worst = m;
+  return !b;
+}
+
+static bool avx2_allowed = true;
+
+void rk_allow_avx2(bool on) {
+  avx2_allowed = on;
+}
+
+static bool allclose_f32(const unsigned char *pa, const unsigned char *pb,
+                         int64_t n, double rtol, double atol, double *worst,
+                         bool *nonfinite) {
+  if (avx2_allowed && __builtin_cpu_supports("avx2"))
+    return allclose_f32_avx2(pa, pb, n, rtol, atol, worst, nonfinite);
+  return allclose_finite_f32(pa, pb, n, rtol, atol, worst, nonfinite);
+}
+#else
+void rk_allow_avx2(bool on) {
+  (void)on;
+}
+#define allclose_f32 allclose_finite_f32
+#endif
+
 /* Both float32 or both float64 on a little-endian host, all finite: the
  * loop above instead of a call per element (UnchangedTensor compares
  * every element of every tensor at every step).  *worst is set only when
@@ -503,11 +700,11 @@ static bool allclose_fast(const smrules_tensor *a, const smrules_tensor *b,
     return false;
   bool nonfinite;
   double w = 0, *wp = need_worst ? &w : NULL;
-  bool c = a->dtype == SMRULES_DT_FLOAT
-               ? allclose_finite_f32(a->data, b->data, a->count, rtol, atol, wp,
-                                     &nonfinite)
-               : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
-                                     &nonfinite);
+  bool c =
+      a->dtype == SMRULES_DT_FLOAT
+          ? allclose_f32(a->data, b->data, a->count, rtol, atol, wp, &nonfinite)
+          : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
+                                &nonfinite);
   if (nonfinite)
     return false; /* nothing decided, *close and *worst untouched */
   *close = c;

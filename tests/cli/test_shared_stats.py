@@ -21,8 +21,15 @@
 5. VanishingGradient, ExplodingTensor and AllZero alone, whose tensors of
    a step are read in parallel, give the same results and reports with
    --jobs 1, 2 and 4.
+6. UnchangedTensor, once a tensor changed, only asks whether older steps
+   have a value (from the counts other rules computed, else by reading):
+   on a trial whose first step saved only the shape of a weight, the step
+   that would need it is not evaluated, alone and beside AllZero and
+   ExplodingTensor, with --jobs 1 and 2; a changed weight is evaluated
+   from its third step with a value on.
 """
 
+import json
 import os
 import re
 import shutil
@@ -249,6 +256,46 @@ def check_lua(c, tmp):
           r.err.strip()[-300:])
 
 
+def check_unchanged_counts(c, tmp):
+    src = os.path.join(TRIALS, "healthy_mlp_digits")
+    trial = os.path.join(tmp, "shape_first")
+    shutil.copytree(src, trial)
+    name = "DigitsMLP_layer1.fc.weight"
+    idx_dir = os.path.join(trial, "index", "000000000")
+    files = sorted(os.listdir(idx_dir))
+    c.at_least(6, files, "index files of %s" % src)
+    first = os.path.join(idx_dir, files[0])
+    with open(first) as f:
+        idx = json.load(f)
+    kept = [e for e in idx["tensor_payload"] if e["tensorname"] != name]
+    c.ok(len(kept) == len(idx["tensor_payload"]) - 1, "%s saved at step 0" % name)
+    idx["tensor_payload"] = kept  # step 0 keeps only its shape
+    idx["shape_payload"] = [{"tensorname": name, "originalname": name, "shape": [32, 64]}]
+    write(first, json.dumps(idx))
+    steps = len(files)
+    alone = write(os.path.join(tmp, "unchanged.yaml"),
+                  "rules:\n  - rule: UnchangedTensor\n"
+                  "    parameters: {tensor_regex: '^%s$'}\n" % name.replace(".", "\\."))
+    together = write(os.path.join(tmp, "unchanged3.yaml"),
+                     "rules:\n  - rule: AllZero\n  - rule: ExplodingTensor\n"
+                     "  - rule: UnchangedTensor\n"
+                     "    parameters: {tensor_regex: '^%s$'}\n" % name.replace(".", "\\."))
+    for label, rules in (("alone", alone), ("with AllZero, ExplodingTensor", together)):
+        for jobs in ("1", "2"):
+            r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh", "--json",
+                              "--jobs", jobs, "--output", os.path.join(tmp, "out-u")])
+            sc = c.scope("UnchangedTensor %s --jobs %s" % (label, jobs), r)
+            sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+            u = rule_results(r).get("UnchangedTensor") or {}
+            # steps 0 and 1 have fewer than 3 saved steps; step 2 changed
+            # from step 1 and step 0 has no value: not evaluated either
+            sc.ok(u.get("evaluated_steps") == steps - 3,
+                  "evaluated from the fourth saved step on",
+                  "evaluated_steps %s of %d steps" % (u.get("evaluated_steps"), steps))
+            sc.ok(u.get("status") != "IssuesFound", "the weight changed",
+                  str(u.get("status")))
+
+
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-shared-stats-")
@@ -257,6 +304,7 @@ def main():
         check_lua(c, tmp)
         check_parallel_reductions(c, tmp)
         check_shared_records(c, tmp)
+        check_unchanged_counts(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

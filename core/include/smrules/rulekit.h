@@ -174,11 +174,19 @@ double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n);
  * <= 1: B = 1) and every remaining index a unit (U = count / B).  A unit is
  * inactive when 100 * (samples for which `active` holds) / B <
  * threshold_inactivity.  Sets *percent to 100 * inactive units / U.  Returns 0,
- * or -1 when the tensor has no elements. */
+ * or -1 when the tensor has no elements (or a batch of 2^31 or more). */
 int rk_inactive_units(const smrules_tensor *t,
                       bool (*active)(double x, const void *arg),
                       const void *arg, double threshold_inactivity,
                       double *percent);
+/* The same for the two tests the built-in rules make, in a pass the
+ * compiler vectorises for float32 (no call per element): active when
+ * x > lo (DeadRelu: lo = 0), or when lo < x < hi (SaturatedActivation).
+ * The results are those of rk_inactive_units with that test. */
+int rk_inactive_units_above(const smrules_tensor *t, double lo,
+                            double threshold_inactivity, double *percent);
+int rk_inactive_units_between(const smrules_tensor *t, double lo, double hi,
+                              double threshold_inactivity, double *percent);
 
 /* -------------------------------------------------- state text (save_state)
  * Space-separated tokens: numbers written exactly (%.17g, inf/nan kept) and

@@ -51,11 +51,6 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   return 0;
 }
 
-static bool relu_active(double x, const void *arg) {
-  (void)arg;
-  return x > 0;
-}
-
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   const state *st = p;
   smrules_trial *t = rk_api->trial(ctx);
@@ -69,8 +64,8 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
       continue;
     double dead;
     int rc = rk_is_numeric(&v)
-                 ? rk_inactive_units(&v, relu_active, NULL,
-                                     st->s->threshold_inactivity, &dead)
+                 ? rk_inactive_units_above(&v, 0, /* active: x > 0 */
+                                           st->s->threshold_inactivity, &dead)
                  : -1;
     rk_api->release(&v);
     if (rc != 0)

@@ -139,11 +139,6 @@ static int init(smrules_ctx *ctx, const void *sv, void **out) {
   return 0;
 }
 
-static bool unsaturated(double x, const void *arg) {
-  const bounds *b = arg;
-  return b->min < x && x < b->max;
-}
-
 /* Which bounds apply to a tensor, from its name; NULL: neither kind. */
 static const bounds *kind_of(const state *st, const char *name) {
   if (strcasestr(name, "tanh"))
@@ -167,10 +162,11 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
     if (!b || rk_value(t, names.v[i], g, &v) != 0)
       continue;
     double saturated;
-    int rc = rk_is_numeric(&v)
-                 ? rk_inactive_units(&v, unsaturated, b,
-                                     st->s->threshold_inactivity, &saturated)
-                 : -1;
+    int rc =
+        rk_is_numeric(&v)
+            ? rk_inactive_units_between(&v, b->min, b->max, /* unsaturated */
+                                        st->s->threshold_inactivity, &saturated)
+            : -1;
     rk_api->release(&v);
     if (rc != 0)
       continue;

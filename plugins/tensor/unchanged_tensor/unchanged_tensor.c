@@ -1,6 +1,7 @@
 /* UnchangedTensor (docs/rules/UnchangedTensor.md): a tensor whose value at its
  * last `num_steps` saved steps is the same (allclose) at each of them. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "smrules/rulekit.h"
 
@@ -30,9 +31,27 @@ static const smrules_param params[] = {
                        "two NaNs in the same position count as equal"),
     SMRULES_END_PARAMS};
 
+/* The first elements of each value read as the current one, kept for the
+ * steps after it: a tensor that changed almost always shows it in its first
+ * elements, and then its previous value need not be read again to know
+ * that it is not allclose (a 12 MB weight matrix was read twice a step).
+ * Only a cache (the answer is the same without it, a full comparison
+ * whenever the prefixes agree), of fixed size: one slot per hash of
+ * (name, step), float32 and float64 values only. */
+#define PREFIX_ELEMS 64
+#define PREFIX_SLOTS 1024
+
+typedef struct prefix {
+  char *name; /* NULL: empty */
+  int64_t step;
+  smrules_tensor shape; /* dtype, ndim, shape and count of the value */
+  unsigned char bytes[PREFIX_ELEMS * sizeof(double)];
+} prefix;
+
 typedef struct state {
   const settings *s;
   rk_step_cache steps; /* what the trial holds, not rule state */
+  prefix *prefixes;    /* PREFIX_SLOTS, allocated when first needed */
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -55,7 +74,76 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
 static void destroy(void *p) {
   state *st = p;
   rk_step_cache_free(&st->steps);
+  for (size_t i = 0; st->prefixes && i < PREFIX_SLOTS; i++)
+    free(st->prefixes[i].name);
+  free(st->prefixes);
   free(st);
+}
+
+static prefix *prefix_slot(state *st, const char *name, int64_t step) {
+  if (!st->prefixes &&
+      !(st->prefixes = calloc(PREFIX_SLOTS, sizeof *st->prefixes)))
+    return NULL; /* out of memory: compare in full */
+  uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+    h = (h ^ *c) * 1099511628211ULL;
+  h ^= (uint64_t)step * 0x9E3779B97F4A7C15ULL;
+  return &st->prefixes[(h >> 20) % PREFIX_SLOTS];
+}
+
+static size_t elem_size(const smrules_tensor *v) {
+  return v->dtype == SMRULES_DT_FLOAT    ? sizeof(float)
+         : v->dtype == SMRULES_DT_DOUBLE ? sizeof(double)
+                                         : 0;
+}
+
+/* Keeps the first elements of `cur`, the value of `name` at `step`. */
+static void prefix_keep(state *st, const char *name, int64_t step,
+                        const smrules_tensor *cur) {
+  size_t size = elem_size(cur);
+  prefix *p = size && cur->data ? prefix_slot(st, name, step) : NULL;
+  char *copy = p ? strdup(name) : NULL;
+  if (!copy)
+    return;
+  free(p->name);
+  p->name = copy;
+  p->step = step;
+  memset(&p->shape, 0, sizeof p->shape);
+  p->shape.dtype = cur->dtype;
+  p->shape.ndim = cur->ndim;
+  memcpy(p->shape.shape, cur->shape, sizeof cur->shape);
+  p->shape.count = cur->count;
+  size_t n = cur->count < PREFIX_ELEMS ? (size_t)cur->count : PREFIX_ELEMS;
+  memcpy(p->bytes, cur->data, n * size);
+}
+
+/* Whether the first elements of `name` at `step` are kept. */
+static bool prefix_kept(state *st, const char *name, int64_t step) {
+  prefix *p = st->prefixes ? prefix_slot(st, name, step) : NULL;
+  return p && p->name && p->step == step && strcmp(p->name, name) == 0;
+}
+
+/* True when the kept first elements of `name` at `step` prove that value
+ * not allclose to `cur` (rk_allclose(prev, cur) is false as soon as one
+ * pair is not close, or the shapes differ); false when nothing is kept or
+ * nothing is proved. */
+static bool prefix_differs(state *st, const char *name, int64_t step,
+                           const smrules_tensor *cur) {
+  const settings *s = st->s;
+  if (!prefix_kept(st, name, step))
+    return false;
+  prefix *p = prefix_slot(st, name, step);
+  if (p->shape.dtype != cur->dtype || !cur->data)
+    return false;
+  if (!rk_same_shape(&p->shape, cur))
+    return true;
+  int64_t n = cur->count < PREFIX_ELEMS ? cur->count : PREFIX_ELEMS;
+  smrules_tensor a = {.dtype = cur->dtype, .ndim = 1, .count = n};
+  smrules_tensor b = a;
+  a.shape[0] = b.shape[0] = n;
+  a.data = p->bytes;
+  b.data = cur->data;
+  return !rk_allclose(&a, &b, s->rtol, s->atol, s->equal_nan, NULL);
 }
 
 /* A numeric value of `name` at global step g, or false. */
@@ -67,6 +155,30 @@ static bool numeric_value(smrules_trial *t, const char *name, int64_t g,
     return true;
   rk_api->release(v);
   return false;
+}
+
+/* Whether numeric_value would give a value of `name` at g, without
+ * reading the record when the element counts another rule asked for are
+ * at hand (ExplodingTensor and AllZero ask for every tensor's): counts
+ * exist only for a value that was read and is numeric.  Otherwise (not
+ * there, a dtype without counts, a damaged record) numeric_value
+ * decides. */
+static bool has_numeric_value(state *st, smrules_trial *t, const char *name,
+                              int64_t g) {
+  if (prefix_kept(st, name, g))
+    return true; /* kept when it was read as a numeric value */
+  const char *one[1] = {name};
+  smrules_strlist names = {1, one};
+  smrules_stats c;
+  int status;
+  rk_values_counts(t, &names, g, &c, &status);
+  if (status == 0)
+    return c.count > 0;
+  smrules_tensor v;
+  if (!numeric_value(t, name, g, &v))
+    return false;
+  rk_api->release(&v);
+  return true;
 }
 
 /* How many of the (ascending) saved steps are <= g: an upper bound for
@@ -88,18 +200,30 @@ static size_t steps_upto(const int64_t *all, size_t n, int64_t g) {
  * num_steps steps (g included) were seen.  Returns -1 when there are
  * fewer, else whether all agree; `steps` (num_steps long, g last) gets the
  * steps compared, ascending. */
-static int compare_back(const settings *s, smrules_trial *t, const char *name,
+static int compare_back(state *st, smrules_trial *t, const char *name,
                         const int64_t *all, size_t k, const smrules_tensor *cur,
                         int64_t *steps) {
+  const settings *s = st->s;
   size_t want = (size_t)s->num_steps, have = 1;
   bool same = true;
   int64_t g = steps[want - 1];
   for (size_t i = k; i-- > 0 && have < want;) {
     smrules_tensor prev;
-    if (all[i] >= g || !numeric_value(t, name, all[i], &prev))
+    if (all[i] >= g)
+      continue;
+    if (!same) { /* changed: only whether enough steps have values matters */
+      if (has_numeric_value(st, t, name, all[i]))
+        steps[want - 1 - have++] = all[i];
+      continue;
+    }
+    if (prefix_differs(st, name, all[i], cur)) { /* kept: it had a value */
+      same = false;
+      steps[want - 1 - have++] = all[i];
+      continue;
+    }
+    if (!numeric_value(t, name, all[i], &prev))
       continue; /* only reductions or shapes saved there */
-    same =
-        same && rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
+    same = rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
     rk_api->release(&prev);
     steps[want - 1 - have++] = all[i];
   }
@@ -122,12 +246,13 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
   int64_t *steps = calloc((size_t)s->num_steps, sizeof *steps);
   if (steps) {
     steps[s->num_steps - 1] = g;
-    rc = compare_back(s, t, name, all, k, &cur, steps);
+    rc = compare_back(st, t, name, all, k, &cur, steps);
     if (rc == 1)
       rk_api->json_ints(rk_violation(ctx, name), "steps", steps,
                         (size_t)s->num_steps);
   }
   free(steps);
+  prefix_keep(st, name, g, &cur); /* for the steps that look back at g */
   rk_api->release(&cur);
   return rc;
 }
