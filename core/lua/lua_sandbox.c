@@ -26,6 +26,11 @@
 #define ALLOC_BYTES_PER_INSTRUCTION 64
 #define PATTERN_STEPS_PER_INSTRUCTION 100.0
 #define ELEMENTS_PER_INSTRUCTION 4.0
+/* Bytes a library function reads or writes in one pass (upper, lower,
+ * reverse, rep, format, tonumber, utf8's scans) per instruction: a byte
+ * loop in C does about what 16 bytes' worth of VM instructions cost, so a
+ * rule with a budget of B instructions touches at most 16 B bytes. */
+#define BYTES_PER_INSTRUCTION 16.0
 
 static smr_lua_sandbox *sandbox_of(lua_State *L) {
   void *ud = NULL;
@@ -393,11 +398,11 @@ static size_t skip_set(const char *p, size_t m, size_t i) {
  * repetition ('*', '+', '-') and each balance ("%b") by the subject
  * length, each optional item ('?') by two (backtracking tries both). */
 typedef struct pattern_shape {
-  int repetitions, optionals;
+  int repetitions, optionals, backrefs;
 } pattern_shape;
 
 static pattern_shape pattern_shape_of(const char *p, size_t m) {
-  pattern_shape k = {0, 0};
+  pattern_shape k = {0, 0, 0};
   size_t i = 0;
   while (i < m) {
     if (p[i] == '(' || p[i] == ')') {
@@ -413,6 +418,10 @@ static pattern_shape pattern_shape_of(const char *p, size_t m) {
       i = skip_set(p, m, i + 2);
       continue;
     }
+    /* a back-reference compares the whole capture: up to n bytes at
+     * every step that reaches it */
+    if (p[i] == '%' && i + 1 < m && p[i + 1] >= '1' && p[i + 1] <= '9')
+      k.backrefs++;
     i = p[i] == '%' ? i + 2 : p[i] == '[' ? skip_set(p, m, i) : i + 1;
     if (i < m && (p[i] == '*' || p[i] == '+' || p[i] == '-')) {
       k.repetitions++;
@@ -427,7 +436,10 @@ static pattern_shape pattern_shape_of(const char *p, size_t m) {
 
 /* Worst-case steps of matching pattern (arg 2) in subject (arg 1), in
  * instructions: (start positions) x (pattern length) x n^repetitions x
- * 2^optionals (each capped by what the subject allows). */
+ * n^back-references x 2^optionals (each capped by what the subject
+ * allows).  A step is one comparison of a byte (a back-reference's
+ * memcmp counts one per byte): "(.*)%1x" over n bytes takes about n^3/24
+ * and is charged 8 n^3 / 100 (tests/unit/test_lua_charges.c). */
 static double pattern_cost(lua_State *L, bool plain_ok, bool anchor_ok) {
   double n = arg_len(L, 1) + 1;
   size_t m = 0;
@@ -440,7 +452,7 @@ static double pattern_cost(lua_State *L, bool plain_ok, bool anchor_ok) {
     if (anchor_ok && m > 0 && p[0] == '^')
       cost = (double)m + 1;
     pattern_shape k = pattern_shape_of(p, m);
-    for (int i = 0; i < k.repetitions && cost < 1e30; i++)
+    for (int i = 0; i < k.repetitions + k.backrefs && cost < 1e30; i++)
       cost *= n;
     for (int i = 0; i < k.optionals && i < n && cost < 1e30; i++)
       cost *= 2;
@@ -472,14 +484,20 @@ static int guarded_gmatch(lua_State *L) {
   return call_original(L, pattern_cost(L, false, false));
 }
 
-/* string.rep: an empty result would still loop `n` times. */
+/* string.rep: an empty result would still loop `n` times; any other
+ * writes n * #s + (n - 1) * #sep bytes, charged before they are written
+ * (a result past the memory cap is refused by the cap instead). */
 static int guarded_rep(lua_State *L) {
-  if (arg_len(L, 1) == 0 && arg_len(L, 3) == 0 &&
-      lua_type(L, 2) == LUA_TNUMBER) {
+  double s = arg_len(L, 1), sep = arg_len(L, 3);
+  if (s == 0 && sep == 0 && lua_type(L, 2) == LUA_TNUMBER) {
     lua_pushliteral(L, "");
     return 1;
   }
-  return call_original(L, 0);
+  double n = lua_type(L, 2) == LUA_TNUMBER ? (double)lua_tointeger(L, 2) : 0;
+  double bytes = n > 0 ? n * s + (n - 1) * sep : 0;
+  if (bytes > (double)sandbox_of(L)->limit)
+    bytes = 0;
+  return call_original(L, bytes / BYTES_PER_INSTRUCTION);
 }
 
 /* table.move(a1, f, e, t [, a2]) moves e - f + 1 elements, present or not. */
@@ -530,20 +548,82 @@ static int guarded_concat(lua_State *L) {
   return call_original(L, range_count(L, 3) / ELEMENTS_PER_INSTRUCTION);
 }
 
+/* table.unpack's end defaults to #t, with its __len: a table claiming a
+ * million elements pushes a million nils. */
 static int guarded_unpack(lua_State *L) {
-  return call_original(L, range_count(L, 2) / ELEMENTS_PER_INSTRUCTION);
+  double count = range_count(L, 2);
+  if (lua_type(L, 1) == LUA_TTABLE && lua_type(L, 3) != LUA_TNUMBER &&
+      luaL_getmetafield(L, 1, "__len") != LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_Integer n = luaL_len(L, 1);
+    double i = lua_type(L, 2) == LUA_TNUMBER ? (double)lua_tointeger(L, 2) : 1;
+    count = (double)n >= i ? (double)n - i + 1 : 0;
+  }
+  return call_original(L, count / ELEMENTS_PER_INSTRUCTION);
 }
 
-/* string.format copies every string argument. */
+/* Lua's string positions: a start below 1 counts from the end (or is
+ * 1), an end past the length is the length. */
+static double start_pos(lua_Integer pos, double len) {
+  if (pos > 0)
+    return (double)pos;
+  if (pos == 0 || (double)pos < -len)
+    return 1;
+  return len + (double)pos + 1;
+}
+
+static double end_pos(lua_Integer pos, double len) {
+  if ((double)pos > len)
+    return len;
+  if (pos >= 0)
+    return (double)pos;
+  if ((double)pos < -len)
+    return 0;
+  return len + (double)pos + 1;
+}
+
+/* string.byte(s, i, j) and utf8.codepoint(s, i, j) push a value per byte
+ * (code point) of s[i..j]; j defaults to i. */
+static int guarded_slice(lua_State *L) {
+  double len = arg_len(L, 1);
+  lua_Integer i = lua_type(L, 2) == LUA_TNUMBER ? lua_tointeger(L, 2) : 1;
+  lua_Integer j = lua_type(L, 3) == LUA_TNUMBER ? lua_tointeger(L, 3) : i;
+  double a = start_pos(i, len), b = end_pos(j, len);
+  double count = b >= a ? b - a + 1 : 0;
+  return call_original(L, count / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* string.char(...), utf8.char(...), select(n, ...): a step per argument
+ * (the caller's `...` or table.unpack put them there in one
+ * instruction). */
+static int guarded_args(lua_State *L) {
+  return call_original(L, (double)lua_gettop(L) / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* upper, lower, reverse, tonumber, utf8.len, utf8.offset: one pass over
+ * the string. */
+static int guarded_bytes(lua_State *L) {
+  return call_original(L, arg_len(L, 1) / BYTES_PER_INSTRUCTION);
+}
+
+/* Lua's own bound on what one conversion writes besides a %s or %q
+ * argument (MAX_ITEM in lstrlib.c: widths and precisions have at most two
+ * digits, so "%999d" is an error, not a megabyte of spaces). */
+#define FORMAT_ITEM_BYTES 120.0
+
+/* string.format reads the format and copies every string argument (%q
+ * up to four bytes per byte), and each conversion writes up to
+ * FORMAT_ITEM_BYTES. */
 static int guarded_format(lua_State *L) {
-  double bytes = 0;
+  double bytes = 0, items = 0;
+  size_t m = 0;
+  const char *f = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &m) : "";
+  for (size_t i = 0; i < m; i++)
+    items += f[i] == '%';
   for (int i = 1; i <= lua_gettop(L); i++)
     bytes += arg_len(L, i);
-  return call_original(L, bytes / ALLOC_BYTES_PER_INSTRUCTION);
-}
-
-static int guarded_scan(lua_State *L) {
-  return call_original(L, arg_len(L, 1) / ALLOC_BYTES_PER_INSTRUCTION);
+  return call_original(L, (4 * bytes + FORMAT_ITEM_BYTES * items) /
+                              BYTES_PER_INSTRUCTION);
 }
 
 /* Replace lib[name] by `guard` calling the original. */
@@ -591,8 +671,17 @@ static void guard_costly_functions(lua_State *L) {
   guard(L, LUA_TABLIBNAME, "concat", guarded_concat);
   guard(L, LUA_TABLIBNAME, "unpack", guarded_unpack);
   guard(L, LUA_STRLIBNAME, "format", guarded_format);
-  guard(L, LUA_UTF8LIBNAME, "len", guarded_scan);
-  guard(L, LUA_UTF8LIBNAME, "offset", guarded_scan);
+  guard(L, LUA_STRLIBNAME, "byte", guarded_slice);
+  guard(L, LUA_STRLIBNAME, "char", guarded_args);
+  guard(L, LUA_STRLIBNAME, "upper", guarded_bytes);
+  guard(L, LUA_STRLIBNAME, "lower", guarded_bytes);
+  guard(L, LUA_STRLIBNAME, "reverse", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "len", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "offset", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "codepoint", guarded_slice);
+  guard(L, LUA_UTF8LIBNAME, "char", guarded_args);
+  guard(L, LUA_GNAME, "select", guarded_args);
+  guard(L, LUA_GNAME, "tonumber", guarded_bytes);
 }
 
 static void set_global_nil(lua_State *L, const char *name) {

@@ -1,0 +1,230 @@
+/* test_lua_charges.c - what a Lua rule's instruction budget is charged for
+ * work the standard library does in C (docs/security.md#what-a-lua-rule-
+ * can-cost).
+ *
+ * Each case makes one call whose work is counted here without a clock, in
+ * units that grow with what C does: values pushed, elements moved, bytes
+ * read or written, comparisons of the pattern matcher.  The budget must
+ * lose at least units / k for the unit's rate k (lua_sandbox.c: 4
+ * elements, 16 bytes, 100 matcher steps per instruction), so a rule with
+ * a budget of B instructions does at most k * B units of that work; and,
+ * where the charge is not a worst case, at most a small multiple of it,
+ * so that honest work is not refused. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "lua/lua_sandbox.h"
+#include "unit.h"
+
+#define ELEMENTS 4.0
+#define BYTES 16.0
+#define STEPS 100.0
+
+typedef struct meter {
+  smr_lua_sandbox sb;
+  lua_State *L;
+} meter;
+
+static void meter_open(meter *m) {
+  smr_lua_limits l;
+  smr_lua_limits_default(&l);
+  l.instructions = (int64_t)1e15; /* never reached: only counted */
+  l.seconds = 0;
+  m->L = smr_lua_sandbox_new(&m->sb, &l);
+  CHECK(m->L != NULL);
+  lua_pushcfunction(m->L, smr_lua_sandbox_open);
+  CHECK_EQ_INT(lua_pcall(m->L, 0, 0, 0), LUA_OK);
+}
+
+/* Instructions charged for `call` (a chunk of a few VM instructions,
+ * fewer than the count hook's interval, so that only charges count), run
+ * after `setup`; -1 when it fails unexpectedly. */
+static double charged(meter *m, const char *setup, const char *call) {
+  if (setup && luaL_dostring(m->L, setup) != LUA_OK) {
+    fprintf(stderr, "setup failed: %s\n", lua_tostring(m->L, -1));
+    lua_pop(m->L, 1);
+    return -1;
+  }
+  if (luaL_loadstring(m->L, call) != LUA_OK) {
+    fprintf(stderr, "load failed: %s\n", lua_tostring(m->L, -1));
+    lua_pop(m->L, 1);
+    return -1;
+  }
+  smr_lua_sandbox_begin_call(m->L);
+  int rc = lua_pcall(m->L, 0, 0, 0);
+  if (rc != LUA_OK) {
+    fprintf(stderr, "%s: %s\n", call, lua_tostring(m->L, -1));
+    lua_pop(m->L, 1);
+    return -1;
+  }
+  return (double)m->sb.executed;
+}
+
+/* The budget lost at least units / k, and (when `tight`) at most
+ * 3 units / k (the charge itself, plus the allocation of the result or of
+ * the stack the values are pushed on). */
+static void expect_charge(meter *m, const char *setup, const char *call,
+                          double units, double k, bool tight) {
+  double c = charged(m, setup, call);
+  bool ok = c >= units / k && (!tight || c <= 3 * units / k);
+  if (!ok)
+    fprintf(stderr, "  %s: charged %.0f for %.0f units (rate %g)\n", call, c,
+            units, k);
+  CHECK(ok);
+}
+
+#define N 100000
+
+static const char *const STRING_N = "s = ('x'):rep(100000)";
+static const char *const TABLE_N = "t = {} for i = 1, 100000 do t[i] = 65 end";
+
+static void test_values_pushed(void) {
+  meter m;
+  meter_open(&m);
+  /* a value pushed per byte of the range */
+  expect_charge(&m, STRING_N, "s:byte(1, -1)", N, ELEMENTS, true);
+  expect_charge(&m, STRING_N, "string.byte(s, -50000, 100000)", N / 2, ELEMENTS,
+                true);
+  expect_charge(&m, STRING_N, "utf8.codepoint(s, 1, -1)", N, ELEMENTS, true);
+  /* the elements of a table range; with __len, the length it claims */
+  expect_charge(&m, TABLE_N, "table.unpack(t)", N, ELEMENTS, true);
+  expect_charge(&m, NULL,
+                "table.unpack(setmetatable({}, {__len = function() "
+                "return 100000 end}))",
+                N, ELEMENTS, false);
+  /* unpack's N values, then as many arguments read */
+  expect_charge(&m, TABLE_N, "string.char(table.unpack(t))", 2 * N, ELEMENTS,
+                true);
+  expect_charge(&m, TABLE_N, "utf8.char(table.unpack(t))", 2 * N, ELEMENTS,
+                true);
+  expect_charge(&m, TABLE_N, "select('#', table.unpack(t))", 2 * N, ELEMENTS,
+                true);
+  expect_charge(&m, TABLE_N, "select(-1, table.unpack(t))", 2 * N, ELEMENTS,
+                true);
+  lua_close(m.L);
+}
+
+static void test_bytes_touched(void) {
+  meter m;
+  meter_open(&m);
+  expect_charge(&m, STRING_N, "s:upper()", N, BYTES, true);
+  expect_charge(&m, STRING_N, "string.lower(s)", N, BYTES, true);
+  expect_charge(&m, STRING_N, "s:reverse()", N, BYTES, true);
+  expect_charge(&m, "s = ('1'):rep(100000)", "tonumber(s)", N, BYTES, true);
+  expect_charge(&m, STRING_N, "utf8.len(s)", N, BYTES, true);
+  expect_charge(&m, STRING_N, "utf8.offset(s, -1)", N, BYTES, true);
+  /* written: n * #s + (n - 1) * #sep */
+  expect_charge(&m, NULL, "string.rep('ab', 50000)", N, BYTES, true);
+  expect_charge(&m, NULL, "string.rep('a', 50000, '-')", N - 1, BYTES, true);
+  /* format: its arguments copied, each conversion's own output */
+  expect_charge(&m, STRING_N, "string.format('%s%s', s, s)", 2 * N, BYTES,
+                false);
+  expect_charge(&m, STRING_N, "string.format('%q', s)", N, BYTES, false);
+  expect_charge(&m,
+                "f = ('%5.2f'):rep(10000) u = {} for i = 1, 10000 do "
+                "u[i] = 1.5 end",
+                "string.format(f, table.unpack(u))", 50000, BYTES, false);
+  /* Lua itself refuses widths of more than two digits: no megabyte of
+   * padding from a short format */
+  CHECK(luaL_dostring(m.L, "return string.format('%999d', 1)") != LUA_OK);
+  lua_pop(m.L, 1);
+  /* table.concat visits every element (and copies their bytes) */
+  expect_charge(&m, "c = {} for i = 1, 100000 do c[i] = 'ab' end",
+                "table.concat(c)", N, ELEMENTS, false);
+  lua_close(m.L);
+}
+
+static void test_elements_moved(void) {
+  meter m;
+  meter_open(&m);
+  expect_charge(&m, TABLE_N, "table.insert(t, 1, 0)", N, ELEMENTS, true);
+  expect_charge(&m, TABLE_N, "table.remove(t, 1)", N, ELEMENTS, true);
+  expect_charge(&m, NULL, "table.move({}, 1, 100000, 2)", N, ELEMENTS, true);
+  /* comparisons of sorting n elements: at least n log2 n / 2 */
+  expect_charge(&m,
+                "t = {} for i = 1, 100000 do t[i] = (i * 7919) % 100003 end",
+                "table.sort(t)", N * log2(N) / 2, ELEMENTS, false);
+  lua_close(m.L);
+}
+
+/* Steps of Lua's matcher for "(.*)%1x" over n 'a's, as lstrlib.c takes
+ * them: at each of the n + 1 starts with r bytes left, ".*" expands over
+ * r bytes, then backs off one length L at a time; the back-reference
+ * compares L bytes when 2 L <= r (then 'x' fails), else fails at once. */
+static double backref_steps(int n) {
+  double steps = 0;
+  for (int r = n; r >= 0; r--) {
+    steps += r;
+    for (int len = r; len >= 0; len--)
+      steps += 1 + (2 * len <= r ? len : 0);
+  }
+  return steps;
+}
+
+static void test_pattern_steps(void) {
+  meter m;
+  meter_open(&m);
+  const char *setup = "a = ('a'):rep(400)";
+  double steps = backref_steps(400); /* about 400^3 / 24 */
+  CHECK(steps > 400.0 * 400 * 400 / 30);
+  expect_charge(&m, setup, "a:find('(.*)%1x')", steps, STEPS, false);
+  expect_charge(&m, setup, "a:match('(.*)%1x')", steps, STEPS, false);
+  expect_charge(&m, setup, "a:gsub('(.*)%1x', '')", steps, STEPS, false);
+  expect_charge(&m, setup, "for _ in a:gmatch('(.*)%1x') do end", steps, STEPS,
+                false);
+  /* the charge is a worst case over patterns of this shape: 8 n^3 / 100
+   * instructions where Lua takes about n^3 / 24 steps, some 200 times
+   * more than the steps would cost; not more */
+  double c = charged(&m, setup, "a:find('(.*)%1x')");
+  CHECK(c <= 256 * steps / STEPS);
+  /* three lazy repetitions: n^4 / 24 comparisons at least */
+  double n = 200;
+  expect_charge(&m, "b = ('a'):rep(200)", "b:find('.-.-.-b')",
+                n * n * n * n / 24, STEPS, false);
+  /* a plain find is one pass */
+  expect_charge(&m, STRING_N, "s:find('y', 1, true)", N, STEPS, false);
+  lua_close(m.L);
+}
+
+/* With a budget, the same calls in a loop end at the budget (they are not
+ * only counted but refused before the work is done). */
+static void test_budget_refuses(void) {
+  static const char *const loops[] = {
+      "local s = ('x'):rep(100000) while true do local _ = s:byte(1, -1) end",
+      "local s = ('a'):rep(400) while true do s:find('(.*)%1x') end",
+      "local s = ('x'):rep(1 << 20) while true do s:upper() end",
+      "local t = {} for i = 1, 100000 do t[i] = 1 end\n"
+      "while true do local _ = select('#', table.unpack(t)) end",
+  };
+  for (size_t i = 0; i < sizeof loops / sizeof loops[0]; i++) {
+    smr_lua_sandbox sb;
+    smr_lua_limits l;
+    smr_lua_limits_default(&l);
+    l.instructions = 1000000;
+    l.seconds = 0;
+    lua_State *L = smr_lua_sandbox_new(&sb, &l);
+    lua_pushcfunction(L, smr_lua_sandbox_open);
+    CHECK_EQ_INT(lua_pcall(L, 0, 0, 0), LUA_OK);
+    CHECK_EQ_INT(luaL_loadstring(L, loops[i]), LUA_OK);
+    smr_lua_sandbox_begin_call(L);
+    CHECK(lua_pcall(L, 0, 0, 0) != LUA_OK);
+    char msg[128];
+    CHECK(smr_lua_sandbox_broken(L, msg, sizeof msg));
+    CHECK(strstr(msg, "instruction limit of 1000000") != NULL);
+    lua_close(L);
+  }
+}
+
+int main(void) {
+  TEST_RUN(test_values_pushed);
+  TEST_RUN(test_bytes_touched);
+  TEST_RUN(test_elements_moved);
+  TEST_RUN(test_pattern_steps);
+  TEST_RUN(test_budget_refuses);
+  return TEST_REPORT("test_lua_charges");
+}
