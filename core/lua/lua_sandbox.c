@@ -12,6 +12,8 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "trial/trial.h"
+
 /* The hook runs every HOOK_INTERVAL instructions: often enough to stop a
  * loop quickly, rarely enough to cost nothing measurable. */
 #define HOOK_INTERVAL 1000
@@ -148,6 +150,10 @@ static bool memory_broken(smr_lua_sandbox *sb) {
 static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   smr_lua_sandbox *sb = sandbox_of(L);
+  /* Between instructions the script holds nothing of the trial (what the
+   * bindings read is copied): a live trial may be refreshed now, while the
+   * script computes (trial.h, the reader gate). */
+  smr_trial_reader_leave();
   if (!sb->budget_exceeded && !memory_broken(sb) && !past_deadline(sb)) {
     int count = lua_gethookcount(L);
     sb->executed += count;
