@@ -606,10 +606,35 @@ static int guarded_args(lua_State *L) {
   return call_original(L, (double)lua_gettop(L) / ELEMENTS_PER_INSTRUCTION);
 }
 
-/* upper, lower, reverse, tonumber, utf8.len, utf8.offset: one pass over
- * the string. */
+/* upper, lower, reverse, utf8.len, utf8.offset: one pass over the
+ * string. */
 static int guarded_bytes(lua_State *L) {
   return call_original(L, arg_len(L, 1) / BYTES_PER_INSTRUCTION);
+}
+
+/* The base library's originals have no copy in package.loaded (it holds
+ * _G itself, where the guards are), so an error raised inside one would
+ * name it '?': the guards of select and tonumber check the arguments
+ * themselves, and the error names them. */
+static int guarded_select(lua_State *L) {
+  if (!(lua_type(L, 1) == LUA_TSTRING && *lua_tostring(L, 1) == '#')) {
+    lua_Integer i = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, i != 0 && (i > 0 || -i < lua_gettop(L)), 1,
+                  "index out of range");
+  }
+  return guarded_args(L);
+}
+
+/* tonumber: one pass over a string. */
+static int guarded_tonumber(lua_State *L) {
+  if (lua_isnoneornil(L, 2)) {
+    luaL_checkany(L, 1);
+  } else {
+    lua_Integer base = luaL_checkinteger(L, 2);
+    luaL_checktype(L, 1, LUA_TSTRING);
+    luaL_argcheck(L, 2 <= base && base <= 36, 2, "base out of range");
+  }
+  return guarded_bytes(L);
 }
 
 /* Lua's own bound on what one conversion writes besides a %s or %q
@@ -686,8 +711,8 @@ static void guard_costly_functions(lua_State *L) {
   guard(L, LUA_UTF8LIBNAME, "offset", guarded_bytes);
   guard(L, LUA_UTF8LIBNAME, "codepoint", guarded_slice);
   guard(L, LUA_UTF8LIBNAME, "char", guarded_args);
-  guard(L, LUA_GNAME, "select", guarded_args);
-  guard(L, LUA_GNAME, "tonumber", guarded_bytes);
+  guard(L, LUA_GNAME, "select", guarded_select);
+  guard(L, LUA_GNAME, "tonumber", guarded_tonumber);
 }
 
 static void set_global_nil(lua_State *L, const char *name) {

@@ -220,7 +220,40 @@ static void test_budget_refuses(void) {
   }
 }
 
+/* Guarded functions behave as Lua's own and their errors name them. */
+static void test_same_behaviour(void) {
+  meter m;
+  meter_open(&m);
+  static const char *const checks[] = {
+      "assert(select(-1, 1, 2, 3) == 3 and select(2, 'a', 'b') == 'b')",
+      "assert(select('#') == 0 and select('#', nil, nil) == 2)",
+      "assert(tonumber('z', 36) == 35 and tonumber(' 0x10 ') == 16)",
+      "assert(tonumber({}) == nil and tonumber('1e2') == 100)",
+      "assert(('abc'):byte(-1) == 99 and select('#', ('abc'):byte(5)) == 0)",
+      "assert(utf8.codepoint(utf8.char(0x10FFFF)) == 0x10FFFF)",
+      "assert(('ab'):rep(3, ',') == 'ab,ab,ab' and ('x'):rep(0) == '')",
+      "assert(table.unpack({1, 2, 3}, 2) == 2)",
+      "local ok, e = pcall(select) assert(e:find(\"to 'select'\"))",
+      "local ok, e = pcall(select, 0) assert(e:find('index out of range'))",
+      "local ok, e = pcall(tonumber) assert(e:find(\"to 'tonumber'\"))",
+      "local ok, e = pcall(tonumber, 'z', 99) assert(e:find('base out of "
+      "range'))",
+      "local ok, e = pcall(string.byte, {}) assert(e:find(\"'string.byte'\"))",
+      "local ok, e = pcall(utf8.char, -1) assert(e:find(\"'utf8.char'\"))",
+  };
+  for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+    bool ok = luaL_dostring(m.L, checks[i]) == LUA_OK;
+    if (!ok) {
+      fprintf(stderr, "  %s: %s\n", checks[i], lua_tostring(m.L, -1));
+      lua_pop(m.L, 1);
+    }
+    CHECK(ok);
+  }
+  lua_close(m.L);
+}
+
 int main(void) {
+  TEST_RUN(test_same_behaviour);
   TEST_RUN(test_values_pushed);
   TEST_RUN(test_bytes_touched);
   TEST_RUN(test_elements_moved);
