@@ -912,6 +912,9 @@ static void *live_main(void *arg) {
       live_walk(w, &li);
     if (tick)
       live_tick_worker(w, &li);
+    /* a script's load_state or save_state may have read the trial: never
+     * sleep inside its gate, a refresh would wait for ever */
+    smr_trial_reader_leave();
     pthread_mutex_lock(&lv->mu);
   }
   pthread_mutex_unlock(&lv->mu);
