@@ -320,15 +320,17 @@ static void set_error(smr_instance *in, const char *fallback) {
 static bool record_step(smr_instance *in, int64_t g, int rc);
 
 /* One step; returns false when the loop must stop.  In a live run the
- * trial is read inside its reader gate (trial.h) until the rule's call
- * returns, and the result is recorded under the runner's lock. */
+ * trial is read inside its reader gate (trial.h): the availability here,
+ * and whatever the rule reads until its call returns (a rule that reads
+ * nothing, or a script between its reads, holds nothing: a rule waiting
+ * on something else never holds up a refresh); the result is recorded
+ * under the runner's lock. */
 static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
-  smr_trial_reader_enter(r->trial);
   if (r->opts.live) {
+    smr_trial_reader_enter(r->trial);
     smr_availability a =
         smr_trial_has_passed_step(r->trial, g, SMR_MODE_GLOBAL);
-    if (a != SMR_AVAILABLE)
-      smr_trial_reader_leave();
+    smr_trial_reader_leave();
     if (a == SMR_NOT_YET_AVAILABLE) {
       in->waiting_at = g;
       return false;
@@ -553,15 +555,15 @@ static bool walk_steps(smr_runner *r, smr_instance *in, const smr_i64v *steps,
       return false;
     if (in->end >= 0 && g >= in->end)
       return true;
-    smr_trial_reader_enter(r->trial); /* left by invoke_step */
-    if (r->opts.live && waits_in_gap(r, in->walk_prev, g)) {
-      smr_trial_reader_leave();
+    smr_trial_reader_enter(r->trial);
+    bool gap = r->opts.live && waits_in_gap(r, in->walk_prev, g);
+    smr_trial_reader_leave();
+    if (gap) {
       in->waiting_at = in->walk_prev + 1;
       in->walk_stopped = true;
       return true;
     }
     if ((r->opts.interrupted && r->opts.interrupted()) || live_abandoned(r)) {
-      smr_trial_reader_leave();
       in->waiting_at = g; /* not evaluated: InProgress, resumed there */
       in->walk_stopped = true;
       return true;

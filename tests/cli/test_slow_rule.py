@@ -7,7 +7,9 @@ A rule that is still computing — here the test rule Gate
 the deterministic stand-in for a script that takes long — sits beside
 ExplodingTensor with StopTraining, over a stand-in trainer
 (standin_trainer.py) whose tensors explode at step 8 and which hangs after
-step 12, so that only StopTraining ends it:
+step 12, so that only StopTraining ends it.  The trainer also holds after
+step 6 until Gate holds, so the steps that fire arrive while Gate holds
+(the watch must read them then):
 
   launch  `run -- TRAINER`: the trainer gets SIGTERM while Gate still
           holds its step (smrules is still running, the release file does
@@ -37,6 +39,7 @@ STANDIN = [sys.executable, os.path.join(HERE, "standin_trainer.py")]
 EXPLODING = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
 GATE = os.path.join(os.path.dirname(lib.SMRULES), "tests", "plugins", "gate.so")
 HOLD_AT = 2
+TRAINER_HOLD = 6  # before the trigger step, 8
 HANG_AFTER = 12
 GUARD = 120.0  # a hang guard, never a pace
 
@@ -58,6 +61,7 @@ def rules(tmp, release):
 
 def trainer_args(trial, log):
     return STANDIN + ["--source", EXPLODING, "--out", trial, "--step-delay", "0.02",
+                      "--hold-after", str(TRAINER_HOLD), "--release", log + ".go",
                       "--hang-after", str(HANG_AFTER), "--log", log]
 
 
@@ -83,6 +87,7 @@ def check_run(sc, p, log, release):
     if not sc.ok(held is not None, "Gate holds step %d" % HOLD_AT,
                  lib.short("".join(p.err_lines), 400)):
         return None
+    write(log + ".go", "")  # the trainer goes on to the exploding steps
     stopped = wait_for(lambda: "SIGTERM" in signals(log) or p.proc.poll() is not None)
     sc.ok(stopped and "SIGTERM" in signals(log),
           "the trainer gets SIGTERM while Gate still holds its step",
@@ -128,6 +133,7 @@ def test_launch(c, tmp):
     finally:
         if p.proc.poll() is None:
             write(release, "")
+            write(log + ".go", "")
             p.finish(GUARD)
 
 
@@ -155,6 +161,7 @@ def test_watch(c, tmp):
     finally:
         if p is not None and p.proc.poll() is None:
             write(release, "")
+            write(log + ".go", "")
             p.finish(GUARD)
         if t.poll() is None:
             t.kill()
