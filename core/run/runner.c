@@ -58,10 +58,10 @@ struct smr_runner {
   size_t prof_lead;
   /* steps walked / to walk by step rules in this run (progress display) */
   _Atomic int64_t progress_done, progress_total;
-  /* Taken while an instance's results change and while the state file is
-   * written or read, and by whoever reads results from another thread
-   * (smr_runner_lock_results): in a live run the rules are evaluated by
-   * threads of their own (struct live) while the watch shows them. */
+  /* Taken while an instance's results change, and by whoever reads them
+   * from another thread (smr_runner_lock_results): in a live run the rules
+   * are evaluated by threads of their own (struct live) while the watch
+   * shows them. */
   pthread_mutex_t mu;
   /* Taken while the state file is read or written (rule state, a
    * refresh's catalog transaction), before `mu` when both are. */
