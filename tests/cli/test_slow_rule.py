@@ -17,6 +17,12 @@ step 6 until Gate holds, so the steps that fire arrive while Gate holds
           with exit 1, one StopTraining ok at step 8, Gate's report
   watch   the same with `run --watch --training-pid PID` beside a trainer
           started first
+  lua     the attack of issue 25: Lua rules whose calls are cheap in
+          instructions but dear in C (string.byte over a whole string, a
+          back-reference pattern), in a loop at every step: each ends at
+          its instruction limit (Error), ExplodingTensor stops the trainer
+          at step 8, exit 5 (before: the scripts ran for hours within
+          their budgets)
   clock   the slow rule is on the clock (tests/cli/plugins/slow_clock.c:
           its first invoke_at_time holds until a file appears), in both
           modes: the watch's ticks no longer run on the watch's thread
@@ -179,6 +185,53 @@ def test_watch(c, tmp, slow):
             t.wait()
 
 
+ATTACKS = {
+    "byte_loop": "local s = ('x'):rep(60000)\n"
+                 "function invoke_at_step(step)\n"
+                 "  for i = 1, 1e7 do local _ = s:byte(1, -1) end\n"
+                 "  return false\nend\n",
+    "backref_loop": "local s = ('a'):rep(3000)\n"
+                    "function invoke_at_step(step)\n"
+                    "  for i = 1, 1e7 do s:find('(.*)%1x') end\n"
+                    "  return false\nend\n",
+}
+
+
+def test_lua_attack(c, tmp):
+    trial, log = os.path.join(tmp, "trial"), os.path.join(tmp, "trainer.log")
+    lines = ["rules:"]
+    for name, code in sorted(ATTACKS.items()):
+        lines.append("  - lua: %s\n    name: %s" % (write(os.path.join(tmp, name + ".lua"), code),
+                                                   name))
+    lines.append("  - rule: ExplodingTensor\n    actions: [StopTraining]\n")
+    rules_path = write(os.path.join(tmp, "rules.yaml"), "\n".join(lines))
+    args = STANDIN + ["--source", EXPLODING, "--out", trial, "--step-delay", "0.02",
+                      "--hang-after", str(HANG_AFTER), "--log", log]
+    p = lib.Running(["run", "--trial", trial, "--rules", rules_path, "--json", "--output",
+                     os.path.join(tmp, "out"), "--state", os.path.join(tmp, "state.db"),
+                     "--"] + args)
+    rc, out, err = p.finish(GUARD)
+    sc = c.scope("lua: rules dear in C beside ExplodingTensor + StopTraining")
+    sc.eq("exit 5 (a rule failed)", rc, 5)
+    sc.ok("SIGTERM" in signals(log), "the trainer got SIGTERM", str(signals(log)))
+    try:
+        obj = json.loads(out)
+    except ValueError:
+        sc.ok(False, "JSON on stdout", lib.short(out + err, 400))
+        return
+    by_name = {r.get("name"): r for r in obj.get("rules") or []}
+    for name in sorted(ATTACKS):
+        r = by_name.get(name) or {}
+        sc.ok(r.get("status") == "Error" and
+              "instruction limit of 10000000 exceeded" in (r.get("message") or ""),
+              "%s ends at its instruction limit" % name, lib.short(r))
+    ex = by_name.get("ExplodingTensor") or {}
+    sc.eq("ExplodingTensor first trigger", ex.get("first_trigger_step"), 8)
+    acts = [a for a in obj.get("actions") or [] if a.get("action") == "StopTraining"]
+    sc.ok(len(acts) == 1 and acts[0].get("outcome") == "ok", "one StopTraining, ok",
+          lib.short(acts))
+
+
 def main():
     c = lib.Checker("test_slow_rule")
     if c.ok(os.path.exists(GATE) and os.path.exists(SLOW_CLOCK),
@@ -187,6 +240,8 @@ def main():
             for fn in (test_launch, test_watch):
                 with tempfile.TemporaryDirectory(prefix="smrules-slow-") as tmp:
                     fn(c, tmp, slow)
+    with tempfile.TemporaryDirectory(prefix="smrules-slow-") as tmp:
+        test_lua_attack(c, tmp)
     c.finish()
 
 
