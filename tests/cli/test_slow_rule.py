@@ -190,7 +190,7 @@ ATTACKS = {
                  "function invoke_at_step(step)\n"
                  "  for i = 1, 1e7 do local _ = s:byte(1, -1) end\n"
                  "  return false\nend\n",
-    "backref_loop": "local s = ('a'):rep(3000)\n"
+    "backref_loop": "local s = ('a'):rep(20000)\n"
                     "function invoke_at_step(step)\n"
                     "  for i = 1, 1e7 do s:find('(.*)%1x') end\n"
                     "  return false\nend\n",
