@@ -492,12 +492,14 @@ static void evaluate_profilers(smr_runner *r) {
     smr_instance *in = r->v[i];
     if (!is_profiler_rule(in))
       continue;
+    pthread_mutex_lock(&r->db_mu);
     pthread_mutex_lock(&r->mu);
     if (in->status != SMR_RULE_ERROR)
       in->status = live_status(in);
     in->needs_finish |= in->evaluated > before[i];
+    save_locked(r, in);
     pthread_mutex_unlock(&r->mu);
-    save(r, in);
+    pthread_mutex_unlock(&r->db_mu);
   }
   free(before);
   free(active);
@@ -586,6 +588,9 @@ static void walk_end(smr_runner *r, smr_instance *in) {
   smr_trial_reader_enter(r->trial);
   bool all = smr_trial_loaded_all_steps(r->trial);
   smr_trial_reader_leave();
+  /* the status the watch shows is the one stored: a run killed once it
+   * printed "IssuesFound" resumes after that trigger */
+  pthread_mutex_lock(&r->db_mu);
   pthread_mutex_lock(&r->mu);
   if (r->opts.live && !in->walk_stopped && !in->stored_report && !all &&
       (in->end < 0 || next < in->end))
@@ -594,8 +599,9 @@ static void walk_end(smr_runner *r, smr_instance *in) {
     in->status = live_status(in);
   }
   in->needs_finish |= in->walk_evaluated;
+  save_locked(r, in);
   pthread_mutex_unlock(&r->mu);
-  save(r, in);
+  pthread_mutex_unlock(&r->db_mu);
 }
 
 /* One turn of one instance (smr_sched_fn). */
