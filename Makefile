@@ -176,7 +176,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
 # against the public header only.
-TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so
+TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so
 $(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<

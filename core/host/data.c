@@ -32,6 +32,7 @@ static int answer(int rc, const smr_error *err) {
 int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, smr_tensor *out, smr_value_loc *loc,
                    smr_error *err) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   return answer(smr_trial_value(t, name, step, mode, worker, out, loc, err),
                 err);
 }
@@ -39,6 +40,7 @@ int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
 int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,
                        const char *worker, int reduction, bool abs, double *out,
                        bool *saved, smr_error *err) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   return answer(smr_trial_reduction(t, name, step, mode, worker, reduction, abs,
                                     out, saved, NULL, err),
                 err);
@@ -47,6 +49,7 @@ int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,
 int smr_data_shape(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
                    smr_error *err) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   return answer(smr_trial_shape(t, name, step, mode, worker, ndim, shape, err),
                 err);
 }
@@ -73,6 +76,7 @@ static int compute(smr_trial *t, const char *name, int64_t step, int mode,
 int smr_data_stats(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, smr_stats_what what, bool wait,
                    smr_stats *out, bool *read, smr_error *err) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   memset(out, 0, sizeof *out);
   if (read)
     *read = false;
@@ -134,6 +138,7 @@ static void one_reduction(void *arg, size_t i) {
 void smr_data_reductions(smr_trial *t, const char *const *names, size_t n,
                          int64_t step, int mode, int reduction, bool abs,
                          double *out, int *status) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   batch b = {.t = t,
              .names = names,
              .step = step,
@@ -166,6 +171,7 @@ static void stats_waiting(void *arg, size_t i) {
 void smr_data_stats_many(smr_trial *t, const char *const *names, size_t n,
                          int64_t step, int mode, smr_stats_what what,
                          int *status, smr_data_put put, void *arg) {
+  smr_trial_reader_enter(t); /* live: trial.h */
   batch b = {.t = t,
              .names = names,
              .step = step,

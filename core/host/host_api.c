@@ -39,7 +39,11 @@ static void api_datapoints(smrules_ctx *c, int64_t n) {
 
 /* ------------------------------------------------------ trial queries */
 
+/* Every trial query of a plugin passes here: in a live run, the rule's
+ * thread enters the trial's reader gate (trial.h) until its call is
+ * over. */
 static smr_trial *T(smrules_trial *t) {
+  smr_trial_reader_enter((smr_trial *)t);
   return (smr_trial *)t;
 }
 

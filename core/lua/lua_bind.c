@@ -40,6 +40,9 @@ static smr_trial *trial_of(lua_State *L) {
   smr_trial *t = smr_lua_host_of(L)->trial;
   if (!t)
     luaL_error(L, "this rule has no trial to read");
+  /* live: inside the trial's reader gate (trial.h) until the call ends or
+   * the count hook ticks (lua_sandbox.c) */
+  smr_trial_reader_enter(t);
   return t;
 }
 

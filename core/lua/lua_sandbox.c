@@ -12,6 +12,9 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "lua/lua_pattern.h"
+#include "trial/trial.h"
+
 /* The hook runs every HOOK_INTERVAL instructions: often enough to stop a
  * loop quickly, rarely enough to cost nothing measurable. */
 #define HOOK_INTERVAL 1000
@@ -20,12 +23,17 @@
  * the instruction budget too, or a loop over an expensive operation would
  * run for hours within its instruction count: one instruction per
  * ALLOC_BYTES_PER_INSTRUCTION bytes allocated (everything that builds a
- * string or table), per PATTERN_STEPS_PER_INSTRUCTION steps of the worst
- * case of a pattern match, per ELEMENTS_PER_INSTRUCTION elements moved,
- * sorted or scanned. */
+ * string or table), per PATTERN_STEPS_PER_INSTRUCTION steps a pattern
+ * match takes (counted before it runs, lua_pattern.h), per
+ * ELEMENTS_PER_INSTRUCTION elements moved, sorted or scanned. */
 #define ALLOC_BYTES_PER_INSTRUCTION 64
 #define PATTERN_STEPS_PER_INSTRUCTION 100.0
 #define ELEMENTS_PER_INSTRUCTION 4.0
+/* Bytes a library function reads or writes in one pass (upper, lower,
+ * reverse, rep, format, tonumber, utf8's scans) per instruction: a byte
+ * loop in C does about what 16 bytes' worth of VM instructions cost, so a
+ * rule with a budget of B instructions touches at most 16 B bytes. */
+#define BYTES_PER_INSTRUCTION 16.0
 
 static smr_lua_sandbox *sandbox_of(lua_State *L) {
   void *ud = NULL;
@@ -143,6 +151,10 @@ static bool memory_broken(smr_lua_sandbox *sb) {
 static void count_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   smr_lua_sandbox *sb = sandbox_of(L);
+  /* Between instructions the script holds nothing of the trial (what the
+   * bindings read is copied): a live trial may be refreshed now, while the
+   * script computes (trial.h, the reader gate). */
+  smr_trial_reader_leave();
   if (!sb->budget_exceeded && !memory_broken(sb) && !past_deadline(sb)) {
     int count = lua_gethookcount(L);
     sb->executed += count;
@@ -375,79 +387,6 @@ static double arg_len(lua_State *L, int idx) {
   return (double)n;
 }
 
-/* Past the end of the set starting at p[i] == '[' (as Lua's matcher reads
- * it: the first character after "[" or "[^" never closes the set). */
-static size_t skip_set(const char *p, size_t m, size_t i) {
-  i++;
-  if (i < m && p[i] == '^')
-    i++;
-  do {
-    if (i >= m)
-      return m;
-    i += p[i] == '%' ? 2 : 1;
-  } while (i < m && p[i] != ']');
-  return i + 1;
-}
-
-/* What multiplies the worst case of a match: each variable-length
- * repetition ('*', '+', '-') and each balance ("%b") by the subject
- * length, each optional item ('?') by two (backtracking tries both). */
-typedef struct pattern_shape {
-  int repetitions, optionals;
-} pattern_shape;
-
-static pattern_shape pattern_shape_of(const char *p, size_t m) {
-  pattern_shape k = {0, 0};
-  size_t i = 0;
-  while (i < m) {
-    if (p[i] == '(' || p[i] == ')') {
-      i++;
-      continue;
-    }
-    if (p[i] == '%' && i + 1 < m && p[i + 1] == 'b') {
-      k.repetitions++;
-      i += 4;
-      continue;
-    }
-    if (p[i] == '%' && i + 1 < m && p[i + 1] == 'f') {
-      i = skip_set(p, m, i + 2);
-      continue;
-    }
-    i = p[i] == '%' ? i + 2 : p[i] == '[' ? skip_set(p, m, i) : i + 1;
-    if (i < m && (p[i] == '*' || p[i] == '+' || p[i] == '-')) {
-      k.repetitions++;
-      i++;
-    } else if (i < m && p[i] == '?') {
-      k.optionals++;
-      i++;
-    }
-  }
-  return k;
-}
-
-/* Worst-case steps of matching pattern (arg 2) in subject (arg 1), in
- * instructions: (start positions) x (pattern length) x n^repetitions x
- * 2^optionals (each capped by what the subject allows). */
-static double pattern_cost(lua_State *L, bool plain_ok, bool anchor_ok) {
-  double n = arg_len(L, 1) + 1;
-  size_t m = 0;
-  const char *p = NULL;
-  if (lua_type(L, 2) == LUA_TSTRING)
-    p = lua_tolstring(L, 2, &m);
-  double cost = n * ((double)m + 1);
-  bool plain = plain_ok && lua_toboolean(L, 4);
-  if (p && !plain) {
-    if (anchor_ok && m > 0 && p[0] == '^')
-      cost = (double)m + 1;
-    pattern_shape k = pattern_shape_of(p, m);
-    for (int i = 0; i < k.repetitions && cost < 1e30; i++)
-      cost *= n;
-    for (int i = 0; i < k.optionals && i < n && cost < 1e30; i++)
-      cost *= 2;
-  }
-  return cost / PATTERN_STEPS_PER_INSTRUCTION;
-}
-
 /* Charge `cost`, then call the original function (upvalue 1) with the
  * same arguments and return all its results. */
 static int call_original(lua_State *L, double cost) {
@@ -459,27 +398,148 @@ static int call_original(lua_State *L, double cost) {
   return lua_gettop(L);
 }
 
+/* ------------------------------------------------------ pattern steps */
+
+static double start_pos(lua_Integer pos, double len);
+
+/* Lua's relative string position, as string.find's init reads it. */
+static size_t init_offset(lua_State *L, int arg, size_t n) {
+  int isnum = 0;
+  lua_Integer pos =
+      lua_type(L, arg) == LUA_TNUMBER ? lua_tointegerx(L, arg, &isnum) : 1;
+  if (!isnum)
+    pos = 1;
+  size_t start = (size_t)start_pos(pos, (double)n);
+  return start - 1;
+}
+
+/* The steps a count may take: what the budget has left (none: no limit). */
+static uint64_t steps_left(lua_State *L) {
+  int64_t left = smr_lua_sandbox_remaining(L);
+  if (left < 0)
+    return UINT64_MAX;
+  return (uint64_t)left * (uint64_t)PATTERN_STEPS_PER_INSTRUCTION +
+         (uint64_t)PATTERN_STEPS_PER_INSTRUCTION;
+}
+
+/* The counted steps, charged; a count past what is left raises now,
+ * before the original matches anything. */
+static void charge_steps(lua_State *L, smr_pattern_count k) {
+  double cost = (double)k.steps / PATTERN_STEPS_PER_INSTRUCTION;
+  if (k.over)
+    cost = (double)smr_lua_sandbox_remaining(L) + 1.0;
+  smr_lua_sandbox_charge_work(L, cost);
+}
+
+/* Subject and pattern, when both are strings (or numbers, which the
+ * original converts the same way); NULL: the original raises. */
+static bool subject_pattern(lua_State *L, const char **s, size_t *n,
+                            const char **p, size_t *m) {
+  for (int i = 1; i <= 2; i++) {
+    int t = lua_type(L, i);
+    if (t != LUA_TSTRING && t != LUA_TNUMBER)
+      return false;
+  }
+  *s = lua_tolstring(L, 1, n);
+  *p = lua_tolstring(L, 2, m);
+  return true;
+}
+
+/* string.find and string.match: the matcher's steps counted
+ * (lua_pattern.h) and charged, 100 per instruction, before the original
+ * runs. */
+static int find_or_match(lua_State *L, bool find) {
+  const char *s, *p;
+  size_t n, m;
+  if (subject_pattern(L, &s, &n, &p, &m)) {
+    size_t init = init_offset(L, 3, n);
+    bool plain = find && (lua_toboolean(L, 4) || smr_pattern_is_plain(p, m));
+    charge_steps(L, smr_pattern_find(s, n, p, m, init, plain, steps_left(L)));
+  }
+  return call_original(L, 0);
+}
+
 static int guarded_find(lua_State *L) {
-  return call_original(L, pattern_cost(L, true, true));
+  return find_or_match(L, true);
 }
 
 static int guarded_match(lua_State *L) {
-  return call_original(L, pattern_cost(L, false, true));
+  return find_or_match(L, false);
 }
 
-/* gmatch does not anchor at '^': every position may start a match */
+/* string.gsub: every match it will make, counted before it starts. */
+static int guarded_gsub(lua_State *L) {
+  const char *s, *p;
+  size_t n, m;
+  if (subject_pattern(L, &s, &n, &p, &m)) {
+    int isnum = 0;
+    lua_Integer max_n = lua_type(L, 4) == LUA_TNUMBER
+                            ? lua_tointegerx(L, 4, &isnum)
+                            : (lua_Integer)n + 1;
+    if (lua_type(L, 4) != LUA_TNUMBER || isnum)
+      charge_steps(L, smr_pattern_gsub(s, n, p, m, max_n, steps_left(L)));
+  }
+  return call_original(L, 0);
+}
+
+/* gmatch's iterator, wrapped: each call counts the steps of the search it
+ * is about to make (from where the original's iterator stands, kept in
+ * upvalues 4 and 5 the same way) and charges them, then calls it. */
+static int guarded_gmatch_next(lua_State *L) {
+  size_t n, m;
+  const char *s = lua_tolstring(L, lua_upvalueindex(2), &n);
+  const char *p = lua_tolstring(L, lua_upvalueindex(3), &m);
+  size_t src = (size_t)lua_tointeger(L, lua_upvalueindex(4));
+  int64_t last = (int64_t)lua_tointeger(L, lua_upvalueindex(5));
+  bool found;
+  smr_pattern_count k =
+      smr_pattern_gmatch_next(s, n, p, m, &src, &last, &found, steps_left(L));
+  lua_pushinteger(L, (lua_Integer)src);
+  lua_replace(L, lua_upvalueindex(4));
+  lua_pushinteger(L, (lua_Integer)last);
+  lua_replace(L, lua_upvalueindex(5));
+  charge_steps(L, k);
+  lua_settop(L, 0);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_call(L, 0, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 static int guarded_gmatch(lua_State *L) {
-  return call_original(L, pattern_cost(L, false, false));
+  const char *s, *p;
+  size_t n, m;
+  if (!subject_pattern(L, &s, &n, &p, &m))
+    return call_original(L, 0);
+  size_t init = init_offset(L, 3, n);
+  if (init > n)
+    init = n + 1;
+  int nargs = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  for (int i = 1; i <= nargs; i++)
+    lua_pushvalue(L, i);
+  lua_call(L, nargs, 1); /* the original iterator */
+  lua_pushvalue(L, 1);   /* the subject and pattern, as strings */
+  lua_pushvalue(L, 2);
+  lua_pushinteger(L, (lua_Integer)init);
+  lua_pushinteger(L, -1);
+  lua_pushcclosure(L, guarded_gmatch_next, 5);
+  return 1;
 }
 
-/* string.rep: an empty result would still loop `n` times. */
+/* string.rep: an empty result would still loop `n` times; any other
+ * writes n * #s + (n - 1) * #sep bytes, charged before they are written
+ * (a result past the memory cap is refused by the cap instead). */
 static int guarded_rep(lua_State *L) {
-  if (arg_len(L, 1) == 0 && arg_len(L, 3) == 0 &&
-      lua_type(L, 2) == LUA_TNUMBER) {
+  double s = arg_len(L, 1), sep = arg_len(L, 3);
+  if (s == 0 && sep == 0 && lua_type(L, 2) == LUA_TNUMBER) {
     lua_pushliteral(L, "");
     return 1;
   }
-  return call_original(L, 0);
+  double n = lua_type(L, 2) == LUA_TNUMBER ? (double)lua_tointeger(L, 2) : 0;
+  double bytes = n > 0 ? n * s + (n - 1) * sep : 0;
+  if (bytes > (double)sandbox_of(L)->limit)
+    bytes = 0;
+  return call_original(L, bytes / BYTES_PER_INSTRUCTION);
 }
 
 /* table.move(a1, f, e, t [, a2]) moves e - f + 1 elements, present or not. */
@@ -530,20 +590,107 @@ static int guarded_concat(lua_State *L) {
   return call_original(L, range_count(L, 3) / ELEMENTS_PER_INSTRUCTION);
 }
 
+/* table.unpack's end defaults to #t, with its __len: a table claiming a
+ * million elements pushes a million nils. */
 static int guarded_unpack(lua_State *L) {
-  return call_original(L, range_count(L, 2) / ELEMENTS_PER_INSTRUCTION);
+  double count = range_count(L, 2);
+  if (lua_type(L, 1) == LUA_TTABLE && lua_type(L, 3) != LUA_TNUMBER &&
+      luaL_getmetafield(L, 1, "__len") != LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_Integer n = luaL_len(L, 1);
+    double i = lua_type(L, 2) == LUA_TNUMBER ? (double)lua_tointeger(L, 2) : 1;
+    count = (double)n >= i ? (double)n - i + 1 : 0;
+  }
+  return call_original(L, count / ELEMENTS_PER_INSTRUCTION);
 }
 
-/* string.format copies every string argument. */
+/* Lua's string positions: a start below 1 counts from the end (or is
+ * 1), an end past the length is the length. */
+static double start_pos(lua_Integer pos, double len) {
+  if (pos > 0)
+    return (double)pos;
+  if (pos == 0 || (double)pos < -len)
+    return 1;
+  return len + (double)pos + 1;
+}
+
+static double end_pos(lua_Integer pos, double len) {
+  if ((double)pos > len)
+    return len;
+  if (pos >= 0)
+    return (double)pos;
+  if ((double)pos < -len)
+    return 0;
+  return len + (double)pos + 1;
+}
+
+/* string.byte(s, i, j) and utf8.codepoint(s, i, j) push a value per byte
+ * (code point) of s[i..j]; j defaults to i. */
+static int guarded_slice(lua_State *L) {
+  double len = arg_len(L, 1);
+  lua_Integer i = lua_type(L, 2) == LUA_TNUMBER ? lua_tointeger(L, 2) : 1;
+  lua_Integer j = lua_type(L, 3) == LUA_TNUMBER ? lua_tointeger(L, 3) : i;
+  double a = start_pos(i, len), b = end_pos(j, len);
+  double count = b >= a ? b - a + 1 : 0;
+  return call_original(L, count / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* string.char(...), utf8.char(...), select(n, ...): a step per argument
+ * (the caller's `...` or table.unpack put them there in one
+ * instruction). */
+static int guarded_args(lua_State *L) {
+  return call_original(L, (double)lua_gettop(L) / ELEMENTS_PER_INSTRUCTION);
+}
+
+/* upper, lower, reverse, utf8.len, utf8.offset: one pass over the
+ * string. */
+static int guarded_bytes(lua_State *L) {
+  return call_original(L, arg_len(L, 1) / BYTES_PER_INSTRUCTION);
+}
+
+/* The base library's originals have no copy in package.loaded (it holds
+ * _G itself, where the guards are), so an error raised inside one would
+ * name it '?': the guards of select and tonumber check the arguments
+ * themselves, and the error names them. */
+static int guarded_select(lua_State *L) {
+  if (!(lua_type(L, 1) == LUA_TSTRING && *lua_tostring(L, 1) == '#')) {
+    lua_Integer i = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, i != 0 && (i > 0 || -i < lua_gettop(L)), 1,
+                  "index out of range");
+  }
+  return guarded_args(L);
+}
+
+/* tonumber: one pass over a string. */
+static int guarded_tonumber(lua_State *L) {
+  if (lua_isnoneornil(L, 2)) {
+    luaL_checkany(L, 1);
+  } else {
+    lua_Integer base = luaL_checkinteger(L, 2);
+    luaL_checktype(L, 1, LUA_TSTRING);
+    luaL_argcheck(L, 2 <= base && base <= 36, 2, "base out of range");
+  }
+  return guarded_bytes(L);
+}
+
+/* Lua's own bound on what one conversion writes besides a %s or %q
+ * argument (MAX_ITEM in lstrlib.c: widths and precisions have at most two
+ * digits, so "%999d" is an error, not a megabyte of spaces). */
+#define FORMAT_ITEM_BYTES 120.0
+
+/* string.format reads the format and copies every string argument (%q
+ * up to four bytes per byte), and each conversion writes up to
+ * FORMAT_ITEM_BYTES. */
 static int guarded_format(lua_State *L) {
-  double bytes = 0;
+  double bytes = 0, items = 0;
+  size_t m = 0;
+  const char *f = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &m) : "";
+  for (size_t i = 0; i < m; i++)
+    items += f[i] == '%';
   for (int i = 1; i <= lua_gettop(L); i++)
     bytes += arg_len(L, i);
-  return call_original(L, bytes / ALLOC_BYTES_PER_INSTRUCTION);
-}
-
-static int guarded_scan(lua_State *L) {
-  return call_original(L, arg_len(L, 1) / ALLOC_BYTES_PER_INSTRUCTION);
+  return call_original(L, (4 * bytes + FORMAT_ITEM_BYTES * items) /
+                              BYTES_PER_INSTRUCTION);
 }
 
 /* Replace lib[name] by `guard` calling the original. */
@@ -582,7 +729,7 @@ static void guard_costly_functions(lua_State *L) {
   guard(L, LUA_STRLIBNAME, "find", guarded_find);
   guard(L, LUA_STRLIBNAME, "match", guarded_match);
   guard(L, LUA_STRLIBNAME, "gmatch", guarded_gmatch);
-  guard(L, LUA_STRLIBNAME, "gsub", guarded_match);
+  guard(L, LUA_STRLIBNAME, "gsub", guarded_gsub);
   guard(L, LUA_STRLIBNAME, "rep", guarded_rep);
   guard(L, LUA_TABLIBNAME, "move", guarded_move);
   guard(L, LUA_TABLIBNAME, "sort", guarded_sort);
@@ -591,8 +738,17 @@ static void guard_costly_functions(lua_State *L) {
   guard(L, LUA_TABLIBNAME, "concat", guarded_concat);
   guard(L, LUA_TABLIBNAME, "unpack", guarded_unpack);
   guard(L, LUA_STRLIBNAME, "format", guarded_format);
-  guard(L, LUA_UTF8LIBNAME, "len", guarded_scan);
-  guard(L, LUA_UTF8LIBNAME, "offset", guarded_scan);
+  guard(L, LUA_STRLIBNAME, "byte", guarded_slice);
+  guard(L, LUA_STRLIBNAME, "char", guarded_args);
+  guard(L, LUA_STRLIBNAME, "upper", guarded_bytes);
+  guard(L, LUA_STRLIBNAME, "lower", guarded_bytes);
+  guard(L, LUA_STRLIBNAME, "reverse", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "len", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "offset", guarded_bytes);
+  guard(L, LUA_UTF8LIBNAME, "codepoint", guarded_slice);
+  guard(L, LUA_UTF8LIBNAME, "char", guarded_args);
+  guard(L, LUA_GNAME, "select", guarded_select);
+  guard(L, LUA_GNAME, "tonumber", guarded_tonumber);
 }
 
 static void set_global_nil(lua_State *L, const char *name) {

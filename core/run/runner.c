@@ -2,6 +2,7 @@
 #include "run/runner.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,18 @@ struct smr_runner {
   size_t prof_lead;
   /* steps walked / to walk by step rules in this run (progress display) */
   _Atomic int64_t progress_done, progress_total;
+  /* Taken while an instance's results change, and by whoever reads them
+   * from another thread (smr_runner_lock_results): in a live run the rules
+   * are evaluated by threads of their own (struct live) while the watch
+   * shows them. */
+  pthread_mutex_t mu;
+  /* Taken while the state file is read or written (rule state, a
+   * refresh's catalog transaction), before `mu` when both are. */
+  pthread_mutex_t db_mu;
+  struct live *live; /* NULL: not started (smr_runner_live_start) */
 };
+
+static bool live_abandoned(const smr_runner *r);
 
 const char *smr_rule_status_name(smr_rule_status s) {
   switch (s) {
@@ -142,6 +154,8 @@ int smr_runner_new(const smr_config *cfg, smr_trial *trial,
                    const smr_run_opts *opts, smr_runner **out, smr_error *err) {
   *out = NULL;
   smr_runner *r = smr_xcalloc(1, sizeof *r);
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_mutex_init(&r->db_mu, NULL);
   r->trial = trial;
   r->opts = *opts;
   r->v = smr_xcalloc(cfg->n_rules ? cfg->n_rules : 1, sizeof *r->v);
@@ -161,11 +175,14 @@ int smr_runner_new(const smr_config *cfg, smr_trial *trial,
 void smr_runner_free(smr_runner *r) {
   if (!r)
     return;
+  smr_runner_live_stop(r, false);
   for (size_t i = 0; i < r->n; i++)
     instance_free(r->v[i]);
   smr_prof_shared_close(&r->prof_shared);
   free(r->v);
   smr_i64v_free(&r->steps);
+  pthread_mutex_destroy(&r->mu);
+  pthread_mutex_destroy(&r->db_mu);
   free(r);
 }
 
@@ -179,11 +196,11 @@ static sqlite3 *db_of(smr_runner *r) {
  * but neither evaluated nor skipped: the not-due steps of the runs before
  * (not stored: counted again from the steps, so that a continued run
  * reports what one run does). */
-static int64_t not_due_before(const smr_runner *r, const smr_instance *in,
+static int64_t not_due_before(const smr_i64v *steps, const smr_instance *in,
                               int64_t last) {
   int64_t walked = 0;
-  for (size_t i = 0; i < r->steps.n; i++) {
-    int64_t g = r->steps.v[i];
+  for (size_t i = 0; i < steps->n; i++) {
+    int64_t g = steps->v[i];
     walked += g >= in->start && (in->end < 0 || g < in->end) && g <= last;
   }
   int64_t n = walked - in->evaluated - (int64_t)in->skipped.n;
@@ -205,7 +222,8 @@ static void restore_first_trigger(smr_instance *in, const char *report) {
  * evaluation: stateless rules and rules that restored their own state
  * continue after the last step; others start over when there are new
  * steps, and keep the stored report when there are none. */
-static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
+static void resume(smr_runner *r, smr_instance *in, const smr_i64v *steps,
+                   int64_t newest_step) {
   smr_rule_state s;
   smr_error e;
   if (r->opts.fresh || smr_state_load(db_of(r), in->name, &s, &e) != 1)
@@ -231,7 +249,7 @@ static void resume(smr_runner *r, smr_instance *in, int64_t newest_step) {
     smr_ctx_restore(in->rule->ctx, s.violations, s.datapoints,
                     s.datapoints >= 0, s.last_trigger);
     restore_first_trigger(in, s.report);
-    in->not_due = not_due_before(r, in, s.last_step);
+    in->not_due = not_due_before(steps, in, s.last_step);
     if (nothing_new && s.report) /* finish() details included */
       in->stored_report = smr_xstrdup(s.report);
   }
@@ -251,7 +269,17 @@ static void drop_stored(smr_instance *in) {
   smr_ctx_restore(in->rule->ctx, 0, 0, false, NULL);
 }
 
+static void save_locked(smr_runner *r, smr_instance *in);
+
+/* The instance's results are written by its own thread only: reading
+ * them here needs no lock. */
 static void save(smr_runner *r, smr_instance *in) {
+  pthread_mutex_lock(&r->db_mu);
+  save_locked(r, in);
+  pthread_mutex_unlock(&r->db_mu);
+}
+
+static void save_locked(smr_runner *r, smr_instance *in) {
   if (r->opts.fresh)
     return;
   smr_rule_state s;
@@ -289,11 +317,20 @@ static void set_error(smr_instance *in, const char *fallback) {
   in->status = SMR_RULE_ERROR;
 }
 
-/* One step; returns false when the loop must stop. */
+static bool record_step(smr_instance *in, int64_t g, int rc);
+
+/* One step; returns false when the loop must stop.  In a live run the
+ * trial is read inside its reader gate (trial.h): the availability here,
+ * and whatever the rule reads until its call returns (a rule that reads
+ * nothing, or a script between its reads, holds nothing: a rule waiting
+ * on something else never holds up a refresh); the result is recorded
+ * under the runner's lock. */
 static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   if (r->opts.live) {
+    smr_trial_reader_enter(r->trial);
     smr_availability a =
         smr_trial_has_passed_step(r->trial, g, SMR_MODE_GLOBAL);
+    smr_trial_reader_leave();
     if (a == SMR_NOT_YET_AVAILABLE) {
       in->waiting_at = g;
       return false;
@@ -305,6 +342,17 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
   int rc = in->rule->ops->invoke_at_step(in->rule->impl, in->rule->ctx, g);
   bool fired = rc == SMRULES_TRIGGERED;
   smr_ctx_step_end(in->rule->ctx, g, fired);
+  smr_trial_reader_leave();
+  pthread_mutex_lock(&r->mu);
+  bool go_on = record_step(in, g, rc);
+  pthread_mutex_unlock(&r->mu);
+  if (go_on && fired && r->opts.on_trigger)
+    r->opts.on_trigger(r->opts.on_trigger_arg, in, g);
+  return go_on;
+}
+
+/* A step's result into the instance; false when the walk must stop. */
+static bool record_step(smr_instance *in, int64_t g, int rc) {
   switch (rc) {
   case SMRULES_TRIGGERED:
     smr_i64v_push(&in->triggered, g);
@@ -331,8 +379,6 @@ static bool invoke_step(smr_runner *r, smr_instance *in, int64_t g) {
     return false;
   }
   in->last_step = g;
-  if (fired && r->opts.on_trigger)
-    r->opts.on_trigger(r->opts.on_trigger_arg, in, g);
   return true;
 }
 
@@ -393,7 +439,8 @@ static smr_prof_loop profiler_loop(smr_runner *r, smr_instance *in,
                          .last_step = &in->last_step,
                          .waiting_at = &in->waiting_at,
                          .on_trigger = prof_trigger,
-                         .on_trigger_arg = ta};
+                         .on_trigger_arg = ta,
+                         .results_mu = &r->mu};
 }
 
 /* The rule's next window, if there is one to evaluate now; false when the
@@ -410,7 +457,9 @@ static bool profiler_window(smr_runner *r, smr_instance *in) {
   bool more = true;
   if (smr_prof_loop_run(&in->prof_run, &l, &msg) != SMR_OK) {
     smr_ctx_set_failure(in->rule->ctx, msg);
+    pthread_mutex_lock(&r->mu);
     set_error(in, "the rule failed");
+    pthread_mutex_unlock(&r->mu);
     more = false;
   }
   free(msg);
@@ -443,10 +492,14 @@ static void evaluate_profilers(smr_runner *r) {
     smr_instance *in = r->v[i];
     if (!is_profiler_rule(in))
       continue;
+    pthread_mutex_lock(&r->db_mu);
+    pthread_mutex_lock(&r->mu);
     if (in->status != SMR_RULE_ERROR)
       in->status = live_status(in);
     in->needs_finish |= in->evaluated > before[i];
-    save(r, in);
+    save_locked(r, in);
+    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->db_mu);
   }
   free(before);
   free(active);
@@ -465,16 +518,20 @@ static bool waits_in_gap(smr_runner *r, int64_t prev, int64_t g) {
 
 /* A step instance's walk over the run's step list, in turns (schedule.h):
  * walk_begin once, walk_steps for each turn, walk_end when it is over. */
-static void walk_begin(smr_runner *r, smr_instance *in) {
-  int64_t newest = r->steps.n ? r->steps.v[r->steps.n - 1] : -1;
+static void walk_begin(smr_runner *r, smr_instance *in, const smr_i64v *steps,
+                       const smrules_live_info *li) {
+  int64_t newest = steps->n ? steps->v[steps->n - 1] : -1;
+  pthread_mutex_lock(&r->db_mu);
+  pthread_mutex_lock(&r->mu);
   if (!in->resumed) {
     in->resumed = true;
-    resume(r, in, newest);
+    resume(r, in, steps, newest);
   }
   if (in->stored_report && newest > in->last_step)
     drop_stored(in);
-  smrules_live_info li = live_info(r);
-  smr_ctx_set_live(in->rule->ctx, &li);
+  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(&r->db_mu);
+  smr_ctx_set_live(in->rule->ctx, li);
   in->waiting_at = -1;
   in->walk_stopped = in->walk_evaluated = false;
   int64_t first = in->start > 0 ? in->start : 0;
@@ -484,9 +541,8 @@ static void walk_begin(smr_runner *r, smr_instance *in) {
 /* Steps from position *pos until `limit`; true when the walk is over.
  * Steps already evaluated (resumed state) are passed over freely: only
  * evaluated steps count against the turn. */
-static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
-                       size_t limit) {
-  const smr_i64v *steps = &r->steps;
+static bool walk_steps(smr_runner *r, smr_instance *in, const smr_i64v *steps,
+                       size_t *pos, size_t limit) {
   if (in->stored_report)
     return true;
   while (*pos < steps->n) {
@@ -501,12 +557,15 @@ static bool walk_steps(smr_runner *r, smr_instance *in, size_t *pos,
       return false;
     if (in->end >= 0 && g >= in->end)
       return true;
-    if (r->opts.live && waits_in_gap(r, in->walk_prev, g)) {
+    smr_trial_reader_enter(r->trial);
+    bool gap = r->opts.live && waits_in_gap(r, in->walk_prev, g);
+    smr_trial_reader_leave();
+    if (gap) {
       in->waiting_at = in->walk_prev + 1;
       in->walk_stopped = true;
       return true;
     }
-    if (r->opts.interrupted && r->opts.interrupted()) {
+    if ((r->opts.interrupted && r->opts.interrupted()) || live_abandoned(r)) {
       in->waiting_at = g; /* not evaluated: InProgress, resumed there */
       in->walk_stopped = true;
       return true;
@@ -526,14 +585,23 @@ static void walk_end(smr_runner *r, smr_instance *in) {
   /* Live, smdebug's invoker goes on to the next integer step and waits
    * there until training writes it or ends. */
   int64_t next = in->walk_prev + 1;
-  if (r->opts.live && !in->walk_stopped && !in->stored_report &&
-      !smr_trial_loaded_all_steps(r->trial) && (in->end < 0 || next < in->end))
+  smr_trial_reader_enter(r->trial);
+  bool all = smr_trial_loaded_all_steps(r->trial);
+  smr_trial_reader_leave();
+  /* the status the watch shows is the one stored: a run killed once it
+   * printed "IssuesFound" resumes after that trigger */
+  pthread_mutex_lock(&r->db_mu);
+  pthread_mutex_lock(&r->mu);
+  if (r->opts.live && !in->walk_stopped && !in->stored_report && !all &&
+      (in->end < 0 || next < in->end))
     in->waiting_at = next;
   if (in->status != SMR_RULE_ERROR) {
     in->status = live_status(in);
   }
   in->needs_finish |= in->walk_evaluated;
-  save(r, in);
+  save_locked(r, in);
+  pthread_mutex_unlock(&r->mu);
+  pthread_mutex_unlock(&r->db_mu);
 }
 
 /* One turn of one instance (smr_sched_fn). */
@@ -552,9 +620,10 @@ static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
     return true;
   if (*pos == 0 && !in->walk_begun) {
     in->walk_begun = true;
-    walk_begin(r, in);
+    smrules_live_info li = live_info(r);
+    walk_begin(r, in, &r->steps, &li);
   }
-  if (!walk_steps(r, in, pos, limit))
+  if (!walk_steps(r, in, &r->steps, pos, limit))
     return false;
   walk_end(r, in);
   in->walk_begun = false;
@@ -707,20 +776,21 @@ static void tick_instance(smr_runner *r, smr_instance *in,
   smr_ctx_step_begin(in->rule->ctx, at);
   int rc =
       in->rule->ops->invoke_at_time(in->rule->impl, in->rule->ctx, li->now);
+  smr_trial_reader_leave();
   /* one trigger per step: a stall that goes on is the same trigger */
   bool fired = rc == SMRULES_TRIGGERED &&
                !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);
   smr_ctx_step_end(in->rule->ctx, at, fired);
-  if (rc < 0) {
+  pthread_mutex_lock(&r->mu);
+  if (rc < 0)
     set_error(in, "the rule failed without a message");
-    return;
+  if (rc >= 0 && fired) {
+    smr_i64v_push(&in->triggered, at);
+    in->status = SMR_RULE_ISSUES; /* fired: so it stays (live_status) */
+    in->needs_finish = true;
   }
-  if (!fired)
-    return;
-  smr_i64v_push(&in->triggered, at);
-  in->status = SMR_RULE_ISSUES; /* fired: so it stays (live_status) */
-  in->needs_finish = true;
-  if (r->opts.on_trigger)
+  pthread_mutex_unlock(&r->mu);
+  if (rc >= 0 && fired && r->opts.on_trigger)
     r->opts.on_trigger(r->opts.on_trigger_arg, in, at);
 }
 
@@ -731,9 +801,15 @@ bool smr_runner_has_clock_rules(const smr_runner *r) {
   return false;
 }
 
+static void live_tick(smr_runner *r, const smrules_live_info *li);
+
 void smr_runner_tick(smr_runner *r, double last_activity) {
   r->last_activity = last_activity;
   smrules_live_info li = live_info(r);
+  if (r->live) { /* each rule's own thread calls it */
+    live_tick(r, &li);
+    return;
+  }
   for (size_t i = 0; i < r->n; i++)
     tick_instance(r, r->v[i], &li);
 }
@@ -751,6 +827,211 @@ void smr_runner_finish(smr_runner *r) {
       set_error(in, "the rule's finish step failed");
     save(r, in);
   }
+}
+
+/* ----------------------------------------------------- live evaluation */
+
+/* A live run (run --watch) evaluates each step rule in a thread of its
+ * own, and the profiler rules in one more between them, so that a rule
+ * that takes long (a slow script, a plugin waiting on something) delays
+ * no other rule's steps, triggers or actions: the watch refreshes the
+ * trial and hands out work (smr_runner_live_dispatch, smr_runner_tick)
+ * without waiting for any rule.  A thread still busy when new steps
+ * arrive walks them when its call is over; ticks that come meanwhile
+ * are one tick.  The trial is refreshed while rules run: each reads it
+ * inside the trial's reader gate (trial.h), results are written under
+ * `mu` and the state file under `db_mu`. */
+typedef struct live_worker {
+  smr_runner *r;
+  size_t u;       /* its instance */
+  bool profilers; /* evaluates every profiler rule (evaluate_profilers) */
+  pthread_t th;
+  bool walk_due, tick_due; /* under live.mu */
+  smr_i64v steps;          /* its copy of the steps, taken per walk */
+} live_worker;
+
+struct live {
+  pthread_mutex_t mu;
+  pthread_cond_t work;
+  live_worker *w;
+  size_t n;
+  smr_i64v steps;       /* the steps after the latest refresh */
+  smrules_live_info li; /* the live facts of the latest dispatch or tick */
+  bool quit;
+  _Atomic bool abandon;
+};
+
+static bool live_abandoned(const smr_runner *r) {
+  return r->live && atomic_load(&r->live->abandon);
+}
+
+static bool worker_wants_time(const live_worker *w) {
+  const smr_runner *r = w->r;
+  if (!w->profilers)
+    return instance_wants_time(r->v[w->u]);
+  for (size_t i = 0; i < r->n; i++)
+    if (is_profiler_rule(r->v[i]) && instance_wants_time(r->v[i]))
+      return true;
+  return false;
+}
+
+static void live_walk(live_worker *w, const smrules_live_info *li) {
+  smr_runner *r = w->r;
+  if (w->profilers) {
+    evaluate_profilers(r);
+    return;
+  }
+  smr_instance *in = r->v[w->u];
+  if (in->status == SMR_RULE_ERROR)
+    return;
+  walk_begin(r, in, &w->steps, li);
+  size_t pos = 0;
+  walk_steps(r, in, &w->steps, &pos, SIZE_MAX);
+  walk_end(r, in);
+}
+
+static void live_tick_worker(live_worker *w, const smrules_live_info *li) {
+  smr_runner *r = w->r;
+  for (size_t i = 0; i < r->n; i++)
+    if (w->profilers ? is_profiler_rule(r->v[i]) : i == w->u)
+      tick_instance(r, r->v[i], li);
+}
+
+static void *live_main(void *arg) {
+  live_worker *w = arg;
+  struct live *lv = w->r->live;
+  smr_trial_reader_thread(true);
+  pthread_mutex_lock(&lv->mu);
+  for (;;) {
+    while (!w->walk_due && !w->tick_due && !lv->quit)
+      pthread_cond_wait(&lv->work, &lv->mu);
+    if (!w->walk_due && !w->tick_due)
+      break; /* quit, with nothing left to do */
+    bool walk = w->walk_due, tick = w->tick_due;
+    w->walk_due = w->tick_due = false;
+    if (walk) {
+      w->steps.n = 0;
+      for (size_t i = 0; i < lv->steps.n; i++)
+        smr_i64v_push(&w->steps, lv->steps.v[i]);
+    }
+    smrules_live_info li = lv->li;
+    pthread_mutex_unlock(&lv->mu);
+    if (walk)
+      live_walk(w, &li);
+    if (tick)
+      live_tick_worker(w, &li);
+    /* a script's load_state or save_state may have read the trial: never
+     * sleep inside its gate, a refresh would wait for ever */
+    smr_trial_reader_leave();
+    pthread_mutex_lock(&lv->mu);
+  }
+  pthread_mutex_unlock(&lv->mu);
+  smr_trial_reader_thread(false);
+  return NULL;
+}
+
+static void live_free(struct live *lv) {
+  for (size_t i = 0; i < lv->n; i++)
+    smr_i64v_free(&lv->w[i].steps);
+  free(lv->w);
+  smr_i64v_free(&lv->steps);
+  pthread_cond_destroy(&lv->work);
+  pthread_mutex_destroy(&lv->mu);
+  free(lv);
+}
+
+bool smr_runner_live_start(smr_runner *r) {
+  if (r->live)
+    return true;
+  struct live *lv = smr_xcalloc(1, sizeof *lv);
+  pthread_mutex_init(&lv->mu, NULL);
+  pthread_cond_init(&lv->work, NULL);
+  lv->w = smr_xcalloc(r->n + 1, sizeof *lv->w);
+  bool profilers = false;
+  for (size_t i = 0; i < r->n; i++) {
+    if (is_profiler_rule(r->v[i])) {
+      profilers = true;
+      continue;
+    }
+    lv->w[lv->n++] = (live_worker){.r = r, .u = i};
+  }
+  if (profilers)
+    lv->w[lv->n++] = (live_worker){.r = r, .profilers = true};
+  /* the data helpers get the cores no rule keeps busy, as offline */
+  int jobs =
+      r->opts.jobs > 0 ? r->opts.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  smr_workers_set(jobs > (int)lv->n ? jobs - (int)lv->n : 0);
+  r->live = lv;
+  for (size_t i = 0; i < lv->n; i++) {
+    if (pthread_create(&lv->w[i].th, NULL, live_main, &lv->w[i]) != 0) {
+      /* evaluate as before, one pass at a time */
+      fprintf(stderr, "smrules: warning: cannot start a thread per rule; "
+                      "rules are evaluated one pass at a time\n");
+      lv->n = i;
+      smr_runner_live_stop(r, false);
+      return false;
+    }
+  }
+  return true;
+}
+
+void smr_runner_live_dispatch(smr_runner *r) {
+  struct live *lv = r->live;
+  if (!lv) {
+    smr_error e;
+    smr_runner_run(r, &e);
+    return;
+  }
+  smrules_live_info li = live_info(r);
+  pthread_mutex_lock(&lv->mu);
+  lv->steps.n = 0;
+  smr_trial_steps(r->trial, SMR_MODE_GLOBAL, true, &lv->steps);
+  lv->li = li;
+  for (size_t i = 0; i < lv->n; i++)
+    lv->w[i].walk_due = true;
+  pthread_cond_broadcast(&lv->work);
+  pthread_mutex_unlock(&lv->mu);
+}
+
+static void live_tick(smr_runner *r, const smrules_live_info *li) {
+  struct live *lv = r->live;
+  pthread_mutex_lock(&lv->mu);
+  lv->li = *li;
+  for (size_t i = 0; i < lv->n; i++)
+    lv->w[i].tick_due |= worker_wants_time(&lv->w[i]);
+  pthread_cond_broadcast(&lv->work);
+  pthread_mutex_unlock(&lv->mu);
+}
+
+void smr_runner_live_stop(smr_runner *r, bool abandon) {
+  struct live *lv = r->live;
+  if (!lv)
+    return;
+  if (abandon)
+    atomic_store(&lv->abandon, true);
+  pthread_mutex_lock(&lv->mu);
+  lv->quit = true;
+  pthread_cond_broadcast(&lv->work);
+  pthread_mutex_unlock(&lv->mu);
+  for (size_t i = 0; i < lv->n; i++)
+    pthread_join(lv->w[i].th, NULL);
+  r->live = NULL;
+  live_free(lv);
+}
+
+int smr_runner_refresh(smr_runner *r, smr_error *err) {
+  pthread_mutex_lock(&r->db_mu);
+  int rc = smr_trial_refresh(r->trial, NULL, err);
+  pthread_mutex_unlock(&r->db_mu);
+  return rc;
+}
+
+void smr_runner_lock_results(smr_runner *r) {
+  pthread_mutex_lock(&r->mu);
+}
+
+void smr_runner_unlock_results(smr_runner *r) {
+  pthread_mutex_unlock(&r->mu);
 }
 
 /* ------------------------------------------------------------ results */

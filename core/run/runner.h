@@ -78,6 +78,25 @@ void smr_runner_progress(smr_runner *r, int64_t *done, int64_t *total);
 /* Whether any rule defines invoke_at_time (needs periodic ticks). */
 bool smr_runner_has_clock_rules(const smr_runner *r);
 
+/* Live evaluation (docs/live.md#one-slow-rule-delays-no-other): a thread
+ * per step rule and one for the profiler rules, so that no rule waits for
+ * another.  Start once before the watch (false: the threads could not be
+ * made; passes are then evaluated one at a time, as offline).  Dispatch
+ * after each refresh: every rule walks the steps the trial has now (one
+ * still busy does so when its call is over); it returns at once.  While
+ * they run, smr_runner_tick hands the ticks to the same threads.  Stop
+ * waits until every rule has done what it was given, and ends the
+ * threads; with `abandon` (a signal) a rule stops at its next step
+ * instead, InProgress.  Results read from another thread meanwhile (the
+ * progress display, metrics) are read under smr_runner_lock_results. */
+bool smr_runner_live_start(smr_runner *r);
+void smr_runner_live_dispatch(smr_runner *r);
+void smr_runner_live_stop(smr_runner *r, bool abandon);
+/* Refresh the runner's trial, serialized with the rules' state writes. */
+int smr_runner_refresh(smr_runner *r, smr_error *err);
+void smr_runner_lock_results(smr_runner *r);
+void smr_runner_unlock_results(smr_runner *r);
+
 /* Let every rule that evaluated something add its summary (finish) and
  * store the final state.  Call once when evaluation is over. */
 void smr_runner_finish(smr_runner *r);

@@ -6,6 +6,7 @@
 
 #include "host/rulehost.h"
 #include "profiler/profiler.h"
+#include "trial/trial.h"
 
 struct smr_prof_run {
   smr_profiler *prof;
@@ -63,6 +64,9 @@ void smr_prof_shared_close(smr_profiler **shared) {
   *shared = NULL;
 }
 
+static bool record_window(const smr_prof_loop *l, int64_t k, int rc,
+                          int *status, char **message);
+
 /* One window; returns false when the loop must stop. */
 static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
                        int64_t start, int64_t end, int *status,
@@ -79,6 +83,21 @@ static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
   int rc = l->ops->invoke_at_step(l->impl, l->ctx, k);
   smr_ctx_step_end(l->ctx, k, false);
   smr_ctx_window_end(l->ctx);
+  smr_trial_reader_leave(); /* a live run's rule thread (trial.h) */
+  if (l->results_mu)
+    pthread_mutex_lock(l->results_mu);
+  bool go_on = record_window(l, k, rc, status, message);
+  if (l->results_mu)
+    pthread_mutex_unlock(l->results_mu);
+  if (go_on && rc == SMRULES_TRIGGERED && l->on_trigger)
+    l->on_trigger(l->on_trigger_arg, k);
+  return go_on;
+}
+
+/* A window's result into the instance's fields; false when the loop must
+ * stop. */
+static bool record_window(const smr_prof_loop *l, int64_t k, int rc,
+                          int *status, char **message) {
   switch (rc) {
   case SMRULES_TRIGGERED:
     smr_i64v_push(l->triggered, k); /* fall through */
@@ -99,8 +118,6 @@ static bool one_window(smr_prof_run *r, const smr_prof_loop *l, int64_t k,
   }
   }
   *l->last_step = k;
-  if (rc == SMRULES_TRIGGERED && l->on_trigger)
-    l->on_trigger(l->on_trigger_arg, k);
   return true;
 }
 

@@ -8,6 +8,7 @@
 #ifndef SMR_RUNNER_PROFILER_H
 #define SMR_RUNNER_PROFILER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -39,6 +40,9 @@ typedef struct smr_prof_loop {
   int64_t *evaluated, *last_step, *waiting_at;
   void (*on_trigger)(void *arg, int64_t window);
   void *on_trigger_arg;
+  /* taken while a window's result is recorded (NULL: none): a live run's
+   * watch reads the results from another thread (runner.c) */
+  pthread_mutex_t *results_mu;
 } smr_prof_loop;
 
 /* Kept per instance between passes (watch mode): the reader, whose trace

@@ -312,11 +312,23 @@ static void progress_free(progress *p) {
 
 /* ---------------------------------------------------------------- loop */
 
+/* Refresh, and hand the new steps to the rules' threads (runner.h): the
+ * watch goes on at once, whatever a rule is doing. */
 static int step_once(smr_trial *t, smr_runner *r, smr_error *err) {
-  int rc = smr_trial_refresh(t, NULL, err);
+  (void)t;
+  int rc = smr_runner_refresh(r, err);
   if (rc == SMR_OK)
-    rc = smr_runner_run(r, err);
+    smr_runner_live_dispatch(r);
   return rc;
+}
+
+/* What the rules' threads write, read from this one. */
+static void on_pass(const smr_watch_opts *o, smr_runner *r) {
+  if (!o->on_pass)
+    return;
+  smr_runner_lock_results(r);
+  o->on_pass(o->on_pass_arg);
+  smr_runner_unlock_results(r);
 }
 
 static void set_end(const smr_watch_opts *o, smr_watch_end e) {
@@ -341,6 +353,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
   size_t steps_seen = 0;
   int rc = SMR_OK;
   smr_watch_end end = SMR_WATCH_TIMEOUT;
+  smr_runner_live_start(r);
   /* Without a change event only rules driven by time have work; a full
    * re-scan still runs every RESCAN_S as a safety net (an event lost while
    * a new index folder was being added to the watch). */
@@ -370,8 +383,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
       smr_i64v_free(&steps);
     }
     smr_runner_tick(r, last_activity);
-    if (o->on_pass)
-      o->on_pass(o->on_pass_arg);
+    on_pass(o, r);
     /* Following a trainer, its exit ends the watch (it may still save a
      * model after the end marker, or die without writing one); else the
      * end marker does.  Either way nothing more is written: one more pass
@@ -381,16 +393,19 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     if (over) {
       end = o->follow_trainer ? SMR_WATCH_TRAINER : SMR_WATCH_ENDED;
       rc = step_once(t, r, err);
-      if (o->on_pass)
-        o->on_pass(o->on_pass_arg);
+      smr_runner_live_stop(r, false); /* every rule through every step */
+      on_pass(o, r);
       break;
     }
     if ((woke & WOKE_SIGNAL) && !o->forwarding) {
       end = SMR_WATCH_INTERRUPTED; /* the step in hand is done */
+      smr_runner_live_stop(r, true);
       break;
     }
+    smr_runner_lock_results(r);
     show(&p, r, t);
     heartbeat(&p, r, t, o->heartbeat_s);
+    smr_runner_unlock_results(r);
     double left = o->timeout_s > 0 ? o->timeout_s - (now_s() - start) : tick;
     if (o->timeout_s > 0 && left <= 0)
       break;
@@ -405,6 +420,7 @@ int smr_watch_run(smr_trial *t, smr_runner *r, const smr_watch_opts *o,
     woke = wait_for_change(&w, wait, poll_cur, o, following_group);
     changed = woke & WOKE_CHANGED;
   }
+  smr_runner_live_stop(r, false); /* the timeout, an error: steps in hand */
   set_end(o, end);
   show(&p, r, t);
   progress_free(&p);

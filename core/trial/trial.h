@@ -44,6 +44,22 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
 int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err);
 void smr_trial_close(smr_trial *t);
 
+/* The reader gate of a live trial (trial_gate.c).  In a live run each rule
+ * is evaluated by a thread of its own while the watch refreshes the trial
+ * (run/runner.h), so a refresh must not rewrite the step model, workers or
+ * collections under a rule that is reading them.  A rule thread marks
+ * itself with smr_trial_reader_thread; on such a thread
+ * smr_trial_reader_enter takes the trial's gate for reading (once: later
+ * calls are free) before any read, and smr_trial_reader_leave gives it back
+ * when the rule's call is over, or sooner, where nothing read is held (a
+ * Lua rule at each tick of its count hook).  A refresh of a live trial
+ * takes the gate for writing: it waits for the rules inside a read, never
+ * for a rule computing on what it read.  On other threads (the caller's,
+ * the data helpers') and for a trial that is not live both are no-ops. */
+void smr_trial_reader_thread(bool rule_thread);
+void smr_trial_reader_enter(smr_trial *t);
+void smr_trial_reader_leave(void);
+
 const char *smr_trial_root(const smr_trial *t);
 /* Bytes of trial files read so far (index, event and collection files). */
 uint64_t smr_trial_bytes_read(const smr_trial *t);

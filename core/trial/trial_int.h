@@ -103,6 +103,9 @@ struct smr_trial {
    * the (short) catalog lookups, not for reading or decoding values.
    * glibc's adaptive kind (smr_trial_open): it spins a little first. */
   pthread_mutex_t mu;
+  /* the reader gate (trial.h, trial_gate.c): rule threads read under it,
+   * a live refresh writes under it; taken before `mu`, never after */
+  pthread_rwlock_t gate;
   /* read-ahead of tensor values (smr_trial_set_prefetch), under mu */
   size_t pf_steps;
   int64_t pf_end, pf_horizon;
@@ -164,6 +167,13 @@ static inline const step_info *smr_trial_find_step(const smr_trial *t,
 /* ---- steps (trial_steps.c) ---- */
 /* Rebuild the step model from the catalog (under mu, after a sync). */
 int smr_trial_rebuild_steps(smr_trial *t, smr_error *err);
+
+/* The reader gate (trial_gate.c): made with the trial; a refresh of a
+ * live trial closes it (waits for the readers inside, keeps new ones
+ * out) while it rewrites the trial and opens it again. */
+void smr_trial_gate_init(smr_trial *t);
+void smr_trial_gate_close(smr_trial *t);
+void smr_trial_gate_open(smr_trial *t);
 /* last_complete_step from the steps, workers and the end of training. */
 void smr_trial_compute_completeness(smr_trial *t);
 /* Rebuild the per-mode step order after t->steps changed. */

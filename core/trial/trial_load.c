@@ -213,10 +213,21 @@ int smr_trial_format_parse(const char *name) {
 
 /* ------------------------------------------------------------- refresh */
 
+static int refresh_layout(smr_trial *t, size_t *added, smr_error *err);
+
+/* A live trial is refreshed while rules read it: alone, behind its reader
+ * gate (trial.h). */
+int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
+  smr_trial_gate_close(t);
+  int rc = refresh_layout(t, added, err);
+  smr_trial_gate_open(t);
+  return rc;
+}
+
 /* The one place a trial's layout is chosen and read: a TensorBoard
  * folder when forced, else smdebug's files, else (auto, nothing of
  * smdebug's found) a TensorBoard folder when event files are there. */
-int smr_trial_refresh(smr_trial *t, size_t *added, smr_error *err) {
+static int refresh_layout(smr_trial *t, size_t *added, smr_error *err) {
   pthread_mutex_lock(&t->mu);
   int rc = tensorboard_detect(t, false, err); /* TensorBoard: forced */
   if (rc == SMR_OK && t->tb) {
@@ -255,6 +266,7 @@ int smr_trial_open(const char *dir, const smr_trial_opts *opts, smr_trial **out,
   pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
   pthread_mutex_init(&t->mu, &ma);
   pthread_mutexattr_destroy(&ma);
+  smr_trial_gate_init(t);
   t->stats = smr_stats_cache_new();
   t->step_entries = smr_step_entries_new();
   t->live = o->live;
@@ -296,6 +308,7 @@ void smr_trial_close(smr_trial *t) {
   smr_step_entries_free(t->step_entries);
   smr_stats_cache_free(t->stats);
   pthread_mutex_destroy(&t->mu);
+  pthread_rwlock_destroy(&t->gate);
   free(t);
 }
 
