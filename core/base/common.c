@@ -1,6 +1,7 @@
 /* common.c - errors, allocation helpers, buffers, file reading, number
  * formatting. */
 #include "base/common.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -224,62 +225,7 @@ int smr_read_file(const char *path, size_t max, char **out, size_t *len,
  * [-4, 16) ("10.0", "0.0001", "1234.5") and scientific otherwise
  * ("1e+16", "1e-05", "1.5e-07"). */
 void smr_fmt_double(double v, char *buf, size_t n) {
-  if (isnan(v)) {
-    snprintf(buf, n, "NaN");
-    return;
-  }
-  if (isinf(v)) {
-    snprintf(buf, n, v > 0 ? "Infinity" : "-Infinity");
-    return;
-  }
-  char sci[40];
-  for (int prec = 0; prec <= 16; prec++) {
-    snprintf(sci, sizeof sci, "%.*e", prec, v);
-    if (strtod(sci, NULL) == v)
-      break;
-  }
-  /* sci is [-]d[.ddd]e[+-]XX: split into sign, digits and exponent */
-  const char *p = sci;
-  bool neg = *p == '-';
-  if (neg)
-    p++;
-  char digits[24];
-  size_t nd = 0;
-  for (; *p && *p != 'e'; p++)
-    if (*p != '.' && nd + 1 < sizeof digits)
-      digits[nd++] = *p;
-  digits[nd] = '\0';
-  int exp = *p == 'e' ? atoi(p + 1) : 0;
-  while (nd > 1 && digits[nd - 1] == '0')
-    digits[--nd] = '\0';
-  smr_buf b = {0};
-  if (neg)
-    smr_buf_puts(&b, "-");
-  if (exp >= -4 && exp < 16) {
-    if (exp < 0) {
-      smr_buf_puts(&b, "0.");
-      for (int i = -1; i > exp; i--)
-        smr_buf_puts(&b, "0");
-      smr_buf_puts(&b, digits);
-    } else {
-      for (int i = 0; i <= exp; i++)
-        smr_buf_append(&b, (size_t)i < nd ? &digits[i] : "0", 1);
-      smr_buf_puts(&b, ".");
-      if ((size_t)exp + 1 < nd)
-        smr_buf_puts(&b, digits + exp + 1);
-      else
-        smr_buf_puts(&b, "0");
-    }
-  } else {
-    smr_buf_append(&b, digits, 1);
-    if (nd > 1) {
-      smr_buf_puts(&b, ".");
-      smr_buf_puts(&b, digits + 1);
-    }
-    smr_buf_printf(&b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-  }
-  snprintf(buf, n, "%s", b.data);
-  smr_buf_free(&b);
+  smr_json_fmt_double(v, buf, n); /* one formatter: the JSON model's */
 }
 
 void smr_strv_take(smr_strv *s, char *str) {

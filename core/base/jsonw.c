@@ -1,10 +1,11 @@
 /* jsonw.c - streaming JSON writer. */
 #include "base/jsonw.h"
 
-#include "base/text.h"
+#include "base/json.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void before_value(smr_jw *w) {
@@ -45,44 +46,13 @@ void smr_jw_arr_end(smr_jw *w) {
   close_(w, "]");
 }
 
-/* A JSON string of n bytes: always valid JSON and valid UTF-8, whatever
- * the bytes (names come from files the training job writes): controls
- * are escaped, and a byte that does not begin a valid UTF-8 sequence is
- * written as U+FFFD, the replacement character. */
+/* A JSON string of n bytes, escaped as the JSON model writes strings
+ * (base/json.h): always valid JSON and valid UTF-8, whatever the bytes. */
 static void put_string(smr_buf *b, const char *s, size_t n) {
-  static const char *const short_escapes[0x20] = {
-      ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t"};
-  const unsigned char *u = (const unsigned char *)s;
-  smr_buf_puts(b, "\"");
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = u[i];
-    if (c == '"' || c == '\\') {
-      smr_buf_puts(b, c == '"' ? "\\\"" : "\\\\");
-      i++;
-    } else if (c < 0x20 || c == 0x7f) {
-      if (c < 0x20 && short_escapes[c])
-        smr_buf_puts(b, short_escapes[c]);
-      else
-        smr_buf_printf(b, "\\u%04x", c);
-      i++;
-    } else if (c < 0x80) {
-      size_t j = i;
-      while (j < n && u[j] >= 0x20 && u[j] < 0x7f && u[j] != '"' &&
-             u[j] != '\\')
-        j++;
-      smr_buf_append(b, s + i, j - i);
-      i = j;
-    } else {
-      size_t len = smr_utf8_len(u + i, n - i);
-      if (len)
-        smr_buf_append(b, s + i, len);
-      else
-        smr_buf_puts(b, "\\ufffd");
-      i += len ? len : 1;
-    }
-  }
-  smr_buf_puts(b, "\"");
+  smr_json_buf t = {0};
+  smr_json_write_string(&t, s, n);
+  smr_buf_append(b, t.s, t.len);
+  free(t.s);
 }
 
 void smr_jw_key(smr_jw *w, const char *k) {

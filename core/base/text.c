@@ -1,24 +1,10 @@
-/* text.c - UTF-8 recognition and terminal-safe copies (see text.h). */
+/* text.c - terminal-safe copies (see text.h). */
 #include "base/text.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 #include "base/common.h"
-
-size_t smr_utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-  if (c >= 0xf5 || len == 0 || len > n)
-    return 0;
-  for (size_t i = 1; i < len; i++)
-    if ((s[i] & 0xc0) != 0x80)
-      return 0;
-  if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-      (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-    return 0;
-  return len;
-}
 
 char *smr_term_safe(const char *s) {
   smr_buf b = {0};

@@ -6,9 +6,7 @@
 
 #include <stddef.h>
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one
- * (overlong forms, surrogates and code points above U+10FFFF included). */
-size_t smr_utf8_len(const unsigned char *s, size_t n);
+#include "base/utf8.h"
 
 /* A copy of `s` fit for a terminal or a log line (malloc'ed): control
  * characters (C0 but tab, DEL, and C1 such as U+009B, the one-byte CSI),
