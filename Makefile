@@ -130,7 +130,13 @@ $(BUILD)/plugins/%.o: plugins/%.c
 
 $(BUILD)/plugins/libengines.a: $(call kit_objs,engines)
 $(BUILD)/plugins/libprofkit.a: $(call kit_objs,profkit)
-$(RULEKIT): $(call kit_objs,kit)
+# The JSON model (core/base/json.c, declared in the public smrules/json.h)
+# is the host's and the rule kit's: one source, compiled into each.
+KIT_BASE = $(BUILD)/plugins/kit/base_json.o $(BUILD)/plugins/kit/base_utf8.o
+$(BUILD)/plugins/kit/base_%.o: core/base/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(PLUGIN_CFLAGS) -Icore $(DEPFLAGS) -c $< -o $@
+$(RULEKIT): $(call kit_objs,kit) $(KIT_BASE)
 $(PLUGKIT):
 	rm -f $@
 	ar rcs $@ $^

@@ -1,7 +1,7 @@
 /* common.c - errors, allocation helpers, buffers, file reading, number
  * formatting. */
 #include "base/common.h"
-#include "base/json.h"
+#include "smrules/json.h"
 
 #include <errno.h>
 #include <fcntl.h>

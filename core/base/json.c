@@ -1,6 +1,6 @@
 /* json.c - the JSON value model (see json.h): values, lookups, the
  * writer and the parser.  C library only: the plugin kits compile it. */
-#include "base/json.h"
+#include "smrules/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -360,9 +360,11 @@ void smr_json_fmt_double(double v, char *buf, size_t n) {
     strcat(buf, ".0");
 }
 
-void smr_json_write_string(smr_json_buf *b, const char *s, size_t n) {
+void smr_json_write_string(smr_json_buf *b, const char *s, size_t n,
+                           smr_json_style style) {
   static const char *const short_escapes[0x20] = {
       ['\n'] = "\\n", ['\r'] = "\\r", ['\t'] = "\\t"};
+  bool compact = style == SMR_JSON_COMPACT;
   const unsigned char *u = (const unsigned char *)s;
   puts_(b, "\"");
   size_t i = 0;
@@ -371,14 +373,16 @@ void smr_json_write_string(smr_json_buf *b, const char *s, size_t n) {
     if (c == '"' || c == '\\') {
       puts_(b, c == '"' ? "\\\"" : "\\\\");
       i++;
-    } else if (c < 0x20 || c == 0x7f) {
+    } else if (c < 0x20 || (c == 0x7f && compact)) {
       char esc[8];
       snprintf(esc, sizeof esc, "\\u%04x", c);
-      puts_(b, c < 0x20 && short_escapes[c] ? short_escapes[c] : esc);
+      puts_(b,
+            compact && c < 0x20 && short_escapes[c] ? short_escapes[c] : esc);
       i++;
     } else if (c < 0x80) {
       size_t j = i;
-      while (j < n && u[j] >= 0x20 && u[j] < 0x7f && u[j] != '"' &&
+      while (j < n && u[j] >= 0x20 &&
+             (u[j] < 0x7f || (u[j] == 0x7f && !compact)) && u[j] != '"' &&
              u[j] != '\\')
         j++;
       smr_json_buf_put(b, s + i, j - i);
@@ -411,16 +415,21 @@ static void write_int(smr_json_buf *b, int64_t i) {
   puts_(b, t);
 }
 
-static void write_value(const smr_json *v, const char *item_sep,
-                        const char *key_sep, smr_json_buf *b);
+typedef struct style_seps {
+  smr_json_style style;
+  const char *item, *key;
+} style_seps;
 
-static void write_container(const smr_json *v, const char *item_sep,
-                            const char *key_sep, smr_json_buf *b) {
+static void write_value(const smr_json *v, const style_seps *st,
+                        smr_json_buf *b);
+
+static void write_container(const smr_json *v, const style_seps *st,
+                            smr_json_buf *b) {
   bool obj = v->type == SMR_JSON_OBJ;
   puts_(b, obj ? "{" : "[");
   for (size_t i = 0; i < v->n; i++) {
     if (i)
-      puts_(b, item_sep);
+      puts_(b, st->item);
     if (v->nums) {
       write_double(b, v->nums[i]);
       continue;
@@ -430,16 +439,17 @@ static void write_container(const smr_json *v, const char *item_sep,
       continue;
     }
     if (obj) {
-      smr_json_write_string(b, v->kids[i]->key, strlen(v->kids[i]->key));
-      puts_(b, key_sep);
+      smr_json_write_string(b, v->kids[i]->key, strlen(v->kids[i]->key),
+                            st->style);
+      puts_(b, st->key);
     }
-    write_value(v->kids[i], item_sep, key_sep, b);
+    write_value(v->kids[i], st, b);
   }
   puts_(b, obj ? "}" : "]");
 }
 
-static void write_value(const smr_json *v, const char *item_sep,
-                        const char *key_sep, smr_json_buf *b) {
+static void write_value(const smr_json *v, const style_seps *st,
+                        smr_json_buf *b) {
   switch (v->type) {
   case SMR_JSON_NULL:
     puts_(b, "null");
@@ -454,20 +464,21 @@ static void write_value(const smr_json *v, const char *item_sep,
     write_double(b, v->d);
     break;
   case SMR_JSON_STR:
-    smr_json_write_string(b, v->s, strlen(v->s));
+    smr_json_write_string(b, v->s, strlen(v->s), st->style);
     break;
   case SMR_JSON_RAW:
     puts_(b, v->s);
     break;
   default:
-    write_container(v, item_sep, key_sep, b);
+    write_container(v, st, b);
   }
 }
 
 void smr_json_write(const smr_json *v, smr_json_style style,
                     smr_json_buf *out) {
   bool spaced = style == SMR_JSON_SPACED;
-  write_value(v, spaced ? ", " : ",", spaced ? ": " : ":", out);
+  style_seps st = {style, spaced ? ", " : ",", spaced ? ": " : ":"};
+  write_value(v, &st, out);
 }
 
 char *smr_json_text(const smr_json *v, smr_json_style style) {

@@ -1,7 +1,7 @@
 /* jsonw.c - streaming JSON writer. */
 #include "base/jsonw.h"
 
-#include "base/json.h"
+#include "smrules/json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -50,7 +50,7 @@ void smr_jw_arr_end(smr_jw *w) {
  * (base/json.h): always valid JSON and valid UTF-8, whatever the bytes. */
 static void put_string(smr_buf *b, const char *s, size_t n) {
   smr_json_buf t = {0};
-  smr_json_write_string(&t, s, n);
+  smr_json_write_string(&t, s, n, SMR_JSON_COMPACT);
   smr_buf_append(b, t.s, t.len);
   free(t.s);
 }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
 #include "host/host_int.h"
+#include "smrules/json.h"
 
 static smr_json *J(smrules_json *j) {
   return (smr_json *)(void *)j;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "smrules/json.h"
 
 /* Our own output must read back, and be a fixed point from the second
  * writing on (the first may replace bytes that are not UTF-8 by U+FFFD's

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/json.h"
+#include "smrules/json.h"
 #include "unit.h"
 
 static smr_json *parse(const char *text) {

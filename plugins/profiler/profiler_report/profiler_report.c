@@ -135,8 +135,8 @@ static int init_sub(smrules_ctx *ctx, rpt_state *st, size_t i,
   s->reg = sub_regs[i];
   s->eng = SUBS[i].eng;
   s->win = &st->win;
-  s->details = pj_new_obj();
-  s->scratch = pj_new_obj();
+  s->details = smr_json_obj_new();
+  s->scratch = smr_json_obj_new();
   s->settings = (const char *)settings + sub_offset[i];
   st->win.host_ctx = ctx;
   if (s->eng) {
@@ -168,8 +168,8 @@ static void destroy(void *p) {
       s->eng->destroy(s->state);
     else if (s->state && s->reg && s->reg->destroy)
       s->reg->destroy(s->state);
-    pj_free(s->details);
-    pj_free(s->scratch);
+    smr_json_free(s->details);
+    smr_json_free(s->scratch);
     free(s->rule_params);
     free(s->failure);
   }
@@ -328,11 +328,13 @@ static int sync_engine(rpt_sub *s) {
    * snapshots of CPUBottleneck and IOBottleneck (one member per snapshot of
    * the job; the HTML only counts them) stay text: as trees they were
    * ProfilerReport's largest allocation on a long job */
-  pj_free(s->details);
-  s->details = text ? pj_parse_keep(text, "bottlenecks") : NULL;
+  smr_json_free(s->details);
+  smr_json_limits keep = {.keep_member = "bottlenecks",
+                          .keep_style = SMR_JSON_SPACED};
+  s->details = text ? smr_json_parse(text, strlen(text), &keep, NULL) : NULL;
   free(text);
   if (!s->details) { /* cannot happen with our own rendering */
-    s->details = pj_new_obj();
+    s->details = smr_json_obj_new();
     return SMRULES_ERR;
   }
   return 0;
@@ -348,7 +350,7 @@ static void run_sub(smrules_ctx *ctx, rpt_sub *s) {
     if (rc == 0 && met)
       rc = SMRULES_TRIGGERED;
   } else {
-    pj_clear(s->scratch);
+    smr_json_clear(s->scratch);
     rc = s->reg->invoke_at_step((smrules_ctx *)(void *)s, s->state,
                                 s->win->index);
   }

@@ -66,16 +66,16 @@ typedef struct job {
 } job;
 
 static job job_times(const rpt_view *v) {
-  const pj *d = h_details(v, "MaxInitializationTime");
+  const smr_json *d = h_details(v, "MaxInitializationTime");
   job j = {0};
-  j.have_job = pj_number(pj_get(d, "job_start"), &j.start) &&
-               pj_number(pj_get(d, "job_end"), &j.end);
-  const pj *sn = pj_get(d, "step_num");
+  j.have_job = smr_json_number(smr_json_get(d, "job_start"), &j.start) &&
+               smr_json_number(smr_json_get(d, "job_end"), &j.end);
+  const smr_json *sn = smr_json_get(d, "step_num");
   double f, l;
-  if (pj_number(pj_get(sn, "first"), &f)) {
+  if (smr_json_number(smr_json_get(sn, "first"), &f)) {
     j.have_steps = true;
     j.first = f / 1e6;
-    j.last = pj_number(pj_get(sn, "last"), &l) ? l / 1e6 : j.first;
+    j.last = smr_json_number(smr_json_get(sn, "last"), &l) ? l / 1e6 : j.first;
   }
   return j;
 }

@@ -117,49 +117,72 @@ const rpt_sub *rpt_find(const rpt_view *v, const char *name) {
   return NULL;
 }
 
-const pj *h_details(const rpt_view *v, const char *rule) {
-  static const pj empty = {.t = PJ_OBJ};
+/* NULL when the rule has no report: every smr_json reader takes NULL as
+ * absent. */
+const smr_json *h_details(const rpt_view *v, const char *rule) {
   const rpt_sub *s = rpt_find(v, rule);
-  return s && s->details ? s->details : &empty;
+  return s ? s->details : NULL;
 }
 
 bool h_has_details(const rpt_view *v, const char *rule) {
-  return h_details(v, rule)->n > 0;
+  return h_members(h_details(v, rule)) > 0;
+}
+
+size_t h_members(const smr_json *x) {
+  return smr_json_is_obj(x) ? smr_json_len(x) : 0;
+}
+
+/* An array holding integers and doubles only (packed, or item by item). */
+bool h_is_numbers(const smr_json *x) {
+  if (smr_json_type_of(x) != SMR_JSON_ARR)
+    return false;
+  for (size_t i = 0; i < smr_json_len(x); i++) {
+    const smr_json *item = smr_json_at(x, i); /* NULL: packed numbers */
+    smr_json_type t = smr_json_type_of(item);
+    if (item && t != SMR_JSON_INT && t != SMR_JSON_NUM)
+      return false;
+  }
+  return true;
+}
+
+size_t h_numbers(const smr_json *x) {
+  return h_is_numbers(x) ? smr_json_len(x) : 0;
 }
 
 /* ------------------------------------------- framework breakdown charts */
 
 #define MAX_SLICES 64
 
-bool h_pie_obj(rk_text *o, const char *title, const pj *obj) {
-  if (!pj_is_obj(obj) || !obj->n)
+bool h_pie_obj(rk_text *o, const char *title, const smr_json *obj) {
+  if (!smr_json_is_obj(obj) || !h_members(obj))
     return false;
   const char *labels[MAX_SLICES];
   double vals[MAX_SLICES];
   size_t n = 0;
-  for (size_t i = 0; i < obj->n && n < MAX_SLICES; i++) {
+  for (size_t i = 0; i < h_members(obj) && n < MAX_SLICES; i++) {
     double x;
-    if (!pj_number(obj->kids[i], &x))
+    if (!smr_json_number(smr_json_at(obj, i), &x))
       continue;
-    labels[n] = obj->kids[i]->key;
+    labels[n] = smr_json_key(smr_json_at(obj, i));
     vals[n++] = x;
   }
   return svg_pie(o, title, labels, vals, n);
 }
 
-bool h_ops_table(rk_text *o, const char *title, const pj *pct,
-                 const pj *total) {
-  if (!pj_is_obj(pct) || !pct->n)
-    return false;
-  size_t n = pct->n, *idx = malloc(n * sizeof *idx);
+bool h_ops_table(rk_text *o, const char *title, const smr_json *pct,
+                 const smr_json *total) {
+  size_t n = h_members(pct);
+  size_t *idx = n ? malloc(n * sizeof *idx) : NULL;
   if (!idx)
     return false;
   for (size_t i = 0; i < n; i++)
     idx[i] = i;
   for (size_t i = 1; i < n; i++) /* by share, largest first (stable) */
     for (size_t k = i;
-         k > 0 && pj_num_or(pct, pct->kids[idx[k]]->key, 0) >
-                      pj_num_or(pct, pct->kids[idx[k - 1]]->key, 0);
+         k > 0 &&
+         smr_json_num_or(pct, smr_json_key(smr_json_at(pct, idx[k])), 0) >
+             smr_json_num_or(pct, smr_json_key(smr_json_at(pct, idx[k - 1])),
+                             0);
          k--) {
       size_t t = idx[k];
       idx[k] = idx[k - 1];
@@ -167,15 +190,16 @@ bool h_ops_table(rk_text *o, const char *title, const pj *pct,
     }
   h_h3(o, title);
   rk_text_printf(o, "<p>The most expensive operator was <b>");
-  h_text(o, pct->kids[idx[0]]->key);
-  rk_text_printf(o, "</b> (%.1f %% of the time shown).</p>\n",
-                 pj_num_or(pct, pct->kids[idx[0]]->key, NAN));
+  h_text(o, smr_json_key(smr_json_at(pct, idx[0])));
+  rk_text_printf(
+      o, "</b> (%.1f %% of the time shown).</p>\n",
+      smr_json_num_or(pct, smr_json_key(smr_json_at(pct, idx[0])), NAN));
   h_table(o, "percentage|cumulative time (µs)|operator");
   for (size_t i = 0; i < n; i++) {
-    const char *k = pct->kids[idx[i]]->key;
+    const char *k = smr_json_key(smr_json_at(pct, idx[i]));
     h_tr(o);
-    h_td_num(o, pj_num_or(pct, k, NAN), 2);
-    h_td_num(o, pj_num_or(total, k, NAN), 0);
+    h_td_num(o, smr_json_num_or(pct, k, NAN), 2);
+    h_td_num(o, smr_json_num_or(total, k, NAN), 0);
     h_td(o, k);
     h_tr_end(o);
   }
@@ -184,22 +208,24 @@ bool h_ops_table(rk_text *o, const char *title, const pj *pct,
   return true;
 }
 
-bool h_breakdown(rk_text *o, const pj *d, const char *what) {
+bool h_breakdown(rk_text *o, const smr_json *d, const char *what) {
   char t[160];
   bool any = false;
   snprintf(t, sizeof t, "Training phases %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "phase"));
+  any |= h_pie_obj(o, t, smr_json_get(d, "phase"));
   snprintf(t, sizeof t, "Forward and backward pass %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "forward_backward"));
+  any |= h_pie_obj(o, t, smr_json_get(d, "forward_backward"));
   snprintf(t, sizeof t, "CPU and GPU operators %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "ratio"));
+  any |= h_pie_obj(o, t, smr_json_get(d, "ratio"));
   snprintf(t, sizeof t, "General framework metrics %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "general"));
+  any |= h_pie_obj(o, t, smr_json_get(d, "general"));
   snprintf(t, sizeof t, "Horovod operations %s", what);
-  any |= h_pie_obj(o, t, pj_get(d, "horovod"));
+  any |= h_pie_obj(o, t, smr_json_get(d, "horovod"));
   snprintf(t, sizeof t, "CPU operators %s", what);
-  any |= h_ops_table(o, t, pj_get(d, "CPU"), pj_get(d, "CPU_total"));
+  any |=
+      h_ops_table(o, t, smr_json_get(d, "CPU"), smr_json_get(d, "CPU_total"));
   snprintf(t, sizeof t, "GPU operators %s", what);
-  any |= h_ops_table(o, t, pj_get(d, "GPU"), pj_get(d, "GPU_total"));
+  any |=
+      h_ops_table(o, t, smr_json_get(d, "GPU"), smr_json_get(d, "GPU_total"));
   return any;
 }

@@ -36,17 +36,23 @@ void h_td_num(rk_text *o, double v, int decimals);
 void h_table_end(rk_text *o);
 
 /* The sub-rule report Details (an empty object when missing). */
-const pj *h_details(const rpt_view *v, const char *rule);
+const smr_json *h_details(const rpt_view *v, const char *rule);
+/* Members of an object (0 for anything else). */
+size_t h_members(const smr_json *x);
+/* Whether x is an array of numbers only, and its length if so (else 0). */
+bool h_is_numbers(const smr_json *x);
+size_t h_numbers(const smr_json *x);
 /* Whether a sub-rule ran and its report has any Details. */
 bool h_has_details(const rpt_view *v, const char *rule);
 
 /* The framework breakdown keys of a report (ratio, CPU, GPU, phase,
  * general, forward_backward, horovod) as pie charts and operator tables;
  * false when there is none. */
-bool h_breakdown(rk_text *o, const pj *details, const char *what);
+bool h_breakdown(rk_text *o, const smr_json *details, const char *what);
 /* Pie chart of the members of a {name: number} object. */
-bool h_pie_obj(rk_text *o, const char *title, const pj *obj);
+bool h_pie_obj(rk_text *o, const char *title, const smr_json *obj);
 /* Table of an operator breakdown: percent (`pct`) and µs (`total`). */
-bool h_ops_table(rk_text *o, const char *title, const pj *pct, const pj *total);
+bool h_ops_table(rk_text *o, const char *title, const smr_json *pct,
+                 const smr_json *total);
 
 #endif

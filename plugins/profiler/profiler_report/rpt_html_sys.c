@@ -18,21 +18,21 @@
  * lists a "GPU" entry per node that had any): without them the sections
  * about GPUs say so instead of charting zeros. */
 static bool have_gpu(const rpt_view *v) {
-  const pj *g = pj_get(h_details(v, "OverallSystemUsage"), "GPU");
-  return g && g->n > 0;
+  const smr_json *g = smr_json_get(h_details(v, "OverallSystemUsage"), "GPU");
+  return g && h_members(g) > 0;
 }
 
 static const char *const METRICS[] = {"CPU",        "GPU", "CPU memory",
                                       "GPU memory", "I/O", "Network"};
 #define NMETRICS (sizeof METRICS / sizeof *METRICS)
 
-static double stat(const pj *d, const char *metric, const char *node,
+static double stat(const smr_json *d, const char *metric, const char *node,
                    const char *key) {
-  return pj_num_or(pj_path(d, metric, node, NULL), key, NAN);
+  return smr_json_num_or(smr_json_path(d, metric, node, NULL), key, NAN);
 }
 
 /* The reference report's verdict for one node. */
-static void node_sentence(rk_text *o, const pj *d, const char *node) {
+static void node_sentence(rk_text *o, const smr_json *d, const char *node) {
   double g95 = stat(d, "GPU", node, "p95"), g50 = stat(d, "GPU", node, "p50");
   double c95 = stat(d, "CPU", node, "p95"), c50 = stat(d, "CPU", node, "p50");
   char msg[320];
@@ -70,18 +70,18 @@ static void node_sentence(rk_text *o, const pj *d, const char *node) {
   rk_text_printf(o, "</p>\n");
 }
 
-static void usage_rows(rk_text *o, const pj *d) {
+static void usage_rows(rk_text *o, const smr_json *d) {
   static const char *const STATS[] = {"max", "p99", "p95", "p50", "min"};
   for (size_t m = 0; m < NMETRICS; m++) {
-    const pj *per = pj_get(d, METRICS[m]);
-    for (size_t i = 0; per && i < per->n; i++) {
-      const pj *x = per->kids[i];
+    const smr_json *per = smr_json_get(d, METRICS[m]);
+    for (size_t i = 0; per && i < h_members(per); i++) {
+      const smr_json *x = smr_json_at(per, i);
       h_tr(o);
-      h_td(o, x->key);
+      h_td(o, smr_json_key(x));
       h_td(o, METRICS[m]);
       h_td(o, strcmp(METRICS[m], "Network") == 0 ? "bytes" : "percentage");
       for (size_t k = 0; k < 5; k++)
-        h_td_num(o, pj_num_or(x, STATS[k], NAN), 2);
+        h_td_num(o, smr_json_num_or(x, STATS[k], NAN), 2);
       h_tr_end(o);
     }
   }
@@ -89,16 +89,16 @@ static void usage_rows(rk_text *o, const pj *d) {
 
 void h_system_usage(rk_text *o, const rpt_view *v) {
   h_section(o, "system", "System usage statistics");
-  const pj *d = h_details(v, "OverallSystemUsage");
-  const pj *cpu = pj_get(d, "CPU"), *gpu = pj_get(d, "GPU");
-  const pj *nodes = cpu && cpu->n ? cpu : gpu;
-  if (!nodes || !nodes->n) {
+  const smr_json *d = h_details(v, "OverallSystemUsage");
+  const smr_json *cpu = smr_json_get(d, "CPU"), *gpu = smr_json_get(d, "GPU");
+  const smr_json *nodes = cpu && h_members(cpu) ? cpu : gpu;
+  if (!nodes || !h_members(nodes)) {
     h_note(o, "No system metrics were found.");
     h_section_end(o);
     return;
   }
-  for (size_t i = 0; i < nodes->n; i++)
-    node_sentence(o, d, nodes->kids[i]->key);
+  for (size_t i = 0; i < h_members(nodes); i++)
+    node_sentence(o, d, smr_json_key(smr_json_at(nodes, i)));
   h_table(o, "node|metric|unit|max|p99|p95|p50|min");
   usage_rows(o, d);
   h_table_end(o);
@@ -108,50 +108,50 @@ void h_system_usage(rk_text *o, const rpt_view *v) {
 /* ------------------------------------------------------- box helpers */
 
 /* A box from a report object with p25/p50/p75/upper/lower. */
-static svg_box box_of(const pj *x, const char *label) {
+static svg_box box_of(const smr_json *x, const char *label) {
   svg_box b = {.label = label,
-               .lower = pj_num_or(x, "lower", NAN),
-               .p25 = pj_num_or(x, "p25", NAN),
-               .p50 = pj_num_or(x, "p50", NAN),
-               .p75 = pj_num_or(x, "p75", NAN),
-               .upper = pj_num_or(x, "upper", NAN)};
+               .lower = smr_json_num_or(x, "lower", NAN),
+               .p25 = smr_json_num_or(x, "p25", NAN),
+               .p50 = smr_json_num_or(x, "p50", NAN),
+               .p75 = smr_json_num_or(x, "p75", NAN),
+               .upper = smr_json_num_or(x, "upper", NAN)};
   for (int m = 0; m < 3; m++)
     b.marks[m] = NAN;
   return b;
 }
 
-static void mark(svg_box *b, int i, const pj *x, const char *key,
+static void mark(svg_box *b, int i, const smr_json *x, const char *key,
                  const char *name) {
-  b->marks[i] = pj_num_or(x, key, NAN);
+  b->marks[i] = smr_json_num_or(x, key, NAN);
   b->mark_names[i] = name;
 }
 
 /* Nodes of a report whose Details are {node: {gpu: {...}}}. */
-static bool is_node(const pj *m) {
-  return pj_is_obj(m) && strcmp(m->key, "last_timestamp") != 0;
+static bool is_node(const smr_json *m) {
+  return smr_json_is_obj(m) && strcmp(smr_json_key(m), "last_timestamp") != 0;
 }
 
 /* ---------------------------------------------------- GPU utilization */
 
 static void gpu_histograms(rk_text *o, const rpt_view *v) {
-  const pj *lb = h_details(v, "LoadBalancing");
+  const smr_json *lb = h_details(v, "LoadBalancing");
   size_t drawn = 0;
   rk_text_printf(o, "<div class=\"grid\">");
-  for (size_t i = 0; i < lb->n; i++) {
-    const pj *w = pj_get(lb->kids[i], "workloads");
-    for (size_t g = 0; w && g < w->n && drawn < 32; g++) {
-      const pj *h = w->kids[g];
-      size_t nb = pj_array_len(h);
+  for (size_t i = 0; i < h_members(lb); i++) {
+    const smr_json *w = smr_json_get(smr_json_at(lb, i), "workloads");
+    for (size_t g = 0; w && g < h_members(w) && drawn < 32; g++) {
+      const smr_json *h = smr_json_at(w, g);
+      size_t nb = h_numbers(h);
       if (!nb)
         continue;
       double counts[64], edges[65];
       for (size_t b = 0; b < nb && b < 64; b++)
-        counts[b] = pj_array_at(h, b);
+        counts[b] = smr_json_num_at(h, b);
       for (size_t b = 0; b <= nb && b <= 64; b++)
         edges[b] = 2.0 * (double)b;
       char title[160];
       snprintf(title, sizeof title, "GPU utilization of %s %s (readings)",
-               lb->kids[i]->key, h->key);
+               smr_json_key(smr_json_at(lb, i)), smr_json_key(h));
       drawn += svg_histogram(o, title, counts, edges, nb < 64 ? nb : 64,
                              "utilization (%)");
     }
@@ -164,7 +164,7 @@ static void gpu_histograms(rk_text *o, const rpt_view *v) {
 void h_gpu_utilization(rk_text *o, const rpt_view *v) {
   h_section(o, "gpu", "GPU utilization analysis");
   const rpt_sub *s = rpt_find(v, "LowGPUUtilization");
-  const pj *d = h_details(v, "LowGPUUtilization");
+  const smr_json *d = h_details(v, "LowGPUUtilization");
   if (!have_gpu(v)) {
     h_note(o, "No GPU utilization readings in this recording.");
     h_section_end(o);
@@ -176,26 +176,26 @@ void h_gpu_utilization(rk_text *o, const rpt_view *v) {
                    "%lld datapoints.</p>\n",
                    (long long)s->triggered, h_times(s->triggered),
                    (long long)s->datapoints);
-  for (size_t i = 0; i < d->n; i++) {
-    const pj *node = d->kids[i];
+  for (size_t i = 0; i < h_members(d); i++) {
+    const smr_json *node = smr_json_at(d, i);
     if (!is_node(node))
       continue;
     svg_box boxes[MAX_BOXES];
     size_t n = 0;
-    for (size_t g = 0; g < node->n && n < MAX_BOXES; g++) {
-      const pj *x = node->kids[g];
-      boxes[n] = box_of(x, x->key);
+    for (size_t g = 0; g < h_members(node) && n < MAX_BOXES; g++) {
+      const smr_json *x = smr_json_at(node, g);
+      boxes[n] = box_of(x, smr_json_key(x));
       mark(&boxes[n], 0, x, "gpu_95", "p95 (window)");
       mark(&boxes[n], 1, x, "gpu_5", "p5 (window)");
       mark(&boxes[n], 2, x, "gpu_max", "max");
       n++;
     }
     char title[160];
-    snprintf(title, sizeof title, "GPU utilization of %s", node->key);
+    snprintf(title, sizeof title, "GPU utilization of %s", smr_json_key(node));
     svg_boxplots(o, title, boxes, n, "%");
   }
   double lt;
-  if (pj_number(pj_get(d, "last_timestamp"), &lt)) {
+  if (smr_json_number(smr_json_get(d, "last_timestamp"), &lt)) {
     rk_text_printf(o, "<p>Last triggered in the window starting ");
     h_time(o, lt / 1e6);
     rk_text_printf(o, ".</p>\n");
@@ -207,17 +207,20 @@ void h_gpu_utilization(rk_text *o, const rpt_view *v) {
 
 /* ---------------------------------------------------- load balancing */
 
-static void distances(rk_text *o, const pj *node) {
-  const pj *dist = pj_get(node, "distances");
-  if (!dist || !dist->n)
+static void distances(rk_text *o, const smr_json *node) {
+  const smr_json *dist = smr_json_get(node, "distances");
+  if (!dist || !h_members(dist))
     return;
   h_table(o, "GPU|compared with|Jensen-Shannon distance");
-  for (size_t a = 0; a < dist->n; a++)
-    for (size_t b = 0; b < dist->kids[a]->n; b++) {
+  for (size_t a = 0; a < h_members(dist); a++)
+    for (size_t b = 0; b < h_members(smr_json_at(dist, a)); b++) {
       h_tr(o);
-      h_td(o, dist->kids[a]->key);
-      h_td(o, dist->kids[a]->kids[b]->key);
-      h_td_num(o, pj_num_or(dist->kids[a], dist->kids[a]->kids[b]->key, NAN),
+      h_td(o, smr_json_key(smr_json_at(dist, a)));
+      h_td(o, smr_json_key(smr_json_at(smr_json_at(dist, a), b)));
+      h_td_num(o,
+               smr_json_num_or(
+                   smr_json_at(dist, a),
+                   smr_json_key(smr_json_at(smr_json_at(dist, a), b)), NAN),
                4);
       h_tr_end(o);
     }
@@ -226,36 +229,37 @@ static void distances(rk_text *o, const pj *node) {
 
 void h_load_balancing(rk_text *o, const rpt_view *v) {
   h_section(o, "balance", "Workload balancing");
-  const pj *d = h_details(v, "LoadBalancing");
+  const smr_json *d = h_details(v, "LoadBalancing");
   size_t drawn = 0;
-  for (size_t i = 0; i < d->n; i++) {
-    const pj *w = pj_get(d->kids[i], "workloads");
-    if (!w || !w->n)
+  for (size_t i = 0; i < h_members(d); i++) {
+    const smr_json *w = smr_json_get(smr_json_at(d, i), "workloads");
+    if (!w || !h_members(w))
       continue;
     svg_series s[32];
     double x[64];
     size_t ns = 0, nb = 0;
-    for (size_t g = 0; g < w->n && ns < 32; g++) {
-      const pj *h = w->kids[g];
-      if (h->t != PJ_INTS && h->t != PJ_NUMS)
+    for (size_t g = 0; g < h_members(w) && ns < 32; g++) {
+      const smr_json *h = smr_json_at(w, g);
+      if (!h_is_numbers(h))
         continue;
-      double *y = malloc((h->len ? h->len : 1) * sizeof *y);
-      for (size_t b = 0; y && b < h->len; b++)
-        y[b] = pj_array_at(h, b);
-      s[ns++] = (svg_series){h->key, y, h->len};
-      nb = h->len > nb ? h->len : nb;
+      size_t len = smr_json_len(h);
+      double *y = malloc((len ? len : 1) * sizeof *y);
+      for (size_t b = 0; y && b < len; b++)
+        y[b] = smr_json_num_at(h, b);
+      s[ns++] = (svg_series){smr_json_key(h), y, len};
+      nb = len > nb ? len : nb;
     }
     for (size_t b = 0; b < nb && b < 64; b++)
       x[b] = 2.0 * (double)b + 1;
     char title[160];
     snprintf(title, sizeof title,
              "Distribution of GPU utilization on %s (one line per GPU)",
-             d->kids[i]->key);
+             smr_json_key(smr_json_at(d, i)));
     drawn += svg_lines(o, title, nb <= 64 ? x : NULL, s, ns, "utilization (%)",
                        "readings");
     for (size_t k = 0; k < ns; k++)
       free((void *)s[k].y);
-    distances(o, d->kids[i]);
+    distances(o, smr_json_at(d, i));
   }
   if (!drawn)
     h_note(o, "No GPU utilization data for workload balancing.");
@@ -266,7 +270,7 @@ void h_load_balancing(rk_text *o, const rpt_view *v) {
 
 void h_batch_size(rk_text *o, const rpt_view *v) {
   h_section(o, "batch", "Batch size");
-  const pj *d = h_details(v, "BatchSize");
+  const smr_json *d = h_details(v, "BatchSize");
   const rpt_sub *s = rpt_find(v, "BatchSize");
   if (s && s->triggered > 0)
     rk_text_printf(o,
@@ -282,20 +286,21 @@ void h_batch_size(rk_text *o, const rpt_view *v) {
                       "memory were never all lightly used at once, so "
                       "nothing suggests the batch is too small.</p>\n");
   size_t drawn = 0;
-  for (size_t i = 0; i < d->n; i++) {
-    const pj *node = d->kids[i];
+  for (size_t i = 0; i < h_members(d); i++) {
+    const smr_json *node = smr_json_at(d, i);
     if (!is_node(node))
       continue;
     svg_box boxes[MAX_BOXES];
     size_t n = 0;
-    for (size_t k = 0; k < node->n && n < MAX_BOXES; k++) {
-      boxes[n] = box_of(node->kids[k], node->kids[k]->key);
-      mark(&boxes[n], 0, node->kids[k], "p95", "p95");
+    for (size_t k = 0; k < h_members(node) && n < MAX_BOXES; k++) {
+      boxes[n] =
+          box_of(smr_json_at(node, k), smr_json_key(smr_json_at(node, k)));
+      mark(&boxes[n], 0, smr_json_at(node, k), "p95", "p95");
       n++;
     }
     char title[160];
     snprintf(title, sizeof title, "CPU, GPU and GPU memory utilization of %s",
-             node->key);
+             smr_json_key(node));
     drawn += svg_boxplots(o, title, boxes, n, "%");
   }
   if (!drawn)
@@ -311,7 +316,7 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
   h_section(o, cpu ? "cpu-bottlenecks" : "io-bottlenecks",
             cpu ? "CPU bottlenecks" : "I/O bottlenecks");
   const rpt_sub *s = rpt_find(v, rule);
-  const pj *d = h_details(v, rule);
+  const smr_json *d = h_details(v, rule);
   if (!s || s->datapoints <= 0) {
     h_note(o, "No system metrics were evaluated.");
     h_section_end(o);
@@ -329,7 +334,7 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
     return;
   }
   double total = (double)s->datapoints;
-  double low = pj_num_or(d, "low_gpu_utilization", 0);
+  double low = smr_json_num_or(d, "low_gpu_utilization", 0);
   double bn = (double)s->violations;
   rk_text_printf(o,
                  "<p>%s triggered %lld %s.  Of %lld sampling "
@@ -356,7 +361,7 @@ void h_bottleneck(rk_text *o, const rpt_view *v, const char *rule) {
 
 void h_gpu_memory(rk_text *o, const rpt_view *v) {
   h_section(o, "gpu-memory", "GPU memory");
-  const pj *d = h_details(v, "GPUMemoryIncrease");
+  const smr_json *d = h_details(v, "GPUMemoryIncrease");
   const rpt_sub *s = rpt_find(v, "GPUMemoryIncrease");
   if (!have_gpu(v)) {
     h_note(o, "No GPU readings in this recording.");
@@ -367,30 +372,31 @@ void h_gpu_memory(rk_text *o, const rpt_view *v) {
     rk_text_printf(o, "<p>GPUMemoryIncrease triggered %lld %s.</p>\n",
                    (long long)s->triggered, h_times(s->triggered));
   size_t drawn = 0;
-  for (size_t i = 0; i < d->n; i++) {
-    const pj *node = d->kids[i];
+  for (size_t i = 0; i < h_members(d); i++) {
+    const smr_json *node = smr_json_at(d, i);
     if (!is_node(node))
       continue;
     svg_box boxes[MAX_BOXES];
     size_t n = 0;
     h_table(o, "node|GPU|increase (percentage points)|max");
-    for (size_t g = 0; g < node->n && n < MAX_BOXES; g++) {
-      const pj *x = node->kids[g];
-      boxes[n] = box_of(x, x->key);
+    for (size_t g = 0; g < h_members(node) && n < MAX_BOXES; g++) {
+      const smr_json *x = smr_json_at(node, g);
+      boxes[n] = box_of(x, smr_json_key(x));
       mark(&boxes[n], 0, x, "p95", "p95");
       mark(&boxes[n], 1, x, "p05", "p5");
       mark(&boxes[n], 2, x, "gpu_max", "max");
       n++;
       h_tr(o);
-      h_td(o, node->key);
-      h_td(o, x->key);
-      h_td_num(o, pj_num_or(x, "increase", NAN), 3);
-      h_td_num(o, pj_num_or(x, "gpu_max", NAN), 1);
+      h_td(o, smr_json_key(node));
+      h_td(o, smr_json_key(x));
+      h_td_num(o, smr_json_num_or(x, "increase", NAN), 3);
+      h_td_num(o, smr_json_num_or(x, "gpu_max", NAN), 1);
       h_tr_end(o);
     }
     h_table_end(o);
     char title[160];
-    snprintf(title, sizeof title, "GPU memory utilization of %s", node->key);
+    snprintf(title, sizeof title, "GPU memory utilization of %s",
+             smr_json_key(node));
     drawn += svg_boxplots(o, title, boxes, n, "%");
   }
   if (!drawn)

@@ -14,8 +14,8 @@
  *   own, the "shim" (rpt_shim.c): the context they receive is
  *   really an rpt_sub, window and event queries are answered from the
  *   window being evaluated (the host is asked once per window), each gets
- *   its own report (Details as an rpt_json tree), and parameter queries
- *   map to ProfilerReport's "<Rule>_<param>" parameters
+ *   its own report (Details as an smr_json object, smrules/json.h), and
+ * parameter queries map to ProfilerReport's "<Rule>_<param>" parameters
  * (docs/profiler-report.md#parameters). */
 #ifndef RPT_INT_H
 #define RPT_INT_H
@@ -25,7 +25,7 @@
 
 #include "fw_rules.h"
 #include "prof_rules.h"
-#include "rpt_json.h"
+#include "smrules/json.h"
 #include "smrules/rulekit.h"
 
 #define RPT_NSUB 11
@@ -57,7 +57,7 @@ typedef struct rpt_sub {
   const void *settings;     /* inside ProfilerReport's settings */
   bool ready;               /* set up */
   rpt_window *win;
-  pj *details, *scratch;
+  smr_json *details, *scratch;
   int64_t triggered, violations, datapoints;
   char *rule_params;   /* NULL until known */
   int64_t windows_met; /* windows whose condition was met */

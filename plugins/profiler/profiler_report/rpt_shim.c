@@ -1,6 +1,6 @@
 /* rpt_shim.c - the function table ProfilerReport gives its sub-rules (see
  * rpt_int.h).  A sub-rule's smrules_ctx pointer is its rpt_sub; report
- * objects are pr_json trees. */
+ * objects are smr_json objects (smrules/json.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@ const smrules_api *rpt_host;
 smrules_api rpt_shim;
 
 #define SUB(ctx) ((rpt_sub *)(void *)(ctx))
-#define PJ(j) ((pj *)(void *)(j))
+#define PJ(j) ((smr_json *)(void *)(j))
 #define SJ(p) ((smrules_json *)(void *)(p))
 
 /* ------------------------------------------------------------- logging */
@@ -72,7 +72,7 @@ static void sh_report_set(smrules_ctx *ctx, int64_t t, int64_t v, int64_t d) {
   SUB(ctx)->datapoints = d;
 }
 static smrules_json *sh_details_reset(smrules_ctx *ctx) {
-  pj_clear(SUB(ctx)->details);
+  smr_json_clear(SUB(ctx)->details);
   return SJ(SUB(ctx)->details);
 }
 static void sh_rule_parameters(smrules_ctx *ctx, const char *text) {
@@ -81,37 +81,37 @@ static void sh_rule_parameters(smrules_ctx *ctx, const char *text) {
 }
 
 static void sh_json_str(smrules_json *j, const char *k, const char *v) {
-  pj_set_str(PJ(j), k, v);
+  smr_json_add_str(PJ(j), k, v);
 }
 static void sh_json_num(smrules_json *j, const char *k, double v) {
-  pj_set_num(PJ(j), k, v);
+  smr_json_add_num(PJ(j), k, v);
 }
 static void sh_json_int(smrules_json *j, const char *k, int64_t v) {
-  pj_set_int(PJ(j), k, v);
+  smr_json_add_int(PJ(j), k, v);
 }
 static void sh_json_bool(smrules_json *j, const char *k, bool v) {
-  pj_set_bool(PJ(j), k, v);
+  smr_json_add_bool(PJ(j), k, v);
 }
 static void sh_json_nums(smrules_json *j, const char *k, const double *v,
                          size_t n) {
-  pj_set_nums(PJ(j), k, v, n);
+  smr_json_add_nums(PJ(j), k, v, n);
 }
 static void sh_json_ints(smrules_json *j, const char *k, const int64_t *v,
                          size_t n) {
-  pj_set_ints(PJ(j), k, v, n);
+  smr_json_add_ints(PJ(j), k, v, n);
 }
 static void sh_json_strs(smrules_json *j, const char *k, const char *const *v,
                          size_t n) {
-  pj_set_strs(PJ(j), k, v, n);
+  smr_json_add_strs(PJ(j), k, v, n);
 }
 static smrules_json *sh_json_obj(smrules_json *j, const char *k) {
-  return SJ(pj_set_obj(PJ(j), k));
+  return SJ(smr_json_add_obj(PJ(j), k));
 }
 static void sh_json_null(smrules_json *j, const char *k) {
-  pj_set_null(PJ(j), k);
+  smr_json_add_null(PJ(j), k);
 }
 static void sh_json_raw(smrules_json *j, const char *k, const char *json) {
-  pj_set_raw(PJ(j), k, json);
+  smr_json_add_raw(PJ(j), k, json);
 }
 
 /* ------------------------------------------------------ profiler data */
@@ -299,15 +299,18 @@ void rpt_shim_build(const smrules_api *host) {
 /* --------------------------------------------------- the report file */
 
 char *rpt_sub_report_json(const rpt_sub *s) {
-  rk_text t = {0};
-  rk_text_printf(&t,
-                 "{\"RuleTriggered\": %lld, \"Violations\": %lld, "
-                 "\"Details\": ",
-                 (long long)s->triggered, (long long)s->violations);
-  pj_render(s->details, &t);
-  rk_text_printf(&t, ", \"Datapoints\": %lld, \"RuleParameters\": ",
-                 (long long)s->datapoints);
-  pj_render_string(s->rule_params ? s->rule_params : "", &t);
-  rk_text_printf(&t, "}\n");
-  return rk_text_take(&t);
+  char head[128], mid[64];
+  snprintf(head, sizeof head,
+           "{\"RuleTriggered\": %lld, \"Violations\": %lld, \"Details\": ",
+           (long long)s->triggered, (long long)s->violations);
+  snprintf(mid, sizeof mid, ", \"Datapoints\": %lld, \"RuleParameters\": ",
+           (long long)s->datapoints);
+  const char *params = s->rule_params ? s->rule_params : "";
+  smr_json_buf t = {0};
+  smr_json_buf_put(&t, head, strlen(head));
+  smr_json_write(s->details, SMR_JSON_SPACED, &t);
+  smr_json_buf_put(&t, mid, strlen(mid));
+  smr_json_write_string(&t, params, strlen(params), SMR_JSON_SPACED);
+  smr_json_buf_put(&t, "}\n", 2);
+  return t.s;
 }

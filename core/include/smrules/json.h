@@ -1,11 +1,13 @@
-/* json.h - the one JSON value model of smrules: values built, read,
- * written and parsed.
+/* smrules/json.h - the one JSON value model of smrules: values built,
+ * read, written and parsed.
  *
- * The host's report objects (host/report_json.c, api->json_* in smrules.h)
- * are objects of this model, and the plugin kits compile this same file
- * (Makefile: libprofkit.a), so that ProfilerReport builds, reads back and
- * writes its sub-rules' reports with it.  It therefore includes nothing but
- * the C library (and base/utf8.h, which includes nothing else).
+ * One source, core/base/json.c, compiled into the host and into the rule
+ * kit (libsmrules-rulekit.a), so a plugin has the same model: the host's
+ * report objects (host/report_json.c, api->json_* in smrules.h) are
+ * objects of it, and a rule that runs other rules (ProfilerReport) reads
+ * their reports back with it.  A plugin's smr_json values are its own: an
+ * smrules_json handle of the host is reached through api->json_* only
+ * (its text, api->json_text, parses back with smr_json_parse).
  *
  * Objects keep their members in insertion order (Python dicts do, and the
  * reference reports are Python dicts).  smr_json_add appends a member even
@@ -18,11 +20,14 @@
  * integers as integers, non-finite doubles as null (JSON has no NaN).
  * Strings are always written as valid JSON and valid UTF-8, whatever their
  * bytes: controls are escaped and a byte that does not begin a valid
- * UTF-8 sequence becomes U+FFFD.
+ * UTF-8 sequence becomes U+FFFD.  The compact style writes \n, \r and \t
+ * as such and escapes DEL; the spaced one writes every control as \u00XX
+ * (as ProfilerReport's files always have).
  *
  * Allocation failure aborts: the model holds reports a rule builds, and
  * the parser bounds what untrusted text may make it allocate
- * (smr_json_limits). */
+ * (smr_json_limits).  Names are smr_json_*: the model is the core's
+ * (core/base/json.c) before it is the SDK's. */
 #ifndef SMR_JSON_H
 #define SMR_JSON_H
 
@@ -131,7 +136,8 @@ void smr_json_write(const smr_json *v, smr_json_style style, smr_json_buf *out);
 /* The text of v (malloc'ed). */
 char *smr_json_text(const smr_json *v, smr_json_style style);
 /* Writes a JSON string literal of n bytes (see the top of this file). */
-void smr_json_write_string(smr_json_buf *out, const char *s, size_t n);
+void smr_json_write_string(smr_json_buf *out, const char *s, size_t n,
+                           smr_json_style style);
 /* Python's repr() of a double (finite ones; "NaN", "Infinity",
  * "-Infinity" otherwise, which callers writing JSON replace by null). */
 void smr_json_fmt_double(double v, char *buf, size_t n);
