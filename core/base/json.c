@@ -159,6 +159,19 @@ void smr_json_set(smr_json *o, const char *key, smr_json *v) {
   o->kids[at] = v;
 }
 
+smr_json *smr_json_take(smr_json *o, const char *key) {
+  ptrdiff_t at = find(o, key);
+  if (at < 0)
+    return NULL;
+  smr_json *v = o->kids[at];
+  memmove(o->kids + at, o->kids + at + 1,
+          (o->n - (size_t)at - 1) * sizeof *o->kids);
+  o->n--;
+  free(v->key);
+  v->key = NULL;
+  return v;
+}
+
 bool smr_json_del(smr_json *o, const char *key) {
   bool found = false;
   for (ptrdiff_t at; (at = find(o, key)) >= 0; found = true) {

@@ -380,6 +380,8 @@ static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
                              const smrules_sys_event **out, size_t *n) {
   *out = NULL;
   *n = 0;
+  if (smr_ctx_sub_sys(c, start_us, end_us, out, n)) /* subrule.c */
+    return SMRULES_NO_TRIGGER;
   if (!c->prof)
     return no_profiler(c);
   smr_profiler_release_sys(c->prof, &c->sys);
@@ -392,6 +394,7 @@ static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
   }
   *out = c->sys.v;
   *n = c->sys.n;
+  c->sys_held = true, c->sys_from = start_us, c->sys_to = end_us;
   return SMRULES_NO_TRIGGER;
 }
 
@@ -400,6 +403,8 @@ static int api_framework_events(smrules_ctx *c, int64_t start_us,
                                 size_t *n) {
   *out = NULL;
   *n = 0;
+  if (smr_ctx_sub_fw(c, start_us, end_us, out, n)) /* subrule.c */
+    return SMRULES_NO_TRIGGER;
   if (!c->prof)
     return no_profiler(c);
   smr_profiler_release_fw(c->prof, &c->fw);
@@ -413,6 +418,7 @@ static int api_framework_events(smrules_ctx *c, int64_t start_us,
   }
   *out = c->fw.v;
   *n = c->fw.n;
+  c->fw_held = true, c->fw_from = start_us, c->fw_to = end_us;
   return SMRULES_NO_TRIGGER;
 }
 
@@ -551,6 +557,9 @@ static const smrules_api API = {
     .reductions = api_reductions,
     .values_stats = api_values_stats,
     .values_counts = api_values_counts,
+    .sub_rule = smr_api_sub_rule, /* subrule.c */
+    .rule_report = smr_api_rule_report,
+    .rule_failure = smr_api_rule_failure,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -1,7 +1,7 @@
 /* host_int.h - what the files of the rule host share: the context's
  * fields, the report objects, the rule's files.  Private to core/host/
- * (rulectx.c, host_api.c, rule_output.c, report_json.c); the rest of the
- * core uses rulehost.h and rulectx.h. */
+ * (rulectx.c, host_api.c, rule_output.c, report_json.c, subrule.c); the rest of
+ * the core uses rulehost.h and rulectx.h. */
 #ifndef SMR_HOST_INT_H
 #define SMR_HOST_INT_H
 
@@ -47,6 +47,16 @@ struct smrules_ctx {
   smr_strv param_texts; /* param_text results */
   int64_t p_triggered, p_violations, p_datapoints;
   char *rule_params; /* RuleParameters set by the rule */
+  /* the range the events in sys and fw were read for (a sub-rule asking
+   * for the same range is handed them: subrule.c) */
+  bool sys_held, fw_held;
+  int64_t sys_from, sys_to, fw_from, fw_to;
+  /* rules run by this rule (api->sub_rule, subrule.c), and for one of
+   * them, the rule running it and its own parameter set */
+  smrules_ctx **subs;
+  size_t nsubs;
+  smrules_ctx *parent;
+  smr_params *own_params;
 };
 
 /* rulectx.c: api->log and api->fail. */
@@ -57,6 +67,22 @@ void smr_ctx_failf(smrules_ctx *c, const char *fmt, ...);
 const char *smr_ctx_output_dir(smrules_ctx *c);
 int smr_ctx_write_output(smrules_ctx *c, const char *relpath, const void *data,
                          size_t len);
+
+/* rulectx.c: a profiler rule's report, {"RuleTriggered", "Violations",
+ * "Details", "Datapoints", "RuleParameters"} (malloc'ed). */
+char *smr_ctx_profiler_report_json(smrules_ctx *c);
+
+/* subrule.c: rules run by another rule (api->sub_rule, api->rule_report,
+ * api->rule_failure); the parent's events handed to its sub-rules. */
+smrules_ctx *smr_ctx_sub_rule(smrules_ctx *parent, const char *name);
+void smr_ctx_subs_free(smrules_ctx *parent);
+bool smr_ctx_sub_sys(smrules_ctx *c, int64_t start_us, int64_t end_us,
+                     const smrules_sys_event **out, size_t *n);
+bool smr_ctx_sub_fw(smrules_ctx *c, int64_t start_us, int64_t end_us,
+                    const smrules_fw_event **out, size_t *n);
+smrules_ctx *smr_api_sub_rule(smrules_ctx *ctx, const char *name);
+char *smr_api_rule_report(smrules_ctx *ctx);
+const char *smr_api_rule_failure(smrules_ctx *ctx);
 
 /* report_json.c: the objects (api->json_*). */
 smrules_json *smr_rjson_new(void);

@@ -12,6 +12,11 @@
  * rule failed and the reason given, when that cannot be done.  Walked
  * again on every call: a link planted since the last one is refused. */
 static int open_output_dir(smrules_ctx *c, int *fd) {
+  if (c->parent) { /* the rule running it writes its report (subrule.c) */
+    smr_ctx_failf(c, "a rule run by %s writes no files of its own",
+                  c->parent->name);
+    return SMRULES_ERR;
+  }
   if (!c->output_dir)
     c->output_dir =
         smr_xasprintf("%s/rule-output/%s", smr_trial_root(c->trial), c->name);

@@ -46,11 +46,13 @@ static void release_events(smrules_ctx *c) {
   if (c->prof && (c->fw.v || c->fw.npins))
     smr_profiler_release_fw(c->prof, &c->fw);
   smr_strv_free(&c->arg_scratch);
+  c->sys_held = c->fw_held = false;
 }
 
 void smr_ctx_free(smrules_ctx *c) {
   if (!c)
     return;
+  smr_ctx_subs_free(c);
   drop_current(c);
   release_events(c);
   smr_strv_free(&c->param_texts);
@@ -69,6 +71,9 @@ void smr_ctx_free(smrules_ctx *c) {
   free(c->output_dir);
   free(c->name);
   free(c->rule);
+  if (c->own_params)
+    smr_params_free(c->own_params);
+  free(c->own_params);
   free(c);
 }
 
@@ -128,28 +133,38 @@ void smr_ctx_set_profiler(smrules_ctx *c, smr_profiler *p) {
   release_events(c);
   c->profiler_rule = true;
   c->prof = p;
+  for (size_t i = 0; i < c->nsubs; i++) /* its sub-rules read it too */
+    smr_ctx_set_profiler(c->subs[i], p);
 }
 
 smr_profiler *smr_ctx_profiler(const smrules_ctx *c) {
   return c->prof;
 }
 
+/* A rule's sub-rules (subrule.c) evaluate the window it evaluates: what
+ * they reported at the last one is dropped. */
 void smr_ctx_window_begin(smrules_ctx *c, int64_t index, int64_t start_us,
                           int64_t end_us) {
   c->in_window = true;
   c->win_index = index;
   c->win_start = start_us;
   c->win_end = end_us;
+  for (size_t i = 0; i < c->nsubs; i++) {
+    drop_current(c->subs[i]);
+    smr_ctx_window_begin(c->subs[i], index, start_us, end_us);
+  }
 }
 
 void smr_ctx_window_end(smrules_ctx *c) {
+  for (size_t i = 0; i < c->nsubs; i++)
+    smr_ctx_window_end(c->subs[i]);
   c->in_window = false;
   release_events(c);
 }
 
 /* {"RuleTriggered", "Violations", "Details", "Datapoints",
  * "RuleParameters"} exactly, as the reference profiler rules write it. */
-static char *profiler_report_json(smrules_ctx *c) {
+char *smr_ctx_profiler_report_json(smrules_ctx *c) {
   smr_buf b = {0};
   smr_buf_printf(&b, "{\"RuleTriggered\":%lld,\"Violations\":%lld,",
                  (long long)c->p_triggered, (long long)c->p_violations);
@@ -171,6 +186,8 @@ const char *smr_ctx_last_violations(const smrules_ctx *c) {
 
 void smr_ctx_set_live(smrules_ctx *c, const smrules_live_info *info) {
   c->live = *info;
+  for (size_t i = 0; i < c->nsubs; i++)
+    c->subs[i]->live = *info;
 }
 
 void smr_ctx_set_output_dir(smrules_ctx *c, const char *dir) {
@@ -199,7 +216,7 @@ void smr_ctx_restore_first(smrules_ctx *c, const char *first_trigger) {
 char *smr_ctx_report_json(smrules_ctx *c, const smr_i64v *triggered,
                           int64_t evaluated) {
   if (c->profiler_rule)
-    return profiler_report_json(c);
+    return smr_ctx_profiler_report_json(c);
   smr_buf b = {0};
   smr_buf_printf(&b, "{\"RuleTriggered\":%zu,\"Violations\":%lld,",
                  triggered->n, (long long)c->violations);
@@ -251,6 +268,10 @@ void smr_ctx_log(smrules_ctx *c, int level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (c && c->parent) { /* a sub-rule logs under the rule running it */
+    smr_ctx_log(c->parent, level, "%s: %s", c->name, msg);
+    return;
+  }
   if (level >= 2 && c) {
     if (c->warnings.n < MAX_WARNINGS)
       smr_strv_push(&c->warnings, msg);

@@ -1,13 +1,13 @@
 /* fw_rules.h - the framework-metric profiler rules (StepOutlier,
  * Dataloader, MaxInitializationTime, OverallFrameworkMetrics) as engines:
  * each returns its rule registration bound to the function table `api`.
- * The rule's own plugin (plugins/profiler/<rule>/) passes the host's
- * table; ProfilerReport passes a table of its own (its shim, which answers
- * window and event queries from the window it evaluates), so both run
- * the same code and the rule never needs rulekit's global rk_api.
+ * The rule's own plugin (plugins/profiler/<rule>/) and ProfilerReport both
+ * pass the host's table; ProfilerReport runs the registration in a
+ * context the host makes for it (api->sub_rule), so both run the same
+ * code and the rule never needs rulekit's global rk_api.
  *
  * Each engine keeps one table per loaded .so: call it once per plugin
- * with the same `api` (ProfilerReport's shim, or the host's). */
+ * with the host's `api`. */
 #ifndef FW_RULES_H
 #define FW_RULES_H
 

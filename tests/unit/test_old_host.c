@@ -1,12 +1,13 @@
 /* test_old_host.c - a plugin loaded by an older host, whose function table
  * is shorter than the one the plugin was built with, reads only what that
- * table has.  ProfilerReport builds a table for its sub-rules from the
- * host's (plugins/profiler/profiler_report/rpt_shim.c); it copied the
- * plugin's sizeof(smrules_api) bytes, past the end of an older host's
- * table.  The old table here ends before value_stats, the first member
- * appended after version 1, and it ends exactly where an inaccessible page
- * begins: a read past it faults in every build (not only under ASan), and
- * the fault is caught and reported as a failed check. */
+ * table has.  ProfilerReport once built a table for its sub-rules by
+ * copying the plugin's sizeof(smrules_api) bytes from the host's, past the
+ * end of an older host's table; it now hands them the host's own table
+ * and tests SMRULES_API_HAS(api, sub_rule) before it runs them.  The old
+ * table here ends before value_stats, the first member appended after
+ * version 1, and it ends exactly where an inaccessible page begins: a read
+ * past it faults in every build (not only under ASan), and the fault is
+ * caught and reported as a failed check. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <setjmp.h>

@@ -79,6 +79,9 @@ void smr_json_add(smr_json *o, const char *key, smr_json *v);
 /* Python's o[key] = v: replaces the value of the last member named key,
  * where it stands, or appends; `v` is taken over. */
 void smr_json_set(smr_json *o, const char *key, smr_json *v);
+/* Detaches the last member named key and hands it over (the caller frees
+ * it); NULL when there is none. */
+smr_json *smr_json_take(smr_json *o, const char *key);
 /* Removes every member named key; whether there was one. */
 bool smr_json_del(smr_json *o, const char *key);
 

@@ -445,6 +445,29 @@ typedef struct smrules_api {
    * value whose full statistics are cached is not read again. */
   int (*values_counts)(smrules_trial *t, const char *const *names, size_t n,
                        int64_t step, int mode, smrules_stats *out, int *status);
+
+  /* ---- appended: test SMRULES_API_HAS(api, sub_rule) before use on an
+   * older host. ---- */
+
+  /* A rule that runs other rules itself (ProfilerReport runs the profiler
+   * rules): a context for one of them, named `name`, to hand to that
+   * rule's own callbacks with this same table.  It reads this rule's
+   * parameters "<name>_<param>" as its "<param>", has a report of its own
+   * (violation, details, report_set, rule_parameters, fail), sees this
+   * rule's trial, window and profiler data (events this rule read for the
+   * window are handed out, not read again), logs under this rule as
+   * "<name>: ...", and writes no files.  Freed by the host with ctx.  NULL
+   * for an empty name or when ctx is itself such a context. */
+  smrules_ctx *(*sub_rule)(smrules_ctx *ctx, const char *name);
+  /* The report of a sub_rule context, as the host writes a profiler
+   * rule's ({"RuleTriggered", "Violations", "Details", "Datapoints",
+   * "RuleParameters"}): malloc'ed JSON text, read back with
+   * smr_json_parse (smrules/json.h), released with free().  NULL for
+   * another context. */
+  char *(*rule_report)(smrules_ctx *ctx);
+  /* The message of a sub_rule context's last api->fail, or NULL: valid
+   * until its next call. */
+  const char *(*rule_failure)(smrules_ctx *ctx);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (it was appended after the

@@ -10,8 +10,9 @@
  * table (docs/profiler-report.md#parameters).  The system-metric rules are
  * engines built for exactly this (plugins/engines/prof_rules.h); the
  * framework-metric rules are engines that hand out their registration
- * bound to a function table (plugins/engines/fw_rules.h), here
- * ProfilerReport's own (rpt_shim.c).  One .so, no
+ * bound to a function table (plugins/engines/fw_rules.h), here the
+ * host's: each runs in a context the host makes for it (api->sub_rule),
+ * and its report is read back from the host (rpt_report.c).  One .so, no
  * dependency on where other plugins are installed, and nothing in the
  * host specific to ProfilerReport.
  *
@@ -29,6 +30,8 @@
 /* The outputs, below the rule's folder (docs/profiler-report.md#outputs). */
 #define OUTPUT_DIR "profiler-output"
 #define REPORTS_DIR OUTPUT_DIR "/profiler-reports"
+
+const smrules_api *rpt_host;
 
 /* ------------------------------------------------------------ sub-rules */
 
@@ -136,7 +139,6 @@ static int init_sub(smrules_ctx *ctx, rpt_state *st, size_t i,
   s->eng = SUBS[i].eng;
   s->win = &st->win;
   s->details = smr_json_obj_new();
-  s->scratch = smr_json_obj_new();
   s->settings = (const char *)settings + sub_offset[i];
   st->win.host_ctx = ctx;
   if (s->eng) {
@@ -149,9 +151,22 @@ static int init_sub(smrules_ctx *ctx, rpt_state *st, size_t i,
   }
   if (!s->reg)
     return 0;
-  if (s->reg->init((smrules_ctx *)(void *)s, s->settings, &s->state) != 0) {
+  if (!SMRULES_API_HAS(rpt_host, rule_failure)) {
+    rpt_host->fail(ctx,
+                   "ProfilerReport: this smrules cannot run %s (its "
+                   "plugin API has no sub_rule): update smrules",
+                   s->name);
+    return SMRULES_ERR;
+  }
+  s->ctx = rpt_host->sub_rule(ctx, s->name);
+  if (!s->ctx) {
+    rpt_host->fail(ctx, "ProfilerReport: cannot run %s", s->name);
+    return SMRULES_ERR;
+  }
+  if (s->reg->init(s->ctx, s->settings, &s->state) != 0) {
+    const char *why = rpt_host->rule_failure(s->ctx);
     rpt_host->fail(ctx, "%s: %s", s->name,
-                   s->failure ? s->failure : "configuration rejected");
+                   why ? why : "configuration rejected");
     return SMRULES_ERR;
   }
   s->ready = true;
@@ -169,9 +184,7 @@ static void destroy(void *p) {
     else if (s->state && s->reg && s->reg->destroy)
       s->reg->destroy(s->state);
     smr_json_free(s->details);
-    smr_json_free(s->scratch);
     free(s->rule_params);
-    free(s->failure);
   }
   free(st);
 }
@@ -212,14 +225,13 @@ static int write_file(smrules_ctx *ctx, const char *rel, const char *text) {
   return rpt_host->write_output(ctx, rel, text, strlen(text));
 }
 
-static int sync_engine(rpt_sub *s);
 static void write_own_report(smrules_ctx *ctx, const rpt_state *st);
 
 /* The sub-rules' reports and the HTML report; stops at the first file
  * that cannot be written (the rule then fails with the host's reason). */
 static int write_outputs(smrules_ctx *ctx, rpt_state *st) {
   for (size_t i = 0; i < RPT_NSUB; i++)
-    if (st->subs[i].ready && st->subs[i].eng && sync_engine(&st->subs[i]) != 0)
+    if (rpt_sub_read_report(&st->subs[i]) != 0)
       rpt_host->log(ctx, 2, "ProfilerReport: cannot read the report of %s",
                     st->subs[i].name);
   write_own_report(ctx, st);
@@ -316,30 +328,6 @@ static int run_engine(rpt_sub *s, const rpt_window *w, bool *met) {
   return s->eng->window(s->state, &pw, met) != 0 ? SMRULES_ERR : 0;
 }
 
-/* An engine's report as it stands, into the sub-rule's report. */
-static int sync_engine(rpt_sub *s) {
-  pr_report r;
-  s->eng->report(s->state, &r);
-  s->triggered = r.triggered;
-  s->violations = r.violations;
-  s->datapoints = r.datapoints;
-  char *text = pk_obj_render(r.details);
-  /* the old tree goes before the new one is built, and the bottleneck
-   * snapshots of CPUBottleneck and IOBottleneck (one member per snapshot of
-   * the job; the HTML only counts them) stay text: as trees they were
-   * ProfilerReport's largest allocation on a long job */
-  smr_json_free(s->details);
-  smr_json_limits keep = {.keep_member = "bottlenecks",
-                          .keep_style = SMR_JSON_SPACED};
-  s->details = text ? smr_json_parse(text, strlen(text), &keep, NULL) : NULL;
-  free(text);
-  if (!s->details) { /* cannot happen with our own rendering */
-    s->details = smr_json_obj_new();
-    return SMRULES_ERR;
-  }
-  return 0;
-}
-
 static void run_sub(smrules_ctx *ctx, rpt_sub *s) {
   if (!s->ready)
     return;
@@ -350,17 +338,15 @@ static void run_sub(smrules_ctx *ctx, rpt_sub *s) {
     if (rc == 0 && met)
       rc = SMRULES_TRIGGERED;
   } else {
-    smr_json_clear(s->scratch);
-    rc = s->reg->invoke_at_step((smrules_ctx *)(void *)s, s->state,
-                                s->win->index);
+    rc = s->reg->invoke_at_step(s->ctx, s->state, s->win->index);
   }
   if (rc == SMRULES_TRIGGERED)
     s->windows_met++;
   else if (rc < 0) { /* Decision: log, count as not triggered, go on */
+    const char *why = s->ctx ? rpt_host->rule_failure(s->ctx) : NULL;
     s->errors++;
     rpt_host->log(ctx, 2, "ProfilerReport: %s failed in window %lld: %s",
-                  s->name, (long long)s->win->index,
-                  s->failure ? s->failure : "no message");
+                  s->name, (long long)s->win->index, why ? why : "no message");
   }
 }
 
@@ -369,7 +355,6 @@ static int fetch(smrules_ctx *ctx, rpt_window *w) {
   if (rpt_host->system_events(ctx, w->start, w->end, &w->sys, &w->nsys) < 0 ||
       rpt_host->framework_events(ctx, w->start, w->end, &w->fw, &w->nfw) < 0)
     return SMRULES_ERR;
-  w->have_sys = w->have_fw = true;
   return 0;
 }
 
@@ -461,14 +446,14 @@ static smrules_rule rule = {
 
 SMRULES_PLUGIN_INIT {
   if (!rpt_host) {
+    rpt_host = api;
     rk_api = api; /* the engines' table (profkit and prof_rules use it) */
-    rpt_shim_build(api);
     for (size_t i = 0; i < RPT_NSUB; i++) {
       if (SUBS[i].eng) {
         sub_params[i] = SUBS[i].eng->params;
         sub_size[i] = SUBS[i].eng->settings_size;
       } else {
-        sub_regs[i] = SUBS[i].init(&rpt_shim);
+        sub_regs[i] = SUBS[i].init(api);
         sub_params[i] = sub_regs[i]->params;
         sub_size[i] = sub_regs[i]->settings_size;
       }

@@ -9,14 +9,13 @@
  *   clock pinned at the trial start (docs/profiler-report.md#evaluation), and
  * reads their reports;
  * - the framework-metric rules are engines too (plugins/engines/
- *   fw_rules.h), written as plugin registrations bound to whatever
- *   function table they are handed.  ProfilerReport hands them one of its
- *   own, the "shim" (rpt_shim.c): the context they receive is
- *   really an rpt_sub, window and event queries are answered from the
- *   window being evaluated (the host is asked once per window), each gets
- *   its own report (Details as an smr_json object, smrules/json.h), and
- * parameter queries map to ProfilerReport's "<Rule>_<param>" parameters
- * (docs/profiler-report.md#parameters). */
+ *   fw_rules.h), written as plugin registrations bound to the host's
+ *   function table.  ProfilerReport runs each through the host: a context
+ *   of the host's made for it (api->sub_rule) reads "<Rule>_<param>" as
+ *   its parameters (docs/profiler-report.md#parameters) and this window
+ *   and its events, and holds the sub-rule's own report, which
+ *   ProfilerReport reads back (api->rule_report) with the JSON model
+ *   (smrules/json.h), as it reads an engine's (rpt_report.c). */
 #ifndef RPT_INT_H
 #define RPT_INT_H
 
@@ -30,9 +29,8 @@
 
 #define RPT_NSUB 11
 
-/* The host's function table, and the one the shim sub-rules get. */
+/* The host's function table (ProfilerReport's and its sub-rules'). */
 extern const smrules_api *rpt_host;
-extern smrules_api rpt_shim;
 
 /* The window being evaluated, fetched from the host at most once. */
 typedef struct rpt_window {
@@ -40,7 +38,6 @@ typedef struct rpt_window {
   int64_t index, start, end;
   int64_t first_us; /* the sub-rules' own clock
                        (docs/profiler-report.md#evaluation) */
-  bool have_sys, have_fw;
   const smrules_sys_event *sys;
   size_t nsys;
   const smrules_fw_event *fw;
@@ -51,28 +48,29 @@ typedef struct rpt_window {
  * report. */
 typedef struct rpt_sub {
   const char *name;         /* "CPUBottleneck" */
-  const smrules_rule *reg;  /* a shim sub-rule, or */
+  const smrules_rule *reg;  /* a rule run through the host, or */
   const pr_engine_ops *eng; /* an engine; neither: not built in */
+  smrules_ctx *ctx;         /* reg's context (api->sub_rule) */
   void *state;              /* reg's state or the engine */
   const void *settings;     /* inside ProfilerReport's settings */
   bool ready;               /* set up */
   rpt_window *win;
-  smr_json *details, *scratch;
+  /* the report as last read back (rpt_report.c) */
+  smr_json *details;
   int64_t triggered, violations, datapoints;
   char *rule_params;   /* NULL until known */
   int64_t windows_met; /* windows whose condition was met */
   int64_t errors;      /* windows that failed */
-  char *failure;       /* message of the last failure */
 } rpt_sub;
 
 /* A framework-metric engine (fw_rules.h): the rule's registration, with
  * `api` as its function table. */
 typedef const smrules_rule *(*rpt_sub_init_fn)(const smrules_api *api);
 
-/* Build rpt_shim from the host's table (idempotent). */
-void rpt_shim_build(const smrules_api *host);
-
-/* The report of a sub-rule as its JSON file holds it. */
+/* rpt_report.c: the sub-rule's report read back (from the host for a
+ * rule, from its engine for an engine), 0 or SMRULES_ERR when it cannot
+ * be; and the report as its JSON file holds it (malloc'ed). */
+int rpt_sub_read_report(rpt_sub *s);
 char *rpt_sub_report_json(const rpt_sub *s);
 
 /* ---- the HTML report (rpt_html*.c) ---- */
