@@ -156,6 +156,32 @@ static void test_strings_written_safely(void) {
   CHECK_STR(t, "{\"\\ufffd\":\"a\\u007f\xc3\xa9\\ufffd\"}");
   free(t);
   smr_json_free(o);
+  /* the spaced style writes controls as \u00XX and leaves DEL (as
+   * ProfilerReport's files always have), still never bytes that are not
+   * UTF-8 */
+  o = smr_json_obj_new();
+  smr_json_add_str(o, "p", "a:1\nb:\t2\x7f\xc3");
+  t = smr_json_text(o, SMR_JSON_SPACED);
+  CHECK_STR(t, "{\"p\": \"a:1\\u000ab:\\u00092\x7f\\ufffd\"}");
+  free(t);
+  smr_json_free(o);
+}
+
+/* take: a member handed over whole, the rest unchanged. */
+static void test_take(void) {
+  smr_json *v = parse("{\"a\": 1, \"d\": {\"x\": [1, 2]}, \"b\": 2}");
+  smr_json *d = smr_json_take(v, "d");
+  CHECK(smr_json_is_obj(d));
+  CHECK(smr_json_take(v, "d") == NULL);
+  char *t = smr_json_text(v, SMR_JSON_COMPACT);
+  CHECK_STR(t, "{\"a\":1,\"b\":2}");
+  free(t);
+  t = smr_json_text(d, SMR_JSON_COMPACT);
+  CHECK_STR(t, "{\"x\":[1,2]}");
+  free(t);
+  smr_json_free(d);
+  smr_json_free(v);
+  CHECK(smr_json_take(NULL, "a") == NULL);
 }
 
 static void check_error(const char *text, size_t offset, const char *what) {
@@ -278,6 +304,7 @@ int main(void) {
   TEST_RUN(test_read);
   TEST_RUN(test_round_trip);
   TEST_RUN(test_strings_written_safely);
+  TEST_RUN(test_take);
   TEST_RUN(test_errors_name_offset);
   TEST_RUN(test_limits);
   TEST_RUN(test_kept_member);
