@@ -25,7 +25,14 @@ struct smr_json {
    * report's series can be long. */
   double *nums;
   int64_t *ints;
+  /* An object's members by key (member index + 1, 0: empty slot), built
+   * on the first lookup once it has INDEX_FROM members, so that building
+   * a large object member by member with smr_json_set stays linear. */
+  uint32_t *index;
+  size_t index_cap; /* a power of two, at least twice the members */
 };
+
+#define INDEX_FROM 16
 
 /* ------------------------------------------------------------- memory */
 
@@ -53,9 +60,16 @@ static smr_json *node(smr_json_type t) {
   return v;
 }
 
+static void drop_index(smr_json *o) {
+  free(o->index);
+  o->index = NULL;
+  o->index_cap = 0;
+}
+
 void smr_json_clear(smr_json *v) {
   if (!v)
     return;
+  drop_index(v);
   for (size_t i = 0; i < v->n && v->kids; i++)
     smr_json_free(v->kids[i]);
   free(v->kids);
@@ -120,12 +134,49 @@ smr_json *smr_json_raw(const char *json) {
 
 /* ---------------------------------------------------- arrays, objects */
 
+static uint64_t hash_key(const char *k) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *k; k++)
+    h = (h ^ (unsigned char)*k) * 1099511628211ull;
+  return h;
+}
+
+/* Member i becomes what its key finds (the last of a key wins). */
+static void index_put(smr_json *o, size_t i) {
+  size_t mask = o->index_cap - 1;
+  for (size_t at = hash_key(o->kids[i]->key) & mask;; at = (at + 1) & mask) {
+    uint32_t slot = o->index[at];
+    if (!slot || strcmp(o->kids[slot - 1]->key, o->kids[i]->key) == 0) {
+      o->index[at] = (uint32_t)(i + 1);
+      return;
+    }
+  }
+}
+
+static void index_build(smr_json *o) {
+  size_t cap = 64;
+  while (cap < 2 * o->n + 2)
+    cap *= 2;
+  free(o->index);
+  o->index = xrealloc(NULL, cap, sizeof *o->index);
+  memset(o->index, 0, cap * sizeof *o->index);
+  o->index_cap = cap;
+  for (size_t i = 0; i < o->n; i++)
+    index_put(o, i);
+}
+
 static void append(smr_json *c, smr_json *v) {
   if (c->n == c->cap) {
     c->cap = c->cap ? 2 * c->cap : 8;
     c->kids = xrealloc(c->kids, c->cap, sizeof *c->kids);
   }
   c->kids[c->n++] = v;
+  if (c->index && c->n > UINT32_MAX - 1)
+    drop_index(c); /* more members than the index counts: linear */
+  else if (c->index && 2 * c->n + 2 > c->index_cap)
+    index_build(c);
+  else if (c->index)
+    index_put(c, c->n - 1);
 }
 
 void smr_json_push(smr_json *a, smr_json *v) {
@@ -135,16 +186,30 @@ void smr_json_push(smr_json *a, smr_json *v) {
 void smr_json_add(smr_json *o, const char *key, smr_json *v) {
   free(v->key);
   v->key = xstrndup(key ? key : "", key ? strlen(key) : 0);
-  append(o, v);
+  append(o, v); /* the key is set first: the index reads it */
 }
 
+/* The index is a cache of the object's own members, built here even for
+ * a const object (so one object is not for concurrent readers). */
 static ptrdiff_t find(const smr_json *o, const char *key) {
   if (!o || o->type != SMR_JSON_OBJ)
     return -1;
-  for (size_t i = o->n; i-- > 0;)
-    if (strcmp(o->kids[i]->key, key) == 0)
-      return (ptrdiff_t)i;
-  return -1;
+  if (!o->index && o->n >= INDEX_FROM && o->n < UINT32_MAX)
+    index_build((smr_json *)(uintptr_t)o);
+  if (!o->index) {
+    for (size_t i = o->n; i-- > 0;)
+      if (strcmp(o->kids[i]->key, key) == 0)
+        return (ptrdiff_t)i;
+    return -1;
+  }
+  size_t mask = o->index_cap - 1;
+  for (size_t at = hash_key(key) & mask;; at = (at + 1) & mask) {
+    uint32_t slot = o->index[at];
+    if (!slot)
+      return -1;
+    if (strcmp(o->kids[slot - 1]->key, key) == 0)
+      return (ptrdiff_t)slot - 1;
+  }
 }
 
 void smr_json_set(smr_json *o, const char *key, smr_json *v) {
@@ -159,6 +224,15 @@ void smr_json_set(smr_json *o, const char *key, smr_json *v) {
   o->kids[at] = v;
 }
 
+smr_json *smr_json_obj_at(smr_json *o, const char *key) {
+  ptrdiff_t at = find(o, key);
+  if (at >= 0 && o->kids[at]->type == SMR_JSON_OBJ)
+    return o->kids[at];
+  smr_json *v = smr_json_obj_new();
+  smr_json_set(o, key, v);
+  return v;
+}
+
 smr_json *smr_json_take(smr_json *o, const char *key) {
   ptrdiff_t at = find(o, key);
   if (at < 0)
@@ -167,6 +241,7 @@ smr_json *smr_json_take(smr_json *o, const char *key) {
   memmove(o->kids + at, o->kids + at + 1,
           (o->n - (size_t)at - 1) * sizeof *o->kids);
   o->n--;
+  drop_index(o); /* positions moved: rebuilt on the next lookup */
   free(v->key);
   v->key = NULL;
   return v;
@@ -179,6 +254,7 @@ bool smr_json_del(smr_json *o, const char *key) {
     memmove(o->kids + at, o->kids + at + 1,
             (o->n - (size_t)at - 1) * sizeof *o->kids);
     o->n--;
+    drop_index(o); /* positions moved: rebuilt on the next lookup */
   }
   return found;
 }
@@ -202,24 +278,32 @@ void smr_json_add_raw(smr_json *o, const char *key, const char *json) {
   smr_json_add(o, key, smr_json_raw(json));
 }
 
-void smr_json_add_nums(smr_json *o, const char *key, const double *v,
-                       size_t n) {
+smr_json *smr_json_nums(const double *v, size_t n) {
   smr_json *a = smr_json_arr_new();
   a->nums = xrealloc(NULL, n, sizeof *a->nums);
   if (n)
     memcpy(a->nums, v, n * sizeof *v);
   a->n = n;
-  smr_json_add(o, key, a);
+  return a;
 }
 
-void smr_json_add_ints(smr_json *o, const char *key, const int64_t *v,
-                       size_t n) {
+smr_json *smr_json_ints(const int64_t *v, size_t n) {
   smr_json *a = smr_json_arr_new();
   a->ints = xrealloc(NULL, n, sizeof *a->ints);
   if (n)
     memcpy(a->ints, v, n * sizeof *v);
   a->n = n;
-  smr_json_add(o, key, a);
+  return a;
+}
+
+void smr_json_add_nums(smr_json *o, const char *key, const double *v,
+                       size_t n) {
+  smr_json_add(o, key, smr_json_nums(v, n));
+}
+
+void smr_json_add_ints(smr_json *o, const char *key, const int64_t *v,
+                       size_t n) {
+  smr_json_add(o, key, smr_json_ints(v, n));
 }
 
 void smr_json_add_strs(smr_json *o, const char *key, const char *const *v,

@@ -268,125 +268,95 @@ pk_series *pk_series_of2(pk_dict *d2, const char *node, const char *key,
 
 /* ------------------------------------------------------ report objects */
 
-enum { V_NUM, V_INT, V_BOOL, V_NULL, V_STR, V_RAW, V_OBJ, V_LIST };
-
-typedef struct pk_val {
-  int type;
-  double num;
-  char *text;
-  pk_obj *obj;
-  double *list;
-  size_t nlist;
-  bool ints;
-} pk_val;
-
-static void val_free(void *p) {
-  pk_val *v = p;
-  free(v->text);
-  pk_obj_free(v->obj);
-  free(v->list);
-  free(v);
-}
-
+/* Report objects are objects of the JSON model (smrules/json.h), set as a
+ * Python dict is: a key set again keeps its place. */
 pk_obj *pk_obj_new(void) {
-  return pk_dict_new(false, val_free);
+  return smr_json_obj_new();
 }
 void pk_obj_free(pk_obj *o) {
-  pk_dict_free(o);
-}
-
-/* o[key] = a fresh value of `type` (position kept when the key exists). */
-static pk_val *set_val(pk_obj *o, const char *key, int type) {
-  pk_entry *e = pk_dict_put(o, key, NULL);
-  if (e->ptr)
-    val_free(e->ptr);
-  pk_val *v = calloc(1, sizeof *v);
-  if (!v)
-    abort();
-  v->type = type;
-  e->ptr = v;
-  return v;
+  smr_json_free(o);
 }
 
 pk_obj *pk_obj_obj(pk_obj *o, const char *key) {
-  pk_entry *e = pk_dict_get(o, key);
-  if (e && ((pk_val *)e->ptr)->type == V_OBJ)
-    return ((pk_val *)e->ptr)->obj;
-  return pk_obj_new_obj(o, key);
+  return smr_json_obj_at(o, key);
 }
 
 pk_obj *pk_obj_get(pk_obj *o, const char *key) {
-  pk_entry *e = pk_dict_get(o, key);
-  pk_val *v = e ? e->ptr : NULL;
-  return v && v->type == V_OBJ ? v->obj : NULL;
+  const smr_json *v = smr_json_get(o, key);
+  /* o is ours to change, so is what it holds */
+  return smr_json_is_obj(v) ? (pk_obj *)(uintptr_t)v : NULL;
 }
 
 pk_obj *pk_obj_new_obj(pk_obj *o, const char *key) {
-  pk_val *v = set_val(o, key, V_OBJ);
-  v->obj = pk_obj_new();
-  return v->obj;
+  smr_json *v = smr_json_obj_new();
+  smr_json_set(o, key, v);
+  return v;
 }
 
 void pk_obj_num(pk_obj *o, const char *key, double v) {
-  set_val(o, key, V_NUM)->num = v;
+  smr_json_set(o, key, smr_json_num(v));
 }
 
 void pk_obj_int(pk_obj *o, const char *key, int64_t v) {
-  set_val(o, key, V_INT)->num = (double)v;
+  smr_json_set(o, key, smr_json_int(v));
 }
 
 void pk_obj_bool(pk_obj *o, const char *key, bool v) {
-  set_val(o, key, V_BOOL)->num = v;
+  smr_json_set(o, key, smr_json_bool(v));
 }
 
 void pk_obj_null(pk_obj *o, const char *key) {
-  set_val(o, key, V_NULL);
+  smr_json_set(o, key, smr_json_null());
 }
 
 void pk_obj_str(pk_obj *o, const char *key, const char *v) {
-  set_val(o, key, V_STR)->text = xstrdup(v ? v : "");
+  smr_json_set(o, key, smr_json_str(v ? v : ""));
+}
+
+/* Whether v is written as an integer in an integer list (pk_text_num). */
+static bool list_int(double v) {
+  return isfinite(v) && fabs(v) < 9e18 && v == floor(v);
 }
 
 void pk_obj_list(pk_obj *o, const char *key, const double *v, size_t n,
                  bool ints) {
-  pk_val *x = set_val(o, key, V_LIST);
-  x->list = xmalloc(n * sizeof *x->list);
-  if (n)
-    memcpy(x->list, v, n * sizeof *v);
-  x->nlist = n;
-  x->ints = ints;
+  bool all_int = true;
+  for (size_t i = 0; ints && i < n; i++)
+    all_int &= list_int(v[i]);
+  smr_json *a = smr_json_arr_new();
+  if (!ints || !all_int) {
+    for (size_t i = 0; i < n; i++)
+      smr_json_push(a, ints && list_int(v[i]) ? smr_json_int((int64_t)v[i])
+                                              : smr_json_num(v[i]));
+    smr_json_set(o, key, a);
+    return;
+  }
+  smr_json_free(a);
+  int64_t *iv = xmalloc((n ? n : 1) * sizeof *iv);
+  for (size_t i = 0; i < n; i++)
+    iv[i] = (int64_t)v[i];
+  smr_json_set(o, key, smr_json_ints(iv, n));
+  free(iv);
 }
 
 void pk_obj_raw(pk_obj *o, const char *key, const char *json) {
-  pk_obj_raw_take(o, key, json ? xstrdup(json) : NULL);
+  const smr_json *v = smr_json_get(o, key);
+  if (!json && smr_json_type_of(v) == SMR_JSON_RAW)
+    return; /* a placeholder keeps what it holds */
+  smr_json_set(o, key, smr_json_raw(json)); /* NULL: null, its place */
 }
 
 void pk_obj_raw_take(pk_obj *o, const char *key, char *json) {
-  pk_entry *e = pk_dict_get(o, key);
-  pk_val *v = e ? e->ptr : NULL;
-  if (v && v->type == V_RAW && !json)
-    return; /* a placeholder keeps what it holds */
-  set_val(o, key, V_RAW)->text = json;
+  pk_obj_raw(o, key, json);
+  free(json);
 }
 
 void pk_obj_del(pk_obj *o, const char *key) {
-  /* rebuild without the key (rare: only for skipped report keys) */
-  pk_entry *e = pk_dict_get(o, key);
-  if (!e)
-    return;
-  size_t idx = (size_t)(e - o->e);
-  free(e->key);
-  val_free(e->ptr);
-  memmove(o->e + idx, o->e + idx + 1, (o->n - idx - 1) * sizeof *o->e);
-  o->n--;
-  free(o->slots);
-  o->slots = NULL;
-  o->nslots = 0;
-  rehash(o);
+  smr_json_del(o, key);
 }
 
 bool pk_obj_has(pk_obj *o, const char *key) {
-  return pk_dict_get(o, key) != NULL;
+  return smr_json_get(o, key) != NULL;
 }
 
 void pk_py_str(double v, bool is_int, char *buf, size_t n) {
@@ -416,66 +386,15 @@ void pk_text_str(rk_text *t, const char *s) {
   rk_text_printf(t, "\"");
 }
 
-static void render_obj(pk_obj *o, rk_text *t);
-
-static void render_val(pk_val *v, rk_text *t) {
-  switch (v->type) {
-  case V_NUM:
-    pk_text_num(t, v->num, false);
-    break;
-  case V_INT:
-    pk_text_num(t, v->num, true);
-    break;
-  case V_BOOL:
-    rk_text_printf(t, v->num ? "true" : "false");
-    break;
-  case V_STR:
-    pk_text_str(t, v->text);
-    break;
-  case V_RAW:
-    rk_text_printf(t, "%s", v->text ? v->text : "null");
-    break;
-  case V_OBJ:
-    render_obj(v->obj, t);
-    break;
-  case V_LIST:
-    rk_text_printf(t, "[");
-    for (size_t i = 0; i < v->nlist; i++) {
-      if (i)
-        rk_text_printf(t, ",");
-      pk_text_num(t, v->list[i], v->ints);
-    }
-    rk_text_printf(t, "]");
-    break;
-  default:
-    rk_text_printf(t, "null");
-  }
-}
-
-static void render_obj(pk_obj *o, rk_text *t) {
-  rk_text_printf(t, "{");
-  for (size_t i = 0; i < o->n; i++) {
-    if (i)
-      rk_text_printf(t, ",");
-    pk_text_str(t, o->e[i].key);
-    rk_text_printf(t, ":");
-    render_val(o->e[i].ptr, t);
-  }
-  rk_text_printf(t, "}");
-}
-
 char *pk_obj_render(pk_obj *o) {
-  rk_text t = {0};
-  render_obj(o, &t);
-  return rk_text_take(&t);
+  return smr_json_text(o, SMR_JSON_COMPACT);
 }
 
 void pk_obj_write(pk_obj *o, smrules_json *j) {
-  for (size_t i = 0; i < o->n; i++) {
-    rk_text t = {0};
-    render_val(o->e[i].ptr, &t);
-    char *s = rk_text_take(&t);
-    rk_api->json_raw(j, o->e[i].key, s);
+  for (size_t i = 0; i < smr_json_len(o); i++) {
+    const smr_json *m = smr_json_at(o, i);
+    char *s = smr_json_text(m, SMR_JSON_COMPACT);
+    rk_api->json_raw(j, smr_json_key(m), s);
     free(s);
   }
 }

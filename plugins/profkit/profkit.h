@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "npmath.h"
+#include "smrules/json.h"
 #include "smrules/rulekit.h"
 
 /* ------------------------------------------------------------- vectors */
@@ -155,11 +156,12 @@ size_t pk_closed_push(pk_closed *c, double key);
 size_t pk_closed_find(const pk_closed *c, double key);
 
 /* ----------------------------------------------- report objects (Details)
- * A JSON object built like the reference builds its report dict, rendered
- * into the rule's report at the end.  Numbers are written as Python's json
- * writes them (ints plain, floats shortest round trip), non-finite
- * numbers as null (Decision F15). */
-typedef pk_dict pk_obj;
+ * A JSON object of the one JSON model (smrules/json.h), built like the
+ * reference builds its report dict (a key set again keeps its place),
+ * rendered into the rule's report at the end.  Numbers are written as Python's
+ * json writes them (ints plain, floats shortest round trip), non-finite numbers
+ * as null (Decision F15). */
+typedef smr_json pk_obj; /* smrules/json.h */
 
 pk_obj *pk_obj_new(void);
 void pk_obj_free(pk_obj *o);

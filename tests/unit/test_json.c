@@ -298,6 +298,40 @@ static void test_numbers(void) {
   }
 }
 
+/* An object of many members (hashed lookups): set, get, obj_at, del and
+ * take agree with a plain scan, duplicates included. */
+static void test_many_members(void) {
+  smr_json *o = smr_json_obj_new();
+  char k[32];
+  for (int i = 0; i < 5000; i++) {
+    snprintf(k, sizeof k, "k%d", i);
+    smr_json_set(o, k, smr_json_int(i));
+  }
+  for (int i = 0; i < 5000; i += 7) { /* replaced in place */
+    snprintf(k, sizeof k, "k%d", i);
+    smr_json_set(o, k, smr_json_int(-i));
+  }
+  smr_json_add_int(o, "k3", 33); /* a duplicate: lookups find it */
+  CHECK_EQ_INT(smr_json_len(o), 5001);
+  CHECK_EQ_INT((int64_t)smr_json_num_or(o, "k14", 0), -14);
+  CHECK_EQ_INT((int64_t)smr_json_num_or(o, "k15", 0), 15);
+  CHECK_EQ_INT((int64_t)smr_json_num_or(o, "k3", 0), 33);
+  CHECK_STR(smr_json_key(smr_json_at(o, 14)), "k14");
+  CHECK(smr_json_get(o, "k5000") == NULL);
+  CHECK(smr_json_del(o, "k3")); /* both members of the key */
+  CHECK(smr_json_get(o, "k3") == NULL);
+  smr_json *t = smr_json_take(o, "k10");
+  CHECK_EQ_INT((int64_t)smr_json_num_or(o, "k11", 0), 11);
+  CHECK_EQ_INT(smr_json_len(o), 4998);
+  smr_json_free(t);
+  smr_json *sub = smr_json_obj_at(o, "k20"); /* an int: replaced in place */
+  smr_json_add_int(sub, "x", 1);
+  CHECK(smr_json_obj_at(o, "k20") == sub);
+  CHECK_STR(smr_json_key(smr_json_at(o, 18)), "k20");
+  CHECK_EQ_INT((int64_t)smr_json_num_or(smr_json_get(o, "k20"), "x", 0), 1);
+  smr_json_free(o);
+}
+
 int main(void) {
   TEST_RUN(test_build_and_write);
   TEST_RUN(test_add_set_del);
@@ -305,6 +339,7 @@ int main(void) {
   TEST_RUN(test_round_trip);
   TEST_RUN(test_strings_written_safely);
   TEST_RUN(test_take);
+  TEST_RUN(test_many_members);
   TEST_RUN(test_errors_name_offset);
   TEST_RUN(test_limits);
   TEST_RUN(test_kept_member);

@@ -13,7 +13,9 @@
  * reference reports are Python dicts).  smr_json_add appends a member even
  * when the key is already there (the host's report builders always have);
  * smr_json_set replaces the value of an existing member in place, as a
- * Python dict assignment does.  A lookup finds the last member of a key.
+ * Python dict assignment does.  A lookup finds the last member of a key;
+ * an object of many members is looked up by hashing (so one object is not
+ * for readers on several threads at once).
  *
  * Numbers are written as Python's repr() writes a float (shortest digits
  * that read back to the same double: "1.0", "0.1", "1e-05", "1e+16"),
@@ -79,6 +81,9 @@ void smr_json_add(smr_json *o, const char *key, smr_json *v);
 /* Python's o[key] = v: replaces the value of the last member named key,
  * where it stands, or appends; `v` is taken over. */
 void smr_json_set(smr_json *o, const char *key, smr_json *v);
+/* The object member key of o: the last member of that key when it is an
+ * object, else a new empty object set in its place (or appended). */
+smr_json *smr_json_obj_at(smr_json *o, const char *key);
 /* Detaches the last member named key and hands it over (the caller frees
  * it); NULL when there is none. */
 smr_json *smr_json_take(smr_json *o, const char *key);
@@ -92,6 +97,10 @@ smr_json *smr_json_int(int64_t v);
 smr_json *smr_json_num(double v);
 smr_json *smr_json_str(const char *v);
 smr_json *smr_json_raw(const char *json);
+/* Arrays of numbers, held packed (non-finite doubles are written as
+ * null). */
+smr_json *smr_json_nums(const double *v, size_t n);
+smr_json *smr_json_ints(const int64_t *v, size_t n);
 /* Appends an item to an array (taken over). */
 void smr_json_push(smr_json *a, smr_json *v);
 
