@@ -101,10 +101,11 @@ $(LIB): $(CORE_OBJ)
 $(BIN): $(BUILD)/core/cli/main.o $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIBS)
 
-# Plugins see the public SDK (core/include: smrules.h, rulekit.h) and the
-# plugin kits, never core/.  The kits, each an archive so that a plugin
+# Plugins see the public SDK (core/include: smrules.h, rulekit.h, json.h)
+# and the plugin kits, never core/.  The kits, each an archive so that a plugin
 # takes only what it uses (plugins link nothing of the host):
-#   plugins/kit/      rulekit + npmath: what every rule uses; installed
+#   plugins/kit/      rulekit + npmath (+ the JSON model of smrules/json.h,
+#                     compiled from core/base/json.c): what every rule uses; installed
 #                     with smrules/rulekit.h as libsmrules-rulekit.a for
 #                     third-party plugins (smrules.pc: --cflags --libs)
 #   plugins/profkit/  dicts, series and framework-metric helpers of the
