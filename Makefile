@@ -183,10 +183,16 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
 # against the public header only.
-TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so
+TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so \
+               $(BUILD)/tests/plugins/composite.so
 $(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<
+# composite.so reads reports back with the JSON model: it links the rule kit
+$(BUILD)/tests/plugins/composite.so: tests/cli/plugins/composite.c $(RULEKIT_HDR) $(RULEKIT)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) $(SANFLAGS) \
+	  -fvisibility=hidden -Icore/include -o $@ $< $(RULEKIT) -lm
 
 # Unit tests that load a built rule plugin at run time (dlopen from
 # <build>/plugins/, next to <build>/tests/): the plugins are built with them.
