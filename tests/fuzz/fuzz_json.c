@@ -33,6 +33,20 @@ static void round_trip(const smr_json *v, smr_json_style style) {
   free(t3);
 }
 
+/* Every member of every object is found by its key (the last of a key),
+ * by a scan or, from 16 members on, through the hashed index. */
+static void lookups(const smr_json *v) {
+  if (smr_json_type_of(v) == SMR_JSON_OBJ)
+    for (size_t i = 0; i < smr_json_len(v); i++) {
+      const char *k = smr_json_key(smr_json_at(v, i));
+      const smr_json *found = smr_json_get(v, k);
+      if (!found || strcmp(smr_json_key(found), k) != 0)
+        abort();
+    }
+  for (size_t i = 0; i < smr_json_len(v); i++)
+    lookups(smr_json_at(v, i));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* an exact-size heap copy, so ASan catches any read past `size` */
@@ -50,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!v && err.offset > size)
     abort(); /* an error names a place in the input */
   if (v) {
+    lookups(v);
     if (!keep)
       round_trip(v, SMR_JSON_COMPACT);
     round_trip(v, SMR_JSON_SPACED);
