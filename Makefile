@@ -133,7 +133,7 @@ $(BUILD)/plugins/libengines.a: $(call kit_objs,engines)
 $(BUILD)/plugins/libprofkit.a: $(call kit_objs,profkit)
 # The JSON model (core/base/json.c, declared in the public smrules/json.h)
 # is the host's and the rule kit's: one source, compiled into each.
-KIT_BASE = $(BUILD)/plugins/kit/base_json.o $(BUILD)/plugins/kit/base_utf8.o
+KIT_BASE = $(patsubst %,$(BUILD)/plugins/kit/base_%.o,json json_write json_parse utf8)
 $(BUILD)/plugins/kit/base_%.o: core/base/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(PLUGIN_CFLAGS) -Icore $(DEPFLAGS) -c $< -o $@
