@@ -39,8 +39,13 @@ static smr_params *params_below(const smr_params *from, const char *prefix) {
   return p;
 }
 
+/* A rule may run this many (ProfilerReport runs 4): a rule that asks
+ * for one at every step cannot grow the host's memory without bound. */
+#define MAX_SUB_RULES 256
+
 smrules_ctx *smr_ctx_sub_rule(smrules_ctx *parent, const char *name) {
-  if (!parent || parent->parent || !name || !*name)
+  if (!parent || parent->parent || !name || !*name ||
+      parent->nsubs >= MAX_SUB_RULES)
     return NULL;
   char *prefix = smr_xasprintf("%s_", name);
   smr_params *params = params_below(parent->params, prefix);

@@ -12,7 +12,8 @@ smrules/json.h) into its own Details.
 - the inner rule logs under the composite ("Inner: ..." on its lines);
 - its failure reaches the composite through api->rule_failure, and the run
   goes on;
-- a sub-rule cannot itself make one, nor can a nameless one be made.
+- a sub-rule cannot itself make one, nor can a nameless one be made, and
+  a rule gets at most 256.
 """
 
 import os
@@ -66,6 +67,7 @@ def check_inner_report(c, tmp):
     sc.eq("Datapoints: the last step + 1", inner.get("Datapoints"),
           last + 1 if last is not None else None)
     sc.eq("sub-rules of a sub-rule and nameless ones are refused", det.get("bad_name"), True)
+    sc.eq("at most 256 sub-rules per rule", det.get("sub_rules_given"), 256)
     sc.eq("the composite's own status is its own", res.get("status"), "NoIssuesFound")
 
 

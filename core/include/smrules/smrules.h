@@ -457,7 +457,8 @@ typedef struct smrules_api {
    * rule's trial, window and profiler data (events this rule read for the
    * window are handed out, not read again), logs under this rule as
    * "<name>: ...", and writes no files.  Freed by the host with ctx.  NULL
-   * for an empty name or when ctx is itself such a context. */
+   * for an empty name, when ctx is itself such a context, or past 256 of
+   * them for one rule. */
   smrules_ctx *(*sub_rule)(smrules_ctx *ctx, const char *name);
   /* The report of a sub_rule context, as the host writes a profiler
    * rule's ({"RuleTriggered", "Violations", "Details", "Datapoints",

@@ -8,8 +8,9 @@
  * puts `limit` and param_text("limit") into its Details, logs a warning,
  * and fails when `limit` is negative.  The composite copies what it reads
  * back into its own Details: `inner` (the report's members, read with
- * smr_json_get), `inner_failure` (api->rule_failure), and `bad_name`
- * (whether sub_rule refused a sub-rule of the sub-rule).
+ * smr_json_get), `inner_failure` (api->rule_failure), `bad_name` (whether
+ * sub_rule refused a sub-rule of the sub-rule and a nameless one) and
+ * `sub_rules_given` (how many sub_rule gave before refusing).
  *
  * Built by the Makefile into <build>/tests/plugins/composite.so against
  * the public headers and the rule kit (libsmrules-rulekit.a) only. */
@@ -79,6 +80,7 @@ typedef struct composite {
   smrules_ctx *sub;
   void *inner_state;
   bool bad_name_refused;
+  int64_t subs; /* how many sub_rule gave before it refused */
 } composite;
 
 static int init(smrules_ctx *ctx, const void *settings_, void **state) {
@@ -94,6 +96,9 @@ static int init(smrules_ctx *ctx, const void *settings_, void **state) {
   c->sub = host->sub_rule(ctx, "Inner");
   c->bad_name_refused =
       c->sub && !host->sub_rule(c->sub, "Deeper") && !host->sub_rule(ctx, "");
+  for (c->subs = c->sub ? 1 : 0; c->subs < 100000; c->subs++)
+    if (!host->sub_rule(ctx, "Extra"))
+      break;
   if (!c->sub || inner.init(c->sub, &s->inner, &c->inner_state) != 0) {
     host->fail(ctx, "the inner rule did not start");
     return SMRULES_ERR;
@@ -134,6 +139,7 @@ static int invoke(smrules_ctx *ctx, void *state, int64_t step) {
   copy_report(host->json_obj(d, "inner"), text);
   free(text);
   host->json_bool(d, "bad_name", c->bad_name_refused);
+  host->json_int(d, "sub_rules_given", c->subs);
   return SMRULES_NO_TRIGGER;
 }
 
