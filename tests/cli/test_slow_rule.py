@@ -17,7 +17,7 @@ step 6 until Gate holds, so the steps that fire arrive while Gate holds
           with exit 1, one StopTraining ok at step 8, Gate's report
   watch   the same with `run --watch --training-pid PID` beside a trainer
           started first
-  lua     the attack of issue 25: Lua rules whose calls are cheap in
+  lua     the attack docs/security.md describes: Lua rules whose calls are cheap in
           instructions but dear in C (string.byte over a whole string, a
           back-reference pattern), in a loop at every step: each ends at
           its instruction limit (Error), ExplodingTensor stops the trainer

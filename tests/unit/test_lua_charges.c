@@ -1,6 +1,6 @@
 /* test_lua_charges.c - what a Lua rule's instruction budget is charged for
- * work the standard library does in C (docs/security.md#what-a-lua-rule-
- * can-cost).
+ * work the standard library does in C (docs/security.md, "What a Lua rule
+ * can cost").
  *
  * Each case makes one call whose work is counted here without a clock, in
  * units that grow with what C does: values pushed, elements moved, bytes
