@@ -12,6 +12,8 @@
 #   make format       clang-format every C file
 
 PREFIX ?= /usr/local
+# The release, from its one place (core/include/smrules/version.h).
+VERSION := $(shell sed -n 's/^\#define SMRULES_VERSION "\(.*\)"$$/\1/p' core/include/smrules/version.h)
 SAN ?= 0
 ifeq ($(SAN),1)
 BUILD ?= build-san
@@ -63,7 +65,7 @@ BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python
+.PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python print-version
 all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
 # A pattern rule with two targets is one recipe making both (every GNU
@@ -249,7 +251,12 @@ install: all
 	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/
 	-install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/smrules/lua/ 2>/dev/null
 	-install -m 644 rules/*.lua $(DESTDIR)$(PREFIX)/share/smrules/rules/ 2>/dev/null
-	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' smrules.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
+
+# The release version, as the Makefile reads it (tests/cli/test_version.py).
+print-version:
+	@echo $(VERSION)
 
 # The Python package (python/): smrules._core links $(LIB), built -fPIC.
 # Built for Debian's /usr/bin/python3 (python3-dev, python3-numpy,

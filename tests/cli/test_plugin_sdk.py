@@ -31,6 +31,7 @@ TRIAL = lib.rel(os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr"))
 
 
 INSTALLED = ("include/smrules/smrules.h", "include/smrules/rulekit.h",
+             "include/smrules/version.h",
              "lib/libsmrules-rulekit.a", "lib/pkgconfig/smrules.pc", "bin/smrules",
              "lib/smrules/plugins/exploding_tensor.so")
 
@@ -85,6 +86,11 @@ def pkg_flags(c, prefix):
          "--libs names the installed rule kit", " ".join(flags))
     c.ok(not any(lib.ROOT in f for f in flags), "nothing points into the source tree",
          " ".join(flags))
+    mod = subprocess.run(["pkg-config", "--modversion", "smrules"], env=env,
+                         capture_output=True, text=True).stdout.strip()
+    rc, out, _ = lib.run(["--version"])
+    c.ok(out == "smrules %s\n" % mod, "smrules.pc's Version is the binary's",
+         "%r vs %r" % (mod, out))
     return flags
 
 
