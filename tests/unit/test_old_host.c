@@ -3,10 +3,10 @@
  * table has.  ProfilerReport builds a table for its sub-rules from the
  * host's (plugins/profiler/profiler_report/rpt_shim.c); it copied the
  * plugin's sizeof(smrules_api) bytes, past the end of an older host's
- * table.  The old table here ends before value_stats, the first member
- * appended after version 1, and it ends exactly where an inaccessible page
- * begins: a read past it faults in every build (not only under ASan), and
- * the fault is caught and reported as a failed check. */
+ * table.  The old table here ends before live_info (as a 1.x host's table
+ * ends before what a later 1.y header appended), and it ends exactly where
+ * an inaccessible page begins: a read past it faults in every build (not only
+ * under ASan), and the fault is caught and reported as a failed check. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -66,7 +66,7 @@ static void test_profiler_report_on_an_old_host(void) {
   if (!sym)
     return;
   memcpy(&init, &sym, sizeof init); /* POSIX: a function pointer */
-  size_t old = offsetof(smrules_api, value_stats);
+  size_t old = offsetof(smrules_api, live_info);
   unsigned char *table = before_a_guard_page(old); /* the old table's bytes */
   CHECK(table != NULL);
   if (!table)

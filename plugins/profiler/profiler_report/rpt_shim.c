@@ -234,9 +234,12 @@ static int sh_value(smrules_trial *t, const char *n, int64_t s, int m,
                     smrules_tensor *out) {
   return SMRULES_TENSOR_UNAVAILABLE;
 }
-static int sh_reduction(smrules_trial *t, const char *n, int64_t s, int m,
-                        int r, bool a, double *out) {
-  return SMRULES_TENSOR_UNAVAILABLE;
+static int sh_query(smrules_trial *t, const char *const *names, size_t n,
+                    int64_t s, int m, unsigned what, smrules_values *out,
+                    size_t out_size, int *status) {
+  for (size_t i = 0; i < n; i++)
+    status[i] = SMRULES_TENSOR_UNAVAILABLE;
+  return SMRULES_OK;
 }
 
 void rpt_shim_build(const smrules_api *host) {
@@ -250,9 +253,6 @@ void rpt_shim_build(const smrules_api *host) {
   memcpy(&s, host, host->struct_size < sizeof s ? host->struct_size : sizeof s);
   s.struct_size = sizeof s;
   /* the host's value readers take a real trial, never the shim's */
-  s.value_stats = NULL;
-  s.reductions = NULL;
-  s.values_stats = NULL;
   s.log = sh_log;
   s.fail = sh_fail;
   s.param_is_set = sh_param_is_set;
@@ -278,7 +278,7 @@ void rpt_shim_build(const smrules_api *host) {
   s.step_mode = sh_step_mode;
   s.global_step = sh_global_step;
   s.value = sh_value;
-  s.reduction = sh_reduction;
+  s.query = sh_query;
   s.output_dir = sh_output_dir;
   s.window = sh_window;
   s.system_events = sh_system_events;

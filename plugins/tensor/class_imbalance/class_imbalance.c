@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 typedef struct settings {

@@ -123,7 +123,7 @@ static int64_t check_variance(smrules_ctx *ctx, const state *st,
     if (rk_value(t, names.v[i], g, &v) != 0)
       continue;
     bool ok = rk_is_numeric(&v) &&
-              rk_api->reduce(&v, SMRULES_RED_VARIANCE, false, &var) == 0 &&
+              rk_reduce(&v, SMRULES_RED_VARIANCE, false, &var) == 0 &&
               !isnan(var);
     rk_api->release(&v);
     if (!ok)

@@ -66,8 +66,8 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
     double var;
-    if (rk_api->reduction(t, names.v[i], g, SMRULES_MODE_GLOBAL,
-                          SMRULES_RED_VARIANCE, false, &var) != 0)
+    if (rk_reduction(t, names.v[i], g, SMRULES_RED_VARIANCE, false, &var) !=
+        SMRULES_OK)
       continue;
     evaluated++;
     /* NaN compares false on both sides: no violation */

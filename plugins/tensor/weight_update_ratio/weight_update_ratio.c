@@ -145,7 +145,7 @@ static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
                   "%s: shape at %s step %lld differs from step %lld; "
                   "not compared",
                   name, rk_mode_name(mode), (long long)s, (long long)p);
-    else if (rk_api->reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
+    else if (rk_reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
       w->name = name;
       w->p = p;
       return true;
