@@ -177,11 +177,28 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
 # Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
-# against the public header only.
-TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so
-$(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.h
+# against the public header only.  The 1.0 guard (sdk_guard.c) is built
+# four times: a tensor rule and, with -DGUARD_PROFILER, a profiler rule,
+# each against the current header and against the header as released with
+# 1.0 (tests/fixtures/sdk-1.0/); test_sdk_guard.py compares their reports.
+SDK_HDR = $(wildcard core/include/smrules/*.h)
+SDK_1_0 = $(wildcard tests/fixtures/sdk-1.0/smrules/*.h)
+GUARD_SO = sdk_guard.so sdk_guard-1.0.so sdk_guard_prof.so sdk_guard_prof-1.0.so
+TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so \
+               $(addprefix $(BUILD)/tests/plugins/,$(GUARD_SO))
+TEST_PLUGIN_CC = $(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN)
+$(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c $(SDK_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<
+	$(TEST_PLUGIN_CC) -Icore/include -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard_prof.so: tests/cli/plugins/sdk_guard.c $(SDK_HDR)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -DGUARD_PROFILER -Icore/include -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard-1.0.so: tests/cli/plugins/sdk_guard.c $(SDK_1_0)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -Itests/fixtures/sdk-1.0 -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard_prof-1.0.so: tests/cli/plugins/sdk_guard.c $(SDK_1_0)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -DGUARD_PROFILER -Itests/fixtures/sdk-1.0 -o $@ $<
 
 # Unit tests that load a built rule plugin at run time (dlopen from
 # <build>/plugins/, next to <build>/tests/): the plugins are built with them.
