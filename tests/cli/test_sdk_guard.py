@@ -144,6 +144,7 @@ def check_tensor(c, tmp):
           and loss.get("abs_mean") == abs(x) and val.get("max") == x,
           "one query's reductions of a scalar are its value (std 0)", json.dumps(loss)[:300])
     sc.eq("what was not asked is NaN", val.get("not_asked"), "nan")
+    check_query_by_cli(sc, v)
     sc.eq("the raw JSON value", v.get("raw"), [1, {"a": 2}])
 
     r, out = run_pair(tmp, "fail", TRIAL, "sdk_guard-1.0.so", "sdk_guard.so", "fail_at: 6")
@@ -154,6 +155,36 @@ def check_tensor(c, tmp):
             sc.eq("status Error", new["status"], "Error")
             sc.eq("its message", new["message"], "guard failed at step 6 as asked")
             sc.ok(old == new, "the same from the 1.0 build", first_difference(old, new))
+
+
+REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod", "l1", "l2", "linf")
+
+
+def check_query_by_cli(sc, v):
+    """One query's statistics and reductions of a gradient, each as
+    `smrules tensor` reads it on its own (a path that never calls the
+    plugin API)."""
+    name = "gradient/Sequential_0.weight"
+    got = v.get(name, {})
+    if not sc.ok(got.get("status") == 0, "the query read %s at step %d" % (name, v["step"]),
+                 json.dumps(got)[:200]):
+        return
+    base = ["tensor", "--trial", lib.rel(TRIAL), "--name", name, "--step", str(v["step"]),
+            "--json", "--fresh"]
+    want = []
+    for r in REDUCTIONS:
+        out = lib.run_json(base + ["--reduction", r]).obj or {}
+        want.append(out.get("reduction", {}).get("value"))
+    sc.eq("red[] are smrules tensor --reduction's", got.get("red"), want)
+    out = lib.run_json(base + ["--reduction", "mean", "--abs"]).obj or {}
+    sc.eq("abs_red[MEAN] is smrules tensor --reduction mean --abs's", got.get("abs_mean"),
+          out.get("reduction", {}).get("value"))
+    st = out.get("stats", {})
+    counts, stats = got.get("counts", []), got.get("stats", [])
+    sc.eq("the statistics are smrules tensor's",
+          (stats[0], stats[1], stats[2], stats[3], stats[5], counts[2], counts[5]),
+          (st.get("min"), st.get("max"), st.get("sum"), st.get("mean"), st.get("l2"),
+           st.get("nan"), st.get("zeros")))
 
 
 def check_profiler(c, tmp):
