@@ -262,7 +262,8 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
   if (ok && rk_scan_end(&sc))
     return 0;
   losses_clear(st);
-  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  rk_api->log(ctx, SMRULES_LOG_WARNING,
+              "stored state unreadable; evaluating from the start");
   return -1;
 }
 

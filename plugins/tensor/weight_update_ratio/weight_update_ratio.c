@@ -141,7 +141,7 @@ static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
     if (!numeric(&w->ws) || !numeric(&w->wp))
       ;
     else if (!rk_same_shape(&w->ws, &w->wp))
-      rk_api->log(ctx, 2,
+      rk_api->log(ctx, SMRULES_LOG_WARNING,
                   "%s: shape at %s step %lld differs from step %lld; "
                   "not compared",
                   name, rk_mode_name(mode), (long long)s, (long long)p);
