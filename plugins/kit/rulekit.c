@@ -38,14 +38,16 @@ int rk_value(smrules_trial *t, const char *name, int64_t g,
 }
 
 /* api->query of `what` for the names at global step g: out[i] and
- * status[i] per name (SMRULES_ERR for all when memory runs out). */
+ * status[i] per name (SMRULES_ERR for all when the host refuses). */
 static void query_global(smrules_trial *t, const char *const *names, size_t n,
                          int64_t g, unsigned what, smrules_values *out,
                          int *status) {
   if (rk_api->query(t, names, n, g, SMRULES_MODE_GLOBAL, what, out, sizeof *out,
-                    status) != SMRULES_OK)
-    for (size_t i = 0; i < n; i++)
-      status[i] = SMRULES_ERR;
+                    status) == SMRULES_OK)
+    return;
+  memset(out, 0, n * sizeof *out); /* refused: nothing was written */
+  for (size_t i = 0; i < n; i++)
+    status[i] = SMRULES_ERR;
 }
 
 /* The same into arrays of statistics or of one reduction's values. */
