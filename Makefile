@@ -12,6 +12,8 @@
 #   make format       clang-format every C file
 
 PREFIX ?= /usr/local
+# The release, from its one place (core/include/smrules/version.h).
+VERSION := $(shell sed -n 's/^\#define SMRULES_VERSION "\(.*\)"$$/\1/p' core/include/smrules/version.h)
 SAN ?= 0
 ifeq ($(SAN),1)
 BUILD ?= build-san
@@ -63,7 +65,7 @@ BENCH_BIN = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 FUZZ_SRC = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SECONDS ?= 30
 
-.PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python
+.PHONY: all check check-fast check-san unit fuzz bench install format clean python install-python print-version
 all: $(BIN) $(PLUGIN_SO) $(BUILD)/demo-trainer
 
 # A pattern rule with two targets is one recipe making both (every GNU
@@ -182,17 +184,33 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
 # Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
-# against the public header only.
+# against the public header only.  The 1.0 guard (sdk_guard.c) is built
+# four times: a tensor rule and, with -DGUARD_PROFILER, a profiler rule,
+# each against the current header and against the header as released with
+# 1.0 (tests/fixtures/sdk-1.0/); test_sdk_guard.py compares their reports.
+SDK_HDR = $(wildcard core/include/smrules/*.h)
+SDK_1_0 = $(wildcard tests/fixtures/sdk-1.0/smrules/*.h)
+GUARD_SO = sdk_guard.so sdk_guard-1.0.so sdk_guard_prof.so sdk_guard_prof-1.0.so
 TEST_PLUGINS = $(BUILD)/tests/plugins/gate.so $(BUILD)/tests/plugins/slow_clock.so \
-               $(BUILD)/tests/plugins/composite.so
-$(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c core/include/smrules/smrules.h
+               $(BUILD)/tests/plugins/composite.so \
+               $(addprefix $(BUILD)/tests/plugins/,$(GUARD_SO))
+TEST_PLUGIN_CC = $(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN)
+$(BUILD)/tests/plugins/%.so: tests/cli/plugins/%.c $(SDK_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) -Icore/include -o $@ $<
+	$(TEST_PLUGIN_CC) -Icore/include -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard_prof.so: tests/cli/plugins/sdk_guard.c $(SDK_HDR)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -DGUARD_PROFILER -Icore/include -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard-1.0.so: tests/cli/plugins/sdk_guard.c $(SDK_1_0)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -Itests/fixtures/sdk-1.0 -o $@ $<
+$(BUILD)/tests/plugins/sdk_guard_prof-1.0.so: tests/cli/plugins/sdk_guard.c $(SDK_1_0)
+	@mkdir -p $(dir $@)
+	$(TEST_PLUGIN_CC) -DGUARD_PROFILER -Itests/fixtures/sdk-1.0 -o $@ $<
 # composite.so reads reports back with the JSON model: it links the rule kit
-$(BUILD)/tests/plugins/composite.so: tests/cli/plugins/composite.c $(RULEKIT_HDR) $(RULEKIT)
+$(BUILD)/tests/plugins/composite.so: tests/cli/plugins/composite.c $(SDK_HDR) $(RULEKIT_HDR) $(RULEKIT)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -shared $(WARN) $(SANFLAGS) \
-	  -fvisibility=hidden -Icore/include -o $@ $< $(RULEKIT) -lm
+	$(TEST_PLUGIN_CC) $(SANFLAGS) -fvisibility=hidden -Icore/include -o $@ $< $(RULEKIT) -lm
 
 # Unit tests that load a built rule plugin at run time (dlopen from
 # <build>/plugins/, next to <build>/tests/): the plugins are built with them.
@@ -262,7 +280,12 @@ install: all
 	install -m 644 $(RULEKIT) $(DESTDIR)$(PREFIX)/lib/
 	-install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/smrules/lua/ 2>/dev/null
 	-install -m 644 rules/*.lua $(DESTDIR)$(PREFIX)/share/smrules/rules/ 2>/dev/null
-	sed -e 's|@PREFIX@|$(PREFIX)|g' smrules.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' smrules.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/smrules.pc
+
+# The release version, as the Makefile reads it (tests/cli/test_version.py).
+print-version:
+	@echo $(VERSION)
 
 # The Python package (python/): smrules._core links $(LIB), built -fPIC.
 # Built for Debian's /usr/bin/python3 (python3-dev, python3-numpy,

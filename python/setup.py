@@ -19,6 +19,15 @@ LIB = os.path.join(BUILD, "libsmrules.a")
 PKGS = "lua5.4 libcjson libprotobuf-c sqlite3 yaml-0.1 libpcre2-8 zlib"
 
 
+def release():
+    """SMRULES_VERSION from its one place, core/include/smrules/version.h."""
+    with open(os.path.join(ROOT, "core", "include", "smrules", "version.h")) as f:
+        for line in f:
+            if line.startswith("#define SMRULES_VERSION "):
+                return line.split('"')[1]
+    raise SystemExit("no SMRULES_VERSION in core/include/smrules/version.h")
+
+
 def pkg_config(flag):
     out = subprocess.run(
         ["pkg-config", flag] + PKGS.split(), check=True, capture_output=True, text=True
@@ -44,7 +53,7 @@ core = Extension(
 
 setup(
     name="smrules",
-    version="0.1.0",
+    version=release(),
     description="smrules from Python: smdebug's trial API and a PyTorch hook that writes trials",
     packages=["smrules", "smrules.torch"],
     package_dir={"": "."},

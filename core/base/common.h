@@ -34,8 +34,6 @@ const char *smr_status_name(int status);
  * when it belongs to a trial) and at which byte offset (-1 when none). */
 #define SMR_ERR_FILE_MAX 1024
 #define SMR_ERR_MSG_MAX 512
-/* The version `smrules --version` prints and the metrics carry. */
-#define SMR_VERSION "0.1.0"
 
 typedef struct smr_error {
   int status;

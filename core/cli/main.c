@@ -5,6 +5,7 @@
 
 #include "base/suggest.h"
 #include "cli/cli.h"
+#include "smrules/version.h"
 
 static const struct {
   const char *name;
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "help"))
     return help(argc, argv);
   if (!strcmp(argv[1], "--version")) {
-    printf("smrules %s\n", SMR_VERSION);
+    printf("smrules %s\n", SMRULES_VERSION);
     return SMR_EXIT_OK;
   }
   int i = find_command(argv[1]);

@@ -8,14 +8,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/dtype.h"
 #include "host/data.h"
 #include "host/host_int.h"
+
+/* The SDK's dtype numbers are the one dtype table's (format/dtype.c):
+ * smrules_tensor.dtype is handed over unchanged.  A row added to the
+ * table fails the count check until smrules.h names it too. */
+#define SAME_DT(x) _Static_assert(SMRULES_DT_##x == SMR_DT_##x, "dtype " #x)
+SAME_DT(INVALID);
+SAME_DT(FLOAT);
+SAME_DT(DOUBLE);
+SAME_DT(INT32);
+SAME_DT(UINT8);
+SAME_DT(INT16);
+SAME_DT(INT8);
+SAME_DT(STRING);
+SAME_DT(COMPLEX64);
+SAME_DT(INT64);
+SAME_DT(BOOL);
+SAME_DT(QINT8);
+SAME_DT(QUINT8);
+SAME_DT(QINT32);
+SAME_DT(BFLOAT16);
+SAME_DT(QINT16);
+SAME_DT(QUINT16);
+SAME_DT(UINT16);
+SAME_DT(COMPLEX128);
+SAME_DT(HALF);
+SAME_DT(UINT32);
+SAME_DT(UINT64);
+_Static_assert(SMRULES_DT_FLOAT8_E4M3FN + 1 == SMR_DTYPE_COUNT,
+               "every row of the dtype table has an SMRULES_DT_ name");
 
 /* ------------------------------------------- reports and parameters */
 
 static int api_live_info(smrules_ctx *c, smrules_live_info *out) {
   *out = c->live;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static bool api_param_is_set(smrules_ctx *c, const char *name) {
@@ -132,7 +162,7 @@ static int api_steps(smrules_trial *t, int mode, int64_t **out, size_t *n) {
   smr_trial_steps(T(t), mode, false, &v);
   *out = v.v;
   *n = v.n;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static int api_tensor_steps(smrules_trial *t, const char *name, int mode,
@@ -152,14 +182,14 @@ static void api_steps_free(int64_t *steps) {
 static int api_step_mode(smrules_trial *t, int64_t step, int *mode,
                          int64_t *mode_step) {
   return smr_trial_step_mode(T(t), step, mode, mode_step)
-             ? SMRULES_NO_TRIGGER
+             ? SMRULES_OK
              : SMRULES_STEP_UNAVAILABLE;
 }
 
 static int api_global_step(smrules_trial *t, int mode, int64_t mode_step,
                            int64_t *step) {
   return smr_trial_global_step(T(t), mode, mode_step, step)
-             ? SMRULES_NO_TRIGGER
+             ? SMRULES_OK
              : SMRULES_STEP_UNAVAILABLE;
 }
 
@@ -197,7 +227,7 @@ static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
   out->wall_time = h->t.wall_time;
   out->worker = h->loc.worker;
   out->host_ = h;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static void api_release(smrules_tensor *t) {
@@ -214,17 +244,6 @@ static int reduction_out(int rc) {
   return rc == SMR_ERR_USAGE ? SMRULES_TENSOR_UNAVAILABLE_FOR_STEP : rc;
 }
 
-static int api_reduction(smrules_trial *t, const char *name, int64_t step,
-                         int mode, int reduction, bool abs, double *out) {
-  bool saved;
-  smr_error e;
-  smr_error_clear(&e);
-  if (reduction < 0 || reduction >= SMR_RED_COUNT_)
-    return SMRULES_ERR;
-  return reduction_out(smr_data_reduction(T(t), name, step, mode, NULL,
-                                          reduction, abs, out, &saved, &e));
-}
-
 static const smr_tensor *core_tensor(const smrules_tensor *t) {
   return &((const host_tensor *)t->host_)->t;
 }
@@ -235,16 +254,18 @@ static double api_get(const smrules_tensor *t, int64_t i) {
   return smr_tensor_get(core_tensor(t), i);
 }
 
-static int api_reduce(const smrules_tensor *t, int reduction, bool abs,
-                      double *out) {
-  if (!t->host_ || reduction < 0 || reduction >= SMR_RED_COUNT_)
-    return SMRULES_ERR;
-  smr_error e;
-  return smr_tensor_reduce(core_tensor(t), (smr_reduction)reduction, abs, out,
-                           &e) == SMR_OK
-             ? SMRULES_NO_TRIGGER
-             : SMRULES_ERR;
-}
+/* ---- api->query and api->tensor_query: one request, a mask of parts ---- */
+
+#define Q_KNOWN                                                                \
+  (SMRULES_Q_COUNTS | SMRULES_Q_STATS |                                        \
+   (SMRULES_Q_RED(SMRULES_RED_COUNT) - SMRULES_Q_RED(0)) |                     \
+   (SMRULES_Q_ABS_RED(SMRULES_RED_COUNT) - SMRULES_Q_ABS_RED(0)))
+
+/* The SDK's reductions are the host's, by number. */
+_Static_assert(SMRULES_RED_COUNT == SMR_RED_COUNT_, "reductions: count");
+_Static_assert((int)SMRULES_RED_LINF == (int)SMR_RED_LINF, "reductions: order");
+_Static_assert(SMRULES_Q_ABS_RED(SMRULES_RED_COUNT) <= 0x80000000u,
+               "the query mask fits in 32 bits");
 
 static void stats_out(const smr_stats *ps, smrules_stats *out) {
   smr_stats s = *ps;
@@ -264,17 +285,6 @@ static void stats_out(const smr_stats *ps, smrules_stats *out) {
   out->linf = s.linf;
 }
 
-static int api_stats(const smrules_tensor *t, smrules_stats *out) {
-  if (!t->host_)
-    return SMRULES_ERR;
-  smr_stats s;
-  smr_error e;
-  if (smr_tensor_stats(core_tensor(t), &s, &e) != SMR_OK)
-    return SMRULES_ERR;
-  stats_out(&s, out);
-  return SMRULES_NO_TRIGGER;
-}
-
 /* What a rule is handed: the counts alone are always without the other
  * statistics, whether computed for it or found in a full entry. */
 static void what_out(const smr_stats *s, smr_stats_what what,
@@ -285,74 +295,129 @@ static void what_out(const smr_stats *s, smr_stats_what what,
         NAN;
 }
 
+/* Nothing asked or computed yet: counts 0, numbers NaN. */
+static void values_empty(smrules_values *v) {
+  memset(v, 0, sizeof *v);
+  v->stats.min = v->stats.max = v->stats.sum = v->stats.mean = v->stats.l1 =
+      v->stats.l2 = v->stats.linf = NAN;
+  for (int r = 0; r < SMRULES_RED_COUNT; r++)
+    v->red[r] = v->abs_red[r] = NAN;
+}
+
+/* The host's answer into a plugin's element of out_size bytes: a plugin
+ * built when smrules_values was smaller gets the part it knows. */
+static void values_put(void *out, size_t out_size, size_t i,
+                       const smrules_values *v) {
+  size_t n = out_size < sizeof *v ? out_size : sizeof *v;
+  memcpy((char *)out + i * out_size, v, n);
+}
+
+static double *red_slot(smrules_values *v, int r, bool abs) {
+  return abs ? &v->abs_red[r] : &v->red[r];
+}
+
+static int api_tensor_query(const smrules_tensor *t, unsigned what,
+                            smrules_values *out, size_t out_size) {
+  if (!t || !out || !out_size || (what & ~Q_KNOWN))
+    return SMRULES_ERR;
+  smrules_values v;
+  values_empty(&v);
+  int rc = t->host_ ? SMRULES_OK : SMRULES_ERR;
+  smr_error e;
+  if (rc == SMRULES_OK && (what & (SMRULES_Q_COUNTS | SMRULES_Q_STATS))) {
+    smr_stats s;
+    bool full = what & SMRULES_Q_STATS;
+    if ((full ? smr_tensor_stats(core_tensor(t), &s, &e)
+              : smr_tensor_counts(core_tensor(t), &s, &e)) == SMR_OK)
+      what_out(&s, full ? SMR_STATS_FULL : SMR_STATS_COUNTS, &v.stats);
+    else
+      rc = SMRULES_ERR;
+  }
+  for (int k = 0; rc == SMRULES_OK && k < 2 * SMRULES_RED_COUNT; k++) {
+    int r = k % SMRULES_RED_COUNT;
+    bool abs = k >= SMRULES_RED_COUNT;
+    if (!(what & (abs ? SMRULES_Q_ABS_RED(r) : SMRULES_Q_RED(r))))
+      continue;
+    if (smr_tensor_reduce(core_tensor(t), (smr_reduction)r, abs,
+                          red_slot(&v, r, abs), &e) != SMR_OK)
+      rc = SMRULES_ERR;
+  }
+  values_put(out, out_size, 0, &v);
+  return rc;
+}
+
 /* Statistics that cannot be computed (strings) fail the rule. */
 static int stats_status(int rc) {
   return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
 }
 
-static int api_value_stats(smrules_trial *t, const char *name, int64_t step,
-                           int mode, smrules_stats *out) {
-  memset(out, 0, sizeof *out);
-  smr_stats s;
-  int rc = smr_data_stats(T(t), name, step, mode, NULL, SMR_STATS_FULL, true,
-                          &s, NULL, NULL);
-  if (rc == SMR_OK)
-    what_out(&s, SMR_STATS_FULL, out);
-  return stats_status(rc);
-}
-
-/* ---- the same reduction or statistics of many tensors, in parallel ---- */
-
-static int api_reductions(smrules_trial *t, const char *const *names, size_t n,
-                          int64_t step, int mode, int reduction, bool abs,
-                          double *out, int *status) {
-  if (n && (!names || !out || !status))
-    return SMRULES_ERR;
-  if (reduction < 0 || reduction >= SMR_RED_COUNT_) {
-    for (size_t i = 0; i < n; i++)
-      status[i] = SMRULES_ERR;
-    return SMRULES_NO_TRIGGER;
-  }
-  smr_data_reductions(T(t), names, n, step, mode, reduction, abs, out, status);
-  for (size_t i = 0; i < n; i++)
-    status[i] = reduction_out(status[i]);
-  return SMRULES_NO_TRIGGER;
-}
-
-typedef struct stats_dest {
-  smrules_stats *out;
+typedef struct query {
+  smrules_values *v; /* one per name, in the host's layout */
+  int *status;       /* the first failure per name */
+  int *part;         /* scratch: one part's statuses */
+  double *red;       /* scratch: one reduction's results */
   smr_stats_what what;
-} stats_dest;
+} query;
 
 static void put_stats(void *arg, size_t i, const smr_stats *s) {
-  stats_dest *d = arg;
-  what_out(s, d->what, &d->out[i]);
+  query *q = arg;
+  what_out(s, q->what, &q->v[i].stats);
 }
 
-static int many_stats(smrules_trial *t, const char *const *names, size_t n,
-                      int64_t step, int mode, smr_stats_what what,
-                      smrules_stats *out, int *status) {
-  if (n && (!names || !out || !status))
-    return SMRULES_ERR;
-  if (n)
-    memset(out, 0, n * sizeof *out);
-  stats_dest d = {out, what};
-  smr_data_stats_many(T(t), names, n, step, mode, what, status, put_stats, &d);
+static void query_stats(smr_trial *t, const char *const *names, size_t n,
+                        int64_t step, int mode, query *q) {
+  smr_data_stats_many(t, names, n, step, mode, q->what, q->part, put_stats, q);
   for (size_t i = 0; i < n; i++)
-    status[i] = stats_status(status[i]);
-  return SMRULES_NO_TRIGGER;
+    if (q->status[i] == SMRULES_OK)
+      q->status[i] = stats_status(q->part[i]);
 }
 
-static int api_values_stats(smrules_trial *t, const char *const *names,
-                            size_t n, int64_t step, int mode,
-                            smrules_stats *out, int *status) {
-  return many_stats(t, names, n, step, mode, SMR_STATS_FULL, out, status);
+static void query_reduction(smr_trial *t, const char *const *names, size_t n,
+                            int64_t step, int mode, int r, bool abs, query *q) {
+  smr_data_reductions(t, names, n, step, mode, r, abs, q->red, q->part);
+  for (size_t i = 0; i < n; i++) {
+    int rc = reduction_out(q->part[i]);
+    if (rc == SMR_OK)
+      *red_slot(&q->v[i], r, abs) = q->red[i];
+    else if (q->status[i] == SMRULES_OK)
+      q->status[i] = rc;
+  }
 }
 
-static int api_values_counts(smrules_trial *t, const char *const *names,
-                             size_t n, int64_t step, int mode,
-                             smrules_stats *out, int *status) {
-  return many_stats(t, names, n, step, mode, SMR_STATS_COUNTS, out, status);
+/* Each part asked is one batch over all the names (read and reduced in
+ * parallel by data.h), so a rule asking one thing costs what it did when
+ * each thing had its own function. */
+static int api_query(smrules_trial *t, const char *const *names, size_t n,
+                     int64_t step, int mode, unsigned what, smrules_values *out,
+                     size_t out_size, int *status) {
+  if ((n && (!names || !out || !status || !out_size)) || (what & ~Q_KNOWN))
+    return SMRULES_ERR;
+  if (!n)
+    return SMRULES_OK;
+  query q = {.v = smr_xcalloc(n, sizeof *q.v),
+             .status = status,
+             .part = smr_xcalloc(n, sizeof *q.part),
+             .red = smr_xcalloc(n, sizeof *q.red),
+             .what =
+                 what & SMRULES_Q_STATS ? SMR_STATS_FULL : SMR_STATS_COUNTS};
+  for (size_t i = 0; i < n; i++) {
+    values_empty(&q.v[i]);
+    status[i] = SMRULES_OK;
+  }
+  if (what & (SMRULES_Q_COUNTS | SMRULES_Q_STATS))
+    query_stats(T(t), names, n, step, mode, &q);
+  for (int k = 0; k < 2 * SMRULES_RED_COUNT; k++) {
+    int r = k % SMRULES_RED_COUNT;
+    bool abs = k >= SMRULES_RED_COUNT;
+    if (what & (abs ? SMRULES_Q_ABS_RED(r) : SMRULES_Q_RED(r)))
+      query_reduction(T(t), names, n, step, mode, r, abs, &q);
+  }
+  for (size_t i = 0; i < n; i++)
+    values_put(out, out_size, i, &q.v[i]);
+  free(q.v);
+  free(q.part);
+  free(q.red);
+  return SMRULES_OK;
 }
 
 /* ------------------------------------------------- profiler rules (api) */
@@ -373,7 +438,7 @@ static int api_window(smrules_ctx *c, int64_t *index, int64_t *start_us,
   *index = c->win_index;
   *start_us = c->win_start;
   *end_us = c->win_end;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
@@ -395,7 +460,7 @@ static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
   *out = c->sys.v;
   *n = c->sys.n;
   c->sys_held = true, c->sys_from = start_us, c->sys_to = end_us;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static int api_framework_events(smrules_ctx *c, int64_t start_us,
@@ -419,7 +484,7 @@ static int api_framework_events(smrules_ctx *c, int64_t start_us,
   *out = c->fw.v;
   *n = c->fw.n;
   c->fw_held = true, c->fw_from = start_us, c->fw_to = end_us;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static int api_fw_arg(smrules_ctx *c, const smrules_fw_event *e,
@@ -432,7 +497,7 @@ static int api_profiler_info(smrules_ctx *c, smrules_profiler_info *out) {
   if (!c->prof)
     return no_profiler(c);
   smr_profiler_info(c->prof, out);
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static int api_profiler_names(smrules_ctx *c, int what, const char *node,
@@ -445,7 +510,7 @@ static int api_profiler_names(smrules_ctx *c, int what, const char *node,
   smr_profiler_names(c->prof, what, node, &v);
   out->n = v.n;
   out->v = (const char *const *)v.v;
-  return SMRULES_NO_TRIGGER;
+  return SMRULES_OK;
 }
 
 static void api_report_set(smrules_ctx *c, int64_t rule_triggered,
@@ -502,61 +567,62 @@ static void api_py_str(double v, bool is_int, char *buf, size_t n) {
 static const smrules_api API = {
     .api_version = SMRULES_API_VERSION,
     .struct_size = sizeof(smrules_api),
+    /* logging, failure, parameters */
     .log = smr_ctx_log,
     .fail = smr_ctx_failf,
     .param_is_set = api_param_is_set,
-    .violation = api_violation,
-    .details = api_details,
-    .datapoints = api_datapoints,
-    .json_str = smr_rjson_str,
-    .json_num = smr_rjson_num,
-    .json_int = smr_rjson_int,
-    .json_bool = smr_rjson_bool,
-    .json_nums = smr_rjson_nums,
-    .json_ints = smr_rjson_ints,
-    .json_strs = smr_rjson_strs,
-    .json_obj = smr_rjson_obj,
+    .param_text = api_param_text,
+    /* trial queries */
     .trial = api_trial,
     .open_trial = api_open_trial,
     .tensor_names = api_tensor_names,
     .collection = api_collection,
     .select = api_select,
-    .strlist_free = api_strlist_free,
     .has_tensor = api_has_tensor,
+    .strlist_free = api_strlist_free,
     .steps = api_steps,
     .tensor_steps = api_tensor_steps,
     .steps_free = api_steps_free,
     .step_mode = api_step_mode,
     .global_step = api_global_step,
+    /* values and statistics */
     .value = api_value,
-    .reduction = api_reduction,
     .release = api_release,
     .get = api_get,
-    .reduce = api_reduce,
-    .stats = api_stats,
+    .query = api_query,
+    .tensor_query = api_tensor_query,
+    /* reports */
+    .violation = api_violation,
+    .datapoints = api_datapoints,
+    .details = api_details,
+    .details_reset = api_details_reset,
+    .report_set = api_report_set,
+    .rule_parameters = api_rule_parameters,
+    .json_str = smr_rjson_str,
+    .json_num = smr_rjson_num,
+    .json_int = smr_rjson_int,
+    .json_bool = smr_rjson_bool,
+    .json_null = smr_rjson_null,
+    .json_raw = smr_rjson_raw,
+    .json_nums = smr_rjson_nums,
+    .json_ints = smr_rjson_ints,
+    .json_strs = smr_rjson_strs,
+    .json_obj = smr_rjson_obj,
+    .json_new = smr_rjson_new,
+    .json_text = smr_rjson_text,
+    .json_free = smr_rjson_free,
+    .py_str = api_py_str,
+    /* output files */
     .output_dir = smr_ctx_output_dir,
+    .write_output = smr_ctx_write_output,
+    /* time and profiler data */
+    .live_info = api_live_info,
     .window = api_window,
     .system_events = api_system_events,
     .framework_events = api_framework_events,
     .fw_arg = api_fw_arg,
     .profiler_info = api_profiler_info,
     .profiler_names = api_profiler_names,
-    .report_set = api_report_set,
-    .details_reset = api_details_reset,
-    .rule_parameters = api_rule_parameters,
-    .param_text = api_param_text,
-    .json_null = smr_rjson_null,
-    .json_raw = smr_rjson_raw,
-    .py_str = api_py_str,
-    .json_new = smr_rjson_new,
-    .json_text = smr_rjson_text,
-    .json_free = smr_rjson_free,
-    .live_info = api_live_info,
-    .value_stats = api_value_stats,
-    .write_output = smr_ctx_write_output,
-    .reductions = api_reductions,
-    .values_stats = api_values_stats,
-    .values_counts = api_values_counts,
     .sub_rule = smr_api_sub_rule, /* subrule.c */
     .rule_report = smr_api_rule_report,
     .rule_failure = smr_api_rule_failure,

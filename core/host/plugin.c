@@ -18,6 +18,7 @@
 /* The SDK's statuses are the host's: rule results and host-function
  * returns pass between the two unchanged (see host_api.c), so the public
  * numbers must never drift from the internal ones. */
+_Static_assert(SMRULES_OK == SMR_OK, "status: ok");
 _Static_assert(SMRULES_NO_TRIGGER == SMR_OK, "status: no trigger / ok");
 _Static_assert(SMRULES_STEP_UNAVAILABLE == SMR_STEP_UNAVAILABLE,
                "status: step unavailable");

@@ -11,7 +11,7 @@
 #include "base/warn.h"
 #include "host/host_int.h"
 
-static int log_level = 2;
+static int log_level = SMRULES_LOG_WARNING;
 /* A log line is cut at 1023 bytes (smr_ctx_log's buffer); a rule prints
  * at most this many on stderr in a run, the rest are counted (warn.h). */
 #define SMR_LOG_LINES_PER_RULE 100
@@ -272,7 +272,7 @@ void smr_ctx_log(smrules_ctx *c, int level, const char *fmt, ...) {
     smr_ctx_log(c->parent, level, "%s: %s", c->name, msg);
     return;
   }
-  if (level >= 2 && c) {
+  if (level >= SMRULES_LOG_WARNING && c) {
     if (c->warnings.n < MAX_WARNINGS)
       smr_strv_push(&c->warnings, msg);
     c->nwarnings++;
@@ -284,9 +284,9 @@ void smr_ctx_log(smrules_ctx *c, int level, const char *fmt, ...) {
     snprintf(kind, sizeof kind, "log lines of rule %s", c ? c->name : "-");
     smr_say_limited(kind, SMR_LOG_LINES_PER_RULE, "%s: %s: %s",
                     c ? c->name : "-",
-                    names[level < 0   ? 0
-                          : level > 3 ? 3
-                                      : level],
+                    names[level < SMRULES_LOG_DEBUG   ? SMRULES_LOG_DEBUG
+                          : level > SMRULES_LOG_ERROR ? SMRULES_LOG_ERROR
+                                                      : level],
                     msg);
   }
 }

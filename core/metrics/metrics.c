@@ -3,6 +3,7 @@
  * since the last step, the training process, the listener's counters)
  * added when a scrape or the file asks. */
 #include "metrics/metrics_int.h"
+#include "smrules/version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -283,7 +284,7 @@ void smr_metrics_publish(smr_metrics *m, smr_runner *r, smr_trial *t,
   family(&b, "smrules_build_info", "gauge", "The smrules version.");
   series(&b, m, "smrules_build_info");
   smr_buf_puts(&b, ",");
-  put_label(&b, "version", SMR_VERSION);
+  put_label(&b, "version", SMRULES_VERSION);
   value_i(&b, 1);
   render_rules(&b, m, r);
   int64_t global = render_steps(&b, m, t);

@@ -725,7 +725,7 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
     if (!positional[i] && r->prof_lead == SIZE_MAX)
       r->prof_lead = i;
   }
-  /* A rule's loops over many tensors (api->reductions) use the threads
+  /* A rule's loops over many tensors (api->query) use the threads
    * that no rule keeps busy: with as many rules as threads, helpers would
    * only compete with them (and hold buffers of their own). */
   smr_workers_set(jobs > step_rules ? jobs - step_rules : 0);

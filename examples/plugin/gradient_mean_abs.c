@@ -8,6 +8,8 @@
  * It fires when the mean absolute value of any tensor of the `gradients`
  * collection exceeds `threshold` (the same rule as
  * rules/gradient_mean_abs.lua). */
+#include <stdlib.h>
+
 #include <smrules/rulekit.h>
 
 typedef struct settings {
@@ -30,18 +32,34 @@ static int invoke_at_step(smrules_ctx *ctx, void *state, int64_t step) {
   smrules_trial *trial = rk_api->trial(ctx);
   smrules_strlist grads;
   rk_api->collection(trial, "gradients", &grads);
+  /* One query for all of them: the mean of the absolute values (smdebug's
+   * abs_mean: saved by the hook, or computed), read in parallel. */
+  size_t n = grads.n ? grads.n : 1;
+  smrules_values *v = calloc(n, sizeof *v);
+  int *status = calloc(n, sizeof *status);
+  if (!v || !status ||
+      rk_api->query(trial, grads.v, grads.n, step, SMRULES_MODE_GLOBAL,
+                    SMRULES_Q_ABS_RED(SMRULES_RED_MEAN), v, sizeof *v,
+                    status) != SMRULES_OK) {
+    free(v);
+    free(status);
+    rk_api->strlist_free(&grads);
+    rk_api->fail(ctx, "out of memory");
+    return SMRULES_ERR;
+  }
   int64_t evaluated = 0, fired = 0;
   for (size_t i = 0; i < grads.n; i++) {
-    double m;
-    if (rk_api->reduction(trial, grads.v[i], step, SMRULES_MODE_GLOBAL,
-                          SMRULES_RED_MEAN, true, &m) != 0)
+    if (status[i] != SMRULES_OK)
       continue; /* not saved at this step (or unreadable: treated alike) */
     evaluated++;
+    double m = v[i].abs_red[SMRULES_RED_MEAN];
     if (m > s->threshold) {
       rk_api->json_num(rk_violation(ctx, grads.v[i]), "abs_mean", m);
       fired++;
     }
   }
+  free(v);
+  free(status);
   rk_api->strlist_free(&grads);
   return rk_result(evaluated, fired);
 }

@@ -1,6 +1,7 @@
 /* rulekit.c - shared helpers of the built-in rule plugins. */
 #include "smrules/rulekit.h"
 
+#include "kernels.h"
 #include "npmath.h"
 #include "simd.h"
 
@@ -36,50 +37,91 @@ int rk_value(smrules_trial *t, const char *name, int64_t g,
   return rk_api->value(t, name, g, SMRULES_MODE_GLOBAL, out);
 }
 
+/* api->query of `what` for the names at global step g: out[i] and
+ * status[i] per name (SMRULES_ERR for all when the host refuses). */
+static void query_global(smrules_trial *t, const char *const *names, size_t n,
+                         int64_t g, unsigned what, smrules_values *out,
+                         int *status) {
+  if (rk_api->query(t, names, n, g, SMRULES_MODE_GLOBAL, what, out, sizeof *out,
+                    status) == SMRULES_OK)
+    return;
+  memset(out, 0, n * sizeof *out); /* refused: nothing was written */
+  for (size_t i = 0; i < n; i++)
+    status[i] = SMRULES_ERR;
+}
+
+/* The same into arrays of statistics or of one reduction's values. */
+static void query_many(smrules_trial *t, const smrules_strlist *names,
+                       int64_t g, unsigned what, smrules_stats *stats,
+                       double *red, int *status) {
+  smrules_values *v = calloc(names->n ? names->n : 1, sizeof *v);
+  if (!v) {
+    for (size_t i = 0; i < names->n; i++)
+      status[i] = SMRULES_ERR;
+    return;
+  }
+  query_global(t, names->v, names->n, g, what, v, status);
+  for (size_t i = 0; i < names->n; i++) {
+    if (stats)
+      stats[i] = v[i].stats;
+    for (int r = 0; red && r < SMRULES_RED_COUNT; r++)
+      if (what & SMRULES_Q_RED(r))
+        red[i] = v[i].red[r];
+      else if (what & SMRULES_Q_ABS_RED(r))
+        red[i] = v[i].abs_red[r];
+  }
+  free(v);
+}
+
+static unsigned reduction_bit(int reduction, bool abs) {
+  if (reduction < 0 || reduction >= SMRULES_RED_COUNT)
+    return ~0u; /* refused by the host: SMRULES_ERR */
+  return abs ? SMRULES_Q_ABS_RED(reduction) : SMRULES_Q_RED(reduction);
+}
+
 int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
                    smrules_stats *out) {
-  if (rk_api->struct_size >=
-          offsetof(smrules_api, value_stats) + sizeof(void *) &&
-      rk_api->value_stats)
-    return rk_api->value_stats(t, name, g, SMRULES_MODE_GLOBAL, out);
-  smrules_tensor v;
-  memset(out, 0, sizeof *out);
-  int rc = rk_value(t, name, g, &v);
-  if (rc != 0)
-    return rc;
-  rc = v.dtype == SMRULES_DT_STRING ? SMRULES_ERR : rk_api->stats(&v, out);
-  rk_api->release(&v);
+  smrules_values v;
+  int status;
+  query_global(t, &name, 1, g, SMRULES_Q_STATS, &v, &status);
+  *out = v.stats;
+  return status;
+}
+
+int rk_reduction(smrules_trial *t, const char *name, int64_t g, int reduction,
+                 bool abs, double *out) {
+  if (reduction < 0 || reduction >= SMRULES_RED_COUNT)
+    return SMRULES_ERR;
+  smrules_values v;
+  int status;
+  query_global(t, &name, 1, g, reduction_bit(reduction, abs), &v, &status);
+  *out = abs ? v.abs_red[reduction] : v.red[reduction];
+  return status;
+}
+
+int rk_reduce(const smrules_tensor *v, int reduction, bool abs, double *out) {
+  if (reduction < 0 || reduction >= SMRULES_RED_COUNT)
+    return SMRULES_ERR;
+  smrules_values q;
+  int rc = rk_api->tensor_query(v, reduction_bit(reduction, abs), &q, sizeof q);
+  if (rc == SMRULES_OK)
+    *out = abs ? q.abs_red[reduction] : q.red[reduction];
   return rc;
 }
 
 void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
                      smrules_stats *out, int *status) {
-  if (SMRULES_API_HAS(rk_api, values_stats) && rk_api->values_stats &&
-      rk_api->values_stats(t, names->v, names->n, g, SMRULES_MODE_GLOBAL, out,
-                           status) == 0)
-    return;
-  for (size_t i = 0; i < names->n; i++)
-    status[i] = rk_value_stats(t, names->v[i], g, &out[i]);
+  query_many(t, names, g, SMRULES_Q_STATS, out, NULL, status);
 }
 
 void rk_values_counts(smrules_trial *t, const smrules_strlist *names, int64_t g,
                       smrules_stats *out, int *status) {
-  if (SMRULES_API_HAS(rk_api, values_counts) && rk_api->values_counts &&
-      rk_api->values_counts(t, names->v, names->n, g, SMRULES_MODE_GLOBAL, out,
-                            status) == 0)
-    return;
-  rk_values_stats(t, names, g, out, status); /* the same counts */
+  query_many(t, names, g, SMRULES_Q_COUNTS, out, NULL, status);
 }
 
 void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                    int reduction, bool abs, double *out, int *status) {
-  if (SMRULES_API_HAS(rk_api, reductions) && rk_api->reductions &&
-      rk_api->reductions(t, names->v, names->n, g, SMRULES_MODE_GLOBAL,
-                         reduction, abs, out, status) == 0)
-    return;
-  for (size_t i = 0; i < names->n; i++)
-    status[i] = rk_api->reduction(t, names->v[i], g, SMRULES_MODE_GLOBAL,
-                                  reduction, abs, &out[i]);
+  query_many(t, names, g, reduction_bit(reduction, abs), NULL, out, status);
 }
 
 /* The arrays of out (stats when `stats`, else value), or false with the

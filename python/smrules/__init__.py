@@ -9,7 +9,7 @@
 
 Python rules (smrules.rules) come as their own module beside these.
 """
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # SMRULES_VERSION (tests/cli/test_version.py)
 
 from smrules.modes import ModeKeys  # noqa: E402,F401
 

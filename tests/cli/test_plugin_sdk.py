@@ -11,8 +11,9 @@
 - a plugin built against an older, smaller registration struct
   (tests/cli/plugins/old_registration.c) loads and runs, its missing
   trailing members absent (poison placed after them would crash the host
-  otherwise); a registration too small to be one, or larger than this
-  smrules knows, is refused with a clear message;
+  otherwise); a registration too small to be one, larger than this
+  smrules knows, or built for the pre-release plugin API (version 1), is
+  refused with a clear message;
 - the parameter-table macros: the old plugin's `every` is declared with
   SMRULES_INT_PARAM(..., SMRULES_ABOVE(0)), so 0 is rejected;
 - SMRULES_API_HAS sees this host's live_info.
@@ -31,6 +32,7 @@ TRIAL = lib.rel(os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr"))
 
 
 INSTALLED = ("include/smrules/smrules.h", "include/smrules/rulekit.h",
+             "include/smrules/version.h",
              "lib/libsmrules-rulekit.a", "lib/pkgconfig/smrules.pc", "bin/smrules",
              "lib/smrules/plugins/exploding_tensor.so")
 
@@ -85,6 +87,11 @@ def pkg_flags(c, prefix):
          "--libs names the installed rule kit", " ".join(flags))
     c.ok(not any(lib.ROOT in f for f in flags), "nothing points into the source tree",
          " ".join(flags))
+    mod = subprocess.run(["pkg-config", "--modversion", "smrules"], env=env,
+                         capture_output=True, text=True).stdout.strip()
+    rc, out, _ = lib.run(["--version"])
+    c.ok(out == "smrules %s\n" % mod, "smrules.pc's Version is the binary's",
+         "%r vs %r" % (mod, out))
     return flags
 
 
@@ -171,16 +178,19 @@ def check_old_registration(c, tmp, flags):
         sc.ok("every" in bad.out + bad.err, "the error names the parameter",
               (bad.out + bad.err)[-300:])
 
-    for size, word in (("8", "less than"), ("-1", "newer smrules.h")):
-        so = os.path.join(tmp, "reg_%s.so" % size.replace("-", "m"))
-        if not build(c, "registration size %s" % size, OLD, so, flags,
-                     ["-std=c11", "-DREG_SIZE=%s" % size]):
+    for define, words in (("REG_SIZE=8", ("registration is", "less than")),
+                          ("REG_SIZE=-1", ("registration is", "newer smrules.h")),
+                          ("REG_API=1", ("API version 1;", "speaks version 2"))):
+        tag = define.replace("=", "_").replace("-", "m")
+        so = os.path.join(tmp, "reg_%s.so" % tag)
+        if not build(c, "registration %s" % define, OLD, so, flags,
+                     ["-std=c11", "-D" + define]):
             continue
-        r = run_rules(tmp, "size" + size, "rules:\n  - plugin: %s\n" % so, ["--fresh"])
-        sc = c.scope("registration size %s" % size, r)
+        r = run_rules(tmp, tag, "rules:\n  - plugin: %s\n" % so, ["--fresh"])
+        sc = c.scope("registration %s" % define, r)
         if sc.process(want_json=False):
             sc.exit_code(r, [2])
-            sc.ok(word in r.out + r.err and "registration is" in r.out + r.err,
+            sc.ok(all(w in r.out + r.err for w in words),
                   "refused with a clear message", (r.out + r.err)[-300:])
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end: statistics shared between the rules of a run
-(core/trial/stats_cache.c, api->value_stats, Lua t:stats()).
+(core/trial/stats_cache.c, api->query, Lua t:stats()).
 
 1. AllZero and ExplodingTensor together compute each value's statistics
    once: with SMRULES_STATS_CACHE=1 the run reports as many lookups as the
@@ -209,7 +209,7 @@ def check_shared_records(c, tmp):
 
 def check_parallel_reductions(c, tmp):
     """VanishingGradient, ExplodingTensor and AllZero read a step's tensors
-    in parallel (api->reductions, api->values_stats) on the threads no rule
+    in parallel (api->query) on the threads no rule
     keeps busy: alone, with --jobs 1, 2 and 4, each gives the same results
     and report files."""
     for trial in ("vanishing_gradient_sigmoid", "exploding_mse_high_lr", "two_workers_ddp"):

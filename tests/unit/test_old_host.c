@@ -4,10 +4,10 @@
  * copying the plugin's sizeof(smrules_api) bytes from the host's, past the
  * end of an older host's table; it now hands them the host's own table
  * and tests SMRULES_API_HAS(api, sub_rule) before it runs them.  The old
- * table here ends before value_stats, the first member appended after
- * version 1, and it ends exactly where an inaccessible page begins: a read
- * past it faults in every build (not only under ASan), and the fault is
- * caught and reported as a failed check. */
+ * table here is a 1.0 host's: it ends before sub_rule, the first member
+ * appended after the 1.0 layout, and it ends exactly where an inaccessible
+ * page begins: a read past it faults in every build (not only under ASan),
+ * and the fault is caught and reported as a failed check. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -67,7 +67,7 @@ static void test_profiler_report_on_an_old_host(void) {
   if (!sym)
     return;
   memcpy(&init, &sym, sizeof init); /* POSIX: a function pointer */
-  size_t old = offsetof(smrules_api, value_stats);
+  size_t old = offsetof(smrules_api, sub_rule);
   unsigned char *table = before_a_guard_page(old); /* the old table's bytes */
   CHECK(table != NULL);
   if (!table)

@@ -1,9 +1,9 @@
 /* test_rulekit_values.c - the rule kit's value helpers
  * (plugins/kit/rulekit.c, declared in smrules/rulekit.h): rk_allclose,
  * whose fast loop must answer as the element-by-element rule does, and
- * rk_values_counts, which falls back to values_stats on a host whose
- * table has no values_counts, and the per-unit activity of DeadRelu and
- * SaturatedActivation (rk_inactive_units and its vectorised forms). */
+ * the per-unit activity of DeadRelu and SaturatedActivation
+ * (rk_inactive_units and its vectorised forms, plugins/kit/kernels.h), and
+ * the statistics and reductions helpers, each one api->query. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "simd.h"
 #include "smrules/rulekit.h"
 #include "unit.h"
@@ -106,45 +107,53 @@ static void test_rk_allclose(void) {
   CHECK_EQ_INT(cases, 24 * 10 * 2);
 }
 
-/* rk_values_counts on a host without values_counts (its table ends
- * before it) asks values_stats; on a newer host, values_counts. */
-static int called_stats, called_counts;
+/* The kit's statistics and reductions are one api->query each, with the
+ * mask of what they hand back and the size of smrules_values; the answer
+ * and each tensor's status come back unchanged. */
+static unsigned asked;
+static size_t asked_size;
 
-static int fake_values_stats(smrules_trial *t, const char *const *names,
-                             size_t n, int64_t step, int mode,
-                             smrules_stats *out, int *status) {
-  (void)t, (void)names, (void)step, (void)mode;
-  called_stats++;
+static int fake_query(smrules_trial *t, const char *const *names, size_t n,
+                      int64_t step, int mode, unsigned what,
+                      smrules_values *out, size_t out_size, int *status) {
+  (void)t, (void)names, (void)step;
+  asked = what;
+  asked_size = out_size;
+  if (mode != SMRULES_MODE_GLOBAL)
+    return SMRULES_ERR;
   for (size_t i = 0; i < n; i++) {
-    out[i] = (smrules_stats){.count = 4, .nan = 1, .zeros = 2};
-    status[i] = 0;
+    memset(&out[i], 0, sizeof out[i]);
+    out[i].stats = (smrules_stats){.count = 4, .nan = 1, .zeros = 2};
+    out[i].red[SMRULES_RED_STD] = 0.5;
+    out[i].abs_red[SMRULES_RED_MEAN] = 7;
+    status[i] = i == 1 ? SMRULES_TENSOR_UNAVAILABLE_FOR_STEP : SMRULES_OK;
   }
-  return 0;
+  return SMRULES_OK;
 }
 
-static int fake_values_counts(smrules_trial *t, const char *const *names,
-                              size_t n, int64_t step, int mode,
-                              smrules_stats *out, int *status) {
-  called_counts++;
-  return fake_values_stats(t, names, n, step, mode, out, status);
-}
-
-static void test_rk_values_counts_on_old_and_new_hosts(void) {
-  smrules_api api = {.values_stats = fake_values_stats,
-                     .values_counts = fake_values_counts};
+static void test_rk_values_ask_one_query(void) {
+  smrules_api api = {.struct_size = sizeof api, .query = fake_query};
   const smrules_api *saved = rk_api;
   rk_api = &api;
   const char *v[2] = {"a", "b"};
   smrules_strlist names = {.v = v, .n = 2};
   smrules_stats out[2];
+  double red[2];
   int status[2];
-  api.struct_size = (uint32_t)offsetof(smrules_api, values_counts);
   rk_values_counts(NULL, &names, 3, out, status);
-  CHECK(called_stats == 1 && called_counts == 0);
-  CHECK(out[1].nan == 1 && out[1].zeros == 2 && status[1] == 0);
-  api.struct_size = sizeof api;
-  rk_values_counts(NULL, &names, 3, out, status);
-  CHECK(called_counts == 1);
+  CHECK(asked == SMRULES_Q_COUNTS && asked_size == sizeof(smrules_values));
+  CHECK(out[0].nan == 1 && out[0].zeros == 2 && status[0] == SMRULES_OK);
+  CHECK_EQ_INT(status[1], SMRULES_TENSOR_UNAVAILABLE_FOR_STEP);
+  rk_values_stats(NULL, &names, 3, out, status);
+  CHECK(asked == SMRULES_Q_STATS && out[1].count == 4);
+  rk_reductions(NULL, &names, 3, SMRULES_RED_MEAN, true, red, status);
+  CHECK(asked == SMRULES_Q_ABS_RED(SMRULES_RED_MEAN) && red[0] == 7);
+  double x = 0;
+  CHECK_EQ_INT(rk_reduction(NULL, "a", 3, SMRULES_RED_STD, false, &x),
+               SMRULES_OK);
+  CHECK(asked == SMRULES_Q_STD && x == 0.5);
+  CHECK_EQ_INT(rk_reduction(NULL, "a", 3, SMRULES_RED_COUNT, false, &x),
+               SMRULES_ERR);
   rk_api = saved;
 }
 
@@ -336,6 +345,6 @@ static void test_rk_allclose_both(void) {
 int main(void) {
   TEST_RUN(test_rk_allclose_both);
   TEST_RUN(test_rk_inactive_units);
-  TEST_RUN(test_rk_values_counts_on_old_and_new_hosts);
+  TEST_RUN(test_rk_values_ask_one_query);
   return TEST_REPORT("test_rulekit_values");
 }

@@ -1,7 +1,9 @@
-/* rulekit.h - the rule kit: helpers shared by the built-in rule plugins
- * and offered to third-party ones, so that the mechanics every rule needs
- * (selecting tensors, reading a value at a global step, step history,
- * reporting, state text) are written once.  Installed with smrules.h;
+/* rulekit.h - the rule kit: general helpers shared by the built-in rule
+ * plugins and offered to third-party ones, so that the mechanics every
+ * rule needs (selecting tensors, reading a value at a global step, step
+ * history, reporting, NumPy-exact numbers, state text) are written once.
+ * What only one built-in needs lives beside it (plugins/kit/kernels.h is
+ * not installed).  Installed with smrules.h;
  * the code is libsmrules-rulekit.a (`pkg-config --cflags --libs smrules`),
  * linked statically into each plugin.  Uses nothing of the host but the
  * smrules_api table in rk_api, which RK_PLUGIN sets. */
@@ -39,26 +41,34 @@ int rk_regex(smrules_trial *t, const char *regex, smrules_strlist *out);
 int rk_value(smrules_trial *t, const char *name, int64_t g,
              smrules_tensor *out);
 
-/* api->value_stats of `name` at global step g (any mode): statistics
- * shared with the other rules of the run.  On a host without it, the
- * value is read and api->stats computed here (same results). */
+/* The statistics of `name` at global step g: api->query with
+ * SMRULES_Q_STATS, shared with the other rules of the run.  Returns its
+ * status. */
 int rk_value_stats(smrules_trial *t, const char *name, int64_t g,
                    smrules_stats *out);
 
+/* Reduction `reduction` (SMRULES_RED_*) of `name` at global step g, of its
+ * absolute values with `abs`: api->query with SMRULES_Q_RED or
+ * SMRULES_Q_ABS_RED (the saved reduction when the hook saved it). */
+int rk_reduction(smrules_trial *t, const char *name, int64_t g, int reduction,
+                 bool abs, double *out);
+
+/* The same reduction of a value in hand (api->tensor_query): SMRULES_OK or
+ * SMRULES_ERR. */
+int rk_reduce(const smrules_tensor *v, int reduction, bool abs, double *out);
+
 /* rk_value_stats of each of the names' values at global step g, read and
- * reduced in parallel (api->values_stats); status[i] is what
- * rk_value_stats returns for names->v[i].  On a host without it, one
- * after another (same results). */
+ * reduced in parallel (one api->query); status[i] is what rk_value_stats
+ * returns for names->v[i]. */
 void rk_values_stats(smrules_trial *t, const smrules_strlist *names, int64_t g,
                      smrules_stats *out, int *status);
 /* rk_values_stats for a rule that reads only the counts (count, finite,
- * nan, pinf, ninf, zeros, has_finite): api->values_counts, a cheaper
- * pass; the other fields are NaN.  On a host without it, rk_values_stats
- * (the same counts). */
+ * nan, pinf, ninf, zeros, has_finite): SMRULES_Q_COUNTS, a cheaper pass;
+ * the other fields are NaN. */
 void rk_values_counts(smrules_trial *t, const smrules_strlist *names, int64_t g,
                       smrules_stats *out, int *status);
-/* api->reduction (any mode) of each of the names' values at global step
- * g, in parallel (api->reductions); status[i] as for one call. */
+/* rk_reduction of each of the names' values at global step g, in
+ * parallel; status[i] as for one call. */
 void rk_reductions(smrules_trial *t, const smrules_strlist *names, int64_t g,
                    int reduction, bool abs, double *out, int *status);
 
@@ -162,31 +172,6 @@ int rk_tensor_quantiles(const smrules_tensor *t, const double *q, double *out,
 /* Rounding to the nearest integer, halves away from zero
  * (docs/rule-semantics.md#decisions, Decision R6). */
 double rk_round_half_away(double v);
-
-/* Class indices: argmax over the last axis when rank >= 2 and the last
- * dimension > 1 (NumPy's argmax: first maximum, first NaN wins), else the
- * flattened values.  Returns the malloc'ed array (NULL when empty) and its
- * length in *n. */
-double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n);
-
-/* Per-unit activity (docs/rules/DeadRelu.md,
- * docs/rules/SaturatedActivation.md): axis 0 is the batch (B = shape[0]; rank
- * <= 1: B = 1) and every remaining index a unit (U = count / B).  A unit is
- * inactive when 100 * (samples for which `active` holds) / B <
- * threshold_inactivity.  Sets *percent to 100 * inactive units / U.  Returns 0,
- * or -1 when the tensor has no elements (or a batch of 2^31 or more). */
-int rk_inactive_units(const smrules_tensor *t,
-                      bool (*active)(double x, const void *arg),
-                      const void *arg, double threshold_inactivity,
-                      double *percent);
-/* The same for the two tests the built-in rules make, in a pass the
- * compiler vectorises for float32 (no call per element): active when
- * x > lo (DeadRelu: lo = 0), or when lo < x < hi (SaturatedActivation).
- * The results are those of rk_inactive_units with that test. */
-int rk_inactive_units_above(const smrules_tensor *t, double lo,
-                            double threshold_inactivity, double *percent);
-int rk_inactive_units_between(const smrules_tensor *t, double lo, double hi,
-                              double threshold_inactivity, double *percent);
 
 /* -------------------------------------------------- state text (save_state)
  * Space-separated tokens: numbers written exactly (%.17g, inf/nan kept) and

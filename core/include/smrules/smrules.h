@@ -1,4 +1,4 @@
-/* smrules.h - the public SDK for smrules rule plugins.
+/* smrules.h - the public SDK for smrules rule plugins (docs/plugin-sdk.md).
  *
  * A plugin is a shared object exporting one function,
  *
@@ -8,20 +8,33 @@
  * dlopen with its function table; the plugin keeps the pointer and returns
  * its registration.  The host checks `api_version` and `struct_size` of the
  * registration before using anything else, and refuses a plugin built for
- * another ABI.  Both structs only ever grow at the end:
+ * another API version.
+ *
+ * Compatibility (from smrules 1.0 on; docs/plugin-sdk.md#compatibility):
+ *   - SMRULES_API_VERSION changes only if something already in this header
+ *     changes meaning or place, which 1.x never does;
+ *   - smrules_api and smrules_rule only grow at the end: nothing is
+ *     removed, reordered or retyped;
  *   - a registration built against an older smrules.h (smaller
  *     struct_size, at least SMRULES_RULE_MIN_SIZE) still loads; the members
  *     it lacks read as absent (NULL/0);
  *   - a plugin that may run on an older host tests
- *     SMRULES_API_HAS(api, function) before calling a function of the table
- *     that a later smrules.h appended.
+ *     SMRULES_API_HAS(api, function) before calling a function that a
+ *     later smrules.h appended (each says since when it is there);
+ *   - structs the host fills for the plugin (smrules_values, ...) may grow
+ *     at the end too: the plugin passes the size it knows, the host fills
+ *     no more than that.
+ * tests/fixtures/sdk-1.0/ keeps this header as released with 1.0, and a
+ * plugin built against it runs in the tests: a change that breaks an old
+ * plugin fails them.
  *
  * Parameters are declared in a table (smrules_param) and parsed, type- and
  * range-checked by the host, which fills the plugin's settings struct at
  * the declared offsets; the plugin never sees raw configuration.
  *
- * Everything a rule may touch goes through the function table: trial
- * queries, tensor values and reductions, the report, logging. */
+ * Everything a rule may touch goes through the function table, laid out
+ * by topic: logging and parameters, trial queries, values and statistics,
+ * reports, output files, time and profiler data. */
 #ifndef SMRULES_H
 #define SMRULES_H
 
@@ -29,14 +42,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "smrules/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SMRULES_API_VERSION 1
+/* SMRULES_VERSION, the smrules release, is in smrules/version.h. */
+
+/* The plugin ABI: smrules_rule.api_version must equal the host's.  2 is
+ * the layout of 1.0 (1 was the pre-release table, ordered by history, and
+ * is refused rather than misread). */
+#define SMRULES_API_VERSION 2
 
 /* ------------------------------------------------------------ statuses */
-/* Returned by invoke_at_step. */
+/* Host functions return SMRULES_OK or a negative status below. */
+#define SMRULES_OK 0
+
+/* What invoke_at_step returns. */
 #define SMRULES_NO_TRIGGER 0 /* evaluated, no issue */
 #define SMRULES_TRIGGERED 1  /* evaluated, the rule's condition holds */
 #define SMRULES_SKIPPED 2    /* nothing to evaluate at this step: no data */
@@ -54,34 +77,49 @@ extern "C" {
 #define SMRULES_TENSOR_UNAVAILABLE -13          /* skip this step */
 #define SMRULES_NO_MORE_DATA -14                /* the rule is done */
 
+/* Levels of api->log. */
+#define SMRULES_LOG_DEBUG 0   /* shown with `smrules run -v` */
+#define SMRULES_LOG_INFO 1    /* shown with `smrules run -v` */
+#define SMRULES_LOG_WARNING 2 /* stderr, and the report's Warnings */
+#define SMRULES_LOG_ERROR 3   /* stderr, and the report's Warnings */
+
 /* Modes (smdebug's ModeKeys). */
 #define SMRULES_MODE_TRAIN 1
 #define SMRULES_MODE_EVAL 2
 #define SMRULES_MODE_PREDICT 3
 #define SMRULES_MODE_GLOBAL 4
 
-/* Reductions for reduction()/reduce(). */
-enum {
-  SMRULES_RED_MIN,
-  SMRULES_RED_MAX,
-  SMRULES_RED_MEAN,
-  SMRULES_RED_STD,
-  SMRULES_RED_VARIANCE,
-  SMRULES_RED_SUM,
-  SMRULES_RED_PROD,
-  SMRULES_RED_L1,
-  SMRULES_RED_L2,
-  SMRULES_RED_LINF
-};
-
-/* Data types: TensorFlow's DataType numbers; 7 is used for strings. */
-#define SMRULES_DT_FLOAT 1
+/* Data types of smrules_tensor.dtype: TensorFlow's DataType numbers
+ * (docs/formats.md#data-types), every one smrules knows.  Every string
+ * tensor reads as SMRULES_DT_STRING, whatever type it was saved with.
+ * Values of RESOURCE, VARIANT and the 8-bit floats are never read
+ * (no writer smrules reads saves them): they are named for completeness. */
+#define SMRULES_DT_INVALID 0
+#define SMRULES_DT_FLOAT 1 /* float32 */
 #define SMRULES_DT_DOUBLE 2
 #define SMRULES_DT_INT32 3
+#define SMRULES_DT_UINT8 4
+#define SMRULES_DT_INT16 5
+#define SMRULES_DT_INT8 6
 #define SMRULES_DT_STRING 7
+#define SMRULES_DT_COMPLEX64 8
 #define SMRULES_DT_INT64 9
 #define SMRULES_DT_BOOL 10
-#define SMRULES_DT_HALF 19
+#define SMRULES_DT_QINT8 11 /* quantized: read as the plain integer */
+#define SMRULES_DT_QUINT8 12
+#define SMRULES_DT_QINT32 13
+#define SMRULES_DT_BFLOAT16 14
+#define SMRULES_DT_QINT16 15
+#define SMRULES_DT_QUINT16 16
+#define SMRULES_DT_UINT16 17
+#define SMRULES_DT_COMPLEX128 18
+#define SMRULES_DT_HALF 19 /* float16 */
+#define SMRULES_DT_RESOURCE 20
+#define SMRULES_DT_VARIANT 21
+#define SMRULES_DT_UINT32 22
+#define SMRULES_DT_UINT64 23
+#define SMRULES_DT_FLOAT8_E5M2 24
+#define SMRULES_DT_FLOAT8_E4M3FN 25
 
 #define SMRULES_MAX_DIMS 32
 
@@ -131,12 +169,14 @@ typedef struct smrules_ctx smrules_ctx;     /* one rule instance's context */
 typedef struct smrules_trial smrules_trial; /* a trial the rule reads */
 typedef struct smrules_json smrules_json;   /* a report object being built */
 
+/* ------------------------------------------------ values and statistics */
+
 /* A tensor value.  `data` holds `count` little-endian elements of `dtype`
  * (row-major); use api->get() to read elements as double.  `data` usually
  * points into the event file itself (not copied) and has no particular
  * alignment: read raw elements with memcpy, not through a cast pointer. */
 typedef struct smrules_tensor {
-  int dtype;
+  int dtype; /* SMRULES_DT_* */
   int ndim;
   int64_t shape[SMRULES_MAX_DIMS];
   int64_t count;
@@ -152,12 +192,70 @@ typedef struct smrules_tensor {
   void *host_; /* owned by the host; release with api->release() */
 } smrules_tensor;
 
-/* One-pass statistics over finite elements, with counts of the rest. */
+/* Reductions, with smdebug's meaning (NumPy over every element, NaN
+ * included; population std and variance; vector norms): what
+ * SMRULES_Q_RED(r) and SMRULES_Q_ABS_RED(r) ask for. */
+enum {
+  SMRULES_RED_MIN,
+  SMRULES_RED_MAX,
+  SMRULES_RED_MEAN,
+  SMRULES_RED_STD,
+  SMRULES_RED_VARIANCE,
+  SMRULES_RED_SUM,
+  SMRULES_RED_PROD,
+  SMRULES_RED_L1,
+  SMRULES_RED_L2,
+  SMRULES_RED_LINF
+};
+#define SMRULES_RED_COUNT 10
+
+/* One-pass statistics over the finite elements, with counts of the rest
+ * (SMRULES_Q_STATS; SMRULES_Q_COUNTS fills the counts alone). */
 typedef struct smrules_stats {
   int64_t count, finite, nan, pinf, ninf, zeros;
-  bool has_finite;
+  bool has_finite; /* false: min ... linf describe no element */
   double min, max, sum, mean, l1, l2, linf;
 } smrules_stats;
+
+/* What api->query and api->tensor_query compute: a mask of these.
+ *   SMRULES_Q_COUNTS   stats.count, finite, nan, pinf, ninf, zeros and
+ *                      has_finite; the other stats fields NaN.  A cheap
+ *                      pass (float32 elements counted from their bits).
+ *   SMRULES_Q_STATS    all of stats: also min, max, sum, mean, l1, l2,
+ *                      linf over the finite elements, in one pass.
+ *   SMRULES_Q_RED(r)   red[r], reduction r (SMRULES_RED_*) as smdebug's
+ *                      reduction_value gives it: the value the hook saved
+ *                      when it saved that reduction, else computed.
+ *   SMRULES_Q_ABS_RED(r)  abs_red[r], the same of the absolute values
+ *                      (smdebug's abs=True: "abs_mean" is
+ *                      SMRULES_Q_ABS_RED(SMRULES_RED_MEAN)).
+ * Counts and statistics read by api->query are shared by every rule of
+ * the run that asks for the same value while it is recent: computed once,
+ * the record is not read again. */
+#define SMRULES_Q_COUNTS 0x1u
+#define SMRULES_Q_STATS 0x2u
+#define SMRULES_Q_RED(r) (0x100u << (r))
+#define SMRULES_Q_ABS_RED(r) (0x40000u << (r))
+/* The reductions by name, e.g. SMRULES_Q_MIN | SMRULES_Q_STD. */
+#define SMRULES_Q_MIN SMRULES_Q_RED(SMRULES_RED_MIN)
+#define SMRULES_Q_MAX SMRULES_Q_RED(SMRULES_RED_MAX)
+#define SMRULES_Q_MEAN SMRULES_Q_RED(SMRULES_RED_MEAN)
+#define SMRULES_Q_STD SMRULES_Q_RED(SMRULES_RED_STD)
+#define SMRULES_Q_VARIANCE SMRULES_Q_RED(SMRULES_RED_VARIANCE)
+#define SMRULES_Q_SUM SMRULES_Q_RED(SMRULES_RED_SUM)
+#define SMRULES_Q_PROD SMRULES_Q_RED(SMRULES_RED_PROD)
+#define SMRULES_Q_L1 SMRULES_Q_RED(SMRULES_RED_L1)
+#define SMRULES_Q_L2 SMRULES_Q_RED(SMRULES_RED_L2)
+#define SMRULES_Q_LINF SMRULES_Q_RED(SMRULES_RED_LINF)
+
+/* The answer of a query for one tensor.  What was not asked for, or could
+ * not be computed, is NaN (counts 0).  May grow at the end: pass
+ * sizeof(smrules_values) as out_size. */
+typedef struct smrules_values {
+  smrules_stats stats;               /* SMRULES_Q_COUNTS, SMRULES_Q_STATS */
+  double red[SMRULES_RED_COUNT];     /* SMRULES_Q_RED(r): red[r] */
+  double abs_red[SMRULES_RED_COUNT]; /* SMRULES_Q_ABS_RED(r): abs_red[r] */
+} smrules_values;
 
 /* ------------------------------------------------------ profiler data
  * What SMRULES_KIND_PROFILER rules read (docs/formats.md#profiler-output,
@@ -250,93 +348,184 @@ typedef struct smrules_live_info {
 } smrules_live_info;
 
 /* ----------------------------------------------------------- the host */
+/* The host's function table, by topic.  Statuses are SMRULES_OK or a
+ * negative SMRULES_* code.  "Host-owned" results stay valid until freed
+ * with the function named.  Any rule thread may call any function. */
 typedef struct smrules_api {
   uint32_t api_version; /* SMRULES_API_VERSION of the host */
   uint32_t struct_size; /* sizeof(smrules_api) of the host */
 
-  /* logging: level 0 debug, 1 info, 2 warning, 3 error */
+  /* ---- logging, failure, parameters ---- */
+
+  /* A printf-style message at `level` (SMRULES_LOG_*).  Warnings and
+   * errors go to stderr as "smrules: <instance>: warning: ..." and into
+   * the report's Warnings (the first 100); debug and info only with
+   * `smrules run -v`. */
   void (*log)(smrules_ctx *ctx, int level, const char *fmt, ...)
       __attribute__((format(printf, 3, 4)));
-  /* the message shown with an Error status (returned SMRULES_ERR) */
+  /* The message shown with status Error (or with a configuration init
+   * refused); then return SMRULES_ERR. */
   void (*fail)(smrules_ctx *ctx, const char *fmt, ...)
       __attribute__((format(printf, 2, 3)));
+  /* Whether parameter `name` (its main name) has a value, given or
+   * defaulted: tells "unset" from a zero value. */
   bool (*param_is_set)(smrules_ctx *ctx, const char *name);
+  /* A parameter's value as text, as given in the configuration or
+   * defaulted; NULL when unset.  Host-owned until the rule ends. */
+  const char *(*param_text)(smrules_ctx *ctx, const char *name);
 
-  /* report: a violation at the step being evaluated (one per tensor x
-   * check), and the Details object of the final report */
+  /* ---- trial queries ---- */
+
+  /* The trial being evaluated. */
+  smrules_trial *(*trial)(smrules_ctx *ctx);
+  /* Another trial by path (e.g. the reference run of SimilarAcrossRuns),
+   * read as a finished trial, opened once per path per rule instance and
+   * closed by the host.  NULL with the rule's failure message set. */
+  smrules_trial *(*open_trial)(smrules_ctx *ctx, const char *path);
+  /* Every tensor name, sorted (host-owned: free with strlist_free). */
+  int (*tensor_names)(smrules_trial *t, smrules_strlist *out);
+  /* The saved tensors of a collection, sorted; empty when unknown. */
+  int (*collection)(smrules_trial *t, const char *name, smrules_strlist *out);
+  /* The union of the collections' members and the names one of the
+   * regexes is found in (docs/rule-semantics.md#tensor-selection); either
+   * list may be NULL; both empty give an empty list. */
+  int (*select)(smrules_trial *t, const smrules_strlist *collections,
+                const smrules_strlist *regexes, smrules_strlist *out);
+  /* Whether `name` was ever saved. */
+  bool (*has_tensor)(smrules_trial *t, const char *name);
+  /* Free a list of tensor_names, collection, select or profiler_names. */
+  void (*strlist_free)(smrules_strlist *l);
+  /* Complete steps of `mode`: global steps for SMRULES_MODE_GLOBAL, else
+   * that mode's steps; ascending, malloc'ed (free with steps_free). */
+  int (*steps)(smrules_trial *t, int mode, int64_t **out, size_t *n);
+  /* The same for one tensor (SMRULES_TENSOR_UNAVAILABLE when unknown). */
+  int (*tensor_steps)(smrules_trial *t, const char *name, int mode,
+                      int64_t **out, size_t *n);
+  void (*steps_free)(int64_t *steps);
+  /* Mode and mode step of a global step (SMRULES_STEP_UNAVAILABLE when
+   * unknown), and the global step of a mode step. */
+  int (*step_mode)(smrules_trial *t, int64_t step, int *mode,
+                   int64_t *mode_step);
+  int (*global_step)(smrules_trial *t, int mode, int64_t mode_step,
+                     int64_t *step);
+
+  /* ---- values and statistics ----
+   * `step` is a global step with SMRULES_MODE_GLOBAL, else a step of
+   * `mode`.  Values come from the worker with the smallest name that saved
+   * the tensor at that step.  A record that cannot be decoded is reported
+   * once as a warning (file, offset) and reads as not saved at the step:
+   * SMRULES_TENSOR_UNAVAILABLE_FOR_STEP. */
+
+  /* Read a tensor: SMRULES_OK, or an availability status
+   * (SMRULES_TENSOR_UNAVAILABLE_FOR_STEP, SMRULES_STEP_UNAVAILABLE,
+   * SMRULES_TENSOR_UNAVAILABLE, ...).  Release it with release. */
+  int (*value)(smrules_trial *t, const char *name, int64_t step, int mode,
+               smrules_tensor *out);
+  void (*release)(smrules_tensor *t);
+  /* Element i (row-major) as double: 0/1 for bools, the real part of a
+   * complex number; NaN for strings and i out of range. */
+  double (*get)(const smrules_tensor *t, int64_t i);
+  /* What `what` asks (SMRULES_Q_*) of each of the n tensors names[i] at
+   * one step, into out[i] (out_size: sizeof(smrules_values)), in one call:
+   * the records are read and reduced in parallel on the run's threads
+   * (--jobs; the calling thread takes part), with the same results
+   * whatever the number of threads.  status[i] is SMRULES_OK when all
+   * that was asked of names[i] was computed, else what value() returns
+   * for it, or SMRULES_ERR for statistics of a string tensor, or
+   * SMRULES_TENSOR_UNAVAILABLE_FOR_STEP for a reduction it has not (a
+   * string tensor); the statistics' status first, then the reductions'
+   * in SMRULES_RED_* order.  Returns SMRULES_OK, or SMRULES_ERR for a bad
+   * argument (then no status is set). */
+  int (*query)(smrules_trial *t, const char *const *names, size_t n,
+               int64_t step, int mode, unsigned what, smrules_values *out,
+               size_t out_size, int *status);
+  /* The same for a value in hand (reductions computed, never saved ones;
+   * nothing shared): SMRULES_OK, or SMRULES_ERR for a string tensor, a
+   * complex one (but for abs and norms), the min, max, mean, std or
+   * variance of an empty one. */
+  int (*tensor_query)(const smrules_tensor *v, unsigned what,
+                      smrules_values *out, size_t out_size);
+
+  /* ---- reports (docs/plugin-sdk.md#reporting) ---- */
+
+  /* A new, empty finding at the step being evaluated (one per tensor x
+   * check), kept when the step returns SMRULES_TRIGGERED. */
   smrules_json *(*violation)(smrules_ctx *ctx);
+  /* Add n (tensor, step) evaluations to the report's Datapoints (without
+   * a call, Datapoints is the number of evaluated steps). */
+  void (*datapoints)(smrules_ctx *ctx, int64_t n);
+  /* The report's Details object; details_reset empties it first. */
   smrules_json *(*details)(smrules_ctx *ctx);
-  void (*datapoints)(smrules_ctx *ctx, int64_t n); /* add evaluations */
+  smrules_json *(*details_reset)(smrules_ctx *ctx);
+  /* Profiler rules: the report is exactly the reference's
+   * {"RuleTriggered", "Violations", "Details", "Datapoints",
+   * "RuleParameters"} (docs/rule-semantics.md#profiler-rules-the-report),
+   * its counters set here by the rule. */
+  void (*report_set)(smrules_ctx *ctx, int64_t rule_triggered,
+                     int64_t violations, int64_t datapoints);
+  /* The RuleParameters string (default: the host's "name:value" lines). */
+  void (*rule_parameters)(smrules_ctx *ctx, const char *text);
+  /* Members of a report object, written in call order: "key": value.
+   * json_num writes NaN and infinities as "nan", "inf", "-inf";
+   * json_nums writes them as null; json_str of NULL is null. */
   void (*json_str)(smrules_json *j, const char *key, const char *v);
   void (*json_num)(smrules_json *j, const char *key, double v);
   void (*json_int)(smrules_json *j, const char *key, int64_t v);
   void (*json_bool)(smrules_json *j, const char *key, bool v);
+  void (*json_null)(smrules_json *j, const char *key);
+  /* A pre-encoded JSON value (e.g. smrules_arg.json); null for NULL. */
+  void (*json_raw)(smrules_json *j, const char *key, const char *json);
   void (*json_nums)(smrules_json *j, const char *key, const double *v,
                     size_t n);
   void (*json_ints)(smrules_json *j, const char *key, const int64_t *v,
                     size_t n);
   void (*json_strs)(smrules_json *j, const char *key, const char *const *v,
                     size_t n);
-  /* a nested object under `key` (valid until its parent is finished) */
+  /* A nested object under `key` (valid until its parent is finished). */
   smrules_json *(*json_obj)(smrules_json *j, const char *key);
+  /* A standalone JSON object, not part of the rule's report (e.g. a side
+   * report written with write_output): create it, render it to text
+   * (malloc'ed: free() it), free it with its nested objects. */
+  smrules_json *(*json_new)(void);
+  char *(*json_text)(const smrules_json *j);
+  void (*json_free)(smrules_json *j);
+  /* Python's str()/repr() of a float (shortest round trip; "100.0",
+   * "1e+16", "1.5e-05", "nan"), or of an integer when is_int: the text of
+   * float dictionary keys in reference reports. */
+  void (*py_str)(double v, bool is_int, char *buf, size_t n);
 
-  /* trials: the one being evaluated, and others by path (e.g. the
-   * reference run of SimilarAcrossRuns), closed by the host */
-  smrules_trial *(*trial)(smrules_ctx *ctx);
-  smrules_trial *(*open_trial)(smrules_ctx *ctx, const char *path);
+  /* ---- output files ---- */
 
-  /* names: results are host-owned and valid until strlist_free */
-  int (*tensor_names)(smrules_trial *t, smrules_strlist *out);
-  int (*collection)(smrules_trial *t, const char *name, smrules_strlist *out);
-  /* union of collection members and regex matches
-   * (docs/rule-semantics.md#tensor-selection) */
-  int (*select)(smrules_trial *t, const smrules_strlist *collections,
-                const smrules_strlist *regexes, smrules_strlist *out);
-  void (*strlist_free)(smrules_strlist *l);
-  bool (*has_tensor)(smrules_trial *t, const char *name);
-
-  /* steps: complete steps of `mode` (global steps for GLOBAL, else mode
-   * steps), malloc'ed array freed with steps_free */
-  int (*steps)(smrules_trial *t, int mode, int64_t **out, size_t *n);
-  int (*tensor_steps)(smrules_trial *t, const char *name, int mode,
-                      int64_t **out, size_t *n);
-  void (*steps_free)(int64_t *steps);
-  /* mode/mode_step of a global step (SMRULES_STEP_UNAVAILABLE if unknown)
-   * and the global step of a mode step */
-  int (*step_mode)(smrules_trial *t, int64_t step, int *mode,
-                   int64_t *mode_step);
-  int (*global_step)(smrules_trial *t, int mode, int64_t mode_step,
-                     int64_t *step);
-
-  /* values: `step` is a global step with SMRULES_MODE_GLOBAL, else a mode
-   * step.  Returns 0 or a negative status (TENSOR_UNAVAILABLE_FOR_STEP,
-   * STEP_UNAVAILABLE, ...; SMRULES_ERR for unreadable data, logged). */
-  int (*value)(smrules_trial *t, const char *name, int64_t step, int mode,
-               smrules_tensor *out);
-  /* the saved reduction if present, else computed from the value */
-  int (*reduction)(smrules_trial *t, const char *name, int64_t step, int mode,
-                   int reduction, bool abs, double *out);
-  void (*release)(smrules_tensor *t);
-  double (*get)(const smrules_tensor *t, int64_t i);
-  int (*reduce)(const smrules_tensor *t, int reduction, bool abs, double *out);
-  int (*stats)(const smrules_tensor *t, smrules_stats *out);
-
-  /* the directory where this rule instance may write files (reports),
+  /* The directory where this rule instance may write files (reports),
    * created on first call: <output>/<instance name>.  NULL when it cannot
    * be made without following a symbolic link inside the trial (the rule
-   * has then failed, with the reason).  Write files in it with
-   * write_output (appended below): the trial's writer may plant links. */
+   * has then failed, with the reason).  Write in it with write_output: the
+   * trial's writer may plant links. */
   const char *(*output_dir)(smrules_ctx *ctx);
+  /* Replaces the file `relpath` below output_dir(ctx) with `len` bytes of
+   * `data`, atomically: a temporary file is written and renamed, so a
+   * reader never sees half a file.  `relpath` is relative, '/'-separated,
+   * without '.', '..' or empty components; the folders on the way are
+   * created.  Nothing is followed below the rule's folder (nor at it, when
+   * it lies in the trial): a symbolic link planted as a folder on the way
+   * is refused, one at the file or its temporary name is replaced, never
+   * written through.  SMRULES_OK, or SMRULES_ERR with the rule's failure
+   * message set (as api->fail does) saying what and why. */
+  int (*write_output)(smrules_ctx *ctx, const char *relpath, const void *data,
+                      size_t len);
 
-  /* ---- profiler rules (SMRULES_KIND_PROFILER).  Appended: check
-   * api->struct_size >= offsetof(smrules_api, window) + sizeof(void *)
-   * before use when a plugin may run on an older host. ---- */
+  /* ---- time and profiler data ---- */
 
-  /* The window being evaluated: index k (the "step" handed to
+  /* Wall-clock facts for rules driven by time (StalledTrainingRule): see
+   * smrules_live_info and smrules_rule.invoke_at_time. */
+  int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
+  /* Profiler rules (SMRULES_KIND_PROFILER), which read the data of
+   * docs/formats.md#profiler-output; without it they fail ("no profiler
+   * data").  The window being evaluated: index k (the "step" handed to
    * invoke_at_step) and [start_us, end_us], both ends inclusive:
    * start = first + k * scan_interval_us
-   * (docs/formats.md#timestamps-and-windows).  SMRULES_ERR when the rule is not
-   * a profiler rule. */
+   * (docs/formats.md#timestamps-and-windows).  SMRULES_ERR when the rule
+   * is not a profiler rule. */
   int (*window)(smrules_ctx *ctx, int64_t *index, int64_t *start_us,
                 int64_t *end_us);
   /* System metrics with start_us <= Timestamp <= end_us (compared in ns
@@ -353,102 +542,17 @@ typedef struct smrules_api {
   /* One key of an event's args (valid as long as the event). */
   int (*fw_arg)(smrules_ctx *ctx, const smrules_fw_event *e, const char *key,
                 smrules_arg *out);
+  /* First and latest timestamps, file counts, whether the job finished. */
   int (*profiler_info)(smrules_ctx *ctx, smrules_profiler_info *out);
   /* Names seen so far (SMRULES_NAMES_*; `node` selects the node for CPUS
    * and GPUS).  Free the list with strlist_free. */
   int (*profiler_names)(smrules_ctx *ctx, int what, const char *node,
                         smrules_strlist *out);
 
-  /* The report of a profiler rule is exactly the reference's
-   * {"RuleTriggered", "Violations", "Details", "Datapoints",
-   * "RuleParameters"} (docs/rule-semantics.md#profiler-rules-the-report), all
-   * set by the rule: */
-  void (*report_set)(smrules_ctx *ctx, int64_t rule_triggered,
-                     int64_t violations, int64_t datapoints);
-  /* Empty the Details object and return it for rebuilding. */
-  smrules_json *(*details_reset)(smrules_ctx *ctx);
-  /* The RuleParameters string (default: the host's "name:value" lines). */
-  void (*rule_parameters)(smrules_ctx *ctx, const char *text);
-  /* A parameter's value as text, as given in the configuration or
-   * defaulted; NULL when unset. */
-  const char *(*param_text)(smrules_ctx *ctx, const char *name);
+  /* ---- appended after 1.0: each with "since smrules X.Y", tested with
+   * SMRULES_API_HAS by a plugin that may meet an older host ---- */
 
-  /* More report builders. */
-  void (*json_null)(smrules_json *j, const char *key);
-  /* A pre-encoded JSON value (e.g. smrules_arg.json). */
-  void (*json_raw)(smrules_json *j, const char *key, const char *json);
-  /* Python's str()/repr() of a float (shortest round trip; "100.0",
-   * "1e+16", "1.5e-05"), or of an integer when is_int: the text of float
-   * dictionary keys in reference reports. */
-  void (*py_str)(double v, bool is_int, char *buf, size_t n);
-  /* A standalone JSON object, not part of the rule's report (e.g. for the
-   * per-rule reports ProfilerReport writes): create it, render it to text
-   * (malloc'ed, release with free()), free it with its nested objects. */
-  smrules_json *(*json_new)(void);
-  char *(*json_text)(const smrules_json *j);
-  void (*json_free)(smrules_json *j);
-
-  /* Wall-clock facts for rules driven by time (StalledTrainingRule): see
-   * smrules_live_info and smrules_rule.invoke_at_time. */
-  int (*live_info)(smrules_ctx *ctx, smrules_live_info *out);
-
-  /* ---- appended: check api->struct_size >= offsetof(smrules_api,
-   * value_stats) + sizeof(void *) before use on an older host. ---- */
-
-  /* api->stats of the value of `name` at `step` (as api->value takes
-   * them), computed once and shared by every rule that asks for the same
-   * value while it is recent (the rules of a run move in lock step over a
-   * local or remote trial): the record is not read again.  Returns what
-   * api->value returns when the value cannot be read; SMRULES_ERR for a
-   * string tensor.  out->count is 0 for an empty tensor. */
-  int (*value_stats)(smrules_trial *t, const char *name, int64_t step, int mode,
-                     smrules_stats *out);
-
-  /* ---- appended: test SMRULES_API_HAS(api, write_output) before use on
-   * an older host. ---- */
-
-  /* Replaces the file `relpath` below output_dir(ctx) with `len` bytes of
-   * `data`, atomically: a temporary file is written and renamed, so a
-   * reader never sees half a file.  `relpath` is relative, '/'-separated,
-   * without '.', '..' or empty components; the folders on the way are
-   * created.  Nothing is followed below the rule's folder (nor at it, when
-   * it lies in the trial): a symbolic link planted as a folder on the way
-   * is refused, one at the file or its temporary name is replaced, never
-   * written through.  The trial's writer may plant links: write report
-   * files through this rather than by path.  Returns 0, or SMRULES_ERR with the
-   * rule's failure message set (as api->fail does) saying what and why. */
-  int (*write_output)(smrules_ctx *ctx, const char *relpath, const void *data,
-                      size_t len);
-
-  /* ---- appended: test SMRULES_API_HAS(api, reductions) before use on an
-   * older host (rulekit's rk_reductions and rk_values_stats do). ---- */
-
-  /* The same as calling api->reduction, or api->value_stats, for each of
-   * the `n` tensors names[i] at one step, but the records are read and
-   * reduced in parallel on the run's threads (--jobs).  status[i] is what
-   * the single call returns for names[i]; out[i] is set when it is 0.
-   * Results are those of the single calls, whatever the number of
-   * threads.  Returns 0, or SMRULES_ERR for a bad argument. */
-  int (*reductions)(smrules_trial *t, const char *const *names, size_t n,
-                    int64_t step, int mode, int reduction, bool abs,
-                    double *out, int *status);
-  int (*values_stats)(smrules_trial *t, const char *const *names, size_t n,
-                      int64_t step, int mode, smrules_stats *out, int *status);
-
-  /* ---- appended: test SMRULES_API_HAS(api, values_counts) before use on
-   * an older host (rulekit's rk_values_counts does). ---- */
-
-  /* values_stats for a rule that needs only the counts: count, finite,
-   * nan, pinf, ninf, zeros and has_finite are those values_stats gives;
-   * min, max, sum, mean, l1, l2 and linf are NaN.  A cheaper pass (float32
-   * values are counted from their bits), shared like values_stats: a
-   * value whose full statistics are cached is not read again. */
-  int (*values_counts)(smrules_trial *t, const char *const *names, size_t n,
-                       int64_t step, int mode, smrules_stats *out, int *status);
-
-  /* ---- appended: test SMRULES_API_HAS(api, sub_rule) before use on an
-   * older host. ---- */
-
+  /* Appended after the 1.0 layout: test SMRULES_API_HAS(api, sub_rule). */
   /* A rule that runs other rules itself (ProfilerReport runs the profiler
    * rules): a context for one of them, named `name`, to hand to that
    * rule's own callbacks with this same table.  It reads this rule's
@@ -471,8 +575,9 @@ typedef struct smrules_api {
   const char *(*rule_failure)(smrules_ctx *ctx);
 } smrules_api;
 
-/* Whether the host's table `api` has `member` (it was appended after the
- * host was built when not), e.g. SMRULES_API_HAS(api, live_info). */
+/* Whether the host's table `api` has `member` (appended after the host
+ * was built when not), e.g. SMRULES_API_HAS(api, profiler_names).  Every
+ * member of the 1.0 table is in every 1.x host. */
 #define SMRULES_API_HAS(api, member)                                           \
   ((api)->struct_size >= offsetof(smrules_api, member) + sizeof((api)->member))
 

@@ -24,7 +24,7 @@ static const smrules_param params[] = {
 static int init(smrules_ctx *ctx, const void *s, void **state) {
   const settings *cfg = s;
   if (!cfg->collection_names.n && !cfg->tensor_regex.n)
-    rk_api->log(ctx, 2,
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
                 "neither collection_names nor tensor_regex is set: "
                 "every tensor is inspected");
   *state = (void *)s;

@@ -105,7 +105,8 @@ static input *accumulate(smrules_ctx *ctx, state *st, const char *name,
                          const smrules_tensor *v) {
   int64_t ch = st->s->channel;
   if (v->ndim < 2 || ch >= v->ndim || v->shape[ch] <= 0) {
-    rk_api->log(ctx, 2, "%s: shape has no channel axis %lld; skipped", name,
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
+                "%s: shape has no channel axis %lld; skipped", name,
                 (long long)ch);
     return NULL;
   }
@@ -113,8 +114,9 @@ static input *accumulate(smrules_ctx *ctx, state *st, const char *name,
   input *in = input_of(st, name, channels);
   if (!in || in->channels != channels) {
     if (in && !in->warned)
-      rk_api->log(ctx, 2, "%s: %zu channels, earlier steps had %zu; skipped",
-                  name, channels, in->channels);
+      rk_api->log(ctx, SMRULES_LOG_WARNING,
+                  "%s: %zu channels, earlier steps had %zu; skipped", name,
+                  channels, in->channels);
     if (in)
       in->warned = true;
     return NULL;
@@ -227,7 +229,8 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
   if (ok && rk_scan_end(&sc))
     return 0;
   inputs_clear(st);
-  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  rk_api->log(ctx, SMRULES_LOG_WARNING,
+              "stored state unreadable; evaluating from the start");
   return -1;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 typedef struct settings {
@@ -198,7 +199,7 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   int rc = SMRULES_SKIPPED;
   if (n > 0) {
     if (m > 0 && m != n)
-      rk_api->log(ctx, 2,
+      rk_api->log(ctx, SMRULES_LOG_WARNING,
                   "step %lld: %zu labels but %zu predictions; predictions "
                   "ignored",
                   (long long)g, n, m);
@@ -252,7 +253,8 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
   free(st->v);
   st->v = NULL;
   st->n = 0;
-  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  rk_api->log(ctx, SMRULES_LOG_WARNING,
+              "stored state unreadable; evaluating from the start");
   return -1;
 }
 

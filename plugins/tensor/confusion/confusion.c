@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 typedef struct settings {
@@ -144,7 +145,7 @@ static bool to_pairs(smrules_ctx *ctx, const state *st, const vec *y,
     double a = rk_round_half_away(y->v[i]);
     double b = rk_round_half_away(yhat->v[i]);
     if (!(a >= 0 && a < k && b >= 0 && b < k)) {
-      rk_api->log(ctx, 2,
+      rk_api->log(ctx, SMRULES_LOG_WARNING,
                   "step skipped: label %g / prediction %g is not a class in "
                   "[0, %s)",
                   y->v[i], yhat->v[i],
@@ -222,7 +223,8 @@ static int invoke(smrules_ctx *ctx, void *state_, int64_t g) {
   if (y.n == 0 || yhat.n == 0) {
     /* nothing to compare at this step */
   } else if (y.n != yhat.n) {
-    rk_api->log(ctx, 2, "step %lld skipped: %zu labels but %zu predictions",
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
+                "step %lld skipped: %zu labels but %zu predictions",
                 (long long)g, y.n, yhat.n);
   } else {
     rc = evaluate(ctx, st, &y, &yhat);

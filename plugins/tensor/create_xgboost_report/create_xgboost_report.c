@@ -119,7 +119,8 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
     st->last = last;
     return 0;
   }
-  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  rk_api->log(ctx, SMRULES_LOG_WARNING,
+              "stored state unreadable; evaluating from the start");
   return -1;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "xgb_report.h"
 
 #define HYPER_PREFIX "hyperparameters/"

@@ -3,6 +3,7 @@
  * the samples of a batch. */
 #include <stdlib.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 #define DEFAULT_REGEX ".*relu_output"

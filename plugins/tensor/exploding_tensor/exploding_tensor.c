@@ -33,7 +33,7 @@ static bool reductions_explode(smrules_trial *t, const char *name, int64_t g,
   for (int r = SMRULES_RED_MIN; r <= SMRULES_RED_L2; r++)
     for (int abs = 0; abs < 2; abs++) {
       double v;
-      if (rk_api->reduction(t, name, g, SMRULES_MODE_GLOBAL, r, abs, &v) != 0)
+      if (rk_reduction(t, name, g, r, abs, &v) != SMRULES_OK)
         continue;
       *any = true;
       if (isnan(v) || (!only_nan && isinf(v)))

@@ -123,7 +123,7 @@ static int64_t check_variance(smrules_ctx *ctx, const state *st,
     if (rk_value(t, names.v[i], g, &v) != 0)
       continue;
     bool ok = rk_is_numeric(&v) &&
-              rk_api->reduce(&v, SMRULES_RED_VARIANCE, false, &var) == 0 &&
+              rk_reduce(&v, SMRULES_RED_VARIANCE, false, &var) == 0 &&
               !isnan(var);
     rk_api->release(&v);
     if (!ok)
@@ -262,7 +262,8 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
   if (ok && rk_scan_end(&sc))
     return 0;
   losses_clear(st);
-  rk_api->log(ctx, 2, "stored state unreadable; evaluating from the start");
+  rk_api->log(ctx, SMRULES_LOG_WARNING,
+              "stored state unreadable; evaluating from the start");
   return -1;
 }
 

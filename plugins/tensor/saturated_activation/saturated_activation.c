@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 typedef struct settings {

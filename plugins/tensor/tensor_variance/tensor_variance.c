@@ -38,11 +38,11 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   st->has_max = rk_api->param_is_set(ctx, "max_threshold");
   st->has_min = rk_api->param_is_set(ctx, "min_threshold");
   if (!cfg->collection_names.n && !cfg->tensor_regex.n)
-    rk_api->log(ctx, 2,
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
                 "neither collection_names nor tensor_regex is set: "
                 "every tensor is inspected");
   if (!st->has_max && !st->has_min)
-    rk_api->log(ctx, 2,
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
                 "neither max_threshold nor min_threshold is set: "
                 "the rule cannot trigger");
   *out = st;
@@ -66,8 +66,8 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
   int64_t evaluated = 0, violations = 0;
   for (size_t i = 0; i < names.n; i++) {
     double var;
-    if (rk_api->reduction(t, names.v[i], g, SMRULES_MODE_GLOBAL,
-                          SMRULES_RED_VARIANCE, false, &var) != 0)
+    if (rk_reduction(t, names.v[i], g, SMRULES_RED_VARIANCE, false, &var) !=
+        SMRULES_OK)
       continue;
     evaluated++;
     /* NaN compares false on both sides: no violation */

@@ -64,7 +64,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   st->s = cfg;
   rk_step_cache_init(&st->steps);
   if (!cfg->collection_names.n && !cfg->tensor_regex.n)
-    rk_api->log(ctx, 2,
+    rk_api->log(ctx, SMRULES_LOG_WARNING,
                 "neither collection_names nor tensor_regex is set: "
                 "every tensor is inspected");
   *out = st;

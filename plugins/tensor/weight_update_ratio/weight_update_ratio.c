@@ -141,11 +141,11 @@ static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
     if (!numeric(&w->ws) || !numeric(&w->wp))
       ;
     else if (!rk_same_shape(&w->ws, &w->wp))
-      rk_api->log(ctx, 2,
+      rk_api->log(ctx, SMRULES_LOG_WARNING,
                   "%s: shape at %s step %lld differs from step %lld; "
                   "not compared",
                   name, rk_mode_name(mode), (long long)s, (long long)p);
-    else if (rk_api->reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
+    else if (rk_reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
       w->name = name;
       w->p = p;
       return true;

@@ -7,7 +7,9 @@
  *                  missing members read as absent;
  *   -DREG_SIZE=8   too small to be a registration: refused;
  *   -DREG_SIZE=-1  larger than this smrules' smrules_rule (a newer
- *                  smrules.h): refused.
+ *                  smrules.h): refused;
+ *   -DREG_API=1    built for plugin API version 1, the pre-release table
+ *                  that 1.0 laid out anew: refused, not misread.
  *
  * The rule (OldEveryNth) fires at every global step divisible by `every`.
  * Past the old registration lie bytes that crash the host if it ever
@@ -70,6 +72,9 @@ static int finish(smrules_ctx *ctx, void *state) {
 #ifndef REG_SIZE
 #define REG_SIZE 0
 #endif
+#ifndef REG_API
+#define REG_API SMRULES_API_VERSION
+#endif
 
 /* The registration followed by poison where newer members would be. */
 static const struct {
@@ -78,7 +83,7 @@ static const struct {
 } plugin = {
     .reg =
         {
-            .api_version = SMRULES_API_VERSION,
+            .api_version = REG_API,
             .struct_size = REG_SIZE == 0    ? sizeof(old_rule)
                            : REG_SIZE == -1 ? sizeof(smrules_rule) + 16
                                             : REG_SIZE,
