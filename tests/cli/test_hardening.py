@@ -814,7 +814,7 @@ LUA_ATTACKS = (
      "local t = {} for i = 1, 100000 do t[i] = i end"
      " for i = 1, 100000 do local n = select('#', table.unpack(t, 1, 7000)) end",
      "instruction limit"),
-    ("report data", 'local big = ("x"):rep(20 * 1024 * 1024)'
+    ("report data", 'local big = ("x"):rep(8 * 1024 * 1024)'  # charged 512 K
      ' for i = 1, 200 do report.details{["k" .. i] = big} end', "memory limit"),
     ("endless loop under a huge instruction limit", "while true do end", "time limit"),
     # with a worker the value is read each time, not shared: each read is
