@@ -374,13 +374,98 @@ static PyObject *trial_tensor_steps(TrialObject *self, PyObject *args) {
   return l;
 }
 
-/* A value as (dtype name, shape tuple, bytes | list of str). */
-static PyObject *tensor_tuple(const smr_tensor *v) {
+/* ---------------------------------------------------------------- values
+ *
+ * _core.Value: a value's element bytes left where the library decoded them
+ * (the buffer its record was read into, core/source/shared_records.c),
+ * lent to Python through the buffer protocol, read-only; NumPy's
+ * frombuffer makes the user's array over it without a copy.  Copying 1 MiB
+ * into a fresh bytes object per value cost more than reading it: the copy
+ * faulted in new pages each time (VanishingGradient's scan from Python:
+ * 12.7x the C rule, two thirds of it page faults).  The buffer goes back
+ * to the library's pool when the last array over it dies, so the next
+ * value is read into pages already there.
+ *
+ * A Value holds a reference to its Trial object, so the C trial (and its
+ * source, which a range may belong to) lives as long as any array over
+ * its bytes, close() or not.
+ *
+ * Lent only where it pays and stays bounded: values of LEND_MIN bytes or
+ * more (smaller ones are copied: a copy costs less than the object, and a
+ * small value must not keep a record buffer from the pool), and at most
+ * LEND_MAX at once per process: the large record buffers are memory
+ * mappings of their own, and a user keeping many arrays must not run the
+ * process into vm.max_map_count (65530 by default).  Past it, values are
+ * copied as before.  Both rules change how a value is held, never its
+ * bits. */
+#define LEND_MIN ((size_t)64 << 10)
+#define LEND_MAX 1024
+
+typedef struct {
+  PyObject_HEAD smr_tensor v;
+  PyObject *trial; /* the TrialObject the bytes came from */
+} ValueObject;
+
+static Py_ssize_t lent_alive; /* Values alive; changed with the GIL held */
+
+static int value_getbuffer(ValueObject *self, Py_buffer *view, int flags) {
+  return PyBuffer_FillInfo(view, (PyObject *)self, (void *)self->v.data,
+                           (Py_ssize_t)self->v.nbytes, 1, flags);
+}
+
+static void value_dealloc(ValueObject *self) {
+  /* The buffer goes back to this thread's pool (or is freed): no lock of
+   * the trial is needed, the sources release ranges from any thread. */
+  smr_tensor_release(&self->v);
+  Py_XDECREF(self->trial);
+  lent_alive--;
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyBufferProcs value_as_buffer = {
+    .bf_getbuffer = (getbufferproc)value_getbuffer,
+};
+
+static PyTypeObject ValueType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "smrules._core.Value",
+    .tp_basicsize = sizeof(ValueObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A value's bytes as the library read them, read-only (the "
+              "buffer under a value()'s NumPy array).",
+    .tp_dealloc = (destructor)value_dealloc,
+    .tp_as_buffer = &value_as_buffer,
+};
+
+static PyObject *lent_count(PyObject *unused, PyObject *noargs) {
+  return PyLong_FromSsize_t(lent_alive);
+}
+
+/* The element bytes of *v as a Python buffer: lent (v is moved into the
+ * Value, *v zeroed) or copied into bytes (v left to the caller). */
+static PyObject *value_bytes(PyObject *trial, smr_tensor *v) {
+  if (v->nbytes < LEND_MIN || lent_alive >= LEND_MAX)
+    return PyBytes_FromStringAndSize((const char *)v->data,
+                                     (Py_ssize_t)v->nbytes);
+  ValueObject *o = PyObject_New(ValueObject, &ValueType);
+  if (!o)
+    return NULL;
+  o->v = *v;
+  memset(v, 0, sizeof *v);
+  Py_INCREF(trial);
+  o->trial = trial;
+  lent_alive++;
+  return (PyObject *)o;
+}
+
+/* A value as (dtype name, shape tuple, buffer | list of str); the buffer
+ * (value_bytes) may take v over. */
+static PyObject *tensor_tuple(PyObject *trial, smr_tensor *v) {
   PyObject *shape = PyTuple_New(v->ndim);
   for (int i = 0; shape && i < v->ndim; i++)
     PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(v->shape[i]));
   if (!shape)
     return NULL;
+  const char *dtype = smr_dtype_numpy_name(v->dtype);
   PyObject *data;
   if (v->dtype == SMR_DT_STRING) {
     data = PyList_New((Py_ssize_t)v->count);
@@ -395,14 +480,13 @@ static PyObject *tensor_tuple(const smr_tensor *v) {
       PyList_SET_ITEM(data, (Py_ssize_t)i, s);
     }
   } else {
-    data =
-        PyBytes_FromStringAndSize((const char *)v->data, (Py_ssize_t)v->nbytes);
+    data = value_bytes(trial, v);
   }
   if (!data) {
     Py_DECREF(shape);
     return NULL;
   }
-  return Py_BuildValue("(sNN)", smr_dtype_numpy_name(v->dtype), shape, data);
+  return Py_BuildValue("(sNN)", dtype, shape, data);
 }
 
 static PyObject *trial_value(TrialObject *self, PyObject *args) {
@@ -420,8 +504,8 @@ static PyObject *trial_value(TrialObject *self, PyObject *args) {
                                           &loc, &err));
   if (rc != SMR_OK)
     return raise_status(rc, &err);
-  PyObject *o = tensor_tuple(&v);
-  smr_tensor_release(&v);
+  PyObject *o = tensor_tuple((PyObject *)self, &v);
+  smr_tensor_release(&v); /* nothing when lent */
   return o;
 }
 
@@ -607,14 +691,14 @@ static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = NULL;
     if (out && r[i].rc == SMR_OK) {
-      o = tensor_tuple(&r[i].v);
+      o = tensor_tuple((PyObject *)self, &r[i].v);
     } else if (out) {
       char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
       smr_error_format(&r[i].err, msg, sizeof msg);
       o = Py_BuildValue("(is)", r[i].rc, msg);
     }
     if (r[i].rc == SMR_OK)
-      smr_tensor_release(&r[i].v);
+      smr_tensor_release(&r[i].v); /* nothing when lent */
     if (out && !o)
       Py_CLEAR(out);
     if (out)
@@ -667,6 +751,8 @@ static PyMethodDef trial_methods[] = {
     {"read_many", (PyCFunction)trial_read_many, METH_VARARGS,
      "read_many([(name, step, mode, worker)]) -> [value tuple | (status, "
      "message)]"},
+    {"lent_count", (PyCFunction)lent_count, METH_NOARGS | METH_STATIC,
+     "lent_count() -> values alive whose bytes are lent, not copied"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TrialType = {
@@ -682,7 +768,7 @@ static PyTypeObject TrialType = {
 };
 
 int smr_py_add_trial(PyObject *m) {
-  if (PyType_Ready(&TrialType) < 0)
+  if (PyType_Ready(&TrialType) < 0 || PyType_Ready(&ValueType) < 0)
     return -1;
   Unavailable = PyErr_NewException("smrules._core.Unavailable", NULL, NULL);
   if (!Unavailable)
@@ -691,6 +777,8 @@ int smr_py_add_trial(PyObject *m) {
   if (PyModule_AddObject(m, "Trial", (PyObject *)&TrialType) < 0 ||
       PyModule_AddObject(m, "Unavailable", Unavailable) < 0)
     return -1;
+  PyModule_AddIntConstant(m, "LEND_MIN", (long)LEND_MIN);
+  PyModule_AddIntConstant(m, "LEND_MAX", LEND_MAX);
   PyModule_AddIntConstant(m, "STEP_UNAVAILABLE", SMR_STEP_UNAVAILABLE);
   PyModule_AddIntConstant(m, "STEP_NOT_YET", SMR_STEP_NOT_YET);
   PyModule_AddIntConstant(m, "TENSOR_UNAVAILABLE_FOR_STEP",

@@ -358,6 +358,96 @@ print(json.dumps(res))
 """
 
 
+# Values lent, not copied (python/src/trial_type.c, "values"): a large
+# value's array lies over the buffer the library read its record into.
+# Checked bit for bit against what was written, on a trial written live by
+# the package's own writer while arrays of it are alive: arrays outliving
+# their Trial (closed, deleted, collected), arrays released by another
+# thread, more arrays alive at once than the library lends (the rest are
+# copies, the same bits), and every lent buffer given back at the end.
+LENT = r"""
+import gc, json, sys, threading
+import numpy as np
+from smrules import _core
+from smrules.trials import create_trial
+path = sys.argv[1]
+res = []
+def ok(c, what, d=""):
+    res.append([bool(c), what, "" if c else str(d)[:300]])
+def same(a, b):  # the same bits, NaNs and all
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+def owner(a):  # what holds an array's bytes
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+def lent(a):
+    return type(owner(a)).__name__ == "Value"
+rng = np.random.default_rng(28)
+want = {}  # (name, step) -> what was written
+def write(w, steps):
+    for s in steps:
+        w.step_begin(s, _core.MODE_TRAIN, s)
+        for name, a in (("big", rng.standard_normal((512, 600)).astype(np.float32)),
+                        ("f64", rng.standard_normal(9000)),
+                        ("i64", rng.integers(-2**62, 2**62, size=(3, 4000))),
+                        ("small", rng.standard_normal(7).astype(np.float32))):
+            if name == "big":
+                a[0, :3] = (np.nan, np.inf, -0.0)
+            w.tensor(name, a, 0.0)
+            want[(name, s)] = a
+        w.step_end()
+w = _core.Writer(path, "worker_0")
+write(w, range(0, 4))
+t = create_trial(path)
+held = {(n, s): t.tensor(n).value(s) for (n, s) in list(want)}
+ok(all(same(held[k], want[k]) for k in held), "lent values: the bits written",
+   [k for k in held if not same(held[k], want[k])])
+ok(all(lent(held[(n, 0)]) for n in ("big", "f64", "i64")), "values >= LEND_MIN are lent",
+   [type(owner(held[(n, 0)])) for n in ("big", "f64", "i64")])
+ok(not lent(held[("small", 0)]), "a small value is copied", type(owner(held[("small", 0)])))
+ok(all(not a.flags.writeable for a in held.values()), "read-only")
+try:
+    held[("big", 0)].flags.writeable = True
+    ok(False, "a lent array cannot be made writable", "it could")
+except ValueError:
+    ok(True, "a lent array cannot be made writable")
+bulk = t.get_tensors({"big": [0, 1, 2, 3]})
+ok(all(same(bulk["big"][s], want[("big", s)]) and lent(bulk["big"][s]) for s in range(4)),
+   "bulk read: lent, the bits written")
+# the trial goes on being written while its arrays are alive
+write(w, range(4, 8))
+t.refresh_data()
+held.update({(n, s): t.tensor(n).value(s) for (n, s) in list(want) if s >= 4})
+ok(all(same(held[k], want[k]) for k in held), "values of a trial written live, old and new",
+   [k for k in held if not same(held[k], want[k])])
+# arrays outlive their Trial: closed, deleted, collected
+t.close()
+del t, bulk
+gc.collect()
+filler = [np.ones(300000, np.float32) for _ in range(8)]  # reuse freed memory
+ok(all(same(held[k], want[k]) for k in held), "arrays outlive their Trial",
+   [k for k in held if not same(held[k], want[k])])
+# released by another thread than the one that read them
+th = threading.Thread(target=lambda: held.clear())
+th.start(); th.join()
+ok(_core.Trial.lent_count() == 0, "every lent buffer given back", _core.Trial.lent_count())
+# more arrays alive at once than are lent: the rest are copies, same bits
+w.close()
+_core.write_end_marker(path)
+t = create_trial(path)
+n = _core.LEND_MAX + 40
+many = [t.tensor("f64").value(s % 8) for s in range(n)]
+nlent = sum(lent(a) for a in many)
+ok(nlent == _core.LEND_MAX, "at most LEND_MAX values lent at once", nlent)
+ok(all(same(a, want[("f64", s % 8)]) for s, a in enumerate(many)), "lent and copied: the same bits")
+del many
+ok(_core.Trial.lent_count() == 0, "every lent buffer given back (many)", _core.Trial.lent_count())
+stream = [v for _, _, v in t.iter_tensors({"big": list(range(8))})]
+ok(all(same(v, want[("big", s)]) and lent(v) for s, v in enumerate(stream)), "stream: lent, the bits written")
+print(json.dumps(res))
+"""
+
+
 def tally(c, label, rc, so, se, least=20):
     if not c.ok(rc == 0 and so.strip(), label + " ran", se[-2000:]):
         return
@@ -395,6 +485,8 @@ def main():
         shutil.copytree(os.path.join(lib.FIXTURES, "synthetic", "trial_workers3_partial_no_end"), partial)
         rc, so, se = pylib.run_py(API, [healthy, partial])
         tally(c, "api", rc, so, se)
+        rc, so, se = pylib.run_py(LENT, [os.path.join(tmp, "lent")])
+        tally(c, "lent", rc, so, se, least=12)
     c.finish()
 
 
