@@ -26,9 +26,13 @@
  * range is never given a buffer that another live range holds (tensor
  * values point into it: a rule reading two steps at once holds two).
  * Each thread keeps at most POOL_MAX free buffers and POOL_BYTES bytes;
- * records larger than KEEP_MAX get a buffer of their own. */
+ * records larger than KEEP_MAX get a buffer of their own.  POOL_MAX is
+ * above what one thread holds at once: the Python API's bulk read holds a
+ * step's values (arrays over their buffers) and gives them back together;
+ * with 8 kept, 12 of a step's 20 1-MiB buffers were mapped and faulted in
+ * anew at every step (102k page faults for 600 MB; 16k with 32). */
 #define KEEP_MAX ((size_t)64 << 20)
-#define POOL_MAX 8
+#define POOL_MAX 32
 #define POOL_BYTES ((size_t)128 << 20)
 
 /* Buffers of MAPPED_MIN bytes or more are mapped directly rather than
