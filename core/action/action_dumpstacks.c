@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,24 +34,12 @@ typedef struct smr_dump_cfg {
   bool have_id;
 } smr_dump_cfg;
 
-static int read_signal(const smr_settings_ctx *c, const smr_setting *s,
-                       const smr_node *v, void *field) {
-  int sig = v->s ? smr_act_signal_number(v->s) : -1;
-  if (sig < 0)
-    return smr_settings_error(c, v,
-                              "%s: expected a signal name (USR1, USR2, QUIT, "
-                              "...) or a number from 1 to 64",
-                              s->name);
-  *(int *)field = sig;
-  return SMR_OK;
-}
-
 static const smr_setting SETTINGS[] = {
     {.name = "signal",
      .type = SMR_SETTING_CUSTOM,
      .offset = offsetof(smr_dump_cfg, sig),
      .def = "USR1",
-     .read = read_signal,
+     .read = smr_act_read_signal,
      .schema = "{\"type\":[\"string\",\"integer\"]}",
      .description = "the signal the trainer registered with faulthandler"},
     {.name = "stacks_file",
@@ -81,34 +68,6 @@ static void free_settings(void *settings) {
   smr_settings_free(SETTINGS, settings);
 }
 
-/* Only through a pidfd: the check and the signal concern one process
- * (as StopTraining does, action_stop.c). */
-static int pidfd_open_checked(int64_t pid) {
-#ifdef SYS_pidfd_open
-  return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-static int send_signal(int pidfd, int sig) {
-#ifdef SYS_pidfd_send_signal
-  return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-#else
-  (void)pidfd, (void)sig;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-static double mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int64_t file_size(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
@@ -124,7 +83,7 @@ static int64_t wait_growth(const char *path, int64_t before, double deadline) {
     if (now > before && now == last)
       return now;
     last = now;
-    if (mono() >= deadline)
+    if (smr_act_mono() >= deadline)
       return now > before ? now : -1;
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -175,16 +134,12 @@ static bool plain_name(const char *s) {
 static void dump(const smr_act_exec *x, smr_dump_cfg *s, const smr_act_event *e,
                  smr_act_result *r) {
   int64_t pid = s->id.pid;
-  int pidfd = pidfd_open_checked(pid);
-  smr_proc_id now;
-  if (pidfd < 0 || smr_proc_identity(pid, &now) != 0 ||
-      now.start_ticks != s->id.start_ticks || now.state == 'Z') {
+  int pidfd = smr_act_pidfd_of(&s->id);
+  if (pidfd < 0) {
     smr_act_set(r, SMR_ACT_REFUSED,
                 "pid %lld is gone or is not the training process any more; "
                 "nothing signalled",
                 (long long)pid);
-    if (pidfd >= 0)
-      close(pidfd);
     return;
   }
   char *src =
@@ -195,11 +150,11 @@ static void dump(const smr_act_exec *x, smr_dump_cfg *s, const smr_act_event *e,
   if (before < 0)
     before = 0;
   const char *sname = smr_act_signal_name(s->sig);
-  if (send_signal(pidfd, s->sig) != 0) {
+  if (smr_act_pidfd_signal(pidfd, s->sig) != 0) {
     smr_act_set(r, SMR_ACT_FAILED, "cannot signal pid %lld: %s", (long long)pid,
                 strerror(errno));
   } else {
-    int64_t after = wait_growth(src, before, mono() + s->timeout);
+    int64_t after = wait_growth(src, before, smr_act_mono() + s->timeout);
     if (after < 0) {
       smr_act_set(r, SMR_ACT_FAILED,
                   "sent %s to pid %lld; %s did not grow within %g s (did the "

@@ -247,6 +247,15 @@ typedef struct smr_act_store smr_act_store;
 
 /* action_stop.c */
 int smr_proc_identity(int64_t pid, smr_proc_id *out);
+
+/* action_proc.c: signalling the training process, only through a pidfd */
+int smr_act_pidfd_open(int64_t pid); /* -1 with errno */
+int smr_act_pidfd_signal(int pidfd, int sig);
+bool smr_act_pidfd_exited(int pidfd); /* now, without waiting */
+/* A pidfd of the process `id` remembers, when its pid still names that
+ * process (same start time and boot, not a zombie); else -1. */
+int smr_act_pidfd_of(const smr_proc_id *id);
+double smr_act_mono(void); /* CLOCK_MONOTONIC seconds */
 /* Remember the target as it is now (smrules start), when it resolves. */
 void smr_stop_prime(smr_stop_cfg *c, smr_act_store *s, bool persist);
 void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,

@@ -166,6 +166,10 @@ void smr_act_via_hook(const smr_act_exec *x, const smr_hook_cfg *h,
 /* CUSTOM reader of a `hook: NAME` setting (into a const smr_hook_cfg *). */
 int smr_act_read_hook_ref(const smr_settings_ctx *c, const smr_setting *s,
                           const smr_node *v, void *field);
+/* CUSTOM reader of a `signal` setting: a name (TERM, SIGTERM) or 1-64,
+ * into an int (action_proc.c). */
+int smr_act_read_signal(const smr_settings_ctx *c, const smr_setting *s,
+                        const smr_node *v, void *field);
 /* Small checks shared by kinds. */
 bool smr_act_has_space_or_control(const char *s);
 bool smr_act_valid_name_token(const char *s); /* letters, digits, _ . - */

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -462,33 +461,8 @@ void smr_stop_prime(smr_stop_cfg *c, smr_act_store *s, bool persist) {
 
 /* -------------------------------------------------------- signalling */
 
-/* Only through a pidfd: it names one process for as long as it is held,
- * so a pid reused in the meantime is never signalled.  No kill()
- * fallback. */
-static int pidfd_open_checked(int64_t pid) {
-#ifdef SYS_pidfd_open
-  return (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-static int send_signal(int pidfd, int sig) {
-#ifdef SYS_pidfd_send_signal
-  return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-#else
-  (void)pidfd;
-  (void)sig;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
 static bool gone(int pidfd) {
-  struct pollfd p = {.fd = pidfd, .events = POLLIN};
-  return poll(&p, 1, 0) > 0;
+  return smr_act_pidfd_exited(pidfd);
 }
 
 /* Seconds until the process exited, or -1 if it still runs after max. */
@@ -521,7 +495,7 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
                             const char *cmd, smr_act_result *r) {
   char sname[24];
   signal_text(c->sig, sname, sizeof sname);
-  if (send_signal(pidfd, c->sig) != 0) {
+  if (smr_act_pidfd_signal(pidfd, c->sig) != 0) {
     smr_act_set(r, errno == ESRCH ? SMR_ACT_SKIPPED : SMR_ACT_FAILED,
                 "cannot send %s to pid %lld: %s", sname, (long long)id->pid,
                 strerror(errno));
@@ -541,7 +515,7 @@ static void signal_and_wait(smr_stop_cfg *c, int pidfd, const smr_proc_id *id,
                 (long long)id->pid, cmd);
     return;
   }
-  send_signal(pidfd, SIGKILL);
+  smr_act_pidfd_signal(pidfd, SIGKILL);
   double k = wait_exit(pidfd, KILL_WAIT);
   smr_act_set(r, SMR_ACT_OK,
               "sent %s to pid %lld (%s); still running after "
@@ -638,7 +612,7 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
     free(t.key);
     return;
   }
-  int pidfd = pidfd_open_checked(t.pid);
+  int pidfd = smr_act_pidfd_open(t.pid);
   int open_errno = errno;
   smr_proc_id now;
   int64_t tgid = -1, uid = -1;
@@ -695,19 +669,6 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
 
 /* ---------------------------------------------------------- the kind */
 
-static int read_signal(const smr_settings_ctx *c, const smr_setting *s,
-                       const smr_node *v, void *field) {
-  int sig = v->s ? smr_act_signal_number(v->s) : -1;
-  if (sig < 0)
-    return smr_settings_error(c, v,
-                              "%s: expected a signal name (TERM, INT, HUP, "
-                              "QUIT, USR1, USR2, KILL, ...) or a number from "
-                              "1 to 64",
-                              s->name);
-  *(int *)field = sig;
-  return SMR_OK;
-}
-
 static const smr_setting SETTINGS[] = {
     {.name = "pid",
      .type = SMR_SETTING_INT,
@@ -727,7 +688,7 @@ static const smr_setting SETTINGS[] = {
      .type = SMR_SETTING_CUSTOM,
      .offset = offsetof(smr_stop_cfg, sig),
      .def = "TERM",
-     .read = read_signal,
+     .read = smr_act_read_signal,
      .schema = "{\"type\":[\"string\",\"integer\"]}",
      .description = "the first signal sent"},
     {.name = "grace_seconds",
