@@ -139,6 +139,11 @@ typedef struct smr_stop_cfg {
   char *exe;         /* with pid_file: /proc/PID/exe must be this path */
   char *prefix;      /* default training_job_prefix or NULL */
   char *job_name;    /* as written; the plan keeps the printable form */
+  /* the checkpoint step (action_checkpoint.c): ask, wait, then stop */
+  int ckpt_sig;            /* checkpoint_signal, 0: none */
+  char *ckpt_request_file; /* checkpoint_request_file, or NULL */
+  char *ckpt_file;         /* checkpoint_file, a glob; NULL: no step */
+  double ckpt_timeout;     /* checkpoint_timeout_seconds */
   /* run time: the process as first seen in this run */
   bool have_seen;
   smr_proc_id seen;
@@ -247,6 +252,15 @@ typedef struct smr_act_store smr_act_store;
 
 /* action_stop.c */
 int smr_proc_identity(int64_t pid, smr_proc_id *out);
+
+/* action_checkpoint.c: StopTraining's checkpoint step */
+bool smr_ckpt_wanted(const smr_stop_cfg *c);
+void smr_ckpt_dry_text(const smr_stop_cfg *c, char *out, size_t n);
+/* Asks the process (signal through `pidfd`, request file) for a
+ * checkpoint and waits for it; `out` says which file came, or why none
+ * did.  True when one was confirmed. */
+bool smr_ckpt_request(const smr_stop_cfg *c, int pidfd, int64_t pid, char *out,
+                      size_t n);
 
 /* action_proc.c: signalling the training process, only through a pidfd */
 int smr_act_pidfd_open(int64_t pid); /* -1 with errno */

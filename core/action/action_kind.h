@@ -19,7 +19,7 @@
  * up to it->retry); when the run ends, `finish`.  The action log's "exactly
  * once" and the summary are the dispatcher's, the same for every kind.
  *
- * How the kinds planned next fit, touching only their file and the list:
+ * How the kinds fit, touching only their file and the list:
  *  - DumpStacks (action_dumpstacks.c): `start` remembers the trainer's
  *    identity, `run` signals it and keeps what it wrote in the rule's
  *    output folder (smr_actions_opts.output_dir, which other kinds ignore).
@@ -29,9 +29,10 @@
  *    the alert in the kind's settings struct (it lives for the whole run and
  *    `run` gets it non-const); `finish` POSTs them again with endsAt = now:
  *    resolved when the run ends.
- *  - StopTraining with a checkpoint step: rows {checkpoint_signal,
+ *  - StopTraining's checkpoint step: rows {checkpoint_signal,
  *    checkpoint_request_file, checkpoint_file, checkpoint_timeout_seconds}
- *    and a first step in its `run` (ask, wait for the file, then stop).
+ *    and a first step in its `run` (action_checkpoint.c: ask, wait for the
+ *    file, then stop).
  * A rule's actions run in the order written: items are queued in list
  * order and one worker runs the queue in order. */
 #ifndef SMR_ACTION_KIND_H

@@ -646,11 +646,16 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
   } else if (check_named_process(c, &t, uid, r) == SMR_ACT_OK &&
              check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
     char *cmd = cmdline_text(t.pid);
+    char ckpt[300] = "";
+    if (smr_ckpt_wanted(c) && dry_run)
+      smr_ckpt_dry_text(c, ckpt, sizeof ckpt);
+    else if (smr_ckpt_wanted(c))
+      smr_ckpt_request(c, pidfd, t.pid, ckpt, sizeof ckpt);
     if (dry_run) {
       char sname[24];
       signal_text(c->sig, sname, sizeof sname);
-      smr_act_set(r, SMR_ACT_DRY_RUN, "would send %s to pid %lld (%s)%s", sname,
-                  (long long)t.pid, cmd,
+      smr_act_set(r, SMR_ACT_DRY_RUN, "%s%swould send %s to pid %lld (%s)%s",
+                  ckpt, ckpt[0] ? ", then " : "", sname, (long long)t.pid, cmd,
                   c->kill_after_grace && c->sig != SIGKILL
                       ? ", then SIGKILL if it still runs after the grace "
                         "period"
@@ -659,6 +664,11 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
       signal_group_and_wait(c, &now, cmd, r);
     } else {
       signal_and_wait(c, pidfd, &now, cmd, r);
+    }
+    if (ckpt[0] && !dry_run) {
+      char stop[sizeof r->detail];
+      memcpy(stop, r->detail, sizeof stop);
+      smr_act_set(r, r->rc, "%s; then %s", ckpt, stop); /* cut at 511 */
     }
     free(cmd);
   }
@@ -720,6 +730,31 @@ static const smr_setting SETTINGS[] = {
      .type = SMR_SETTING_STRING,
      .offset = offsetof(smr_stop_cfg, exe),
      .description = "with pid_file: the process's executable (absolute)"},
+    {.name = "checkpoint_signal",
+     .type = SMR_SETTING_CUSTOM,
+     .offset = offsetof(smr_stop_cfg, ckpt_sig),
+     .read = smr_act_read_signal,
+     .schema = "{\"type\":[\"string\",\"integer\"]}",
+     .description = "the signal that asks the trainer for a checkpoint "
+                    "before the stop (e.g. USR2)"},
+    {.name = "checkpoint_request_file",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, ckpt_request_file),
+     .description = "a file written to ask for a checkpoint before the "
+                    "stop (relative: in the trainer's working directory)"},
+    {.name = "checkpoint_file",
+     .type = SMR_SETTING_STRING,
+     .offset = offsetof(smr_stop_cfg, ckpt_file),
+     .description = "a glob pattern the checkpoint's file matches "
+                    "(relative: to the trainer's working directory)"},
+    {.name = "checkpoint_timeout_seconds",
+     .type = SMR_SETTING_NUMBER,
+     .offset = offsetof(smr_stop_cfg, ckpt_timeout),
+     .min = 0.001,
+     .max = SMR_ACT_MAX_TIMEOUT,
+     .def = "60",
+     .description = "seconds to wait for the checkpoint before stopping "
+                    "anyway"},
     {.name = "training_job_prefix",
      .type = SMR_SETTING_STRING,
      .offset = offsetof(smr_stop_cfg, prefix),
@@ -782,11 +817,40 @@ static int configure_target(smr_act_parse *c, const smr_node *m,
   return SMR_OK;
 }
 
+/* The checkpoint step needs a way to ask and a file to wait for. */
+static int configure_checkpoint(smr_act_parse *c, const smr_node *m,
+                                smr_stop_cfg *s) {
+  const smr_node *file = smr_node_value(m, "checkpoint_file");
+  const smr_node *ask = smr_node_value(m, "checkpoint_signal");
+  if (!ask)
+    ask = smr_node_value(m, "checkpoint_request_file");
+  if (!ask)
+    ask = smr_node_value(m, "checkpoint_timeout_seconds");
+  if (file && !s->ckpt_sig && !s->ckpt_request_file)
+    return smr_settings_error(&c->sc, file,
+                              "StopTraining: checkpoint_file needs "
+                              "checkpoint_signal or checkpoint_request_file "
+                              "(how the trainer is asked to save)");
+  if (ask && !file)
+    return smr_settings_error(&c->sc, ask,
+                              "StopTraining: give checkpoint_file too (a "
+                              "glob pattern of the file the trainer writes: "
+                              "smrules waits for it before the stop)");
+  if (file &&
+      (!s->ckpt_file[0] || (s->ckpt_request_file && !s->ckpt_request_file[0])))
+    return smr_settings_error(&c->sc, file,
+                              "StopTraining: checkpoint paths may not be "
+                              "empty");
+  return SMR_OK;
+}
+
 static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
   smr_stop_cfg *s = settings;
   if (!smr_node_value(m, "allow_uid"))
     s->allow_uid = -1;
   int rc = m ? configure_target(c, m, s) : SMR_OK;
+  if (!rc && m)
+    rc = configure_checkpoint(c, m, s);
   if (!rc && s->prefix && !smr_act_valid_prefix(s->prefix))
     return smr_settings_error(&c->sc, smr_node_value(m, "training_job_prefix"),
                               "%s", PREFIX_EXPECTED);
