@@ -48,6 +48,15 @@ static int api_live_info(smrules_ctx *c, smrules_live_info *out) {
   return SMRULES_OK;
 }
 
+static int api_live_workers(smrules_ctx *c, const char *const **names,
+                            const int64_t **steps, size_t *n) {
+  bool have = c->live_workers && c->live_newest;
+  *names = have ? c->live_workers : NULL;
+  *steps = have ? c->live_newest : NULL;
+  *n = have ? c->nlive_workers : 0;
+  return SMRULES_NO_TRIGGER;
+}
+
 static bool api_param_is_set(smrules_ctx *c, const char *name) {
   return c->params && smr_params_is_set(c->params, name);
 }
@@ -423,6 +432,8 @@ static int api_query(smrules_trial *t, const char *const *names, size_t n,
 /* ------------------------------------------------- profiler rules (api) */
 
 static int no_profiler(smrules_ctx *c) {
+  if (!c->profiler_rule && c->live.live)
+    return SMRULES_NO_MORE_DATA; /* a clock rule: no metrics recorded */
   smr_ctx_failf(c, "%s",
                 c->profiler_rule
                     ? "no profiler data: pass --profiler DIR, or a "
@@ -450,6 +461,8 @@ static int api_system_events(smrules_ctx *c, int64_t start_us, int64_t end_us,
   if (!c->prof)
     return no_profiler(c);
   smr_profiler_release_sys(c->prof, &c->sys);
+  if (c->attached_prof) /* a live run's metrics: read what came since */
+    smr_profiler_refresh(c->prof);
   smr_error e;
   smr_error_clear(&e);
   if (smr_profiler_system_events(c->prof, start_us, end_us, &c->sys, &e) !=
@@ -626,6 +639,7 @@ static const smrules_api API = {
     .sub_rule = smr_api_sub_rule, /* subrule.c */
     .rule_report = smr_api_rule_report,
     .rule_failure = smr_api_rule_failure,
+    .live_workers = api_live_workers,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -32,6 +32,10 @@ struct smrules_ctx {
   char *output_dir;
   bool output_dir_made;
   smrules_live_info live;
+  const char *const *live_workers; /* not owned (smr_ctx_set_live_workers) */
+  const int64_t *live_newest;
+  size_t nlive_workers;
+  bool attached_prof; /* prof is a live run's metrics, not a profiler rule's */
   smr_trial **others; /* trials opened with open_trial */
   char **other_paths;
   size_t nothers;

@@ -190,6 +190,21 @@ void smr_ctx_set_live(smrules_ctx *c, const smrules_live_info *info) {
     c->subs[i]->live = *info;
 }
 
+void smr_ctx_set_live_workers(smrules_ctx *c, const char *const *names,
+                              const int64_t *steps, size_t n) {
+  c->live_workers = names;
+  c->live_newest = steps;
+  c->nlive_workers = n;
+}
+
+void smr_ctx_attach_system_metrics(smrules_ctx *c, smr_profiler *p) {
+  if (c->profiler_rule || c->prof == p)
+    return;
+  release_events(c);
+  c->prof = p;
+  c->attached_prof = p != NULL;
+}
+
 void smr_ctx_set_output_dir(smrules_ctx *c, const char *dir) {
   free(c->output_dir);
   c->output_dir = dir ? smr_xstrdup(dir) : NULL;

@@ -29,6 +29,16 @@ const char *smr_ctx_last_violations(const smrules_ctx *ctx);
 
 /* What api->live_info answers (the runner keeps it current). */
 void smr_ctx_set_live(smrules_ctx *ctx, const smrules_live_info *info);
+/* What api->live_workers answers: each worker's newest saved step,
+ * names sorted (not copied: valid until the trial's next refresh). */
+void smr_ctx_set_live_workers(smrules_ctx *ctx, const char *const *names,
+                              const int64_t *steps, size_t n);
+struct smr_profiler;
+/* A tensor rule driven by the clock may read the system metrics recorded
+ * beside a live run (api->system_events over any span, read afresh each
+ * time): the reader (not owned; NULL: none recorded).  Unlike
+ * smr_ctx_set_profiler this does not make it a profiler rule. */
+void smr_ctx_attach_system_metrics(smrules_ctx *ctx, struct smr_profiler *p);
 
 /* Where the instance's files go (see api->output_dir). */
 void smr_ctx_set_output_dir(smrules_ctx *ctx, const char *dir);

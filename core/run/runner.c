@@ -15,6 +15,7 @@
 #include "config/params.h"
 #include "host/rulehost.h"
 #include "host/rulekind.h"
+#include "profiler/profiler.h"
 #include "run/nodata.h"
 #include "run/runner_profiler.h"
 #include "run/schedule.h"
@@ -38,6 +39,12 @@ struct smr_instance {
   bool resumed;           /* stored state was looked at (once per run) */
   bool restored;          /* the rule's own state came back too */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
+  /* rules on the clock (tick_instance, on the rule's own thread): the
+   * system metrics recorded beside a live run, and each worker's newest
+   * step as of the last refresh */
+  struct smr_profiler *metrics;
+  const char **live_names; /* the trial's, valid inside its reader gate */
+  int64_t *live_steps;
   /* the walk in progress (walk_begin .. walk_end) */
   bool walk_begun, walk_stopped, walk_evaluated;
   int64_t walk_prev;
@@ -56,6 +63,8 @@ struct smr_runner {
    * evaluates them all (SIZE_MAX: none), see evaluate_profilers */
   struct smr_profiler *prof_shared;
   size_t prof_lead;
+  /* rules driven by the clock: the system metrics recorded beside a live
+   * run (opts.profiler_dir), opened once they exist (see live_metrics) */
   /* steps walked / to walk by step rules in this run (progress display) */
   _Atomic int64_t progress_done, progress_total;
   /* Taken while an instance's results change, and by whoever reads them
@@ -140,6 +149,9 @@ static void instance_free(smr_instance *in) {
   if (!in)
     return;
   smr_prof_run_free(in->prof_run);
+  smr_profiler_close(in->metrics);
+  free(in->live_names);
+  free(in->live_steps);
   smr_rule_free(in->rule);
   smr_i64v_free(&in->triggered);
   smr_i64v_free(&in->skipped);
@@ -767,11 +779,47 @@ static bool instance_wants_time(const smr_instance *in) {
   return smr_rule_wants_time(in->rule);
 }
 
+/* The system metrics being recorded beside a live run (smrules monitor
+ * into the job's profiler folder, run --profile), for a rule on the
+ * clock; NULL until the folder exists.  A reader per instance: each is
+ * used by its rule's own thread only.  Quiet: a profiler rule of the run
+ * reports the data's problems. */
+static struct smr_profiler *live_metrics(smr_runner *r, smr_instance *in) {
+  if (in->metrics || !r->opts.live || !r->opts.profiler_dir)
+    return in->metrics;
+  /* a small cache: it reads only the span of a silence, when a rule fires */
+  smr_profiler_opts po = {.live = true, .quiet = true, .cache_bytes = 2 << 20};
+  smr_error err;
+  smr_error_clear(&err);
+  if (smr_profiler_open(r->opts.profiler_dir, &po, &in->metrics, &err) !=
+      SMR_OK)
+    in->metrics = NULL; /* not there yet: tried again at the next tick */
+  return in->metrics;
+}
+
+/* Each worker's newest step (trial.h), for api->live_workers: read inside
+ * the trial's reader gate, which the rule's thread holds until its call is
+ * over, so the names stay the trial's own meanwhile. */
+static void live_workers(smr_runner *r, smr_instance *in) {
+  smr_trial_reader_enter(r->trial);
+  const char *name = NULL;
+  int64_t step = 0;
+  size_t n = smr_trial_worker_latest(r->trial, 0, &name, &step);
+  in->live_names = smr_xrealloc(in->live_names, (n ? n : 1) * sizeof(char *));
+  in->live_steps = smr_xrealloc(in->live_steps, (n ? n : 1) * sizeof(int64_t));
+  for (size_t i = 0; i < n; i++)
+    smr_trial_worker_latest(r->trial, i, &in->live_names[i],
+                            &in->live_steps[i]);
+  smr_ctx_set_live_workers(in->rule->ctx, in->live_names, in->live_steps, n);
+}
+
 static void tick_instance(smr_runner *r, smr_instance *in,
                           const smrules_live_info *li) {
   if (!instance_wants_time(in) || in->status == SMR_RULE_ERROR)
     return;
   int64_t at = li->newest_step >= 0 ? li->newest_step : 0;
+  live_workers(r, in);
+  smr_ctx_attach_system_metrics(in->rule->ctx, live_metrics(r, in));
   smr_ctx_set_live(in->rule->ctx, li);
   smr_ctx_step_begin(in->rule->ctx, at);
   int rc =

@@ -40,6 +40,8 @@ typedef struct rig {
   smrules_ctx *ctx;
   void *state;
   smrules_live_info li;
+  smr_strv workers; /* what api->live_workers answers (sorted names) */
+  smr_i64v newest;
   int fired;         /* reports so far */
   double first_fire; /* clock at the first report, -1 before */
 } rig;
@@ -71,6 +73,8 @@ static void rig_close(rig *r) {
   if (r->ctx)
     smr_ctx_free(r->ctx);
   smr_params_free(&r->params);
+  smr_strv_free(&r->workers);
+  smr_i64v_free(&r->newest);
   free(r->settings);
   smr_node_free(r->given);
   if (r->p)
@@ -82,6 +86,8 @@ static void tick(rig *r, double now) {
   r->li.now = now;
   int64_t at = r->li.newest_step >= 0 ? r->li.newest_step : 0;
   smr_ctx_set_live(r->ctx, &r->li);
+  smr_ctx_set_live_workers(r->ctx, (const char *const *)r->workers.v,
+                           r->newest.v, r->workers.n);
   smr_ctx_step_begin(r->ctx, at);
   int rc = r->p->reg->invoke_at_time(r->ctx, r->state, now);
   smr_ctx_step_end(r->ctx, at, rc == SMRULES_TRIGGERED);
@@ -220,7 +226,120 @@ static void test_silent_without_basis(void) {
   rig_close(&r);
 }
 
+/* Worker w's newest step at time t in the straggler schedule: both advance
+ * one step every second from step 0 at t = 0; worker_1 stops at step 40
+ * (t = 40) and resumes at t = 100, jumping to worker_0's step (it caught
+ * up), then stops again at t = 120. */
+static int64_t sched_step(int w, double t) {
+  int64_t lead = (int64_t)t;
+  if (w == 0)
+    return lead;
+  if (t < 40)
+    return lead;
+  if (t < 100)
+    return 40;
+  if (t < 120)
+    return lead;
+  return 120;
+}
+
+/* When the definition says worker_1 is reported, computed on the tick grid
+ * independently of the rule: the first tick where it trails by more than
+ * `lag` starts an episode; it is reported at the first tick more than
+ * `secs` later while it still trails; catching up ends the episode. */
+static int expected_reports(double from, double to, int64_t lag, double secs,
+                            double *at, int max) {
+  int n = 0;
+  double since = -1;
+  bool reported = false;
+  for (double t = from; t < to; t += TICK) {
+    int64_t behind = sched_step(0, t) - sched_step(1, t);
+    if (behind <= lag) {
+      since = -1, reported = false;
+      continue;
+    }
+    if (since < 0)
+      since = t;
+    if (!reported && t - since > secs && n < max) {
+      at[n++] = t;
+      reported = true;
+    }
+  }
+  return n;
+}
+
+static void set_workers(rig *r, double t) {
+  smr_i64v_free(&r->newest);
+  for (int w = 0; w < 2; w++)
+    smr_i64v_push(&r->newest, sched_step(w, t));
+}
+
+/* Two workers, one of which stops twice: reported once per episode, at the
+ * ticks the definition gives, with the worker and how far behind. */
+static void test_straggler(void) {
+  rig r;
+  bool ok = rig_open(&r, "min_seconds: 1000000\nmax_step_lag: 15\n"
+                         "straggler_seconds: 5\n");
+  CHECK(ok);
+  if (ok) {
+    smr_strv_push(&r.workers, "worker_0");
+    smr_strv_push(&r.workers, "worker_1");
+    double want[4];
+    int nwant = expected_reports(0, 200, 15, 5, want, 4);
+    CHECK_EQ_INT(nwant, 2); /* t = 61.25 and 141.25 */
+    double got[4];
+    int ngot = 0;
+    for (double t = 0; t < 200; t += TICK) {
+      set_workers(&r, t);
+      step_appears(&r, t, sched_step(0, t));
+      int before = r.fired;
+      tick(&r, t);
+      if (r.fired > before && ngot < 4)
+        got[ngot++] = t;
+      if (r.fired > before && ngot == 1) {
+        const char *v = smr_ctx_last_violations(r.ctx);
+        CHECK(v && strstr(v, "\"kind\":\"straggler\""));
+        CHECK(v && strstr(v, "\"worker\":\"worker_1\""));
+        CHECK(v && strstr(v, "\"worker_step\":40"));
+        CHECK(v && strstr(v, "\"steps_behind\":21"));
+      }
+    }
+    CHECK_EQ_INT(ngot, nwant);
+    for (int i = 0; i < ngot && i < nwant; i++)
+      CHECK_NEAR(got[i], want[i], 0);
+  }
+  rig_close(&r);
+}
+
+/* A lag of exactly max_step_lag, or a single worker, is no straggler. */
+static void test_no_straggler(void) {
+  rig r;
+  bool ok = rig_open(&r, "min_seconds: 1000000\nmax_step_lag: 10\n"
+                         "straggler_seconds: 0\n");
+  CHECK(ok);
+  if (ok) {
+    smr_strv_push(&r.workers, "worker_0");
+    smr_strv_push(&r.workers, "worker_1");
+    smr_i64v_push(&r.newest, 30);
+    smr_i64v_push(&r.newest, 20);
+    run_clock(&r, 0, 50);
+    CHECK_EQ_INT(r.fired, 0);
+    r.newest.v[1] = 19; /* 11 behind: reported at the next tick */
+    run_clock(&r, 50, 50.5);
+    CHECK_EQ_INT(r.fired, 1);
+    smr_strv_free(&r.workers);
+    smr_i64v_free(&r.newest);
+    smr_strv_push(&r.workers, "worker_0");
+    smr_i64v_push(&r.newest, 30);
+    run_clock(&r, 51, 100);
+    CHECK_EQ_INT(r.fired, 1);
+  }
+  rig_close(&r);
+}
+
 int main(void) {
+  TEST_RUN(test_straggler);
+  TEST_RUN(test_no_straggler);
   TEST_RUN(test_fires_after_learnt_threshold);
   TEST_RUN(test_min_seconds_floor);
   TEST_RUN(test_silent_without_basis);

@@ -573,6 +573,18 @@ typedef struct smrules_api {
   /* The message of a sub_rule context's last api->fail, or NULL: valid
    * until its next call. */
   const char *(*rule_failure)(smrules_ctx *ctx);
+
+  /* Appended: test SMRULES_API_HAS(api, live_workers). */
+  /* The newest global step each worker of the trial has saved, as of the
+   * host's last scan: (*names)[i] saved up to (*steps)[i], names sorted;
+   * *n is 0 before any step and for a trial with one worker (TensorBoard).
+   * Owned by the host, valid until the rule returns.  (A rule driven by the
+   * clock may also call system_events over any span of a live run: the
+   * system metrics recorded beside it by smrules monitor or run --profile,
+   * read afresh; SMRULES_NO_MORE_DATA, the rule not failed, when none
+   * are.) */
+  int (*live_workers)(smrules_ctx *ctx, const char *const **names,
+                      const int64_t **steps, size_t *n);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host
