@@ -23,11 +23,15 @@ both wait there, forever.  It does what docs/actions.md tells a user to add:
     hang_trainer.py --source TRIAL --out DIR [--step-delay S]
         [--hold-after STEP --release F] [--hang-after STEP]
         [--checkpoint signal|file|never] [--log FILE]
+        [--stall-worker NAME --stall-after STEP]
 
   --hold-after    stop writing after that step until the file --release
                   exists (a test decides when training resumes)
   --hang-after    hang in fake_allreduce after that step (default: after
                   the last step of the source trial)
+  --stall-worker  with --stall-after: that worker (e.g. worker_1 of a
+                  two-worker trial) writes nothing after that step while
+                  the others go on (a rank stuck while its peers are not)
   --log           one line per event with wall-clock times: "index STEP T",
                   "hang STEP T", "checkpoint PATH T", "signal NAME T"
 
@@ -119,6 +123,8 @@ def main():
     p.add_argument("--hang-after", type=int)
     p.add_argument("--checkpoint", choices=("signal", "file", "never"), default="signal")
     p.add_argument("--log")
+    p.add_argument("--stall-worker")
+    p.add_argument("--stall-after", type=int)
     a = p.parse_args()
     LOG = a.log
     signal.signal(signal.SIGTERM, on_term)
@@ -138,6 +144,9 @@ def main():
         time.sleep(a.step_delay)
         train_step(step)
         for rel in events + index:  # the event file is closed first
+            if (a.stall_worker and step > a.stall_after and
+                    "_%s." % a.stall_worker in os.path.basename(rel)):
+                continue
             standin_trainer.put(os.path.join(a.source, rel), os.path.join(a.out, rel))
         log("index %d" % step)
         print("step %d" % step, flush=True)

@@ -15,6 +15,23 @@ trainer that hangs, and StopTraining stops it.
          status line, which a sanitizer build on a loaded machine may print
          a second or more later; ten times that is never reached.
 
+  flow   the whole story of docs/live.md ("When training hangs"), in one
+         `run ... -- python3 hang_trainer.py`: TrainingHang fires on the
+         hung trainer, DumpStacks keeps its stacks (naming fake_allreduce),
+         StopTraining asks for a checkpoint by SIGUSR2, sees ckpt/step-N.json
+         appear (N: the trainer's last step) and then sends SIGTERM; the
+         trainer's log shows hang < checkpoint < SIGTERM.
+  straggler  two workers (tests/fixtures/trials/two_workers_ddp): worker_1
+         writes nothing after step 4 while worker_0 goes on to step 20 and
+         then the trainer hangs; with max_step_lag 8 and straggler_seconds
+         2 (and no hang report: min_seconds 1e6) TrainingHang reports
+         worker_1 at step 4, 16 steps behind step 20, and StopTraining
+         ends the run.
+  metrics  `run --profile DIR -- ...`: the hang's report says what the CPUs
+         did during the silence, and the mean it gives is the mean of the
+         CPUUtilization readings the recording holds between the silence's
+         start and the report (read back from DIR by the test).
+
 A trainer that ends normally is not tested here: whether a loaded machine
 pauses longer than a short min_seconds is timing; the unit test
 (tests/unit/test_training_hang.c) covers the end marker on a fake clock.
@@ -105,6 +122,161 @@ def test_hang(c, tmp):
         sc.ok(v["intervals_learnt"] >= 1, "learnt at least one interval", json.dumps(v))
 
 
+def run_hang_trainer(tmp, name, rules_text, trainer_args, extra=()):
+    """`run ... -- hang_trainer.py` in tmp/name (the trainer's working
+    directory), released once smrules has seen step 16 when it holds."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    rules_path = write(os.path.join(d, "rules.yaml"), rules_text)
+    release = os.path.join(d, "release")
+    p = lib.Running(["run", "--trial", "trial", "--rules", rules_path, "--heartbeat", "1",
+                     "--output", "out", "--json"] + list(extra) +
+                    ["--", sys.executable, os.path.join(HERE, "hang_trainer.py"),
+                     "--out", "trial", "--log", "log", "--release", release] + trainer_args,
+                    cwd=d)
+    if "--hold-after" in trainer_args:
+        p.wait_line(r"watching: .*\(latest 16\)", stream="stdout")
+        open(release, "w").close()
+    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
+    try:
+        obj = json.loads(stdout[stdout.index('{"'):])
+    except ValueError:
+        obj = {}
+    return d, rc, obj, stdout + stderr
+
+
+def first_violation(d, rule="TrainingHang"):
+    try:
+        with open(os.path.join(d, "out", rule, "report.json")) as f:
+            rep = json.load(f)
+    except (OSError, ValueError):
+        return None, ""
+    m = [x for x in _walk(rep) if isinstance(x, dict) and "kind" in x]
+    return (m[0] if m else None), json.dumps(rep)[:800]
+
+
+FLOW_RULES = """rules:
+  - rule: TrainingHang
+    parameters: {factor: 3, min_seconds: %g, warmup_steps: 0}
+    actions: [DumpStacks, StopTraining]
+actions:
+  StopTraining:
+    checkpoint_signal: USR2
+    checkpoint_file: ckpt/step-*.json
+    checkpoint_timeout_seconds: 600
+""" % MIN_SECONDS
+
+
+def test_flow(c, tmp):
+    d, rc, obj, text = run_hang_trainer(tmp, "flow", FLOW_RULES,
+                                        ["--source", HEALTHY, "--step-delay", "0.05",
+                                         "--hold-after", "16"])
+    sc = c.scope("flow: detected, stacks kept, checkpoint confirmed, stopped")
+    sc.eq("exit 1 (issues found, training stopped)", rc, 1)
+    acts = obj.get("actions") or []
+    sc.eq("DumpStacks, then StopTraining", [a.get("action") for a in acts],
+          ["DumpStacks", "StopTraining"])
+    sc.ok(all(a.get("outcome") == "ok" for a in acts), "both ok", json.dumps(acts)[:800])
+    events = log_lines(os.path.join(d, "log"))
+    kinds = [e[0] + (" " + e[1] if e[0] == "signal" else "") for e in events]
+    steps = [int(e[1]) for e in events if e[0] == "index"]
+    last = steps[-1] if steps else None
+    sc.ok("hang" in kinds and "checkpoint" in kinds and "signal SIGTERM" in kinds and
+          kinds.index("hang") < kinds.index("checkpoint") < kinds.index("signal SIGTERM"),
+          "the trainer hung, saved, then got SIGTERM", str(kinds[-5:]))
+    v, rep = first_violation(d)
+    sc.ok(v and v.get("kind") == "hang", "a hang was reported", rep)
+    if v:
+        sc.eq("at the trainer's last step", v.get("newest_step"), last)
+        sc.ok(v["seconds_since_activity"] > v["threshold_seconds"] ==
+              max(3 * v["typical_interval_seconds"], MIN_SECONDS),
+              "after its learnt threshold", json.dumps(v))
+        sc.ok(v.get("message", "").startswith("no new step for "), "with a message",
+              json.dumps(v))
+    stacks = os.path.join(d, "out", "TrainingHang", "stacks-step%s.txt" % last)
+    text_st = open(stacks).read() if os.path.exists(stacks) else ""
+    sc.ok("fake_allreduce" in text_st, "the stacks show where it hung", text[-600:])
+    ck = os.path.join(d, "ckpt", "step-%s.json" % last)
+    sc.ok(os.path.exists(ck), "the checkpoint of the last step was written", text[-600:])
+    stop = [a for a in acts if a.get("action") == "StopTraining"]
+    sc.ok(stop and stop[0].get("detail", "").startswith(
+        "checkpoint ckpt/step-%s.json written " % last), "the outcome names it",
+        json.dumps(stop)[:600])
+
+
+TWO = os.path.join(lib.FIXTURES, "trials", "two_workers_ddp")
+
+
+def test_straggler(c, tmp):
+    rules_text = ("rules:\n  - rule: TrainingHang\n    parameters: {min_seconds: 1000000, "
+                  "max_step_lag: 8, straggler_seconds: 2}\n    actions: [StopTraining]\n")
+    d, rc, obj, text = run_hang_trainer(tmp, "straggler", rules_text,
+                                        ["--source", TWO, "--step-delay", "0.05",
+                                         "--stall-worker", "worker_1", "--stall-after", "4"])
+    sc = c.scope("straggler: worker_1 stops at step 4, worker_0 goes on to 20")
+    sc.eq("exit 1 (issues found, training stopped)", rc, 1)
+    v, rep = first_violation(d)
+    sc.ok(v and v.get("kind") == "straggler", "a straggler was reported", rep + text[-400:])
+    if not v:
+        return
+    sc.eq("the worker", v.get("worker"), "worker_1")
+    sc.eq("its newest step", v.get("worker_step"), 4)
+    sc.eq("the newest of all", v.get("newest_step"), 20)
+    sc.eq("steps behind", v.get("steps_behind"), 16)
+    sc.ok(v.get("seconds_behind", 0) > 2, "for longer than straggler_seconds", json.dumps(v))
+    sc.ok(v.get("message", "").startswith("worker worker_1 is at step 4, 16 steps behind "
+                                          "the newest (20)"), "the message says so",
+          v.get("message", ""))
+
+
+def cpu_readings(prof, start, end):
+    """CPUUtilization readings of the recording in [start, end], in file
+    order (the monitor writes them in time order)."""
+    got = []
+    base = os.path.join(prof, "system", "incremental")
+    for root, _, files in sorted(os.walk(base)):
+        for name in sorted(files):
+            with open(os.path.join(root, name)) as f:
+                for line in f:
+                    try:
+                        r = json.loads(line)
+                    except ValueError:
+                        continue
+                    if (r.get("Type") == "cpu" and r.get("Dimension") == "CPUUtilization" and
+                            start <= r.get("Timestamp", -1) <= end):
+                        got.append(r["Value"])
+    return got
+
+
+def test_metrics(c, tmp):
+    d, rc, obj, text = run_hang_trainer(tmp, "metrics", FLOW_RULES.replace(
+        "[DumpStacks, StopTraining]", "[StopTraining]"),
+        ["--source", HEALTHY, "--step-delay", "0.05", "--hold-after", "16"],
+        extra=["--profile", "prof"])
+    sc = c.scope("metrics: the hang says what the CPUs did during the silence")
+    sc.eq("exit 1", rc, 1)
+    v, rep = first_violation(d)
+    usage = (v or {}).get("system_during_silence")
+    sc.ok(usage, "the report has system_during_silence", rep)
+    if not usage:
+        return
+    cpu = usage["cpu"]
+    vals = cpu_readings(os.path.join(d, "prof"), usage["from"], usage["to"])
+    n = cpu.get("readings", 0)
+    # the rule read the recording when it fired; a reading of the last
+    # instant may have reached the file just after: the rule saw a prefix
+    sc.ok(1 <= n <= len(vals), "readings it saw are in the recording",
+          "%d of %d" % (n, len(vals)))
+    if 1 <= n <= len(vals):
+        want = sum(vals[:n]) / n
+        sc.ok(abs(cpu["mean_utilization_percent"] - want) < 1e-6,
+              "the mean is the recording's", "%s vs %s" % (cpu["mean_utilization_percent"], want))
+        sc.eq("idle or busy by idle_percent (10)", cpu["state"], "idle" if want < 10 else "busy")
+    sc.eq("no GPU here", usage["gpu"]["state"], "not recorded")
+    sc.ok(("CPUs %s (mean" % cpu["state"]) in v.get("message", ""), "the message says it",
+          v.get("message", ""))
+
+
 def _walk(x):
     yield x
     if isinstance(x, dict):
@@ -119,7 +291,7 @@ def main():
     c = lib.Checker("test_training_hang")
     tmp = tempfile.mkdtemp(prefix="smrules-hang-")
     try:
-        for fn in (test_hang,):
+        for fn in (test_hang, test_flow, test_straggler, test_metrics):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
             fn(c, tmp)
