@@ -15,8 +15,8 @@ trainer that hangs, and StopTraining stops it.
          status line, which a sanitizer build on a loaded machine may print
          a second or more later; ten times that is never reached.
 
-  flow   the whole story of docs/live.md ("When training hangs"), in one
-         `run ... -- python3 hang_trainer.py`: TrainingHang fires on the
+  flow   the whole story of docs/live.md ("When training hangs"), with the
+         rules.yaml shown there, in one `run ... -- python3 hang_trainer.py`: TrainingHang fires on the
          hung trainer, DumpStacks keeps its stacks (naming fake_allreduce),
          StopTraining asks for a checkpoint by SIGUSR2, sees ckpt/step-N.json
          appear (N: the trainer's last step) and then sends SIGTERM; the
@@ -167,8 +167,16 @@ actions:
 """ % MIN_SECONDS
 
 
+def doc_rules():
+    """The rules.yaml of docs/live.md's "When training hangs"."""
+    with open(os.path.join(lib.ROOT, "docs", "live.md")) as f:
+        doc = f.read()
+    part = doc[doc.index("## When training hangs"):]
+    return part[part.index("```yaml\n") + 8:part.index("```", part.index("```yaml\n") + 8)]
+
+
 def test_flow(c, tmp):
-    d, rc, obj, text = run_hang_trainer(tmp, "flow", FLOW_RULES,
+    d, rc, obj, text = run_hang_trainer(tmp, "flow", doc_rules(),
                                         ["--source", HEALTHY, "--step-delay", "0.05",
                                          "--hold-after", "16"])
     sc = c.scope("flow: detected, stacks kept, checkpoint confirmed, stopped")
@@ -189,8 +197,9 @@ def test_flow(c, tmp):
     if v:
         sc.eq("at the trainer's last step", v.get("newest_step"), last)
         sc.ok(v["seconds_since_activity"] > v["threshold_seconds"] ==
-              max(3 * v["typical_interval_seconds"], MIN_SECONDS),
+              max(v["factor"] * v["typical_interval_seconds"], v["min_seconds"]),
               "after its learnt threshold", json.dumps(v))
+        sc.eq("the parameters of the page", (v["factor"], v["min_seconds"]), (10, 10))
         sc.ok(v.get("message", "").startswith("no new step for "), "with a message",
               json.dumps(v))
     stacks = os.path.join(d, "out", "TrainingHang", "stacks-step%s.txt" % last)
