@@ -651,7 +651,12 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
       smr_ckpt_dry_text(c, ckpt, sizeof ckpt);
     else if (smr_ckpt_wanted(c))
       smr_ckpt_request(c, pidfd, t.pid, ckpt, sizeof ckpt);
-    if (dry_run) {
+    bool ended = ckpt[0] && !dry_run && smr_act_pidfd_exited(pidfd) &&
+                 !(launched_group(c, t.pid) && smr_proc_group_alive(t.pid));
+    if (ended) { /* the request ended it (an unhandled signal) */
+      smr_act_set(r, SMR_ACT_OK, "%s; nothing left to stop", ckpt);
+      ckpt[0] = '\0';
+    } else if (dry_run) {
       char sname[24];
       signal_text(c->sig, sname, sizeof sname);
       smr_act_set(r, SMR_ACT_DRY_RUN, "%s%swould send %s to pid %lld (%s)%s",

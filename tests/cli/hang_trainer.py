@@ -18,12 +18,15 @@ both wait there, forever.  It does what docs/actions.md tells a user to add:
               then, removing the request;
       never   SIGUSR2 is ignored and no request is read: a trainer whose
               save never comes (stuck in a CUDA call, or never taught);
-  * SIGTERM ends it, as it ends Python.
+      none    nothing is set up: SIGUSR2 ends it (Python's default), as it
+              ends a trainer that was not taught;
+  * SIGTERM ends it, as it ends Python (--on-sigterm ignore: it is logged
+    and ignored, only SIGKILL ends it).
 
     hang_trainer.py --source TRIAL --out DIR [--step-delay S]
         [--hold-after STEP --release F] [--hang-after STEP]
         [--checkpoint signal|file|never] [--log FILE]
-        [--stall-worker NAME --stall-after STEP]
+        [--stall-worker NAME --stall-after STEP] [--on-sigterm ignore]
 
   --hold-after    stop writing after that step until the file --release
                   exists (a test decides when training resumes)
@@ -121,18 +124,21 @@ def main():
     p.add_argument("--hold-after", type=int)
     p.add_argument("--release")
     p.add_argument("--hang-after", type=int)
-    p.add_argument("--checkpoint", choices=("signal", "file", "never"), default="signal")
+    p.add_argument("--checkpoint", choices=("signal", "file", "never", "none"),
+                   default="signal")
+    p.add_argument("--on-sigterm", choices=("default", "ignore"), default="default")
     p.add_argument("--log")
     p.add_argument("--stall-worker")
     p.add_argument("--stall-after", type=int)
     a = p.parse_args()
     LOG = a.log
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, on_term if a.on_sigterm == "default" else
+                  lambda sig, frame: log("signal SIGTERM"))
     if a.checkpoint == "signal":
         signal.signal(signal.SIGUSR2, on_checkpoint_signal)
     elif a.checkpoint == "never":
         signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    else:
+    elif a.checkpoint == "file":
         threading.Thread(target=poll_request, daemon=True).start()
     os.makedirs(a.out, exist_ok=True)
     for dirpath, _, files in os.walk(os.path.join(a.source, "collections")):

@@ -16,6 +16,11 @@ in fake_allreduce until it is stopped.
   never    a trainer that ignores USR2: after checkpoint_timeout_seconds
            (2) the stop happens anyway, and the outcome says no checkpoint
            came in time; no file was written.
+  ignores  a trainer that saves but ignores SIGTERM: the checkpoint is
+           confirmed, and SIGKILL follows after grace_seconds (1).
+  untaught a trainer without a SIGUSR2 handler is ended by the signal: the
+           outcome says it exited with no checkpoint, and nothing is left to
+           stop.
   config   checkpoint_file without a way to ask, or a way to ask without
            checkpoint_file: exit 2 with the reason, nothing run.
   dryrun   --dry-run says what would be asked, waited for and sent; the
@@ -54,7 +59,7 @@ def log_lines(path):
         return [line.split() for line in f if line.strip()]
 
 
-def launch(tmp, name, stop_settings, mode, extra=()):
+def launch(tmp, name, stop_settings, mode, extra=(), trainer_extra=()):
     """Runs the case in tmp/name (the trainer's working directory)."""
     d = os.path.join(tmp, name)
     os.makedirs(d)
@@ -66,7 +71,8 @@ def launch(tmp, name, stop_settings, mode, extra=()):
                      "--output", os.path.join(d, "out")] + list(extra) +
                     ["--", sys.executable, os.path.join(HERE, "hang_trainer.py"),
                      "--source", EXPLODING, "--out", os.path.join(d, "trial"),
-                     "--checkpoint", mode, "--log", os.path.join(d, "log")], cwd=d)
+                     "--checkpoint", mode, "--log", os.path.join(d, "log")] +
+                    list(trainer_extra), cwd=d)
     rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
     try:
         obj = json.loads(stdout[stdout.index('{"'):])
@@ -132,6 +138,36 @@ def test_never(c, tmp):
     events = log_lines(os.path.join(d, "log"))
     sc.ok(["signal", "SIGTERM"] in [e[:2] for e in events], "the trainer got SIGTERM",
           str(events[-3:]))
+
+
+def test_ignores(c, tmp):
+    d, rc, stop, text = launch(tmp, "ignores", [("checkpoint_signal", "USR2"),
+                                                ("checkpoint_file", "'ckpt/step-*.json'"),
+                                                ("checkpoint_timeout_seconds", 600),
+                                                ("grace_seconds", 1)], "signal",
+                               trainer_extra=["--on-sigterm", "ignore"])
+    sc = c.scope("ignores: saved, SIGTERM ignored, SIGKILL after the grace period")
+    sc.eq("exit 1", rc, 1)
+    detail = stop.get("detail") or ""
+    sc.ok(detail.startswith("checkpoint ckpt/step-") and
+          "still running after 1 s, sent SIGKILL" in detail, "both in the outcome", detail)
+    events = log_lines(os.path.join(d, "log"))
+    sc.ok(["signal", "SIGTERM"] in [e[:2] for e in events], "the trainer saw SIGTERM",
+          str(events[-3:]))
+
+
+def test_untaught(c, tmp):
+    d, rc, stop, text = launch(tmp, "untaught", [("checkpoint_signal", "USR2"),
+                                                 ("checkpoint_file", "'ckpt/*.json'"),
+                                                 ("checkpoint_timeout_seconds", 600)], "none")
+    sc = c.scope("untaught: SIGUSR2 ends a trainer without a handler")
+    sc.eq("exit 1", rc, 1)
+    detail = stop.get("detail") or ""
+    sc.ok(detail.startswith("the trainer exited ") and
+          detail.endswith("after SIGUSR2, with no new file matching ckpt/*.json; nothing "
+                          "left to stop"),
+          "the outcome says it exited without a checkpoint", detail + text[-300:])
+    sc.ok(not os.path.exists(os.path.join(d, "ckpt")), "nothing was saved", "")
 
 
 def test_config(c, tmp):
@@ -282,7 +318,7 @@ def main():
     c = lib.Checker("test_checkpoint")
     tmp = tempfile.mkdtemp(prefix="smrules-ckpt-")
     try:
-        for fn in (test_signal, test_file, test_never, test_config, test_dryrun, test_torch,
+        for fn in (test_signal, test_file, test_never, test_ignores, test_untaught, test_config, test_dryrun, test_torch,
                    test_callbacks):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
