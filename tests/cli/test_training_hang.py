@@ -21,6 +21,9 @@ trainer that hangs, and StopTraining stops it.
          StopTraining asks for a checkpoint by SIGUSR2, sees ckpt/step-N.json
          appear (N: the trainer's last step) and then sends SIGTERM; the
          trainer's log shows hang < checkpoint < SIGTERM.
+  watched  the same with a trainer started on its own and followed with
+         `run --watch --training-pid PID`: its stacks, its checkpoint, and
+         it ends by SIGTERM.
   straggler  two workers (tests/fixtures/trials/two_workers_ddp): worker_1
          writes nothing after step 4 while worker_0 goes on to step 20 and
          then the trainer hangs; with max_step_lag 8 and straggler_seconds
@@ -213,6 +216,38 @@ def test_flow(c, tmp):
         json.dumps(stop)[:600])
 
 
+def test_watched(c, tmp):
+    d = os.path.join(tmp, "watched")
+    os.makedirs(d)
+    release = os.path.join(d, "release")
+    trainer = lib.Running([os.path.join(HERE, "hang_trainer.py"), "--source", HEALTHY,
+                           "--out", "trial", "--step-delay", "0.05", "--hold-after", "16",
+                           "--release", release, "--log", "log"], program=sys.executable, cwd=d)
+    rules_path = write(os.path.join(d, "rules.yaml"), doc_rules())
+    p = lib.Running(["run", "--watch", "--trial", "trial", "--training-pid", str(trainer.proc.pid),
+                     "--rules", rules_path, "--heartbeat", "1", "--output", "out", "--json"],
+                    cwd=d)
+    seen16 = p.wait_line(r"watching: .*\(latest 16\)", stream="stderr")  # --json: stderr
+    open(release, "w").close()
+    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
+    trc, _, _ = trainer.finish(limit=max(lib.TIMEOUT, 120))
+    sc = c.scope("watched: --watch --training-pid, the same flow")
+    sc.ok(seen16, "smrules saw step 16 while the trainer held", stdout[-400:] + stderr[-400:])
+    sc.eq("exit 1", rc, 1)
+    sc.eq("the trainer ended by SIGTERM", trc, -15)
+    events = log_lines(os.path.join(d, "log"))
+    steps = [int(e[1]) for e in events if e[0] == "index"]
+    last = steps[-1] if steps else None
+    sc.ok(os.path.exists(os.path.join(d, "ckpt", "step-%s.json" % last)),
+          "the checkpoint of the last step", str(events[-4:]))
+    stacks = os.path.join(d, "out", "TrainingHang", "stacks-step%s.txt" % last)
+    sc.ok(os.path.exists(stacks) and "fake_allreduce" in open(stacks).read(),
+          "the stacks", stdout[-600:])
+    v, rep = first_violation(d)
+    sc.ok(v and v.get("kind") == "hang" and v.get("newest_step") == last, "a hang at the last step",
+          rep)
+
+
 TWO = os.path.join(lib.FIXTURES, "trials", "two_workers_ddp")
 
 
@@ -300,7 +335,7 @@ def main():
     c = lib.Checker("test_training_hang")
     tmp = tempfile.mkdtemp(prefix="smrules-hang-")
     try:
-        for fn in (test_hang, test_flow, test_straggler, test_metrics):
+        for fn in (test_hang, test_flow, test_watched, test_straggler, test_metrics):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
             fn(c, tmp)
