@@ -9,7 +9,12 @@
  * that file has grown and stopped growing or `timeout_seconds` pass, and
  * copies what was added, at most `max_bytes`, to
  * <output>/<rule>/stacks-step<N>.txt.  A relative stacks_file is the
- * trainer's: resolved in its working directory (/proc/<pid>/cwd). */
+ * trainer's: resolved in its working directory (/proc/<pid>/cwd).
+ * With `command` (e.g. [py-spy, dump, --pid, "{pid}"] or gdb -batch), no
+ * signal is sent: that program is run instead (an argv, never a shell;
+ * "{pid}" replaced by the trainer's pid; killed with its process group
+ * after timeout_seconds) and what it printed, at most max_bytes, is kept
+ * the same way. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +31,7 @@
 
 typedef struct smr_dump_cfg {
   int sig;
+  smr_strv command; /* argv template, or empty: the signal */
   char *stacks_file;
   double timeout;
   int64_t max_bytes;
@@ -42,6 +48,12 @@ static const smr_setting SETTINGS[] = {
      .read = smr_act_read_signal,
      .schema = "{\"type\":[\"string\",\"integer\"]}",
      .description = "the signal the trainer registered with faulthandler"},
+    {.name = "command",
+     .type = SMR_SETTING_STRLIST,
+     .offset = offsetof(smr_dump_cfg, command),
+     .description = "a program that prints the trainer's stacks, run "
+                    "instead of the signal: an argv, {pid} replaced (e.g. "
+                    "[py-spy, dump, --pid, '{pid}'])"},
     {.name = "stacks_file",
      .type = SMR_SETTING_STRING,
      .offset = offsetof(smr_dump_cfg, stacks_file),
@@ -187,6 +199,70 @@ static void dump(const smr_act_exec *x, smr_dump_cfg *s, const smr_act_event *e,
   close(pidfd);
 }
 
+/* `arg` with every "{pid}" replaced by `pid`. */
+static char *with_pid(const char *arg, int64_t pid) {
+  smr_buf b = {0};
+  smr_buf_puts(&b, "");
+  for (const char *p = arg; *p;) {
+    if (strncmp(p, "{pid}", 5) == 0) {
+      smr_buf_printf(&b, "%lld", (long long)pid);
+      p += 5;
+    } else {
+      smr_buf_append(&b, p++, 1);
+    }
+  }
+  return b.data;
+}
+
+/* The configured command instead of the signal; the trainer is checked to
+ * be the remembered process first, as for the signal. */
+static void run_command(const smr_act_exec *x, smr_dump_cfg *s,
+                        const smr_act_event *e, smr_act_result *r) {
+  int pidfd = smr_act_pidfd_of(&s->id);
+  if (pidfd < 0) {
+    smr_act_set(r, SMR_ACT_REFUSED,
+                "pid %lld is gone or is not the training process any more; "
+                "nothing run",
+                (long long)s->id.pid);
+    return;
+  }
+  char **argv = smr_xcalloc(s->command.n + 1, sizeof *argv);
+  for (size_t i = 0; i < s->command.n; i++)
+    argv[i] = with_pid(s->command.v[i], s->id.pid);
+  size_t len = 0;
+  smr_exec_req q = {.argv = argv,
+                    .inherit_env = true,
+                    .timeout = s->timeout,
+                    .keep_output = (size_t)s->max_bytes,
+                    .output_len = &len};
+  char *out = NULL;
+  int status = smr_exec(&q, &out, r);
+  if (status > 0) {
+    smr_act_set(r, SMR_ACT_FAILED, "%s exited with status %d: %.200s", argv[0],
+                status, out ? out : "");
+  } else if (status == 0 && len == 0) {
+    smr_act_set(r, SMR_ACT_FAILED, "%s printed nothing", argv[0]);
+  } else if (status == 0) {
+    smr_error err;
+    smr_error_clear(&err);
+    char *dst = keep(x->o->output_dir, e, out, len, &err);
+    if (!dst)
+      smr_act_set(r, SMR_ACT_FAILED, "cannot keep the stacks: %s", err.msg);
+    else
+      smr_act_set(r, SMR_ACT_OK, "%zu bytes of stacks%s from %s in %s", len,
+                  len >= (size_t)s->max_bytes ? " (cut at max_bytes)" : "",
+                  argv[0], dst);
+    free(dst);
+  } else if (r->rc == SMR_ACT_RETRY) {
+    r->rc = SMR_ACT_FAILED; /* a second run would not see the same stacks */
+  }
+  free(out);
+  for (size_t i = 0; i < s->command.n; i++)
+    free(argv[i]);
+  free(argv);
+  close(pidfd);
+}
+
 static void run(const smr_act_exec *x, const smr_act_item *it,
                 const smr_act_event *e, smr_act_result *r) {
   (void)it;
@@ -199,6 +275,15 @@ static void run(const smr_act_exec *x, const smr_act_item *it,
   }
   if (!x->o->output_dir || !plain_name(e->rule)) {
     smr_act_set(r, SMR_ACT_REFUSED, "no output folder for rule %s", e->rule);
+    return;
+  }
+  if (x->dry_run && s->command.n) {
+    smr_act_set(r, SMR_ACT_OK, "would run %s for pid %lld and keep its output",
+                s->command.v[0], (long long)s->id.pid);
+    return;
+  }
+  if (s->command.n) {
+    run_command(x, s, e, r);
     return;
   }
   if (x->dry_run) {
@@ -238,6 +323,26 @@ static int parse(smr_act_parse *c, const smr_act_src *src, smr_act_item *it) {
                             "smrules run ... -- COMMAND, or --training-pid N");
 }
 
+/* command as one string is split at spaces (an argv, never a shell). */
+static int configure(smr_act_parse *c, const smr_node *m, void *settings) {
+  smr_dump_cfg *s = settings;
+  const smr_node *v = m ? smr_node_value(m, "command") : NULL;
+  if (v && v->type == SMR_NODE_STRING && s->command.n == 1) {
+    char *text = smr_xstrdup(s->command.v[0]), *save = NULL;
+    smr_strv_free(&s->command);
+    for (char *w = strtok_r(text, " ", &save); w;
+         w = strtok_r(NULL, " ", &save))
+      smr_strv_push(&s->command, w);
+    free(text);
+  }
+  if (v && (s->command.n == 0 || !s->command.v[0][0]))
+    return smr_settings_error(&c->sc, v,
+                              "command: expected a program and its "
+                              "arguments, e.g. [py-spy, dump, --pid, "
+                              "'{pid}']");
+  return SMR_OK;
+}
+
 static const char *const ITEM_KEYS[] = {NULL};
 
 const smr_action_kind smr_action_dumpstacks = {
@@ -245,6 +350,7 @@ const smr_action_kind smr_action_dumpstacks = {
     .settings_key = "DumpStacks",
     .settings = SETTINGS,
     .settings_size = sizeof(smr_dump_cfg),
+    .configure = configure,
     .free_settings = free_settings,
     .item_keys = ITEM_KEYS,
     .parse = parse,

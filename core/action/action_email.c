@@ -344,7 +344,10 @@ static void sendmail_send(const smr_email_cfg *c, const char *msg,
     if (!(lf[i] == '\r' && lf[i + 1] == '\n'))
       lf[k++] = lf[i];
   lf[k] = '\0';
-  smr_exec_req q = {argv.v, NULL, true, lf, c->timeout};
+  smr_exec_req q = {.argv = argv.v,
+                    .inherit_env = true,
+                    .stdin_text = lf,
+                    .timeout = c->timeout};
   char *out = NULL;
   int st = smr_exec(&q, &out, r);
   if (st == 0)

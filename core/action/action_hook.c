@@ -58,6 +58,7 @@ typedef struct child_io {
   const char *data;
   size_t len, sent;
   smr_buf output;
+  size_t cap; /* output kept, at most */
 } child_io;
 
 static void close_fd(int *fd) {
@@ -94,8 +95,9 @@ static void pump(child_io *io, int wait_ms) {
   if (io->out >= 0 && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
     char buf[1024];
     ssize_t k = read(io->out, buf, sizeof buf);
-    if (k > 0 && io->output.len < OUTPUT_MAX)
-      smr_buf_append(&io->output, buf, (size_t)k);
+    size_t room = io->output.len < io->cap ? io->cap - io->output.len : 0;
+    if (k > 0 && room)
+      smr_buf_append(&io->output, buf, (size_t)k < room ? (size_t)k : room);
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
       close_fd(&io->out);
   }
@@ -198,7 +200,8 @@ static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r) {
   child_io io = {.in = in[1],
                  .out = out[0],
                  .data = q->stdin_text,
-                 .len = q->stdin_text ? strlen(q->stdin_text) : 0};
+                 .len = q->stdin_text ? strlen(q->stdin_text) : 0,
+                 .cap = q->keep_output ? q->keep_output : OUTPUT_MAX};
   if (rc != 0) {
     close_fd(&io.in);
     close_fd(&io.out);
@@ -224,7 +227,16 @@ static int exec_piped(const smr_exec_req *q, char **output, smr_act_result *r) {
   pump(&io, 0); /* what it wrote last */
   close_fd(&io.in);
   close_fd(&io.out);
-  *output = last_line(&io.output);
+  if (q->keep_output) {
+    if (q->output_len)
+      *q->output_len = io.output.len;
+    *output = smr_xmalloc(io.output.len + 1); /* bytes as written */
+    if (io.output.len)
+      memcpy(*output, io.output.data, io.output.len);
+    (*output)[io.output.len] = '\0';
+  } else {
+    *output = last_line(&io.output);
+  }
   smr_buf_free(&io.output);
   if (!exited) {
     smr_act_set(r, SMR_ACT_RETRY, "%s timed out after %g s and was killed",
@@ -305,8 +317,11 @@ static void run_exec(const smr_hook_cfg *h, const char *action,
   }
   event_env(e, action, args, &env);
   char *json = stdin_text ? NULL : smr_act_event_json(e, action, args);
-  smr_exec_req q = {argv.v, env.v, h->inherit_env,
-                    stdin_text ? stdin_text : json, h->timeout};
+  smr_exec_req q = {.argv = argv.v,
+                    .env = env.v,
+                    .inherit_env = h->inherit_env,
+                    .stdin_text = stdin_text ? stdin_text : json,
+                    .timeout = h->timeout};
   char *out = NULL;
   double t0 = mono();
   int st = smr_exec(&q, &out, r);

@@ -321,6 +321,11 @@ typedef struct smr_exec_req {
   bool inherit_env;
   const char *stdin_text;
   double timeout;
+  /* > 0: *output is all the program wrote (stdout and stderr), at most
+   * this many bytes, and *output_len its length; 0: its last line (of the
+   * first 4 KiB) */
+  size_t keep_output;
+  size_t *output_len;
 } smr_exec_req;
 int smr_exec(const smr_exec_req *q, char **output, smr_act_result *r);
 

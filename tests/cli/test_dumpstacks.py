@@ -8,6 +8,11 @@ hung trainer before StopTraining stops it.
          [DumpStacks, StopTraining] run in that order; the stacks file under
          the rule's output folder names fake_allreduce, the action outcome
          names the file, and the trainer is stopped (exit 1).
+  command DumpStacks with `command:` runs that program instead of the
+         signal, {pid} replaced: /bin/cat /proc/{pid}/status (always there)
+         keeps the trainer's own status (its Pid line), and gdb, where it is
+         installed and may attach, keeps a backtrace of every thread; a
+         command that fails is reported failed, and StopTraining still runs.
   target DumpStacks without a training process (no `--`, no --training-pid)
          is a configuration error: exit 2, saying why.
 
@@ -73,6 +78,74 @@ def test_dump(c, tmp):
     sc.ok(stop and stop[0].get("outcome") == "ok", "StopTraining ok", json.dumps(stop)[:300])
 
 
+def dump_with(tmp, name, settings):
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    trial, out = os.path.join(d, "trial"), os.path.join(d, "out")
+    rules = write(os.path.join(d, "rules.yaml"),
+                  "rules:\n  - rule: ExplodingTensor\n    actions: [DumpStacks, StopTraining]\n"
+                  "actions:\n  DumpStacks: %s\n" % settings)
+    p = lib.Running(["run", "--trial", trial, "--rules", rules, "--json", "--output", out,
+                     "--", sys.executable, os.path.join(HERE, "stacks_trainer.py"),
+                     "--source", EXPLODING, "--out", trial], cwd=d)
+    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
+    try:
+        obj = json.loads(stdout[stdout.index('{"'):])
+    except ValueError:
+        obj = {}
+    acts = {a.get("action"): a for a in obj.get("actions") or []}
+    return rc, acts, obj.get("training") or {}, out, stdout + stderr
+
+
+def kept(detail):
+    path = detail.rsplit(" in ", 1)[-1] if " in " in detail else None
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return path, f.read()
+    return path, ""
+
+
+def test_command(c, tmp):
+    rc, acts, training, out, text = dump_with(
+        tmp, "cat", "{command: [/bin/cat, '/proc/{pid}/status'], timeout_seconds: 60}")
+    sc = c.scope("command: /bin/cat /proc/{pid}/status instead of the signal")
+    sc.eq("exit 1", rc, 1)
+    dump = acts.get("DumpStacks") or {}
+    sc.eq("DumpStacks ok", dump.get("outcome"), "ok")
+    path, body = kept(dump.get("detail") or "")
+    sc.ok(path and path.startswith(os.path.join(out, "ExplodingTensor") + os.sep) and
+          " from /bin/cat in " in dump.get("detail", ""), "kept under the rule's folder",
+          dump.get("detail") or text[-500:])
+    sc.ok("Pid:\t%s\n" % training.get("pid") in body, "{pid} was the trainer's", body[:300])
+    sc.eq("StopTraining ok", (acts.get("StopTraining") or {}).get("outcome"), "ok")
+
+    rc, acts, training, out, text = dump_with(
+        tmp, "false", "{command: '/bin/sh -c exit\\ 3', timeout_seconds: 60}")
+    sc = c.scope("command: a program that fails")
+    dump = acts.get("DumpStacks") or {}
+    sc.eq("DumpStacks failed", dump.get("outcome"), "failed")
+    sc.eq("StopTraining still ok", (acts.get("StopTraining") or {}).get("outcome"), "ok")
+
+    gdb = shutil.which("gdb")
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            scope = int(f.read())
+    except (OSError, ValueError):
+        scope = 0
+    if not gdb or (scope > 0 and os.geteuid() != 0):
+        print("test_dumpstacks: gdb missing or not allowed to attach: gdb case skipped")
+        return
+    rc, acts, training, out, text = dump_with(
+        tmp, "gdb", "{command: [%s, -batch, -p, '{pid}', -ex, 'thread apply all bt'], "
+        "timeout_seconds: 120}" % gdb)
+    sc = c.scope("command: gdb -batch -p {pid} -ex 'thread apply all bt'")
+    dump = acts.get("DumpStacks") or {}
+    sc.eq("DumpStacks ok", dump.get("outcome"), "ok")
+    path, body = kept(dump.get("detail") or "")
+    sc.ok(body.count("\nThread ") >= 2 and "#0 " in body, "a backtrace of every thread",
+          body[:600] or text[-600:])
+
+
 def test_target(c, tmp):
     trial = os.path.join(tmp, "copy")
     shutil.copytree(EXPLODING, trial)
@@ -89,7 +162,7 @@ def main():
     c = lib.Checker("test_dumpstacks")
     tmp = tempfile.mkdtemp(prefix="smrules-stacks-")
     try:
-        for fn in (test_dump, test_target):
+        for fn in (test_dump, test_command, test_target):
             if lib.CASE_FILTER and lib.CASE_FILTER not in fn.__name__:
                 continue
             fn(c, tmp)

@@ -647,17 +647,29 @@ static void test_exec(void) {
   char *out = NULL;
   char *cat[] = {"cat", NULL};
   char *env[] = {"SMRULES_X=1", NULL};
-  smr_exec_req q = {cat, env, true, "line one\nhello $(id)\n", 5};
+  smr_exec_req q = {.argv = cat,
+                    .env = env,
+                    .inherit_env = true,
+                    .stdin_text = "line one\nhello $(id)\n",
+                    .timeout = 5};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), 0);
   CHECK_STR(out, "hello $(id)");
   free(out);
   char *envp[] = {"sh", "-c", "printf '%s' \"$SMRULES_X\"", NULL};
-  q = (smr_exec_req){envp, env, false, NULL, 5};
+  q = (smr_exec_req){.argv = envp,
+                     .env = env,
+                     .inherit_env = false,
+                     .stdin_text = NULL,
+                     .timeout = 5};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), 0);
   CHECK_STR(out, "1");
   free(out);
   char *fail[] = {"sh", "-c", "echo nope >&2; exit 3", NULL};
-  q = (smr_exec_req){fail, NULL, true, NULL, 5};
+  q = (smr_exec_req){.argv = fail,
+                     .env = NULL,
+                     .inherit_env = true,
+                     .stdin_text = NULL,
+                     .timeout = 5};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), 3);
   CHECK_STR(out, "nope");
   free(out);
@@ -668,21 +680,50 @@ static void test_exec(void) {
   big[(1 << 20) - 1] = '\0';
   /* (no elapsed-time check: a hook not killed would exit 0 after 30 s,
    * and the two checks below fail then, at any machine speed) */
-  q = (smr_exec_req){slow, NULL, true, big, 0.3};
+  q = (smr_exec_req){.argv = slow,
+                     .env = NULL,
+                     .inherit_env = true,
+                     .stdin_text = big,
+                     .timeout = 0.3};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), -1);
   CHECK_EQ_INT(r.rc, SMR_ACT_RETRY);
   CHECK(strstr(r.detail, "timed out after 0.3 s") != NULL);
   free(out);
   /* a hook that exits without reading its stdin: no SIGPIPE death */
   char *quick[] = {"true", NULL};
-  q = (smr_exec_req){quick, NULL, true, big, 5};
+  q = (smr_exec_req){.argv = quick,
+                     .env = NULL,
+                     .inherit_env = true,
+                     .stdin_text = big,
+                     .timeout = 5};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), 0);
   free(out);
   free(big);
   char *missing[] = {"/nonexistent/hook", NULL};
-  q = (smr_exec_req){missing, NULL, true, NULL, 5};
+  q = (smr_exec_req){.argv = missing,
+                     .env = NULL,
+                     .inherit_env = true,
+                     .stdin_text = NULL,
+                     .timeout = 5};
   CHECK_EQ_INT(smr_exec(&q, &out, &r), -1);
   CHECK_EQ_INT(r.rc, SMR_ACT_FAILED);
+  free(out);
+  /* keep_output: everything written (DumpStacks' command), cut at the cap */
+  char *lines[] = {"printf", "one\ntwo\n", NULL};
+  size_t len = 0;
+  q = (smr_exec_req){.argv = lines,
+                     .inherit_env = true,
+                     .timeout = 5,
+                     .keep_output = 100,
+                     .output_len = &len};
+  CHECK_EQ_INT(smr_exec(&q, &out, &r), 0);
+  CHECK_STR(out, "one\ntwo\n");
+  CHECK_EQ_INT((int)len, 8);
+  free(out);
+  q.keep_output = 5;
+  CHECK_EQ_INT(smr_exec(&q, &out, &r), 0);
+  CHECK_STR(out, "one\nt");
+  CHECK_EQ_INT((int)len, 5);
   free(out);
 }
 
