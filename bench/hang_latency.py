@@ -107,7 +107,7 @@ def main():
     with open("/proc/loadavg") as f:
         load = " ".join(f.read().split()[:3])
     print()
-    print("== 10. hang latency (median of %d, min_seconds %g, %d cores, load average %s)"
+    print("== 13. hang latency (median of %d, min_seconds %g, %d cores, load average %s)"
           % (REPEAT, MIN_SECONDS, os.cpu_count(), load))
     row("BENCHMARK", "MEASURED", "BASELINE", "RATIO", "TARGET", "VERDICT")
     row("hang detection latency, s", "%.2f" % detect, "watch tick 1.00", "%.2f" % detect,

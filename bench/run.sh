@@ -667,7 +667,7 @@ fi
 # on a CNN trial as smdebug's PyTorch hook saves it, against cat (prints
 # its own rows).
 "$ROOT/bench/real_trials.sh" "$BUILD" || die "bench/real_trials.sh failed"
-# ------------------------------------------------- 10. hang latency
+# ------------------------------------------------- 13. hang latency
 # bench/hang_latency.py: how long after its threshold TrainingHang fires on
 # a hung launched trainer, and how long stacks, checkpoint and SIGTERM then
 # take (docs/live.md, "When training hangs"; prints its own rows).
