@@ -76,10 +76,6 @@ static const smr_setting SETTINGS[] = {
      .description = "the most bytes of stacks kept"},
     {.type = SMR_SETTING_END}};
 
-static void free_settings(void *settings) {
-  smr_settings_free(SETTINGS, settings);
-}
-
 static int64_t file_size(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
@@ -351,7 +347,6 @@ const smr_action_kind smr_action_dumpstacks = {
     .settings = SETTINGS,
     .settings_size = sizeof(smr_dump_cfg),
     .configure = configure,
-    .free_settings = free_settings,
     .item_keys = ITEM_KEYS,
     .parse = parse,
     .default_repeat = {SMR_REPEAT_FIRST, 0},

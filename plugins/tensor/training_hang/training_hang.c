@@ -156,9 +156,10 @@ static void usage_add(usage *u, const char **seen, size_t *nseen, size_t cap,
   for (size_t k = 0; k < *nseen; k++)
     if (strcmp(seen[k], e->name) == 0)
       return;
-  if (*nseen < cap)
+  if (*nseen < cap) { /* beyond cap devices are no longer told apart */
     seen[(*nseen)++] = e->name;
-  u->devices++;
+    u->devices++;
+  }
 }
 
 /* What the CPUs and GPUs did from `start` to `now` (epoch seconds), when
@@ -178,7 +179,7 @@ static bool measure(smrules_ctx *ctx, double start, double now,
   if (rk_api->system_events(ctx, (int64_t)(start * 1e6), (int64_t)(now * 1e6),
                             &ev, &n) != SMRULES_NO_TRIGGER)
     return false; /* no system metrics recorded */
-  const char *cs[256], *gs[64];
+  const char *cs[1024], *gs[256];
   size_t ncs = 0, ngs = 0;
   for (size_t i = 0; i < n; i++) {
     const smrules_sys_event *e = &ev[i];
@@ -186,10 +187,10 @@ static bool measure(smrules_ctx *ctx, double start, double now,
       continue; /* the host widens a query; the silence is exact */
     if (strcmp(e->type, "cpu") == 0 &&
         strcmp(e->dimension, "CPUUtilization") == 0)
-      usage_add(&out->cpu, cs, &ncs, 256, e);
+      usage_add(&out->cpu, cs, &ncs, 1024, e);
     else if (strcmp(e->type, "gpu") == 0 &&
              strcmp(e->dimension, "GPUUtilization") == 0)
-      usage_add(&out->gpu, gs, &ngs, 64, e);
+      usage_add(&out->gpu, gs, &ngs, 256, e);
   }
   return true;
 }
