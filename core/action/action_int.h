@@ -250,8 +250,17 @@ typedef struct smr_act_store smr_act_store;
 
 /* ------------------------------------------------------------ runners */
 
-/* action_stop.c */
+/* action_procfs.c: what /proc says of a process */
 int smr_proc_identity(int64_t pid, smr_proc_id *out);
+/* up to n - 1 bytes of a /proc file, NUL-terminated; -1 when unreadable */
+ssize_t smr_proc_read_small(const char *path, char *buf, size_t n);
+/* thread group (process) and real user of the task at pid; -1 unreadable */
+int smr_proc_status(int64_t pid, int64_t *tgid, int64_t *uid);
+void smr_proc_cmdline(int64_t pid, smr_strv *out); /* argv; empty: none */
+char *smr_proc_cmdline_text(int64_t pid);          /* one line, cut at 100 */
+bool smr_proc_same(const smr_proc_id *a, const smr_proc_id *b);
+void smr_proc_comm(int64_t pid, char *out, size_t n); /* "" unreadable */
+void smr_proc_exe(int64_t pid, char *out, size_t n);  /* "" unreadable */
 
 /* action_checkpoint.c: StopTraining's checkpoint step */
 bool smr_ckpt_wanted(const smr_stop_cfg *c);

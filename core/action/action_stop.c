@@ -36,130 +36,6 @@
 #define PID_FILE_SLACK 2.0 /* seconds: start times are known to ~1 s */
 #define KILL_WAIT 5.0
 
-/* ----------------------------------------------------------- /proc */
-
-static ssize_t read_small(const char *path, char *buf, size_t n) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    return -1;
-  size_t used = 0;
-  while (used + 1 < n) {
-    ssize_t k = read(fd, buf + used, n - 1 - used);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k <= 0)
-      break;
-    used += (size_t)k;
-  }
-  close(fd);
-  buf[used] = '\0';
-  return (ssize_t)used;
-}
-
-static void boot_id(char *out, size_t n) {
-  char buf[64];
-  if (read_small("/proc/sys/kernel/random/boot_id", buf, sizeof buf) <= 0)
-    buf[0] = '\0';
-  size_t len = strcspn(buf, "\n");
-  if (len >= n)
-    len = n - 1;
-  memcpy(out, buf, len);
-  out[len] = '\0';
-}
-
-static double boot_time(void) {
-  static char buf[16384];
-  static double cached = -1;
-  if (cached >= 0)
-    return cached;
-  if (read_small("/proc/stat", buf, sizeof buf) <= 0)
-    return 0;
-  const char *b = strstr(buf, "\nbtime ");
-  cached = b ? strtod(b + 7, NULL) : 0;
-  return cached;
-}
-
-int smr_proc_identity(int64_t pid, smr_proc_id *out) {
-  char path[64], buf[2048];
-  memset(out, 0, sizeof *out);
-  snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
-  if (read_small(path, buf, sizeof buf) <= 0)
-    return -1;
-  /* comm may hold spaces and parentheses: fields start after the last ')' */
-  const char *p = strrchr(buf, ')');
-  if (!p || p[1] != ' ')
-    return -1;
-  p += 2;
-  out->state = *p;
-  for (int field = 3; field < 22 && *p; field++) {
-    p = strchr(p, ' ');
-    if (!p)
-      return -1;
-    p++;
-  }
-  char *end;
-  unsigned long long ticks = strtoull(p, &end, 10);
-  if (end == p)
-    return -1;
-  out->pid = pid;
-  out->start_ticks = ticks;
-  boot_id(out->boot_id, sizeof out->boot_id);
-  long hz = sysconf(_SC_CLK_TCK);
-  out->start_wall = boot_time() + (double)ticks / (double)(hz > 0 ? hz : 100);
-  return 0;
-}
-
-/* The thread group (process) and real user of the task at `pid`, from
- * /proc/<pid>/status; -1 when it cannot be read. */
-static int proc_status(int64_t pid, int64_t *tgid, int64_t *uid) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof path, "/proc/%lld/status", (long long)pid);
-  if (read_small(path, buf, sizeof buf) <= 0)
-    return -1;
-  const char *t = strstr(buf, "\nTgid:");
-  const char *u = strstr(buf, "\nUid:");
-  if (!t || !u)
-    return -1;
-  *tgid = strtoll(t + 6, NULL, 10);
-  *uid = strtoll(u + 5, NULL, 10);
-  return 0;
-}
-
-/* argv of a process; empty for kernel threads and zombies. */
-static void proc_cmdline(int64_t pid, smr_strv *out) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%lld/cmdline", (long long)pid);
-  static __thread char buf[65536];
-  ssize_t n = read_small(path, buf, sizeof buf);
-  for (ssize_t i = 0; i < n;) {
-    smr_strv_push(out, buf + i);
-    i += (ssize_t)strlen(buf + i) + 1;
-  }
-}
-
-static char *cmdline_text(int64_t pid) {
-  smr_strv v = {0};
-  proc_cmdline(pid, &v);
-  smr_buf b = {0};
-  smr_buf_puts(&b, "");
-  for (size_t i = 0; i < v.n; i++)
-    smr_buf_printf(&b, "%s%s", i ? " " : "", v.v[i]);
-  smr_strv_free(&v);
-  char *t = smr_act_oneline(b.data, 100);
-  if (b.len > 100) {
-    char *more = smr_xasprintf("%s...", t);
-    free(t);
-    t = more;
-  }
-  smr_buf_free(&b);
-  return t;
-}
-
-static bool same_process(const smr_proc_id *a, const smr_proc_id *b) {
-  return a->pid == b->pid && a->start_ticks == b->start_ticks &&
-         strcmp(a->boot_id, b->boot_id) == 0;
-}
-
 /* -------------------------------------------------------- resolving */
 
 typedef struct target {
@@ -239,7 +115,7 @@ static smr_act_rc from_cmdline(const smr_stop_cfg *c, target *t,
     if (*end || pid < 2 || pid == (long long)getpid())
       continue;
     smr_strv argv = {0};
-    proc_cmdline(pid, &argv);
+    smr_proc_cmdline(pid, &argv);
     if (cmdline_matches(c, &argv))
       smr_i64v_push(&found, pid);
     smr_strv_free(&argv);
@@ -306,23 +182,6 @@ static smr_act_rc resolve(const smr_stop_cfg *c, target *t, smr_act_result *r) {
 
 /* ------------------------------------------------- a file's word */
 
-/* /proc/<pid>/comm without its newline; "" when unreadable. */
-static void proc_comm(int64_t pid, char *out, size_t n) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%lld/comm", (long long)pid);
-  if (read_small(path, out, n) <= 0)
-    out[0] = '\0';
-  out[strcspn(out, "\n")] = '\0';
-}
-
-/* /proc/<pid>/exe; "" when unreadable (another user's, a kernel thread). */
-static void proc_exe(int64_t pid, char *out, size_t n) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%lld/exe", (long long)pid);
-  ssize_t k = readlink(path, out, n - 1);
-  out[k > 0 ? (size_t)k : 0] = '\0';
-}
-
 static bool has_check(const smr_stop_cfg *c) {
   return c->comm || c->exe || c->cmdline.n || c->cmdline_text;
 }
@@ -358,7 +217,7 @@ static smr_act_rc check_named_process(const smr_stop_cfg *c, const target *t,
                        c->pid_file, (long long)t->pid);
   char seen[4096];
   if (c->comm) {
-    proc_comm(t->pid, seen, sizeof seen);
+    smr_proc_comm(t->pid, seen, sizeof seen);
     if (strcmp(seen, c->comm) != 0)
       return smr_act_set(r, SMR_ACT_REFUSED,
                          "pid file %s names pid %lld, whose comm '%s' is not "
@@ -366,7 +225,7 @@ static smr_act_rc check_named_process(const smr_stop_cfg *c, const target *t,
                          c->pid_file, (long long)t->pid, seen, c->comm);
   }
   if (c->exe) {
-    proc_exe(t->pid, seen, sizeof seen);
+    smr_proc_exe(t->pid, seen, sizeof seen);
     if (strcmp(seen, c->exe) != 0)
       return smr_act_set(r, SMR_ACT_REFUSED,
                          "pid file %s names pid %lld, whose exe '%s' is not "
@@ -375,11 +234,11 @@ static smr_act_rc check_named_process(const smr_stop_cfg *c, const target *t,
   }
   if (c->cmdline.n || c->cmdline_text) {
     smr_strv argv = {0};
-    proc_cmdline(t->pid, &argv);
+    smr_proc_cmdline(t->pid, &argv);
     bool same = cmdline_matches(c, &argv);
     smr_strv_free(&argv);
     if (!same) {
-      char *cmd = cmdline_text(t->pid);
+      char *cmd = smr_proc_cmdline_text(t->pid);
       smr_act_set(r, SMR_ACT_REFUSED,
                   "pid file %s names pid %lld, whose command line (%s) is not "
                   "the configured cmdline; nothing signalled",
@@ -423,7 +282,7 @@ static smr_act_rc check_identity(smr_stop_cfg *c, const target *t,
     rec = c->seen;
     have = true;
   }
-  if (have && rec.pid == now->pid && !same_process(&rec, now)) {
+  if (have && rec.pid == now->pid && !smr_proc_same(&rec, now)) {
     when_text(rec.start_wall, a, sizeof a);
     when_text(now->start_wall, b, sizeof b);
     return smr_act_set(r, SMR_ACT_REFUSED,
@@ -616,7 +475,7 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
   int open_errno = errno;
   smr_proc_id now;
   int64_t tgid = -1, uid = -1;
-  bool have_status = proc_status(t.pid, &tgid, &uid) == 0;
+  bool have_status = smr_proc_status(t.pid, &tgid, &uid) == 0;
   if (pidfd < 0 && open_errno == ESRCH && !have_status) {
     smr_act_set(r, SMR_ACT_SKIPPED, "process %lld is not running",
                 (long long)t.pid);
@@ -645,7 +504,7 @@ void smr_stop_run(smr_stop_cfg *c, const char *prefix, bool dry_run,
                 (long long)uid);
   } else if (check_named_process(c, &t, uid, r) == SMR_ACT_OK &&
              check_identity(c, &t, &now, s, persist, r) == SMR_ACT_OK) {
-    char *cmd = cmdline_text(t.pid);
+    char *cmd = smr_proc_cmdline_text(t.pid);
     char ckpt[300] = "";
     if (smr_ckpt_wanted(c) && dry_run)
       smr_ckpt_dry_text(c, ckpt, sizeof ckpt);
