@@ -4,7 +4,7 @@
  * first + (k+1)*S], both ends inclusive, S = the rule's scan_interval_us; the
  * loop ends with NoMoreProfilerData at the first window starting at or after
  * `latest` once the job has finished (offline runs: always, Decision F11).
- * `triggered_steps` are window indices.  Used by runner.c only. */
+ * `triggered_steps` are window indices.  Used by runner_loop.c only. */
 #ifndef SMR_RUNNER_PROFILER_H
 #define SMR_RUNNER_PROFILER_H
 
@@ -41,7 +41,7 @@ typedef struct smr_prof_loop {
   void (*on_trigger)(void *arg, int64_t window);
   void *on_trigger_arg;
   /* taken while a window's result is recorded (NULL: none): a live run's
-   * watch reads the results from another thread (runner.c) */
+   * watch reads the results from another thread (runner_live.c) */
   pthread_mutex_t *results_mu;
 } smr_prof_loop;
 
