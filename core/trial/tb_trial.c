@@ -1,12 +1,12 @@
 /* tb_trial.c - a TensorBoard log directory read into memory: files,
  * tags, modes, steps (docs/tensorboard.md).  See tb_trial.h.
  *
- * Reading: every event file in path order, from where the last refresh
- * stopped, in chunks of CHUNK bytes (so a 40 MB file never sits in memory
- * whole); a record cut short at the end of a file is read again next time.
- * Model: per tag, per mode, the values sorted by step (16 bytes each); per
- * (mode, step) pair its global step and wall time.  Values are read under
- * a read lock, refreshes take the write lock. */
+ * This file: settings, problems, the model and the queries; reading the
+ * event files is tb_read.c's, naming tags and their modes tb_tags.c's.
+ * Model: per tag, per mode, the values sorted by step (tb_series.h: 4-byte
+ * steps and float32 values until one needs 8 bytes); per (mode, step) pair
+ * its global step and wall time.  Values are read under a read lock,
+ * refreshes take the write lock. */
 #include "trial/tb_trial.h"
 
 #include <pthread.h>
@@ -14,16 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/regex.h"
 #include "format/mode.h"
-#include "format/record.h"
-#include "format/tb_event.h"
+#include "trial/tb_int.h"
 #include "trial/tb_series.h"
 
-/* 1 MB: the chunk is a buffer of the source's, kept as a spare after use */
-#define CHUNK ((size_t)1 << 20)
 /* Problems kept per trial: a damaged file cannot fill memory with them. */
 #define MAX_PROBLEMS 1000
 #define WORKER "worker_0"
@@ -33,134 +29,6 @@ static const char *const default_eval[] = {"eval",       "val",  "valid",
                                            "validation", "test", NULL};
 static const char *const default_predict[] = {"predict", "prediction",
                                               "inference", NULL};
-
-typedef tb_series series; /* a tag's values in one mode, by Event.step */
-
-typedef struct tag {
-  char *name;
-  series s[5];        /* by mode 1..4 */
-  bool dbl;           /* some value was a double: values read as float64 */
-  bool scalar_tensor; /* seen as a tensor under the scalars plugin */
-} tag;
-
-/* (mode, Event.step) -> global step */
-typedef struct pair {
-  int64_t step;
-  double wall_time; /* of the first value read at it */
-  uint32_t g;       /* its global step, PAIR_NO_G until numbered */
-  int32_t mode;
-} pair; /* 24 bytes: a folder of 1 M scalars may hold 200,000 pairs */
-
-/* Global steps number pairs, whose index is a uint32_t (the map's). */
-#define PAIR_NO_G UINT32_MAX
-
-/* A string -> index table (open addressing, grows at half load). */
-typedef struct strmap {
-  uint32_t *slot; /* index + 1; 0 = empty */
-  size_t cap, n;
-} strmap;
-
-typedef struct rawtag {
-  char *raw;  /* the tag as written */
-  size_t tag; /* index in tb->tags */
-  int mode;
-} rawtag;
-
-typedef struct tbfile {
-  char *path;
-  uint64_t done;   /* bytes read up to a record boundary */
-  bool dead;       /* framing lost: nothing more is read */
-  bool tail_said;  /* a cut-short end was reported */
-  int folder_mode; /* mode of its folder (Keras' train/, validation/) */
-  char *prefix;    /* tensor names start with it ("" or "run/") */
-  rawtag *raws;    /* this file's tags as written, resolved */
-  size_t nraws;
-  strmap rawmap;
-} tbfile;
-
-typedef struct problem {
-  char *file, *message;
-  int64_t offset;
-} problem;
-
-struct smr_tb {
-  pthread_rwlock_t lock;
-  const char *const *words[4]; /* by mode 1..3 (0 unused) */
-  int default_mode;
-  bool strip;
-  smr_regex *losses;
-  tbfile *files;
-  size_t nfiles;
-  tag *tags;
-  size_t ntags, captags;
-  strmap tagmap;
-  pair *pairs;
-  size_t npairs, capp;
-  uint32_t *pairmap; /* (pair index + 1), open addressing by (mode, step) */
-  size_t pairmap_cap;
-  uint32_t *by_g; /* pair index of each global step */
-  /* per mode, (step, global step) of its pairs by step: every tag's
-   * series of the mode is a subsequence, so a tensor's entries are one
-   * merge walk, not a hash lookup (a cache miss) per value */
-  struct mstep {
-    int64_t step, g;
-  } * mi[5];
-  size_t nmi[5], capmi[5];
-  int64_t next_g;
-  size_t assigned; /* pairs[0 .. assigned) have a global step */
-  problem *problems;
-  size_t nproblems;
-  size_t dropped_problems;
-  bool noted[5]; /* per mode, the step of the pair noted last */
-  int64_t noted_step[5];
-  /* per mode, the largest step of any pair: a step above it is a new
-   * pair without a lookup (writers log steps in order) */
-  bool has_max[5];
-  int64_t max_step[5];
-};
-
-/* ------------------------------------------------------------ strmap */
-
-typedef const char *(*key_of_fn)(const void *base, size_t i);
-
-static size_t strmap_find(const strmap *m, const char *s, size_t len,
-                          const void *base, key_of_fn key, bool *found) {
-  uint64_t h = smr_hash_bytes(SMR_HASH_INIT, s, len);
-  size_t i = (size_t)h & (m->cap - 1);
-  for (;; i = (i + 1) & (m->cap - 1)) {
-    if (!m->slot[i]) {
-      *found = false;
-      return i;
-    }
-    const char *k = key(base, m->slot[i] - 1);
-    if (strlen(k) == len && memcmp(k, s, len) == 0) {
-      *found = true;
-      return i;
-    }
-  }
-}
-
-static void strmap_grow(strmap *m, const void *base, key_of_fn key,
-                        size_t count) {
-  if (m->cap && (count + 1) * 2 <= m->cap)
-    return;
-  size_t cap = m->cap ? m->cap * 2 : 64;
-  strmap n = {smr_xcalloc(cap, sizeof *n.slot), cap, 0};
-  for (size_t i = 0; i < count; i++) {
-    const char *k = key(base, i);
-    bool f;
-    n.slot[strmap_find(&n, k, strlen(k), base, key, &f)] = (uint32_t)i + 1;
-  }
-  free(m->slot);
-  *m = n;
-}
-
-static const char *tag_key(const void *base, size_t i) {
-  return ((const tag *)base)[i].name;
-}
-static const char *raw_key(const void *base, size_t i) {
-  return ((const rawtag *)base)[i].raw;
-}
 
 /* --------------------------------------------------------- settings */
 
@@ -189,7 +57,7 @@ int smr_tb_new(const smr_tb_settings *s, smr_tb **out, smr_error *err) {
   return SMR_OK;
 }
 
-static void free_model(smr_tb *tb) {
+void tb_free_model(smr_tb *tb) {
   for (size_t i = 0; i < tb->nfiles; i++) {
     tbfile *f = &tb->files[i];
     for (size_t k = 0; k < f->nraws; k++)
@@ -239,17 +107,14 @@ static void free_model(smr_tb *tb) {
 void smr_tb_free(smr_tb *tb) {
   if (!tb)
     return;
-  free_model(tb);
+  tb_free_model(tb);
   smr_regex_free(tb->losses);
   pthread_rwlock_destroy(&tb->lock);
   free(tb);
 }
 
-static void add_problem(smr_tb *tb, const char *file, int64_t offset,
-                        const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void add_problem(smr_tb *tb, const char *file, int64_t offset,
-                        const char *fmt, ...) {
+void tb_add_problem(smr_tb *tb, const char *file, int64_t offset,
+                    const char *fmt, ...) {
   if (tb->nproblems >= MAX_PROBLEMS) {
     tb->dropped_problems++;
     return;
@@ -280,140 +145,6 @@ void smr_tb_problems(smr_tb *tb, smr_tb_problem_fn fn, void *ctx) {
     fn(ctx, "", -1, msg);
   }
   pthread_rwlock_unlock(&tb->lock);
-}
-
-/* ------------------------------------------------------ mode words */
-
-static bool word_eq(const char *s, size_t n, const char *w) {
-  return strlen(w) == n && strncasecmp(s, w, n) == 0;
-}
-
-/* The mode a word names, or 0. */
-static int mode_of_word(const smr_tb *tb, const char *s, size_t n) {
-  for (int m = SMR_MODE_TRAIN; m <= SMR_MODE_PREDICT; m++)
-    for (const char *const *w = tb->words[m]; *w; w++)
-      if (word_eq(s, n, *w))
-        return m;
-  return 0;
-}
-
-/* The mode word of a name (docs/tensorboard.md#modes), in this order: the
- * first '/' part ("train/loss"), the last '/' part ("Loss/train"), the
- * first '_' part ("train_loss"), the last '_' part ("loss_train").
- * *at and *len: the word with one separator, for stripping. */
-static int mode_of_name(const smr_tb *tb, const char *s, size_t *at,
-                        size_t *len) {
-  size_t n = strlen(s);
-  const char *slash = strchr(s, '/'), *rslash = strrchr(s, '/');
-  int m;
-  if (slash && (m = mode_of_word(tb, s, (size_t)(slash - s)))) {
-    *at = 0;
-    *len = (size_t)(slash - s) + 1;
-    return m;
-  }
-  if (rslash &&
-      (m = mode_of_word(tb, rslash + 1, n - (size_t)(rslash - s) - 1))) {
-    *at = (size_t)(rslash - s);
-    *len = n - *at;
-    return m;
-  }
-  const char *us = strchr(s, '_'), *rus = strrchr(s, '_');
-  if (us && (m = mode_of_word(tb, s, (size_t)(us - s)))) {
-    *at = 0;
-    *len = (size_t)(us - s) + 1;
-    return m;
-  }
-  if (rus && (m = mode_of_word(tb, rus + 1, n - (size_t)(rus - s) - 1))) {
-    *at = (size_t)(rus - s);
-    *len = n - *at;
-    return m;
-  }
-  return 0;
-}
-
-/* The folder of an event file relative to the root ("" at the root); its
- * mode when its last part is a mode word (Keras' train/ and validation/,
- * PyTorch add_scalars' "<tag>_train/"), and the prefix of its tensor
- * names: the folder, without a mode part. */
-static void folder_of(const smr_tb *tb, const char *path, int *mode,
-                      char **prefix) {
-  const char *slash = strrchr(path, '/');
-  *mode = 0;
-  if (!slash) {
-    *prefix = smr_xstrdup("");
-    return;
-  }
-  char *dir = smr_xstrndup(path, (size_t)(slash - path));
-  const char *last = strrchr(dir, '/');
-  last = last ? last + 1 : dir;
-  size_t at, len;
-  if ((*mode = mode_of_word(tb, last, strlen(last))) != 0) {
-    /* the whole last part: drop it */
-    *prefix =
-        last == dir ? smr_xstrdup("") : smr_xstrndup(dir, (size_t)(last - dir));
-  } else if (strchr(last, '_') && (*mode = mode_of_name(tb, last, &at, &len))) {
-    /* "Loss_train": the run of add_scalars("Loss", {"train": ...}); its
-     * tag is "Loss" already */
-    *prefix =
-        last == dir ? smr_xstrdup("") : smr_xstrndup(dir, (size_t)(last - dir));
-  } else {
-    *prefix = smr_xasprintf("%s/", dir);
-  }
-  free(dir);
-}
-
-/* ------------------------------------------------------------- model */
-
-static size_t tag_index(smr_tb *tb, const char *name) {
-  bool found;
-  strmap_grow(&tb->tagmap, tb->tags, tag_key, tb->ntags);
-  size_t i =
-      strmap_find(&tb->tagmap, name, strlen(name), tb->tags, tag_key, &found);
-  if (found)
-    return tb->tagmap.slot[i] - 1;
-  if (tb->ntags == tb->captags) { /* doubling: one at a time copies n^2 */
-    tb->captags = tb->captags ? 2 * tb->captags : 16;
-    tb->tags = smr_xrealloc(tb->tags, tb->captags * sizeof *tb->tags);
-  }
-  memset(&tb->tags[tb->ntags], 0, sizeof *tb->tags);
-  tb->tags[tb->ntags].name = smr_xstrdup(name);
-  tb->tagmap.slot[i] = (uint32_t)tb->ntags + 1;
-  return tb->ntags++;
-}
-
-static int64_t tag_lookup(const smr_tb *tb, const char *name) {
-  if (!tb->tagmap.cap)
-    return -1;
-  bool found;
-  size_t i =
-      strmap_find(&tb->tagmap, name, strlen(name), tb->tags, tag_key, &found);
-  return found ? (int64_t)tb->tagmap.slot[i] - 1 : -1;
-}
-
-/* A tag as written in a file -> (tensor, mode), resolved once per file. */
-static rawtag *resolve(smr_tb *tb, tbfile *f, const char *raw, size_t len) {
-  bool found;
-  strmap_grow(&f->rawmap, f->raws, raw_key, f->nraws);
-  size_t i = strmap_find(&f->rawmap, raw, len, f->raws, raw_key, &found);
-  if (found)
-    return &f->raws[f->rawmap.slot[i] - 1];
-  char *name = smr_xstrndup(raw, len);
-  int mode = f->folder_mode;
-  size_t at = 0, cut = 0;
-  if (!mode)
-    mode = mode_of_name(tb, name, &at, &cut);
-  if (mode && tb->strip && cut && cut < strlen(name))
-    memmove(name + at, name + at + cut, strlen(name + at + cut) + 1);
-  if (!mode)
-    mode = tb->default_mode;
-  char *full = smr_xasprintf("%s%s", f->prefix, name);
-  free(name);
-  size_t t = tag_index(tb, full);
-  free(full);
-  f->raws = smr_xrealloc(f->raws, (f->nraws + 1) * sizeof *f->raws);
-  f->raws[f->nraws] = (rawtag){smr_xstrndup(raw, len), t, mode};
-  f->rawmap.slot[i] = (uint32_t)f->nraws + 1;
-  return &f->raws[f->nraws++];
 }
 
 /* The next capacity of a table that grows with the folder: double while
@@ -470,7 +201,7 @@ static void pairmap_grow(smr_tb *tb) {
     pair_insert_new(tb, k);
 }
 
-static void note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
+void tb_note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
   bool beyond = !tb->has_max[mode] || step > tb->max_step[mode];
   if (!beyond && pair_find(tb, mode, step, NULL) >= 0)
     return;
@@ -528,7 +259,7 @@ static void index_modes(smr_tb *tb, int64_t from) {
 /* Global steps for the pairs read in this refresh, in (step, mode) order
  * after every earlier one.  The pairs stay where they are (the hash index
  * points at them); an index of 16 bytes a pair is sorted instead. */
-static void assign_globals(smr_tb *tb) {
+void tb_assign_globals(smr_tb *tb) {
   size_t n = tb->npairs - tb->assigned;
   if (!n)
     return;
@@ -561,230 +292,6 @@ static void assign_globals(smr_tb *tb) {
   free(o);
   tb->assigned = tb->npairs;
   index_modes(tb, from);
-}
-
-/* ------------------------------------------------------------ reading */
-
-typedef struct reading {
-  smr_tb *tb;
-  tbfile *f;
-  uint64_t offset; /* of the record */
-  size_t added;
-} reading;
-
-static int on_value(void *ctx, const smr_tb_event *ev, const smr_tb_value *v) {
-  reading *r = ctx;
-  smr_tb *tb = r->tb;
-  if (v->kind == SMR_TB_BAD) {
-    add_problem(tb, r->f->path, (int64_t)r->offset,
-                "tag '%.*s' at step %lld: %s under the scalars plugin; "
-                "skipped",
-                (int)(v->tag_len > 200 ? 200 : v->tag_len), v->tag,
-                (long long)ev->step, v->why);
-    return 0;
-  }
-  bool untagged_tensor =
-      v->kind == SMR_TB_OTHER && v->tensor && !v->plugin && v->dtype;
-  if (v->kind != SMR_TB_SCALAR && !untagged_tensor)
-    return 0; /* histograms, images, other plugins: not scalars */
-  if (!v->tag_len || memchr(v->tag, 0, v->tag_len)) {
-    /* no name a tensor could have (and a NUL would never match the
-     * file's table of tags: one entry per value) */
-    add_problem(tb, r->f->path, (int64_t)r->offset,
-                "a scalar at step %lld whose tag is empty or holds a NUL "
-                "byte; skipped",
-                (long long)ev->step);
-    return 0;
-  }
-  rawtag *rt = resolve(tb, r->f, v->tag, v->tag_len);
-  tag *t = &tb->tags[rt->tag];
-  if (untagged_tensor && !t->scalar_tensor)
-    return 0; /* a tensor no scalars metadata ever claimed */
-  if (v->tensor && v->plugin)
-    t->scalar_tensor = true;
-  if (v->dtype == SMR_DT_DOUBLE)
-    t->dbl = true;
-  /* the tags of a step come one after another: one lookup per pair */
-  if (!tb->noted[rt->mode] || ev->step != tb->noted_step[rt->mode]) {
-    note_pair(tb, rt->mode, ev->step, ev->wall_time);
-    tb->noted[rt->mode] = true;
-    tb->noted_step[rt->mode] = ev->step;
-  }
-  tb_series_put(&t->s[rt->mode], ev->step, v->value);
-  r->added++;
-  return 0;
-}
-
-static bool header_ok(const uint8_t *p) {
-  return smr_le32(p + 8) == smr_crc_mask(smr_crc32c(p, 8));
-}
-
-/* Read one file from f->done to `size`. */
-static int read_file(smr_tb *tb, smr_source *src, tbfile *f, uint64_t size,
-                     bool waiting, size_t *added, smr_error *err) {
-  if (size == 0 && !waiting && !f->tail_said) {
-    add_problem(tb, f->path, 0,
-                "empty file: expected a TFRecord holding a file_version "
-                "Event (a TensorBoard writer writes one first)");
-    f->tail_said = true;
-  }
-  while (!f->dead && f->done < size) {
-    uint64_t want = size - f->done < CHUNK ? size - f->done : CHUNK;
-    smr_range rg;
-    int rc = smr_source_read_range(src, f->path, f->done, want, &rg, err);
-    if (rc != SMR_OK)
-      return rc;
-    size_t pos = 0;
-    bool stop = false;
-    while (pos < rg.len && !stop) {
-      const uint8_t *p = rg.data + pos;
-      size_t left = rg.len - pos;
-      uint64_t at = f->done + pos;
-      if (left >= SMR_RECORD_HEADER && !header_ok(p)) {
-        add_problem(tb, f->path, (int64_t)at,
-                    at == 0 ? "not a TFRecord file: the first 12 bytes are "
-                              "not a length and its masked CRC32C"
-                            : "record header damaged: its length does not "
-                              "match its masked CRC32C; the rest of the file "
-                              "is not read");
-        f->dead = true;
-        break;
-      }
-      uint64_t need = left >= SMR_RECORD_HEADER
-                          ? smr_le64(p) + SMR_RECORD_OVERHEAD
-                          : SMR_RECORD_HEADER;
-      if (left >= SMR_RECORD_HEADER &&
-          need < SMR_RECORD_OVERHEAD) { /* length overflowed */
-        add_problem(tb, f->path, (int64_t)at,
-                    "record claims %llu payload bytes: not an event file",
-                    (unsigned long long)smr_le64(p));
-        f->dead = true;
-        break;
-      }
-      if (need > left) {
-        if (at + need > size) { /* cut short at the end */
-          if (!waiting && !f->tail_said) {
-            add_problem(tb, f->path, (int64_t)at,
-                        "truncated record: it needs %llu bytes, the file "
-                        "ends after %llu",
-                        (unsigned long long)need,
-                        (unsigned long long)(size - at));
-            f->tail_said = true;
-          }
-          pos = rg.len; /* read again from `at` next time */
-          f->done = at;
-          smr_range_release(&rg);
-          return SMR_OK;
-        }
-        if (need > CHUNK && pos == 0) {
-          /* an image or a graph, never a scalar: skipped unread */
-          f->done += need;
-          stop = true;
-          continue;
-        }
-        break; /* read the next chunk from this record */
-      }
-      const uint8_t *payload;
-      uint64_t plen;
-      smr_error e;
-      if (smr_record_parse(p, left, f->path, at, &payload, &plen, &e) !=
-          SMR_OK) {
-        add_problem(tb, f->path, e.offset, "%s; the record is skipped", e.msg);
-      } else {
-        reading r = {tb, f, at, 0};
-        smr_tb_event ev;
-        if (smr_tb_event_decode(payload, (size_t)plen, f->path, at, &ev,
-                                on_value, &r, &e) != SMR_OK)
-          add_problem(tb, f->path, at, "%s; the record is skipped", e.msg);
-        *added += r.added;
-      }
-      pos += (size_t)need;
-    }
-    if (!stop)
-      f->done += pos;
-    smr_range_release(&rg);
-  }
-  return SMR_OK;
-}
-
-static tbfile *file_of(smr_tb *tb, const char *path) {
-  for (size_t i = 0; i < tb->nfiles; i++)
-    if (strcmp(tb->files[i].path, path) == 0)
-      return &tb->files[i];
-  return NULL;
-}
-
-static const char *base_name(const char *path) {
-  const char *s = strrchr(path, '/');
-  return s ? s + 1 : path;
-}
-
-/* Event files under the root, by path, relative ("./" dropped). */
-static int list_event_files(smr_source *src, smr_source_listing *out,
-                            smr_error *err) {
-  smr_source_listing l;
-  int rc =
-      smr_source_list(src, smr_source_is_remote(src) ? "" : ".", "", &l, err);
-  memset(out, 0, sizeof *out);
-  if (rc != SMR_OK)
-    return rc;
-  for (size_t i = 0; i < l.n; i++) {
-    const char *p = l.files[i].path;
-    if (strncmp(p, "./", 2) == 0)
-      p += 2;
-    if (smr_tb_is_event_file(base_name(p)) && strncmp(p, ".smrules/", 9))
-      smr_source_listing_add(out, smr_xstrdup(p), l.files[i].size,
-                             l.files[i].mtime_ns);
-  }
-  smr_source_listing_free(&l);
-  return SMR_OK;
-}
-
-bool smr_tb_probe(smr_source *src) {
-  smr_source_listing l;
-  smr_error e;
-  bool any = list_event_files(src, &l, &e) == SMR_OK && l.n > 0;
-  smr_source_listing_free(&l);
-  return any;
-}
-
-int smr_tb_sync(smr_tb *tb, smr_source *src, bool waiting, size_t *added,
-                bool *reset, smr_error *err) {
-  smr_source_listing l;
-  *added = 0;
-  *reset = false;
-  int rc = list_event_files(src, &l, err);
-  if (rc != SMR_OK)
-    return rc;
-  pthread_rwlock_wrlock(&tb->lock);
-  memset(tb->noted, 0, sizeof tb->noted);
-  /* a file that vanished or shrank: the folder was rewritten */
-  size_t present = 0;
-  for (size_t i = 0; i < l.n; i++) {
-    tbfile *f = file_of(tb, l.files[i].path);
-    present += f != NULL;
-    if (f && (uint64_t)l.files[i].size < f->done)
-      *reset = true;
-  }
-  if (present != tb->nfiles)
-    *reset = true;
-  if (*reset)
-    free_model(tb);
-  for (size_t i = 0; rc == SMR_OK && i < l.n; i++) {
-    tbfile *f = file_of(tb, l.files[i].path);
-    if (!f) {
-      tb->files = smr_xrealloc(tb->files, (tb->nfiles + 1) * sizeof *tb->files);
-      f = &tb->files[tb->nfiles++];
-      memset(f, 0, sizeof *f);
-      f->path = smr_xstrdup(l.files[i].path);
-      folder_of(tb, f->path, &f->folder_mode, &f->prefix);
-    }
-    rc = read_file(tb, src, f, (uint64_t)l.files[i].size, waiting, added, err);
-  }
-  assign_globals(tb);
-  pthread_rwlock_unlock(&tb->lock);
-  smr_source_listing_free(&l);
-  return rc;
 }
 
 /* ------------------------------------------------------------ queries */
@@ -869,7 +376,7 @@ int smr_tb_entries(smr_tb *tb, const char *name, int mode, int64_t mode_step,
                    smr_entries *out) {
   memset(out, 0, sizeof *out);
   pthread_rwlock_rdlock(&tb->lock);
-  int64_t t = tag_lookup(tb, name);
+  int64_t t = tb_tag_lookup(tb, name);
   if (t < 0) {
     pthread_rwlock_unlock(&tb->lock);
     return SMR_TENSOR_UNAVAILABLE;
