@@ -145,6 +145,7 @@ void trace_replay(trace_state *s, const trace_file *f, const replay_ctx *rc);
 extern const char *const smr_fw_file_types[SMR_FW_KINDS];
 
 /* ----------------------------------------------------------- the store */
+
 /* One file of system/ or framework/. */
 typedef struct pfile {
   char *path;      /* root + "/" + relative path, as the reference joins it */
@@ -251,8 +252,8 @@ static inline void smr_pstore_unlock(pstore *p) {
   pthread_mutex_unlock(&p->mu);
 }
 
-/* A warning about the input (once per file while `f->warned`; none when
- * quiet). */
+/* A warning about the input; none when quiet or when `f` has warned
+ * already. */
 void smr_pstore_warn(pstore *p, pfile *f, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* profiler.c: a file's parsed data dropped. */

@@ -70,7 +70,7 @@ struct smr_runner {
 
 /* runner.c: stored state.  Resume from it where that gives exactly the
  * results of a full evaluation; drop what stood once new steps arrive;
- * save takes `db_mu`, save_locked expects it (and `mu`) taken. */
+ * save takes `db_mu`, save_locked expects it taken. */
 void runner_resume(smr_runner *r, smr_instance *in, const smr_i64v *steps,
                    int64_t newest_step);
 void runner_drop_stored(smr_instance *in);
