@@ -90,7 +90,7 @@ static void instance_free(smr_instance *in) {
   smr_prof_run_free(in->prof_run);
   smr_rule_free(in->rule); /* its context releases events of `metrics` */
   smr_profiler_close(in->metrics);
-  free(in->live_names);
+  smr_strv_free(&in->live_names);
   free(in->live_steps);
   smr_i64v_free(&in->triggered);
   smr_i64v_free(&in->skipped);

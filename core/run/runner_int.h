@@ -33,7 +33,7 @@ struct smr_instance {
    * system metrics recorded beside a live run, and each worker's newest
    * step as of the last refresh */
   struct smr_profiler *metrics;
-  const char **live_names; /* the trial's, valid inside its reader gate */
+  smr_strv live_names; /* copies: the gate is left before the rule's call */
   int64_t *live_steps;
   /* the walk in progress (runner_walk_begin .. runner_walk_end) */
   bool walk_begun, walk_stopped, walk_evaluated;

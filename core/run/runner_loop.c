@@ -490,20 +490,24 @@ static struct smr_profiler *live_metrics(smr_runner *r, smr_instance *in) {
   return in->metrics;
 }
 
-/* Each worker's newest step (trial.h), for api->live_workers: read inside
- * the trial's reader gate, which the rule's thread holds until its call is
- * over, so the names stay the trial's own meanwhile. */
+/* Each worker's newest step (trial.h), for api->live_workers: copied
+ * inside the trial's reader gate, which is left before the rule's call, so
+ * a rule that holds (a clock rule waiting on something) never holds up
+ * the refresh that other rules' new steps wait for. */
 static void live_workers(smr_runner *r, smr_instance *in) {
   smr_trial_reader_enter(r->trial);
   const char *name = NULL;
   int64_t step = 0;
   size_t n = smr_trial_worker_latest(r->trial, 0, &name, &step);
-  in->live_names = smr_xrealloc(in->live_names, (n ? n : 1) * sizeof(char *));
+  smr_strv_free(&in->live_names);
   in->live_steps = smr_xrealloc(in->live_steps, (n ? n : 1) * sizeof(int64_t));
-  for (size_t i = 0; i < n; i++)
-    smr_trial_worker_latest(r->trial, i, &in->live_names[i],
-                            &in->live_steps[i]);
-  smr_ctx_set_live_workers(in->rule->ctx, in->live_names, in->live_steps, n);
+  for (size_t i = 0; i < n; i++) {
+    smr_trial_worker_latest(r->trial, i, &name, &in->live_steps[i]);
+    smr_strv_push(&in->live_names, name);
+  }
+  smr_trial_reader_leave();
+  smr_ctx_set_live_workers(in->rule->ctx, (const char *const *)in->live_names.v,
+                           in->live_steps, n);
 }
 
 void runner_tick_instance(smr_runner *r, smr_instance *in,
@@ -517,7 +521,7 @@ void runner_tick_instance(smr_runner *r, smr_instance *in,
   smr_ctx_step_begin(in->rule->ctx, at);
   int rc =
       in->rule->ops->invoke_at_time(in->rule->impl, in->rule->ctx, li->now);
-  smr_trial_reader_leave();
+  smr_trial_reader_leave(); /* taken by the rule's own reads, if any */
   /* one trigger per step: a stall that goes on is the same trigger */
   bool fired = rc == SMRULES_TRIGGERED &&
                !(in->triggered.n && in->triggered.v[in->triggered.n - 1] == at);

@@ -81,7 +81,7 @@ static void rig_close(rig *r) {
     smr_plugin_unload(r->p);
 }
 
-/* One host tick at `now` (what runner.c's tick_instance does). */
+/* One host tick at `now` (what runner_loop.c's runner_tick_instance does). */
 static void tick(rig *r, double now) {
   r->li.now = now;
   int64_t at = r->li.newest_step >= 0 ? r->li.newest_step : 0;
