@@ -621,9 +621,9 @@ if [ $have_prof_big = 1 ]; then
   for k in report rules; do
     [ $k = report ] && what="ProfilerReport peak" || what="11 profiler rules"
     m=$(calc1 "$(get profbig_${k}_rss) / 1024")
-    base=-
-    [ $have_prof = 1 ] && base="1M: $(calc1 "$(get prof_${k}_rss) / 1024")"
-    row "$what RSS MB, $big events" "$m" "$base" "-" "< 64" \
+    at1m=-
+    [ $have_prof = 1 ] && at1m="1M: $(calc1 "$(get prof_${k}_rss) / 1024")"
+    row "$what RSS MB, $big events" "$m" "$at1m" "-" "< 64" \
       "$(verdict "$m" "<" 64)"
   done
   row "ProfilerReport $big events, s (wall)" "$(get profbig_report_wall)" \
