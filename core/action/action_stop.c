@@ -411,13 +411,15 @@ static void signal_group_and_wait(smr_stop_cfg *c, const smr_proc_id *id,
   char sname[24];
   signal_text(c->sig, sname, sizeof sname);
   int64_t pgid = id->pid;
-  size_t n = smr_proc_group_alive(pgid);
   if (kill(-(pid_t)pgid, c->sig) != 0) {
     smr_act_set(r, errno == ESRCH ? SMR_ACT_SKIPPED : SMR_ACT_FAILED,
                 "cannot send %s to the process group of pid %lld: %s", sname,
                 (long long)pgid, strerror(errno));
     return;
   }
+  /* counted after the signal (zombies too: those it already ended), so
+   * that walking /proc does not delay the stop */
+  size_t n = smr_proc_group_members(pgid);
   bool escalate = c->kill_after_grace && c->sig != SIGKILL;
   double t = wait_group_exit(pgid, escalate ? c->grace : 1.0);
   if (t >= 0) {

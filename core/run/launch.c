@@ -209,13 +209,14 @@ static bool stat_group(int dirfd, const char *pid, char *state, long *pgrp) {
   return end && sscanf(end + 1, " %c %ld %ld", state, &ppid, pgrp) == 3;
 }
 
-size_t smr_proc_group_alive(int64_t pgid) {
+/* Processes of group `pgid` from /proc; zombies only when asked. */
+static size_t group_count(int64_t pgid, bool zombies) {
   if (pgid <= 1)
     return 0;
   DIR *d = opendir("/proc");
   if (!d)
     return kill(-(pid_t)pgid, 0) == 0; /* zombies count: the best there is */
-  size_t alive = 0;
+  size_t n = 0;
   struct dirent *de;
   while ((de = readdir(d)) != NULL) {
     if (de->d_name[0] < '1' || de->d_name[0] > '9')
@@ -223,11 +224,19 @@ size_t smr_proc_group_alive(int64_t pgid) {
     char state;
     long pgrp;
     if (stat_group(dirfd(d), de->d_name, &state, &pgrp) && pgrp == pgid &&
-        state != 'Z' && state != 'X')
-      alive++;
+        state != 'X' && (zombies || state != 'Z'))
+      n++;
   }
   closedir(d);
-  return alive;
+  return n;
+}
+
+size_t smr_proc_group_alive(int64_t pgid) {
+  return group_count(pgid, false);
+}
+
+size_t smr_proc_group_members(int64_t pgid) {
+  return group_count(pgid, true);
 }
 
 /* ---------------------------------------------------------- signals */

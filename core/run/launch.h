@@ -46,6 +46,11 @@ void smr_launch_free(smr_launch *l);
  * exits, leaves the trainer in that group.  A process that leaves the
  * group (setsid, setpgid) is no longer counted. */
 size_t smr_proc_group_alive(int64_t pgid);
+/* The same, zombies included: the processes a signal just sent to the
+ * group reached, those that already exited but are not reaped yet too
+ * (StopTraining counts them after its signal, so that the /proc walk,
+ * ~1-2 ms, does not come before the signal). */
+size_t smr_proc_group_members(int64_t pgid);
 
 /* Catch SIGINT, SIGTERM and SIGHUP from now on; when `forward` is not
  * NULL they are passed on to its process group. */
