@@ -39,6 +39,28 @@ const char *smr_path_below(const char *path, const char *root) {
   return NULL;
 }
 
+bool smr_mkdirs(const char *path, mode_t mode) {
+  if (!path[0]) { /* as mkdir("") */
+    errno = ENOENT;
+    return false;
+  }
+  char *p = smr_xstrdup(path);
+  bool ok = true;
+  for (char *s = p + 1; *s && ok; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    ok = mkdir(p, mode) == 0 || errno == EEXIST;
+    *s = '/';
+  }
+  if (ok)
+    ok = mkdir(p, mode) == 0 || errno == EEXIST;
+  int e = errno;
+  free(p);
+  errno = e;
+  return ok;
+}
+
 /* mkdir -p of a trusted path (the user's own). */
 static void mkdirs_trusted(const char *path) {
   char *p = smr_xstrdup(path);

@@ -1,12 +1,14 @@
 /* safefs.h - creating and replacing files inside a folder that someone
  * else may write (a trial folder): no symbolic link is followed below the
  * trusted part of a path, directories are made one step at a time, and a
- * file is replaced by writing a fresh temporary file and renaming it. */
+ * file is replaced by writing a fresh temporary file and renaming it.
+ * Also mkdir -p for the user's own folders, which need none of that. */
 #ifndef SMR_SAFEFS_H
 #define SMR_SAFEFS_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "base/common.h"
 
@@ -49,6 +51,13 @@ int smr_safe_open_append(int dirfd, const char *name, const char *shown,
  * below a trial: not empty, not "." or "..", no '/', no control
  * characters.  On false, *why says what is wrong. */
 bool smr_safe_name(const char *name, const char **why);
+
+/* mkdir -p for a folder of the user's own (the state folder, the S3
+ * cache), not one inside a trial: each missing directory of `path` is
+ * made with `mode` (less the umask); whatever already has a name on the
+ * way is kept as it is and symbolic links are followed, so the caller
+ * checks what it got.  On false, errno says why. */
+bool smr_mkdirs(const char *path, mode_t mode);
 
 /* The part of `path` below `root` ("" when equal), or NULL when `path` is
  * not lexically inside `root`. */

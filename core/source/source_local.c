@@ -20,6 +20,7 @@
 
 #include "base/common.h"
 #include "base/path.h"
+#include "base/safefs.h"
 #include "base/sha256.h"
 #include "source/shared_records.h"
 #include "source/source_kind.h"
@@ -372,20 +373,6 @@ static char *state_base(void) {
   return NULL;
 }
 
-/* mkdir -p with mode 0700; errno set on false. */
-static bool mkdirs(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
-    *p = '/';
-    if (!ok)
-      return false;
-  }
-  return mkdir(path, 0700) == 0 || errno == EEXIST;
-}
-
 /* The identity the key is made of, or NULL (errno set). */
 static char *trial_identity(const char *location) {
   char *canon = realpath(location, NULL);
@@ -433,7 +420,7 @@ static char *local_state_dir(const char *location) {
   smr_sha256_hex(id, strlen(id), hex);
   char *dir = smr_xasprintf("%s/%.32s", base, hex);
   free(base);
-  if (!mkdirs(dir)) {
+  if (!smr_mkdirs(dir, 0700)) {
     int e = errno;
     free(dir);
     free(id);

@@ -19,6 +19,7 @@
 
 #include "base/curl_lazy.h"
 #include "base/path.h"
+#include "base/safefs.h"
 #include "base/sha256.h"
 #include "source/s3.h"
 #include "source/s3_cache.h"
@@ -466,19 +467,6 @@ bool smr_s3_location_has(const char *url, const char *sub) {
 
 /* -------------------------------------------------------- local cache */
 
-static bool mkdirs(char *path) {
-  for (char *p = path + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    bool ok = mkdir(path, 0700) == 0 || errno == EEXIST;
-    *p = '/';
-    if (!ok)
-      return false;
-  }
-  return mkdir(path, 0700) == 0 || errno == EEXIST;
-}
-
 static char *cache_base(void) {
   const char *x = getenv("XDG_CACHE_HOME");
   if (x && x[0] == '/')
@@ -516,7 +504,7 @@ char *smr_s3_cache_dir(const char *url) {
   smr_sha256_hex(id, strlen(id), hex);
   char *base = cache_base();
   char *dir = base ? smr_xasprintf("%s/%s", base, hex) : NULL;
-  if (dir && !mkdirs(dir)) {
+  if (dir && !smr_mkdirs(dir, 0700)) {
     free(dir);
     dir = NULL;
   }

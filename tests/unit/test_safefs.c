@@ -1,6 +1,8 @@
 /* test_safefs.c - smr_safe_write_below: the path a plugin names is checked
  * as text, folders are made on the way, and no link below the folder is
- * followed (docs/security.md#against-the-trial-folder). */
+ * followed (docs/security.md#against-the-trial-folder); smr_mkdirs, the
+ * mkdir -p of the user's own folders. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +158,44 @@ static void test_open_append(void) {
   close(fd);
 }
 
+/* mkdir -p of the user's own folders: every missing level made with the
+ * mode asked (less the umask), an existing one kept, the path given left
+ * as it was; a file in the way is an error with errno set. */
+static void test_mkdirs(void) {
+  mode_t old = umask(022);
+  char *deep = at("own/state/0123abcd");
+  CHECK(smr_mkdirs(deep, 0700));
+  char *same = at("own/state/0123abcd");
+  CHECK_STR(deep, same); /* no '\0' left in the path given */
+  free(same);
+  struct stat st;
+  char *mid = at("own/state");
+  CHECK(stat(mid, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK_EQ_INT((int)(st.st_mode & 0777), 0700);
+  CHECK(stat(deep, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK_EQ_INT((int)(st.st_mode & 0777), 0700);
+  CHECK(smr_mkdirs(deep, 0700)); /* already there */
+  umask(077);
+  char *wide = at("own/wide");
+  CHECK(smr_mkdirs(wide, 0755)); /* the umask still applies */
+  CHECK(stat(wide, &st) == 0 && (st.st_mode & 0777) == 0700);
+  umask(old);
+  char *file = at("own/file");
+  FILE *f = fopen(file, "w");
+  fclose(f);
+  char *below = at("own/file/sub/dir");
+  errno = 0;
+  CHECK(!smr_mkdirs(below, 0700));
+  CHECK_EQ_INT(errno, ENOTDIR);
+  errno = 0;
+  CHECK(!smr_mkdirs("", 0700) && errno == ENOENT);
+  free(below);
+  free(file);
+  free(wide);
+  free(mid);
+  free(deep);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/smr-safefs-XXXXXX");
   if (!mkdtemp(root))
@@ -164,6 +204,7 @@ int main(void) {
   TEST_RUN(test_refuses_bad_paths);
   TEST_RUN(test_links_are_not_followed);
   TEST_RUN(test_open_append);
+  TEST_RUN(test_mkdirs);
   char *cmd = smr_xasprintf("rm -rf '%s'", root);
   if (system(cmd) != 0)
     fprintf(stderr, "could not remove %s\n", root);
