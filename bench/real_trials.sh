@@ -23,10 +23,10 @@ REAL_FW_STEPS=${REAL_FW_STEPS:-50}
 REAL_CNN_STEPS=${REAL_CNN_STEPS:-20}
 REAL_REPEAT=${REAL_REPEAT:-5}
 
-die() {
-  echo "real_trials: $*" >&2
-  exit 1
-}
+BENCH_NAME=real_trials
+SUMMARY_WIDTH=22
+# die, result, get, calc, calc1, median, run_once, summarise, verdict
+. "$ROOT/bench/lib.sh"
 for f in "$SMRULES" "$B/bench/scale_gen" "$B/bench/cnn_gen" /usr/bin/time; do
   [ -x "$f" ] || die "missing $f (run 'make bench')"
 done
@@ -41,43 +41,6 @@ trap 'rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 RESULTS=$TMP/results
 : >"$RESULTS"
-
-result() { echo "$1 $2" >>"$RESULTS"; }
-get() { awk -v k="$1" '$1 == k { v = $2 } END { print v }' "$RESULTS"; }
-calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
-calc1() { awk "BEGIN { printf \"%.1f\", $1 }"; }
-median() {
-  sort -g | awk '{ v[NR] = $1 }
-    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# run_once NAME CMD...: "wall user sys maxrss_kb" of one run appended to
-# $TMP/times.NAME (wall from bash's microsecond clock).  CMD may exit 0 or
-# 1 (1 = a rule found an issue).
-run_once() {
-  local name=$1
-  shift
-  local t0=${EPOCHREALTIME/[.,]/}
-  /usr/bin/time -f '%U %S %M' -o "$TMP/time1" "$@" >"$TMP/cmd.out" \
-    2>"$TMP/cmd.err"
-  local rc=$? t1=${EPOCHREALTIME/[.,]/}
-  if [ $rc -gt 1 ]; then
-    sed 's/^/  | /' "$TMP/cmd.err" "$TMP/cmd.out" | head -20 >&2
-    die "failed (exit $rc): $*"
-  fi
-  echo "$(awk "BEGIN { printf \"%.4f\", ($t1 - $t0) / 1e6 }")" \
-    "$(tail -n 1 "$TMP/time1")" >>"$TMP/times.$name"
-}
-
-summarise() {
-  local name=$1 f=$TMP/times.$1
-  result "${name}_wall" "$(awk '{ print $1 }' "$f" | median)"
-  result "${name}_cpu" "$(awk '{ print $2 + $3 }' "$f" | median)"
-  result "${name}_rss" "$(awk '$4 > m { m = $4 } END { print m + 0 }' "$f")"
-  printf '  %-22s median of %d: wall %s s, cpu %s s, max RSS %s KB\n' \
-    "$name" "$(wc -l <"$f")" "$(get "${name}_wall")" "$(get "${name}_cpu")" \
-    "$(get "${name}_rss")"
-}
 
 # pair NAME TRIAL RULES_YAML: the rules and `cat` of TRIAL's event files in
 # turn; the cat rows are NAME_cat.
@@ -144,11 +107,6 @@ rm -rf "$CNN"
 
 # ------------------------------------------------------------- summary
 row() { printf '%-42s %-10s %-12s %-8s %-8s %s\n' "$@"; }
-verdict() {
-  awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN {
-    ok = (op == "<") ? v < l : (op == "<=") ? v <= l : v >= l
-    print ok ? "PASS" : "MISS" }'
-}
 gbps() { calc1 "$(get "${1}_bytes") / 1e9 / $(get "${2}_cat_wall")"; }
 echo
 echo "== summary 12 (load average $(cut -d' ' -f1-3 /proc/loadavg) at the" \

@@ -30,10 +30,8 @@ CLI_REPEAT=${CLI_REPEAT:-3}
 PAIR_REPEAT=${PAIR_REPEAT:-7}
 PROF_BIG_EVENTS=${PROF_BIG_EVENTS:-10000000}
 
-die() {
-  echo "bench: $*" >&2
-  exit 1
-}
+# die, result, get, calc, calc1, median, run_once, summarise, verdict
+. "$ROOT/bench/lib.sh"
 
 for f in "$SMRULES" "$B/bench/bench_reader" "$B/bench/bench_reopen"; do
   [ -x "$f" ] || die "missing $f (run 'make bench')"
@@ -55,13 +53,6 @@ trap 'exit 130' INT TERM
 RESULTS=$TMP/results
 : >"$RESULTS"
 
-# result KEY VALUE: remember a number for the summary.
-result() { echo "$1 $2" >>"$RESULTS"; }
-get() { awk -v k="$1" '$1 == k { v = $2 } END { print v }' "$RESULTS"; }
-# calc EXPR: floating-point arithmetic through awk.
-calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
-calc1() { awk "BEGIN { printf \"%.1f\", $1 }"; }
-
 # step CMD...: run a bench binary, show its output, keep its RESULT lines.
 step() {
   "$@" >"$TMP/out" 2>&1
@@ -71,44 +62,6 @@ step() {
     die "failed (exit $rc): $*"
   fi
   grep '^RESULT ' "$TMP/out" | cut -d' ' -f2- >>"$RESULTS"
-}
-
-# run_once NAME CMD...: run CMD once under /usr/bin/time and append
-# "wall user sys maxrss" to $TMP/times.NAME; the wall time is read from
-# bash's microsecond clock (/usr/bin/time's %e has 10 ms steps, too
-# coarse for 0.1 s runs).  CMD may exit 0 or 1 (1 = issues found).
-run_once() {
-  local name=$1
-  shift
-  local t0=${EPOCHREALTIME/[.,]/} # microseconds, whatever the locale
-  /usr/bin/time -f '%U %S %M' -o "$TMP/time1" "$@" >"$TMP/cmd.out" \
-    2>"$TMP/cmd.err"
-  local rc=$? t1=${EPOCHREALTIME/[.,]/}
-  if [ $rc -gt 1 ]; then
-    sed 's/^/  | /' "$TMP/cmd.err" "$TMP/cmd.out" | head -20 >&2
-    die "failed (exit $rc): $*"
-  fi
-  echo "$(awk "BEGIN { printf \"%.4f\", ($t1 - $t0) / 1e6 }")" \
-    "$(tail -n 1 "$TMP/time1")" >>"$TMP/times.$name"
-}
-
-median() {
-  sort -g | awk '{ v[NR] = $1 }
-    END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# summarise NAME: record the median wall seconds (NAME_wall), user+sys
-# seconds (NAME_cpu) and the largest max RSS in KB (NAME_rss) of the runs.
-summarise() {
-  local name=$1 f=$TMP/times.$1 wall cpu rss
-  wall=$(awk '{ print $1 }' "$f" | median)
-  cpu=$(awk '{ print $2 + $3 }' "$f" | median)
-  rss=$(awk '$4 > m { m = $4 } END { print m + 0 }' "$f")
-  result "${name}_wall" "$wall"
-  result "${name}_cpu" "$cpu"
-  result "${name}_rss" "$rss"
-  printf '  %-34s median of %d: wall %s s, cpu %s s, max RSS %s KB\n' \
-    "$name" "$(wc -l <"$f")" "$wall" "$cpu" "$rss"
 }
 
 # timed NAME N CMD...: N runs of CMD, summarised.
@@ -440,12 +393,6 @@ fi
 # ---------------------------------------------------------------- summary
 # row NAME MEASURED BASELINE RATIO TARGET VERDICT
 row() { printf '%-38s %-14s %-18s %-9s %-10s %s\n' "$@"; }
-# verdict VALUE OP LIMIT: PASS/MISS for "VALUE OP LIMIT" (OP is < <= >=).
-verdict() {
-  awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN {
-    ok = (op == "<") ? v < l : (op == "<=") ? v <= l : v >= l
-    print ok ? "PASS" : "MISS" }'
-}
 
 raw=$(get raw_gbps)
 rawc=$(get raw_cpu_gbps)

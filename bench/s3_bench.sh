@@ -31,10 +31,8 @@ S3_GB=${S3B_S3_GB:-1}
 LATENCY_MS=${S3B_LATENCY_MS:-20}
 STEP_BYTES=$((8 * 1048576 + 4)) # 8 tensors of 1 MiB and the loss
 
-die() {
-  echo "s3_bench: $*" >&2
-  exit 1
-}
+BENCH_NAME=s3_bench
+. "$ROOT/bench/lib.sh" # die
 
 for f in "$SMRULES" "$GEN"; do
   [ -x "$f" ] || die "missing $f (run 'make bench')"

@@ -19,14 +19,16 @@ SMRULES=$B/smrules
 STEPS=${SIZING_STEPS:-32}
 REPEAT=${SIZING_REPEAT:-3}
 SCRAPES=${SCRAPES:-2000}
+BENCH_NAME=sizing
+. "$ROOT/bench/lib.sh" # die, calc, calc1
 for f in "$SMRULES" "$B/bench/scale_gen" /usr/bin/time; do
-  [ -x "$f" ] || { echo "sizing: missing $f" >&2; exit 1; }
+  [ -x "$f" ] || die "missing $f"
 done
 TMP=$(mktemp -d "${BENCH_DIR:-/tmp}/smrules-sizing.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
 "$B/bench/scale_gen" "$TMP/trial" "$STEPS" 8 262144 1 1 >"$TMP/bytes" ||
-  { echo "sizing: scale_gen failed" >&2; exit 1; }
+  die "scale_gen failed"
 GB=$(du -sb "$TMP/trial/events" | awk '{ printf "%.3f", $1 / 1e9 }')
 printf 'rules:\n  - rule: VanishingGradient\n' >"$TMP/one.yaml"
 
@@ -87,11 +89,11 @@ p.send_signal(signal.SIGINT)
 p.wait()
 print("%.1f %s %d" % ((c1 - c0) / n * 1e6, hwm, size))
 PY
-) || { echo "sizing: the scrape benchmark failed" >&2; exit 1; }
+) || die "the scrape benchmark failed"
 read -r us_per_scrape scrape_kb scrape_bytes <<<"$scrape"
 
-mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
-per() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+mb() { calc1 "$1 / 1024"; }
+per() { calc "$1 / $2"; }
 echo
 echo "== 10. sizing for docs/kubernetes.md ($GB GB trial, $(nproc) cores," \
   "load average $(cut -d' ' -f1-3 /proc/loadavg))"
