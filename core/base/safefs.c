@@ -61,19 +61,6 @@ bool smr_mkdirs(const char *path, mode_t mode) {
   return ok;
 }
 
-/* mkdir -p of a trusted path (the user's own). */
-static void mkdirs_trusted(const char *path) {
-  char *p = smr_xstrdup(path);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      mkdir(p, 0755);
-      *s = '/';
-    }
-  mkdir(p, 0755);
-  free(p);
-}
-
 static int step_error(smr_error *err, const char *dir, const char *comp,
                       int parent, int e) {
   struct stat st;
@@ -173,8 +160,10 @@ int smr_safe_dir_open(const char *dir_given, const char *confine, bool create,
     free(trusted);
     trusted = smr_xstrdup("/");
   }
-  if (create) /* the trusted part is the user's: made as asked */
-    mkdirs_trusted(trusted);
+  /* the trusted part is the user's: made as asked (a failure shows as the
+   * open's error below) */
+  if (create)
+    (void)smr_mkdirs(trusted, 0755);
   int cur = open(trusted, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (cur < 0) {
     int rc = smr_error_set(err, SMR_ERR_IO, trusted, -1, "cannot open: %s",
