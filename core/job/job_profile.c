@@ -16,25 +16,9 @@
 
 #include "base/common.h"
 
-static int make_dirs(const char *path) {
-  char *p = smr_xstrdup(path);
-  int rc = 0;
-  for (char *s = p + 1; *s && rc == 0; s++)
-    if (*s == '/') {
-      *s = '\0';
-      if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        rc = -1;
-      *s = '/';
-    }
-  if (rc == 0 && mkdir(p, 0755) != 0 && errno != EEXIST)
-    rc = -1;
-  free(p);
-  return rc;
-}
-
 int smr_profile_prepare(const char *dir) {
   char *sys = smr_xasprintf("%s/system", dir);
-  int rc = make_dirs(sys);
+  int rc = smr_mkdirs(sys, 0755) ? 0 : -1;
   if (rc != 0)
     fprintf(stderr, "smrules: --profile: cannot create %s: %s\n", sys,
             strerror(errno));
