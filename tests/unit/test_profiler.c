@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "base/path.h"
+#include "base/safefs.h"
 #include "format/index.h"
 #include "profiler/profiler.h"
 #include "source/source.h"
@@ -22,22 +23,10 @@ static int dir_counter;
 
 /* ---- helpers ---- */
 
-static void mkdirs(const char *path) {
-  char *p = smr_xstrdup(path);
-  for (char *s = p + 1; *s; s++)
-    if (*s == '/') {
-      *s = '\0';
-      mkdir(p, 0755);
-      *s = '/';
-    }
-  mkdir(p, 0755);
-  free(p);
-}
-
 static void write_file(const char *path, const char *text) {
   char *dir = smr_xstrdup(path);
   *strrchr(dir, '/') = '\0';
-  mkdirs(dir);
+  smr_mkdirs(dir, 0755);
   free(dir);
   FILE *f = fopen(path, "w");
   if (f) {
@@ -555,7 +544,7 @@ static void test_tf_gz(void) {
   write_at("", "%s/host-1_%lld_%lld.metadata", step, (long long)start,
            (long long)end);
   char *dir = smr_xasprintf("%s/plugins/profile/2020_09_13_12_00_00", step);
-  mkdirs(dir);
+  smr_mkdirs(dir, 0755);
   char *gz = smr_xasprintf("%s/host-1.trace.json.gz", dir);
   const char *json =
       "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["
