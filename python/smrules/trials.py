@@ -318,10 +318,12 @@ class Trial:
             t = self._tensors[name] = Tensor(self, name)
         return t
 
-    def get_tensors(self, wanted, mode=ModeKeys.GLOBAL, worker=None):
-        """Bulk read: {name: [steps]} -> {name: {step: ndarray}}, every value
-        read and decoded in one call with the GIL released.  A value that is
-        not there is left out (a tensor never saved: TensorUnavailable)."""
+    def _wanted(self, wanted, mode, worker):
+        """The arguments of the bulk reads (get_tensors, get_reductions,
+        iter_tensors) as _core takes them: the mode as a ModeKeys and the
+        (name, step, mode, worker) items of {name: [steps]} in the order
+        given, steps outside the trial's range left out; a tensor never
+        saved raises TensorUnavailable."""
         mode = _mode(mode)
         items = []
         for name, steps in wanted.items():
@@ -330,6 +332,13 @@ class Trial:
             for s in steps:
                 if self._global_in_range(int(s), mode):
                     items.append((name, int(s), mode.value, worker))
+        return mode, items
+
+    def get_tensors(self, wanted, mode=ModeKeys.GLOBAL, worker=None):
+        """Bulk read: {name: [steps]} -> {name: {step: ndarray}}, every value
+        read and decoded in one call with the GIL released.  A value that is
+        not there is left out (a tensor never saved: TensorUnavailable)."""
+        _, items = self._wanted(wanted, mode, worker)
         out = {name: {} for name in wanted}
         for (name, step, _, _), got in zip(items, self._t.read_many(items)):
             if len(got) == 3:
@@ -343,14 +352,7 @@ class Trial:
         computed: the same bits), all of them read and reduced in one call
         without the GIL, over every core.  Values that are not there are
         left out; a tensor never saved raises TensorUnavailable."""
-        mode = _mode(mode)
-        items = []
-        for name, steps in wanted.items():
-            if not self._t.has_tensor(name):
-                raise TensorUnavailable(name)
-            for s in steps:
-                if self._global_in_range(int(s), mode):
-                    items.append((name, int(s), mode.value, worker))
+        _, items = self._wanted(wanted, mode, worker)
         out = {name: {} for name in wanted}
         got = self._t.reductions(items, str(reduction_name), bool(abs))
         for (name, step, _, _), r in zip(items, got):
@@ -365,14 +367,10 @@ class Trial:
         in memory, so a scan over a trial far larger than memory keeps one
         tensor (get_tensors keeps them all).  A value that is not there is
         left out; a tensor never saved raises TensorUnavailable first."""
-        mode = _mode(mode)
+        mode, items = self._wanted(wanted, mode, worker)
         by_step = {}
-        for name, steps in wanted.items():
-            if not self._t.has_tensor(name):
-                raise TensorUnavailable(name)
-            for s in steps:
-                if self._global_in_range(int(s), mode):
-                    by_step.setdefault(int(s), []).append(name)
+        for name, step, _, _ in items:
+            by_step.setdefault(step, []).append(name)
         for step in sorted(by_step):
             for name in by_step[step]:
                 try:
