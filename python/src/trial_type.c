@@ -536,15 +536,50 @@ static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
   return Py_BuildValue("(dO)", out, saved ? Py_True : Py_False);
 }
 
+/* One item of reductions() and read_many(): what value() takes.  The
+ * names point into the list's tuples, kept alive by the caller. */
+typedef struct {
+  const char *name, *worker;
+  long long step;
+  int mode;
+} item_key;
+
+/* The items of reductions() and read_many(), a list of (name, step, mode,
+ * worker|None) tuples: *n structs of `size` bytes, each beginning with an
+ * item_key, in a zeroed array (free it), and in *seq the sequence the
+ * names point into (Py_DECREF it after the array).  NULL with the Python
+ * error set. */
+static void *parse_items(PyObject *items, const char *what, size_t size,
+                         Py_ssize_t *n, PyObject **seq) {
+  *seq = PySequence_Fast(items, what);
+  if (!*seq)
+    return NULL;
+  *n = PySequence_Fast_GET_SIZE(*seq);
+  char *v = calloc((size_t)*n + 1, size);
+  if (!v) {
+    Py_CLEAR(*seq);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < *n; i++) {
+    item_key *k = (item_key *)(v + (size_t)i * size);
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(*seq, i), "sLi|z", &k->name,
+                          &k->step, &k->mode, &k->worker)) {
+      free(v);
+      Py_CLEAR(*seq);
+      return NULL;
+    }
+  }
+  return v;
+}
+
 /* reductions([(name, step, mode, worker|None)], reduction, abs) -> a list
  * with, per item, (value, saved) or (status, message).  The whole batch
  * runs without the GIL, its items over the library's helper threads
  * (base/workers.h: the trial is safe to read from several threads, as the
  * runner's rules do), so a scan reads and reduces on every core. */
 typedef struct {
-  const char *name, *worker;
-  long long step;
-  int mode, rc;
+  item_key k; /* first: parse_items fills it */
+  int rc;
   double out;
   bool saved;
   smr_error err;
@@ -561,9 +596,9 @@ static void reduce_one(void *arg, size_t i) {
   red_batch *b = arg;
   red_item *it = &b->v[i];
   smr_value_loc loc;
-  it->rc = smr_trial_reduction(b->t, it->name, it->step, it->mode, it->worker,
-                               b->reduction, b->abs, &it->out, &it->saved, &loc,
-                               &it->err);
+  it->rc = smr_trial_reduction(b->t, it->k.name, it->k.step, it->k.mode,
+                               it->k.worker, b->reduction, b->abs, &it->out,
+                               &it->saved, &loc, &it->err);
 }
 
 /* The helper threads: one per further core, set before the first batch
@@ -587,23 +622,12 @@ static PyObject *trial_reductions(TrialObject *self, PyObject *args) {
                         "unknown reduction %R: expected min, max, mean, std, "
                         "variance, sum, prod, l1, l2",
                         PyTuple_GET_ITEM(args, 1));
-  PyObject *seq = PySequence_Fast(items, "reductions: a list of tuples");
-  if (!seq)
+  PyObject *seq;
+  Py_ssize_t n;
+  red_item *v =
+      parse_items(items, "reductions: a list of tuples", sizeof *v, &n, &seq);
+  if (!v)
     return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  red_item *v = calloc((size_t)n + 1, sizeof *v);
-  if (!v) {
-    Py_DECREF(seq);
-    return PyErr_NoMemory();
-  }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLi|z", &v[i].name,
-                          &v[i].step, &v[i].mode, &v[i].worker)) {
-      free(v);
-      Py_DECREF(seq);
-      return NULL;
-    }
-  }
   red_batch b = {self->t, v, r, abs_ != 0};
   pthread_once(&helpers_once, start_helpers);
   UNLOCKED_GIL(self, smr_parallel_for((size_t)n, reduce_one, &b));
@@ -652,9 +676,8 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
  * the value tuple or (status, message) when it could not be read.  One
  * release of the GIL for the whole list. */
 typedef struct {
-  const char *name, *worker;
-  long long step;
-  int mode, rc;
+  item_key k; /* first: parse_items fills it */
+  int rc;
   smr_tensor v;
   smr_error err;
 } read_item;
@@ -663,28 +686,17 @@ static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
   PyObject *items;
   if (!PyArg_ParseTuple(args, "O:read_many", &items) || !open_or_raise(self))
     return NULL;
-  PyObject *seq = PySequence_Fast(items, "read_many: a list of tuples");
-  if (!seq)
+  PyObject *seq;
+  Py_ssize_t n;
+  read_item *r =
+      parse_items(items, "read_many: a list of tuples", sizeof *r, &n, &seq);
+  if (!r)
     return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  read_item *r = calloc((size_t)n + 1, sizeof *r);
-  if (!r) {
-    Py_DECREF(seq);
-    return PyErr_NoMemory();
-  }
-  for (Py_ssize_t i = 0; i < n; i++) {
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLi|z", &r[i].name,
-                          &r[i].step, &r[i].mode, &r[i].worker)) {
-      free(r);
-      Py_DECREF(seq);
-      return NULL;
-    }
-  }
   Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
   for (Py_ssize_t i = 0; i < n; i++) {
     smr_value_loc loc;
-    r[i].rc = smr_trial_value(self->t, r[i].name, r[i].step, r[i].mode,
-                              r[i].worker, &r[i].v, &loc, &r[i].err);
+    r[i].rc = smr_trial_value(self->t, r[i].k.name, r[i].k.step, r[i].k.mode,
+                              r[i].k.worker, &r[i].v, &loc, &r[i].err);
   }
   pthread_mutex_unlock(&self->mu);
   Py_END_ALLOW_THREADS PyObject *out = PyList_New(n);

@@ -239,6 +239,10 @@ for red, a in (("mean", True), ("l2", False), ("max", False)):
            for s in steps), "bulk reduction == reduction_value (%s)" % red)
 raises(ValueError, lambda: t.get_reductions({loss: steps}, "median"), "bulk reduction unknown")
 raises(X.TensorUnavailable, lambda: t.get_reductions({"nope": [0]}, "mean"), "bulk reduction tensor")
+# _core's item lists: a list of (name, step, mode, worker) tuples, else TypeError
+for bad in (5, [(loss, 0)], [(loss, steps[0], 0), (loss, "x", 0)]):
+    raises(TypeError, lambda: t._t.read_many(bad), "read_many(%r)" % (bad,))
+    raises(TypeError, lambda: t._t.reductions(bad, "mean", False), "reductions(%r)" % (bad,))
 # the bulk read runs with the GIL released: another thread runs meanwhile
 names = t.tensor_names()
 out = {}
