@@ -598,3 +598,24 @@ class Running:
         for t in self._threads:
             t.join()
         return rc, "".join(self.out_lines), "".join(self.err_lines)
+
+    def finish_json(self, limit=None):
+        """finish() of a `run --json`: (rc, the summary object, None when
+        stdout has none, stdout + stderr).  `limit` (default TIMEOUT, at
+        least 120 s: a launched trainer starts Python and writes its steps
+        first) is only a hang guard."""
+        rc, out, err = self.finish(limit=limit or max(TIMEOUT, 120))
+        try:
+            obj = json.loads(out[out.index('{"'):])
+        except ValueError:
+            obj = None
+        return rc, obj, out + err
+
+
+def launch(run_args, trainer, trainer_args=(), cwd=ROOT):
+    """`smrules run RUN_ARGS -- python3 TRAINER TRAINER_ARGS...` started in
+    the background in `cwd` (the trainer's working directory): a stand-in
+    trainer that smrules launches and its actions stop (a Running; wait
+    with finish_json)."""
+    return Running(["run"] + list(run_args) + ["--", sys.executable, trainer] +
+                   list(trainer_args), cwd=cwd)

@@ -67,19 +67,15 @@ def launch(tmp, name, stop_settings, mode, extra=(), trainer_extra=()):
                   "rules:\n  - rule: ExplodingTensor\n    actions: [StopTraining]\n"
                   "actions:\n  StopTraining:\n" +
                   "".join("    %s: %s\n" % kv for kv in stop_settings))
-    p = lib.Running(["run", "--trial", os.path.join(d, "trial"), "--rules", rules, "--json",
-                     "--output", os.path.join(d, "out")] + list(extra) +
-                    ["--", sys.executable, os.path.join(HERE, "hang_trainer.py"),
-                     "--source", EXPLODING, "--out", os.path.join(d, "trial"),
-                     "--checkpoint", mode, "--log", os.path.join(d, "log")] +
-                    list(trainer_extra), cwd=d)
-    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
-    try:
-        obj = json.loads(stdout[stdout.index('{"'):])
-    except ValueError:
-        obj = {}
-    stop = [a for a in obj.get("actions") or [] if a.get("action") == "StopTraining"]
-    return d, rc, stop[0] if stop else {}, stdout + stderr
+    p = lib.launch(["--trial", os.path.join(d, "trial"), "--rules", rules, "--json",
+                    "--output", os.path.join(d, "out")] + list(extra),
+                   os.path.join(HERE, "hang_trainer.py"),
+                   ["--source", EXPLODING, "--out", os.path.join(d, "trial"),
+                    "--checkpoint", mode, "--log", os.path.join(d, "log")] +
+                   list(trainer_extra), cwd=d)
+    rc, obj, text = p.finish_json()
+    stop = [a for a in (obj or {}).get("actions") or [] if a.get("action") == "StopTraining"]
+    return d, rc, stop[0] if stop else {}, text
 
 
 def check_saved(sc, d, rc, stop, text):

@@ -40,21 +40,24 @@ def write(path, text):
     return path
 
 
+def stacks_trainer(d, trial, rules, out):
+    """`run -- stacks_trainer.py` in d, writing the exploding trial into
+    `trial`; it hangs in fake_allreduce until the actions stop it."""
+    return lib.launch(["--trial", trial, "--rules", rules, "--json", "--output", out],
+                      os.path.join(HERE, "stacks_trainer.py"),
+                      ["--source", EXPLODING, "--out", trial], cwd=d)
+
+
 def test_dump(c, tmp):
     trial, out = os.path.join(tmp, "trial"), os.path.join(tmp, "out")
     rules = write(os.path.join(tmp, "rules.yaml"),
                   "rules:\n  - rule: ExplodingTensor\n    actions: [DumpStacks, StopTraining]\n"
                   "actions:\n  DumpStacks: {timeout_seconds: 60}\n")
-    p = lib.Running(["run", "--trial", trial, "--rules", rules, "--json", "--output", out,
-                     "--", sys.executable, os.path.join(HERE, "stacks_trainer.py"),
-                     "--source", EXPLODING, "--out", trial], cwd=tmp)
-    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
+    rc, obj, text = stacks_trainer(tmp, trial, rules, out).finish_json()
     sc = c.scope("dump: stacks of a hung trainer, then stopped")
     sc.eq("exit 1 (issues found, training stopped)", rc, 1)
-    try:
-        obj = json.loads(stdout[stdout.index('{"'):])
-    except ValueError:
-        sc.ok(False, "JSON on stdout", stdout[-500:] + stderr[-500:])
+    if obj is None:
+        sc.ok(False, "JSON on stdout", text[-1000:])
         return
     acts = obj.get("actions") or []
     names = [a.get("action") for a in acts]
@@ -85,16 +88,10 @@ def dump_with(tmp, name, settings):
     rules = write(os.path.join(d, "rules.yaml"),
                   "rules:\n  - rule: ExplodingTensor\n    actions: [DumpStacks, StopTraining]\n"
                   "actions:\n  DumpStacks: %s\n" % settings)
-    p = lib.Running(["run", "--trial", trial, "--rules", rules, "--json", "--output", out,
-                     "--", sys.executable, os.path.join(HERE, "stacks_trainer.py"),
-                     "--source", EXPLODING, "--out", trial], cwd=d)
-    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
-    try:
-        obj = json.loads(stdout[stdout.index('{"'):])
-    except ValueError:
-        obj = {}
+    rc, obj, text = stacks_trainer(d, trial, rules, out).finish_json()
+    obj = obj or {}
     acts = {a.get("action"): a for a in obj.get("actions") or []}
-    return rc, acts, obj.get("training") or {}, out, stdout + stderr
+    return rc, acts, obj.get("training") or {}, out, text
 
 
 def kept(detail):

@@ -132,20 +132,16 @@ def run_hang_trainer(tmp, name, rules_text, trainer_args, extra=()):
     os.makedirs(d)
     rules_path = write(os.path.join(d, "rules.yaml"), rules_text)
     release = os.path.join(d, "release")
-    p = lib.Running(["run", "--trial", "trial", "--rules", rules_path, "--heartbeat", "1",
-                     "--output", "out", "--json"] + list(extra) +
-                    ["--", sys.executable, os.path.join(HERE, "hang_trainer.py"),
-                     "--out", "trial", "--log", "log", "--release", release] + trainer_args,
-                    cwd=d)
+    p = lib.launch(["--trial", "trial", "--rules", rules_path, "--heartbeat", "1",
+                    "--output", "out", "--json"] + list(extra),
+                   os.path.join(HERE, "hang_trainer.py"),
+                   ["--out", "trial", "--log", "log", "--release", release] + trainer_args,
+                   cwd=d)
     if "--hold-after" in trainer_args:
         p.wait_line(r"watching: .*\(latest 16\)", stream="stdout")
         open(release, "w").close()
-    rc, stdout, stderr = p.finish(limit=max(lib.TIMEOUT, 120))
-    try:
-        obj = json.loads(stdout[stdout.index('{"'):])
-    except ValueError:
-        obj = {}
-    return d, rc, obj, stdout + stderr
+    rc, obj, text = p.finish_json()
+    return d, rc, obj or {}, text
 
 
 def first_violation(d, rule="TrainingHang"):
