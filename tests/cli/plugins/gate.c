@@ -10,13 +10,13 @@
  * report's Details carry `seen`, the steps evaluated over every run.
  *
  * Built by the Makefile into <build>/tests/plugins/gate.so against the
- * public header only. */
+ * public header only (and hold.h, the wait it shares with slow_clock.c). */
 #include <smrules/smrules.h>
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "hold.h"
 
 typedef struct settings {
   int64_t hold_at;     /* -1: never hold */
@@ -49,11 +49,9 @@ static int init(smrules_ctx *ctx, const void *s, void **state) {
 }
 
 static void hold(const gate *g, int64_t step) {
-  fprintf(stderr, "gate: holding step %lld\n", (long long)step);
-  fflush(stderr);
-  const struct timespec ms = {0, 1000000};
-  while (!g->s.release || access(g->s.release, F_OK) != 0)
-    nanosleep(&ms, NULL);
+  char said[64];
+  snprintf(said, sizeof said, "gate: holding step %lld", (long long)step);
+  hold_until(said, g->s.release);
 }
 
 static int invoke_at_step(smrules_ctx *ctx, void *state, int64_t step) {

@@ -3,14 +3,14 @@
  * stderr and returns only once the file `release` exists (checked every
  * millisecond), the stand-in for a wall-clock rule that takes seconds.
  * Its steps are never due.  Built by the Makefile into
- * <build>/tests/plugins/slow_clock.so against the public header only. */
+ * <build>/tests/plugins/slow_clock.so against the public header only (and
+ * hold.h, the wait it shares with gate.c). */
 #include <smrules/smrules.h>
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "hold.h"
 
 typedef struct settings {
   const char *release; /* the file whose appearance ends the hold */
@@ -51,11 +51,7 @@ static int invoke_at_time(smrules_ctx *ctx, void *state, double now) {
   if (c->held)
     return SMRULES_NO_TRIGGER;
   c->held = true;
-  fprintf(stderr, "slow_clock: holding\n");
-  fflush(stderr);
-  const struct timespec ms = {0, 1000000};
-  while (!c->s.release || access(c->s.release, F_OK) != 0)
-    nanosleep(&ms, NULL);
+  hold_until("slow_clock: holding", c->s.release);
   return SMRULES_NO_TRIGGER;
 }
 
