@@ -1,7 +1,7 @@
-/* read_ahead.h - values read for Python on threads other than the caller's
- * (read_ahead.c): the read-ahead thread behind iter_tensors and value()'s
- * prefetch, and the helper threads of the bulk read; and the buffers of
- * those values given back to the thread that read them. */
+/* read_ahead.h - values read for Python on a thread other than the
+ * caller's (read_ahead.c): the read-ahead thread behind iter_tensors and
+ * value()'s prefetch, and the buffers of those values given back to the
+ * thread that read them. */
 #ifndef SMR_PY_READ_AHEAD_H
 #define SMR_PY_READ_AHEAD_H
 
@@ -17,12 +17,12 @@
 /* ---- homes: where a value's buffer goes back to
  *
  * The library keeps record buffers in a pool per thread, and a buffer goes
- * back to the pool of the thread that releases it.  A value read on a
- * helper and released by the Python thread would leave the helper's pool
- * empty and the Python thread's full: the helper would map and fault in a
- * new buffer for every record (256 page faults a MiB).  So a value read on
- * a thread that lives as long as the process (the read-ahead thread, the
- * library's helpers) remembers that thread's home, and its release is
+ * back to the pool of the thread that releases it.  A value read on the
+ * read-ahead thread and released by the Python thread would leave the
+ * reader's pool empty and the Python thread's full: the reader would map
+ * and fault in a new buffer for every record (256 page faults a MiB).  So
+ * a value read on a thread that lives as long as the process (the
+ * read-ahead thread) remembers that thread's home, and its release is
  * handed back there; the thread gives it back to its pool before its next
  * read.  Homes are never freed (one per such thread). */
 typedef struct py_home py_home;

@@ -51,14 +51,6 @@ typedef struct {
   long long last_step;
   int last_mode;
   unsigned long long pf_hits, pf_misses;
-  /* read_many's prefetch (batch_prefetch): the last batch asked for, the
-   * step difference from the one before, whether seen twice in a row, and
-   * the next batch read ahead */
-  py_item *batch;
-  size_t nbatch;
-  long long bdelta;
-  bool bconfirmed;
-  py_job *bpf;
 } TrialObject;
 
 static PyObject *raise_status(int rc, const smr_error *err) {
@@ -137,24 +129,12 @@ static PyObject *trial_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
 /* Drops value()'s prefetch, if any (with the GIL held: waits for a read in
  * progress without it). */
 static void end_prefetch(TrialObject *self) {
-  py_job *pf = self->pf, *bpf = self->bpf;
-  self->pf = self->bpf = NULL;
-  if (pf || bpf) {
-    Py_BEGIN_ALLOW_THREADS if (pf) smr_py_job_end(pf);
-    if (bpf)
-      smr_py_job_end(bpf);
+  py_job *pf = self->pf;
+  self->pf = NULL;
+  if (pf) {
+    Py_BEGIN_ALLOW_THREADS smr_py_job_end(pf);
     Py_END_ALLOW_THREADS
   }
-}
-
-static void free_batch(TrialObject *self) {
-  for (size_t i = 0; i < self->nbatch; i++) {
-    free(self->batch[i].name);
-    free(self->batch[i].worker);
-  }
-  free(self->batch);
-  self->batch = NULL;
-  self->nbatch = 0;
 }
 
 static void trial_dealloc(TrialObject *self) {
@@ -165,7 +145,6 @@ static void trial_dealloc(TrialObject *self) {
   }
   free(self->last_name);
   free(self->last_worker);
-  free_batch(self);
   if (self->t)
     smr_trial_close(self->t);
   pthread_mutex_destroy(&self->mu);
@@ -714,7 +693,6 @@ typedef struct {
 
 static void reduce_one(void *arg, size_t i) {
   red_batch *b = arg;
-  smr_py_home_drain(); /* a helper's buffers handed back (read_one) */
   red_item *it = &b->v[i];
   smr_value_loc loc;
   it->rc = smr_trial_reduction(b->t, it->name, it->step, it->mode, it->worker,
@@ -806,122 +784,16 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
 
 /* read_many([(name, step, mode, worker|None)]) -> a list with, per item,
  * the value tuple or (status, message) when it could not be read.  One
- * release of the GIL for the whole list, its items read over the
- * library's helper threads as reductions() does; a value read on a helper
- * goes back to that helper's pool when it dies (read_ahead.h, homes). */
+ * release of the GIL for the whole list, read on this thread: read over
+ * the helper threads too, values crossed cores and the buffer pools
+ * churned (bench 11's bulk read: 40% more CPU, 27k more page faults). */
 typedef struct {
   const char *name, *worker;
   long long step;
   int mode, rc;
   smr_tensor v;
   smr_error err;
-  py_home *home;
 } read_item;
-
-typedef struct {
-  smr_trial *t;
-  read_item *r;
-  pthread_t caller;
-} read_batch;
-
-/* read_many's prefetch: a loop asking for the same tensors at steps that
- * move by the same difference each time (get_tensors per step) gets the
- * next batch read ahead on the read-ahead thread while it works on this
- * one, at most BATCH_AHEAD bytes of it.  Trusted once the same difference
- * was seen twice in a row. */
-#define BATCH_AHEAD ((size_t)32 << 20)
-
-static bool batch_request_is(const py_job *j, const read_item *r,
-                             Py_ssize_t n) {
-  for (Py_ssize_t i = 0; i < n; i++) {
-    const py_item *q = smr_py_job_request(j, (size_t)i);
-    if (!q || q->step != r[i].step || q->mode != r[i].mode ||
-        !same_str(q->name, r[i].name) || !same_str(q->worker, r[i].worker))
-      return false;
-  }
-  return smr_py_job_request(j, (size_t)n) == NULL;
-}
-
-/* The batch from the prefetch when it is r[0..n) (values not there when
- * read ahead are asked again); the prefetch is over either way. */
-static bool take_batch(TrialObject *self, read_item *r, Py_ssize_t n) {
-  py_job *j = self->bpf;
-  self->bpf = NULL;
-  if (!j)
-    return false;
-  bool want = batch_request_is(j, r, n);
-  Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; want && i < n; i++) {
-    py_item it;
-    smr_py_job_next(j, &it);
-    r[i].rc = it.rc;
-    r[i].v = it.v;
-    r[i].home = it.home;
-  }
-  smr_py_job_end(j);
-  if (want) {
-    pthread_mutex_lock(&self->mu);
-    for (Py_ssize_t i = 0; i < n; i++) {
-      if (r[i].rc == SMR_OK)
-        continue;
-      smr_value_loc loc;
-      r[i].home = NULL;
-      r[i].rc = smr_trial_value(self->t, r[i].name, r[i].step, r[i].mode,
-                                r[i].worker, &r[i].v, &loc, &r[i].err);
-    }
-    pthread_mutex_unlock(&self->mu);
-  }
-  Py_END_ALLOW_THREADS if (want) self->pf_hits += (unsigned long long)n;
-  else self->pf_misses += (unsigned long long)n;
-  return want;
-}
-
-/* Learns from batch r[0..n) and reads the next one ahead when trusted. */
-static void batch_prefetch(TrialObject *self, const read_item *r,
-                           Py_ssize_t n) {
-  bool same = n > 0 && self->nbatch == (size_t)n;
-  long long d = 0;
-  for (Py_ssize_t i = 0; same && i < n; i++) {
-    const py_item *p = &self->batch[i];
-    same = p->mode == r[i].mode && same_str(p->name, r[i].name) &&
-           same_str(p->worker, r[i].worker) &&
-           (i == 0 || r[i].step - p->step == d);
-    if (i == 0)
-      d = r[i].step - p->step;
-  }
-  bool trusted = same && d > 0 && self->bdelta == d;
-  self->bdelta = same && d > 0 ? d : 0;
-  free_batch(self);
-  self->batch = smr_xcalloc((size_t)n + 1, sizeof *self->batch);
-  self->nbatch = (size_t)n;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    py_item *b = &self->batch[i];
-    b->name = smr_xstrdup(r[i].name);
-    b->worker = r[i].worker ? smr_xstrdup(r[i].worker) : NULL;
-    b->step = r[i].step;
-    b->mode = r[i].mode;
-    trusted = trusted && b->step <= INT64_MAX - d;
-  }
-  if (!trusted || !self->read_ahead || self->bpf /* another thread's */)
-    return;
-  for (Py_ssize_t i = 0; i < n; i++)
-    self->batch[i].step += d; /* the next batch, for the job to copy */
-  self->bpf =
-      smr_py_job_start(self->t, &self->mu, self->batch, (size_t)n, BATCH_AHEAD);
-  for (Py_ssize_t i = 0; i < n; i++)
-    self->batch[i].step -= d;
-}
-
-static void read_one(void *arg, size_t i) {
-  read_batch *b = arg;
-  read_item *r = &b->r[i];
-  if (!pthread_equal(pthread_self(), b->caller)) { /* a helper */
-    smr_py_home_drain();
-    r->home = smr_py_home();
-  }
-  smr_value_loc loc;
-  r->rc = smr_trial_value(b->t, r->name, r->step, r->mode, r->worker, &r->v,
-                          &loc, &r->err);
-}
 
 static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
   PyObject *items;
@@ -944,24 +816,25 @@ static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
       return NULL;
     }
   }
-  if (!take_batch(self, r, n)) {
-    read_batch b = {self->t, r, pthread_self()};
-    pthread_once(&helpers_once, start_helpers);
-    UNLOCKED_GIL(self, smr_parallel_for((size_t)n, read_one, &b));
+  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    smr_value_loc loc;
+    r[i].rc = smr_trial_value(self->t, r[i].name, r[i].step, r[i].mode,
+                              r[i].worker, &r[i].v, &loc, &r[i].err);
   }
-  batch_prefetch(self, r, n);
-  PyObject *out = PyList_New(n);
+  pthread_mutex_unlock(&self->mu);
+  Py_END_ALLOW_THREADS PyObject *out = PyList_New(n);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = NULL;
     if (out && r[i].rc == SMR_OK) {
-      o = tensor_tuple((PyObject *)self, &r[i].v, r[i].home);
+      o = tensor_tuple((PyObject *)self, &r[i].v, NULL);
     } else if (out) {
       char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
       smr_error_format(&r[i].err, msg, sizeof msg);
       o = Py_BuildValue("(is)", r[i].rc, msg);
     }
     if (r[i].rc == SMR_OK)
-      smr_py_release(r[i].home, &r[i].v); /* nothing when lent */
+      smr_tensor_release(&r[i].v); /* nothing when lent */
     if (out && !o)
       Py_CLEAR(out);
     if (out)

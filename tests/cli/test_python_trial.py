@@ -517,20 +517,6 @@ try:
     ok(False, "a step past the end raises", "it did not")
 except Exception as e:
     ok(type(e).__name__ in ("StepUnavailable", "NoMoreData"), "a step past the end raises", repr(e))
-# get_tensors step by step: the next step's batch read ahead
-t = create_trial(path)
-bad = []
-for s in steps:
-    got = t.get_tensors({n: [s] for n in names})
-    bad += [(n, s) for n in names if not same(got[n][s], want[(n, s)])]
-ok(not bad, "get_tensors step by step: the bits written", bad)
-st = t._t.read_stats()
-ok(st["prefetched"] >= n_all - 3 * len(names), "get_tensors step by step: read ahead", st)
-got = t.get_tensors({n: [steps[0]] for n in names})  # not the step expected
-ok(all(same(got[n][steps[0]], want[(n, steps[0])]) for n in names),
-   "get_tensors after a batch read ahead in vain: the bits written")
-ok(t._t.read_stats()["missed"] == len(names), "a batch read ahead in vain is dropped",
-   t._t.read_stats())
 # iter_tensors: read ahead, the bits written, in order
 t = create_trial(path)
 got = list(t.iter_tensors({n: steps for n in names}))
