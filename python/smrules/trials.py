@@ -125,9 +125,11 @@ class Trial:
             self.range_steps = (int(start), None if end is None else int(end))
         else:
             self.range_steps = None
-        # SMRULES_READ_AHEAD=0: nothing read ahead on another thread (docs/python.md)
+        # SMRULES_READ_AHEAD=1: values read ahead on a thread of the
+        # library's (docs/python.md, "Reads ahead"); off by default: on a
+        # busy machine it cost more than it saved (bench 11)
         self._t = _core.Trial(self.path,
-                              read_ahead=os.environ.get("SMRULES_READ_AHEAD", "1") != "0")
+                              read_ahead=os.environ.get("SMRULES_READ_AHEAD", "0") == "1")
         self._tensors = {}
         # smdebug's attributes that rules touch (analysis.utils.no_refresh,
         # RequiredTensorsForTrial's logger)

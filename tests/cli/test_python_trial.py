@@ -448,7 +448,8 @@ print(json.dumps(res))
 """
 
 
-# Reading ahead (python/src/read_ahead.c): value() in a loop reads the value
+# Reading ahead (python/src/read_ahead.c, SMRULES_READ_AHEAD=1): value() in
+# a loop reads the value
 # it expects next on the read-ahead thread (tensor by tensor, step by step,
 # by mode step), iter_tensors reads ahead of the caller; either way the
 # bits are the ones written, a walk in no order wastes few reads,
@@ -457,6 +458,7 @@ print(json.dumps(res))
 # ahead too (the thread does not survive a fork: it is started again).
 READ_AHEAD = r"""
 import gc, json, os, sys
+os.environ["SMRULES_READ_AHEAD"] = "1"  # on (off unless asked for)
 import numpy as np
 from smrules import _core
 from smrules.modes import ModeKeys
@@ -508,6 +510,13 @@ ok(not bad, "in no order: the bits written", bad)
 ok(st["missed"] <= n_all // 10, "in no order: few reads ahead wasted", st)
 bad, st = walk([(n, s) for n in names for s in steps], read_ahead=False)
 ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "read_ahead=False: none", (bad, st))
+os.environ["SMRULES_READ_AHEAD"] = "0"
+bad, st = walk([(n, s) for n in names for s in steps])
+ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "SMRULES_READ_AHEAD=0: none", (bad, st))
+del os.environ["SMRULES_READ_AHEAD"]
+bad, st = walk([(n, s) for n in names for s in steps])
+ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "off unless asked for", (bad, st))
+os.environ["SMRULES_READ_AHEAD"] = "1"
 # the steps beyond the last: read ahead, not there, asked for and raised
 t = create_trial(path)
 for s in steps:
