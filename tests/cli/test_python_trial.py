@@ -582,10 +582,11 @@ def by_step(t, _):
         got = t.get_tensors({"b%d" % i: [s] for i in range(10)})
         bad += [(n, s) for n in got if not same(got[n][s], big[(n, s)])]
     return bad
+sanitized = "san" in os.environ.get("LD_PRELOAD", "")  # its shadow memory faults too
 for what, scan in (("iter_tensors", by_stream), ("value()", by_value), ("get_tensors", by_step)):
     f, bad = faults(scan)
     ok(not bad, what + " over 256 KiB values: the bits written", bad[:5])
-    ok(f < fresh // 3, what + ": buffers reused, not faulted in anew",
+    ok(sanitized or f < fresh // 3, what + ": buffers reused, not faulted in anew",
        "%d page faults for %d values (%d if every value's were new)" % (f, len(big), fresh))
 # a fork while reading ahead: the child reads ahead too
 t = create_trial(path)
