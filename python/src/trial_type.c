@@ -577,6 +577,8 @@ static bool take_prefetched(TrialObject *self, const char *name, long long step,
  * one expected next.  With the GIL held. */
 static void prefetch_next(TrialObject *self, const char *name, long long step,
                           int mode, const char *worker) {
+  if (!self->read_ahead)
+    return;
   if (self->last_name && self->last_mode == mode &&
       same_str(self->last_worker, worker)) {
     next_slot *s = next_slot_of(self, self->last_name);
@@ -604,9 +606,8 @@ static void prefetch_next(TrialObject *self, const char *name, long long step,
   self->last_step = step;
   self->last_mode = mode;
   next_slot *s = next_slot_of(self, name);
-  if (!self->read_ahead || self->pf /* another thread's, meanwhile */ ||
-      !s->confirmed || !same_str(s->name, name) || s->delta < 0 ||
-      step > INT64_MAX - s->delta)
+  if (self->pf /* another thread's, meanwhile */ || !s->confirmed ||
+      !same_str(s->name, name) || s->delta < 0 || step > INT64_MAX - s->delta)
     return;
   py_item want = {.name = s->next,
                   .worker = (char *)worker,
