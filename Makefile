@@ -304,6 +304,9 @@ $(BUILD)/python/.built: $(LIB) $(PY_SRC)
 	  --force 2>&1 | grep -v -i -e deprecat -e "setup.py install" -e "^ *!!" -e "^ *\*\*\*" \
 	  -e "^\s*$$" -e "pypa/setuptools" -e "standards-based" -e "blog" -e "See https" || true
 	$(PYTHON) -c "import sys; sys.path.insert(0, '$(BUILD)/python'); import smrules._core"
+	@# compiled now, as an installed package is: not again by every process
+	@# that imports it from a folder it may not write (bench 11's scans)
+	$(PYTHON) -m compileall -q $(BUILD)/python/smrules >/dev/null
 	touch $@
 
 # One command from a clone, as root or as a user, on Debian 12's

@@ -601,10 +601,12 @@ if [ "${S3B_SKIP:-0}" != 1 ]; then
 fi
 # ------------------------------------------- 11. Python rules and the API
 # bench/python_rules_bench.py: VanishingGradient's scan (2.1 GB of 1 MiB
-# gradients) through the trial API (per value, reductions, the bulk read),
-# a SageMaker custom rule as a python: rule, smdebug's per-value way of
-# reading in Python, the C rule and cat of the same bytes (prints its own
-# rows; PYB_STEPS, PYB_REPEAT; PYB_SKIP=1 leaves it out).
+# gradients) through the trial API (per value, reductions, the bulk read,
+# with and without SMRULES_READ_AHEAD=1), a SageMaker custom rule as a
+# python: rule, smdebug's per-value way of reading in Python, the C rule
+# and cat of the same bytes, each a whole process paired with the C rule
+# in its round (prints its own rows; PYB_STEPS, PYB_REPEAT, PYB_WAYS;
+# PYB_SKIP=1 leaves it out).
 if [ "${PYB_SKIP:-0}" != 1 ]; then
   BENCH_DIR="$base" /usr/bin/python3 "$ROOT/bench/python_rules_bench.py" "$B" ||
     die "bench/python_rules_bench.py failed"

@@ -9,8 +9,11 @@
 /* Steps kept: rules in lock step read two or three steps at once, each
  * looked up by global step first (an empty answer unless the trial
  * writes mode GLOBAL) and then by its own mode, and two rules look one
- * step back. */
-#define STEP_SLOTS 16
+ * step back; a Python loop walks one tensor's steps, then the next
+ * tensor's (with 16 slots every value of a 100-step walk queried SQLite
+ * twice: a tenth of the scan's CPU, bench 11's `value`).
+ * KEPT_MAX, not the slots, bounds the memory. */
+#define STEP_SLOTS 256
 /* Entries kept in all, about 100 bytes each besides the names they share
  * (a few MB at most), and in one step: a step with more (thousands of
  * tensors, or an index file written to make it so) is asked per tensor

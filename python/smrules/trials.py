@@ -8,14 +8,8 @@ the reductions are the C library's (core/trial/trial.h), the same the
 argument conventions and exceptions."""
 
 import enum
-import glob
-import json
-import logging
 import os
-import re
 import time
-
-import numpy as np
 
 from smrules import _core
 from smrules.exceptions import (
@@ -77,15 +71,29 @@ def _raise(exc, name, step, mode, worker=None):
     raise exc
 
 
+# Imported when first needed, not with the module: a scan of reductions
+# (reduction_value, get_reductions, a python: rule) needs no NumPy, and
+# importing it is most of a short scan's start (about 0.1 s of CPU);
+# logging, glob, json and re are needed by few calls.
+np = None
+_DTYPES = {}  # dtype name -> little-endian np.dtype (made once, not per value)
+
+
 def _array(value):
     """(dtype name, shape, bytes | list of str) -> a read-only ndarray."""
+    global np
+    if np is None:
+        import numpy as np
     dtype, shape, data = value
     if isinstance(data, list):  # strings
         a = np.array(data, dtype=object if not data else None).reshape(shape)
-    else:
-        a = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
-    a.flags.writeable = False
-    return a
+        a.flags.writeable = False
+        return a
+    dt = _DTYPES.get(dtype)
+    if dt is None:
+        dt = _DTYPES[dtype] = np.dtype(dtype).newbyteorder("<")
+    # read-only: the buffer (bytes, or a _core.Value) is
+    return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
 class Collection:
@@ -117,17 +125,32 @@ class Trial:
             self.range_steps = (int(start), None if end is None else int(end))
         else:
             self.range_steps = None
-        self._t = _core.Trial(self.path)
+        # SMRULES_READ_AHEAD=1: values read ahead on a thread of the
+        # library's (docs/python.md, "Reads ahead"); off by default: on a
+        # busy machine it cost more than it saved (bench 11)
+        self._t = _core.Trial(self.path,
+                              read_ahead=os.environ.get("SMRULES_READ_AHEAD", "0") == "1")
         self._tensors = {}
         # smdebug's attributes that rules touch (analysis.utils.no_refresh,
         # RequiredTensorsForTrial's logger)
         self.dynamic_refresh = True
-        self.logger = logging.getLogger("smrules.trials")
+        self._logger = None
         # Under `smrules run` (smrules._rule_host) a step not yet written
         # raises StepNotYetAvailable instead of blocking: the run's loop
         # waits for it and invokes the rule again.
         self._wait = True
         self._load_info()
+
+    @property
+    def logger(self):
+        if self._logger is None:
+            import logging
+            self._logger = logging.getLogger("smrules.trials")
+        return self._logger
+
+    @logger.setter
+    def logger(self, value):
+        self._logger = value
 
     # ---- the trial ----
     def _load_info(self):
@@ -244,6 +267,8 @@ class Trial:
     def _collection_regexes(self):
         """include_regex per collection, from the local collections files
         (a remote trial's regexes are not fetched: empty lists)."""
+        import glob
+        import json
         out = {}
         for f in sorted(glob.glob(os.path.join(self.path, "collections", "*", "*_collections.json"))):
             try:
@@ -286,6 +311,7 @@ class Trial:
             raise ValueError("Only one of `regex` or `collection` can be passed to this method")
         mode = _mode(mode)
         if regex is not None:
+            import re
             regexes = [regex] if isinstance(regex, str) else list(regex)
             for r in regexes:
                 re.compile(r)  # a clear error for a bad pattern, Python's
@@ -363,20 +389,21 @@ class Trial:
     def iter_tensors(self, wanted, mode=ModeKeys.GLOBAL, worker=None):
         """The bulk read as a stream: (step, name, ndarray) for every value of
         {name: [steps]}, step by step (steps ascending, names in the order
-        given), each read with the GIL released.  Only the value in hand is
-        in memory, so a scan over a trial far larger than memory keeps one
-        tensor (get_tensors keeps them all).  A value that is not there is
-        left out; a tensor never saved raises TensorUnavailable first."""
-        mode, items = self._wanted(wanted, mode, worker)
+        given), each read with the GIL released (and read ahead on a thread
+        of the library's while the caller works on the value in hand, with
+        SMRULES_READ_AHEAD=1: docs/python.md).  Only a few MiB of
+        values are in memory besides the ones the caller keeps, so a scan
+        over a trial far larger than memory keeps one tensor (get_tensors
+        keeps them all).  A value that is not there is left out; a tensor
+        never saved raises TensorUnavailable first."""
+        mode, wanted_items = self._wanted(wanted, mode, worker)
         by_step = {}
-        for name, step, _, _ in items:
+        for name, step, _, _ in wanted_items:
             by_step.setdefault(step, []).append(name)
-        for step in sorted(by_step):
-            for name in by_step[step]:
-                try:
-                    got = self._t.value(name, step, mode.value, worker)
-                except _core.Unavailable:
-                    continue
+        items = [(name, step, mode.value, worker)
+                 for step in sorted(by_step) for name in by_step[step]]
+        for (name, step, _, _), got in zip(items, self._t.stream(items)):
+            if len(got) == 3:
                 yield step, name, _array(got)
 
     def close(self):

@@ -452,6 +452,168 @@ print(json.dumps(res))
 """
 
 
+# Reading ahead (python/src/read_ahead.c, SMRULES_READ_AHEAD=1): value() in
+# a loop reads the value
+# it expects next on the read-ahead thread (tensor by tensor, step by step,
+# by mode step), iter_tensors reads ahead of the caller; either way the
+# bits are the ones written, a walk in no order wastes few reads,
+# Trial(read_ahead=False) reads none ahead, a stream dropped half way or a
+# trial closed under one gives every buffer back, and a forked child reads
+# ahead too (the thread does not survive a fork: it is started again).
+READ_AHEAD = r"""
+import gc, json, os, sys
+os.environ["SMRULES_READ_AHEAD"] = "1"  # on (off unless asked for)
+import numpy as np
+from smrules import _core
+from smrules.modes import ModeKeys
+from smrules.trials import create_trial
+path = sys.argv[1]
+res = []
+def ok(c, what, d=""):
+    res.append([bool(c), what, "" if c else str(d)[:300]])
+def same(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+rng = np.random.default_rng(29)
+want = {}
+names = ["g%d" % i for i in range(5)]
+w = _core.Writer(path, "worker_0")
+for s in range(0, 40, 2):  # global steps 0, 2, ... 38; TRAIN steps 0 .. 19
+    w.step_begin(s, _core.MODE_TRAIN, s // 2)
+    for i, n in enumerate(names):
+        a = rng.standard_normal(20000 + 7 * i + s).astype(np.float32)  # 80 KB: lent
+        w.tensor(n, a, 0.0)
+        want[(n, s)] = a
+    w.step_end()
+w.close()
+_core.write_end_marker(path)
+steps = create_trial(path).steps()
+ok(len(steps) == 20, "20 steps", steps)
+def walk(order, mode=ModeKeys.GLOBAL, **kw):
+    t = create_trial(path)
+    if kw:
+        t._t = _core.Trial(path, **kw)
+    got = {}
+    for n, s in order:
+        got[(n, s)] = t.tensor(n).value(s if mode is ModeKeys.GLOBAL else s // 2, mode=mode)
+    bad = [k for k in order if not same(got[k], want[k])]
+    return bad, t._t.read_stats()
+n_all = len(names) * len(steps)
+bad, st = walk([(n, s) for n in names for s in steps])
+ok(not bad, "tensor by tensor: the bits written", bad)
+ok(st["prefetched"] >= n_all - 3 * len(names), "tensor by tensor: read ahead", st)
+bad, st = walk([(n, s) for s in steps for n in names])
+ok(not bad, "step by step: the bits written", bad)
+ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "step by step: read ahead", st)
+bad, st = walk([(n, s) for n in names for s in steps], ModeKeys.TRAIN)
+ok(not bad, "by TRAIN step: the bits written", bad)
+ok(st["prefetched"] >= n_all - 3 * len(names), "by TRAIN step: read ahead", st)
+order = [(n, s) for n in names for s in steps]
+rng.shuffle(order)
+bad, st = walk(order)
+ok(not bad, "in no order: the bits written", bad)
+ok(st["missed"] <= n_all // 10, "in no order: few reads ahead wasted", st)
+bad, st = walk([(n, s) for n in names for s in steps], read_ahead=False)
+ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "read_ahead=False: none", (bad, st))
+os.environ["SMRULES_READ_AHEAD"] = "0"
+bad, st = walk([(n, s) for n in names for s in steps])
+ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "SMRULES_READ_AHEAD=0: none", (bad, st))
+del os.environ["SMRULES_READ_AHEAD"]
+bad, st = walk([(n, s) for n in names for s in steps])
+ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "off unless asked for", (bad, st))
+os.environ["SMRULES_READ_AHEAD"] = "1"
+# the steps beyond the last: read ahead, not there, asked for and raised
+t = create_trial(path)
+for s in steps:
+    t.tensor("g0").value(s)
+try:
+    t.tensor("g0").value(steps[-1] + 2)
+    ok(False, "a step past the end raises", "it did not")
+except Exception as e:
+    ok(type(e).__name__ in ("StepUnavailable", "NoMoreData"), "a step past the end raises", repr(e))
+# iter_tensors: read ahead, the bits written, in order
+t = create_trial(path)
+got = list(t.iter_tensors({n: steps for n in names}))
+ok([(s, n) for s, n, _ in got] == [(s, n) for s in steps for n in names], "stream: in order",
+   [(s, n) for s, n, _ in got][:8])
+ok(all(same(v, want[(n, s)]) for s, n, v in got), "stream: the bits written")
+del got
+# dropped half way; a trial closed under a stream
+it = t.iter_tensors({n: steps for n in names})
+first = [next(it) for _ in range(7)]
+del it
+it = t.iter_tensors({n: steps for n in names})
+next(it)
+t.close()
+rest = list(it)
+ok(len(rest) == n_all - 1, "a stream goes on after close()", len(rest))
+ok(all(same(v, want[(n, s)]) for s, n, v in first + rest), "dropped, closed: the bits written")
+del first, rest, it, t
+gc.collect()
+ok(_core.Trial.lent_count() == 0, "every lent buffer given back", _core.Trial.lent_count())
+# the buffers of values read ahead go back to the thread that read them
+# (read_ahead.h, homes): a scan faults in a few values' pages, not every
+# value's (each 256 KiB value read into fresh memory is 64 page faults)
+import hashlib, resource
+big = {}
+def digest(a):  # compares without a copy: NumPy's would fault pages in too
+    return hashlib.sha256(memoryview(a)).digest()
+w = _core.Writer(path + "-faults", "worker_0")
+for s in range(20):
+    w.step_begin(s, _core.MODE_TRAIN, s)
+    for i in range(10):
+        a = rng.standard_normal(65536 + i).astype(np.float32)
+        w.tensor("b%d" % i, a, 0.0)
+        big[("b%d" % i, s)] = digest(a)
+    w.step_end()
+w.close()
+_core.write_end_marker(path + "-faults")
+fresh = len(big) * 64
+def faults(scan):
+    t = create_trial(path + "-faults")
+    scan(t, 1)  # the pools filled once
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    bad = scan(t, 0)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, bad
+def by_stream(t, _):
+    bad = []
+    for s, n, v in t.iter_tensors({"b%d" % i: list(range(20)) for i in range(10)}):
+        if digest(v) != big[(n, s)]:
+            bad.append((n, s))
+    return bad
+def by_value(t, _):
+    return [(n, s) for n, s in sorted(big) if digest(t.tensor(n).value(s)) != big[(n, s)]]
+def by_step(t, _):
+    bad = []
+    for s in range(20):
+        got = t.get_tensors({"b%d" % i: [s] for i in range(10)})
+        bad += [(n, s) for n in got if digest(got[n][s]) != big[(n, s)]]
+    return bad
+sanitized = "san" in os.environ.get("LD_PRELOAD", "")  # its shadow memory faults too
+for what, scan in (("iter_tensors", by_stream), ("value()", by_value), ("get_tensors", by_step)):
+    f, bad = faults(scan)
+    ok(not bad, what + " over 256 KiB values: the bits written", bad[:5])
+    ok(sanitized or f < fresh // 3, what + ": buffers reused, not faulted in anew",
+       "%d page faults for %d values (%d if every value's were new)" % (f, len(big), fresh))
+# a fork while reading ahead: the child reads ahead too
+t = create_trial(path)
+it = t.iter_tensors({n: steps for n in names})
+next(it)
+pid = os.fork()
+if pid == 0:
+    try:
+        good = all(same(v, want[(n, s)]) for s, n, v in it)
+        good = good and all(same(t.tensor(n).value(s), want[(n, s)]) for n in names for s in steps)
+        good = good and t._t.read_stats()["prefetched"] > 0
+        os._exit(0 if good else 3)
+    except BaseException:
+        os._exit(4)
+_, status = os.waitpid(pid, 0)
+ok(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "a forked child reads ahead", status)
+ok(all(same(v, want[(n, s)]) for s, n, v in it), "the parent reads on after the fork")
+print(json.dumps(res))
+"""
+
+
 def tally(c, label, rc, so, se, least=20):
     if not c.ok(rc == 0 and so.strip(), label + " ran", se[-2000:]):
         return
@@ -491,6 +653,8 @@ def main():
         tally(c, "api", rc, so, se)
         rc, so, se = pylib.run_py(LENT, [os.path.join(tmp, "lent")])
         tally(c, "lent", rc, so, se, least=12)
+        rc, so, se = pylib.run_py(READ_AHEAD, [os.path.join(tmp, "ahead")])
+        tally(c, "read ahead", rc, so, se, least=20)
     c.finish()
 
 
