@@ -277,9 +277,13 @@ int smr_tb_read_value(smr_tb *tb, const smr_entry *e, smr_tensor *out,
       v = tb_series_value(&tg->s[e->mode], i);
       dbl = tg->dbl;
     }
-    int64_t g = tb_pairs_find(&tb->pairs, e->mode, e->mode_step);
+    const tb_pairs *p = &tb->pairs;
+    int64_t g = e->step; /* the entry's global step: no search */
+    if (g < 0 || (uint64_t)g >= p->numbered || p->mode[g] != e->mode ||
+        p->step[g] != e->mode_step) /* the folder was read again since */
+      g = tb_pairs_find(p, e->mode, e->mode_step);
     if (g >= 0)
-      wall = tb->pairs.wall[g];
+      wall = p->wall[g];
   }
   pthread_rwlock_unlock(&tb->lock);
   if (!found) /* the folder was rewritten since the entry was looked up */
