@@ -13,7 +13,8 @@
  *     by one merge walk of its series and this index;
  *   - pairs noted since the last numbering are found through a hash table
  *     built only when a step comes that is not above every step of its
- *     mode (writers log in order: usually never), freed at numbering. */
+ *     mode (writers log in order: usually never), freed at numbering.
+ * Global steps are 32-bit indexes: 4 G pairs would take 90 GB first. */
 #ifndef SMR_TB_PAIRS_H
 #define SMR_TB_PAIRS_H
 
