@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "base/regex.h"
+#include "trial/tb_pairs.h"
 #include "trial/tb_series.h"
 #include "trial/tb_trial.h"
 
@@ -19,17 +20,6 @@ typedef struct tag {
   bool dbl;           /* some value was a double: values read as float64 */
   bool scalar_tensor; /* seen as a tensor under the scalars plugin */
 } tag;
-
-/* (mode, Event.step) -> global step */
-typedef struct pair {
-  int64_t step;
-  double wall_time; /* of the first value read at it */
-  uint32_t g;       /* its global step, PAIR_NO_G until numbered */
-  int32_t mode;
-} pair; /* 24 bytes: a folder of 1 M scalars may hold 200,000 pairs */
-
-/* Global steps number pairs, whose index is a uint32_t (the map's). */
-#define PAIR_NO_G UINT32_MAX
 
 /* A string -> index table (open addressing, grows at half load). */
 typedef struct strmap {
@@ -71,39 +61,20 @@ struct smr_tb {
   tag *tags;
   size_t ntags, captags;
   strmap tagmap;
-  pair *pairs;
-  size_t npairs, capp;
-  uint32_t *pairmap; /* (pair index + 1), open addressing by (mode, step) */
-  size_t pairmap_cap;
-  uint32_t *by_g; /* pair index of each global step */
-  /* per mode, (step, global step) of its pairs by step: every tag's
-   * series of the mode is a subsequence, so a tensor's entries are one
-   * merge walk, not a hash lookup (a cache miss) per value */
-  struct mstep {
-    int64_t step, g;
-  } * mi[5];
-  size_t nmi[5], capmi[5];
-  int64_t next_g;
-  size_t assigned; /* pairs[0 .. assigned) have a global step */
+  /* (mode, Event.step) pairs by global step, per mode by step */
+  tb_pairs pairs;
   problem *problems;
   size_t nproblems;
   size_t dropped_problems;
   bool noted[5]; /* per mode, the step of the pair noted last */
   int64_t noted_step[5];
-  /* per mode, the largest step of any pair: a step above it is a new
-   * pair without a lookup (writers log steps in order) */
-  bool has_max[5];
-  int64_t max_step[5];
 };
 
 /* tb_trial.c: the model emptied (before a full re-read); a problem of a
- * file noted (past MAX_PROBLEMS only counted); a (mode, step) pair noted
- * as it is read; global steps given to the pairs new since the last call. */
+ * file noted (past MAX_PROBLEMS only counted). */
 void tb_free_model(smr_tb *tb);
 void tb_add_problem(smr_tb *tb, const char *file, int64_t offset,
                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-void tb_note_pair(smr_tb *tb, int mode, int64_t step, double wall);
-void tb_assign_globals(smr_tb *tb);
 
 /* tb_tags.c: a file's folder mode and tensor-name prefix; a tag as
  * written in a file -> (tensor, mode), resolved once per file; a tensor

@@ -60,7 +60,7 @@ static int on_value(void *ctx, const smr_tb_event *ev, const smr_tb_value *v) {
     t->dbl = true;
   /* the tags of a step come one after another: one lookup per pair */
   if (!tb->noted[rt->mode] || ev->step != tb->noted_step[rt->mode]) {
-    tb_note_pair(tb, rt->mode, ev->step, ev->wall_time);
+    tb_pairs_note(&tb->pairs, rt->mode, ev->step, ev->wall_time);
     tb->noted[rt->mode] = true;
     tb->noted_step[rt->mode] = ev->step;
   }
@@ -237,7 +237,7 @@ int smr_tb_sync(smr_tb *tb, smr_source *src, bool waiting, size_t *added,
     }
     rc = read_file(tb, src, f, (uint64_t)l.files[i].size, waiting, added, err);
   }
-  tb_assign_globals(tb);
+  tb_pairs_number(&tb->pairs);
   pthread_rwlock_unlock(&tb->lock);
   smr_source_listing_free(&l);
   return rc;

@@ -4,8 +4,9 @@
  * This file: settings, problems, the model and the queries; reading the
  * event files is tb_read.c's, naming tags and their modes tb_tags.c's.
  * Model: per tag, per mode, the values sorted by step (tb_series.h: 4-byte
- * steps and float32 values until one needs 8 bytes); per (mode, step) pair
- * its global step and wall time.  Values are read under a read lock,
+ * steps and float32 values until one needs 8 bytes); the (mode, step)
+ * pairs stored by global step with their wall time, per mode ordered by
+ * step (tb_pairs.h).  Values are read under a read lock,
  * refreshes take the write lock. */
 #include "trial/tb_trial.h"
 
@@ -75,14 +76,7 @@ void tb_free_model(smr_tb *tb) {
   }
   free(tb->tags);
   free(tb->tagmap.slot);
-  free(tb->pairs);
-  free(tb->pairmap);
-  free(tb->by_g);
-  for (int m = 0; m < 5; m++) {
-    free(tb->mi[m]);
-    tb->mi[m] = NULL;
-    tb->nmi[m] = tb->capmi[m] = 0;
-  }
+  tb_pairs_free(&tb->pairs);
   for (size_t i = 0; i < tb->nproblems; i++) {
     free(tb->problems[i].file);
     free(tb->problems[i].message);
@@ -93,13 +87,6 @@ void tb_free_model(smr_tb *tb) {
   tb->tags = NULL;
   tb->ntags = tb->captags = 0;
   memset(&tb->tagmap, 0, sizeof tb->tagmap);
-  tb->pairs = NULL;
-  tb->npairs = tb->capp = tb->assigned = 0;
-  tb->pairmap = NULL;
-  tb->pairmap_cap = 0;
-  tb->by_g = NULL;
-  tb->next_g = 0;
-  memset(tb->has_max, 0, sizeof tb->has_max);
   tb->problems = NULL;
   tb->nproblems = tb->dropped_problems = 0;
 }
@@ -147,175 +134,26 @@ void smr_tb_problems(smr_tb *tb, smr_tb_problem_fn fn, void *ctx) {
   pthread_rwlock_unlock(&tb->lock);
 }
 
-/* The next capacity of a table that grows with the folder: double while
- * small, a quarter more once large (the slack is memory a big folder
- * pays for; realloc of a big block moves pages, not bytes). */
-static size_t grown(size_t cap, size_t first) {
-  return cap == 0 ? first : cap < 65536 ? cap * 2 : cap + cap / 4;
-}
-
-/* splitmix64's finaliser: steps are consecutive integers, whose FNV
- * hashes cluster in the low bits the table indexes by */
-static uint64_t pair_hash(int mode, int64_t step) {
-  uint64_t x = (uint64_t)step * 4 + (uint64_t)mode;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-static int64_t pair_find(const smr_tb *tb, int mode, int64_t step,
-                         size_t *slot) {
-  if (!tb->pairmap_cap)
-    return -1;
-  size_t i = (size_t)pair_hash(mode, step) & (tb->pairmap_cap - 1);
-  for (;; i = (i + 1) & (tb->pairmap_cap - 1)) {
-    if (!tb->pairmap[i]) {
-      if (slot)
-        *slot = i;
-      return -1;
-    }
-    const pair *p = &tb->pairs[tb->pairmap[i] - 1];
-    if (p->mode == mode && p->step == step)
-      return (int64_t)tb->pairmap[i] - 1;
-  }
-}
-
-/* Put pair k in the map, known to be absent: the first empty slot of its
- * probe sequence, with no key compared (no read of another pair). */
-static void pair_insert_new(smr_tb *tb, size_t k) {
-  size_t mask = tb->pairmap_cap - 1;
-  size_t i = (size_t)pair_hash(tb->pairs[k].mode, tb->pairs[k].step) & mask;
-  while (tb->pairmap[i])
-    i = (i + 1) & mask;
-  tb->pairmap[i] = (uint32_t)k + 1;
-}
-
-static void pairmap_grow(smr_tb *tb) {
-  if (tb->pairmap_cap && (tb->npairs + 1) * 2 <= tb->pairmap_cap)
-    return;
-  size_t cap = tb->pairmap_cap ? tb->pairmap_cap * 2 : 1024;
-  free(tb->pairmap);
-  tb->pairmap = smr_xcalloc(cap, sizeof *tb->pairmap);
-  tb->pairmap_cap = cap;
-  for (size_t k = 0; k < tb->npairs; k++)
-    pair_insert_new(tb, k);
-}
-
-void tb_note_pair(smr_tb *tb, int mode, int64_t step, double wall) {
-  bool beyond = !tb->has_max[mode] || step > tb->max_step[mode];
-  if (!beyond && pair_find(tb, mode, step, NULL) >= 0)
-    return;
-  if (beyond) {
-    tb->has_max[mode] = true;
-    tb->max_step[mode] = step;
-  }
-  pairmap_grow(tb);
-  if (tb->npairs == tb->capp) {
-    tb->capp = grown(tb->capp, 1024);
-    tb->pairs = smr_xrealloc(tb->pairs, tb->capp * sizeof *tb->pairs);
-  }
-  tb->pairs[tb->npairs] = (pair){step, wall, PAIR_NO_G, mode};
-  pair_insert_new(tb, tb->npairs++);
-}
-
-/* A new pair's place in the order of global steps (qsort has no context
- * argument, so the key travels with the index). */
-typedef struct order {
-  int64_t step;
-  uint32_t mode, at;
-} order;
-
-static int cmp_order(const void *a, const void *b) {
-  const order *x = a, *y = b;
-  if (x->step != y->step)
-    return x->step < y->step ? -1 : 1;
-  return (int)x->mode - (int)y->mode;
-}
-
-static int cmp_mstep(const void *a, const void *b) {
-  const struct mstep *x = a, *y = b;
-  return x->step < y->step ? -1 : x->step > y->step;
-}
-
-/* The mode indexes gain the pairs numbered from global step `from` on. */
-static void index_modes(smr_tb *tb, int64_t from) {
-  bool unsorted[5] = {false};
-  for (int64_t g = from; g < tb->next_g; g++) {
-    const pair *p = &tb->pairs[tb->by_g[g]];
-    int m = p->mode;
-    if (tb->nmi[m] == tb->capmi[m]) {
-      tb->capmi[m] = grown(tb->capmi[m], 256);
-      tb->mi[m] = smr_xrealloc(tb->mi[m], tb->capmi[m] * sizeof *tb->mi[m]);
-    }
-    if (tb->nmi[m] && tb->mi[m][tb->nmi[m] - 1].step > p->step)
-      unsorted[m] = true;
-    tb->mi[m][tb->nmi[m]++] = (struct mstep){p->step, g};
-  }
-  for (int m = 0; m < 5; m++)
-    if (unsorted[m])
-      qsort(tb->mi[m], tb->nmi[m], sizeof *tb->mi[m], cmp_mstep);
-}
-
-/* Global steps for the pairs read in this refresh, in (step, mode) order
- * after every earlier one.  The pairs stay where they are (the hash index
- * points at them); an index of 16 bytes a pair is sorted instead. */
-void tb_assign_globals(smr_tb *tb) {
-  size_t n = tb->npairs - tb->assigned;
-  if (!n)
-    return;
-  tb->by_g = smr_xrealloc(tb->by_g, tb->npairs * sizeof *tb->by_g);
-  bool sorted = true; /* the usual case: one file, read in step order */
-  for (size_t k = tb->assigned + 1; sorted && k < tb->npairs; k++) {
-    const pair *p = &tb->pairs[k - 1], *q = &tb->pairs[k];
-    sorted = p->step < q->step || (p->step == q->step && p->mode < q->mode);
-  }
-  int64_t from = tb->next_g;
-  if (sorted) {
-    for (size_t k = tb->assigned; k < tb->npairs; k++) {
-      tb->pairs[k].g = (uint32_t)tb->next_g;
-      tb->by_g[tb->next_g++] = (uint32_t)k;
-    }
-    tb->assigned = tb->npairs;
-    index_modes(tb, from);
-    return;
-  }
-  order *o = smr_xmalloc(n * sizeof *o);
-  for (size_t k = 0; k < n; k++) {
-    const pair *p = &tb->pairs[tb->assigned + k];
-    o[k] = (order){p->step, (uint32_t)p->mode, (uint32_t)(tb->assigned + k)};
-  }
-  qsort(o, n, sizeof *o, cmp_order);
-  for (size_t k = 0; k < n; k++) {
-    tb->pairs[o[k].at].g = (uint32_t)tb->next_g;
-    tb->by_g[tb->next_g++] = o[k].at;
-  }
-  free(o);
-  tb->assigned = tb->npairs;
-  index_modes(tb, from);
-}
-
 /* ------------------------------------------------------------ queries */
 
 int smr_tb_step_rows(smr_tb *tb, smr_step_row **rows, size_t *n) {
   pthread_rwlock_rdlock(&tb->lock);
-  *n = tb->assigned;
+  const tb_pairs *p = &tb->pairs;
+  *n = p->numbered;
   *rows = smr_xcalloc(*n ? *n : 1, sizeof **rows);
-  for (size_t k = 0; k < *n; k++) {
-    const pair *p = &tb->pairs[k];
-    (*rows)[k] =
-        (smr_step_row){(int64_t)p->g, p->mode, p->step, smr_xstrdup(WORKER)};
-  }
+  for (size_t g = 0; g < *n; g++)
+    (*rows)[g] =
+        (smr_step_row){(int64_t)g, p->mode[g], p->step[g], smr_xstrdup(WORKER)};
   pthread_rwlock_unlock(&tb->lock);
   return SMR_OK;
 }
 
 size_t smr_tb_steps(smr_tb *tb, smr_tb_step_fn fn, void *ctx) {
   pthread_rwlock_rdlock(&tb->lock);
-  size_t n = tb->assigned;
-  for (int64_t g = 0; fn && g < tb->next_g; g++) {
-    const pair *p = &tb->pairs[tb->by_g[g]];
-    fn(ctx, g, p->mode, p->step);
-  }
+  const tb_pairs *p = &tb->pairs;
+  size_t n = p->numbered;
+  for (size_t g = 0; fn && g < n; g++)
+    fn(ctx, (int64_t)g, p->mode[g], p->step[g]);
   pthread_rwlock_unlock(&tb->lock);
   return n;
 }
@@ -347,23 +185,24 @@ static void push_entry_g(smr_entries *out, int64_t t, int mode, int64_t step,
 
 static void push_entry(smr_tb *tb, smr_entries *out, int64_t t, int mode,
                        int64_t step) {
-  int64_t k = pair_find(tb, mode, step, NULL);
-  if (k >= 0 && tb->pairs[k].g != PAIR_NO_G)
-    push_entry_g(out, t, mode, step, tb->pairs[k].g);
+  int64_t g = tb_pairs_find(&tb->pairs, mode, step);
+  if (g >= 0)
+    push_entry_g(out, t, mode, step, g);
 }
 
 /* Every value of a series with its global step: a merge walk of the
  * series and the mode's index (both by step). */
 static void push_series(const smr_tb *tb, smr_entries *out, int64_t t, int m,
                         const series *s) {
-  const struct mstep *mi = tb->mi[m];
-  size_t j = 0, n = tb->nmi[m];
+  const tb_pairs *p = &tb->pairs;
+  const uint32_t *ix = p->by_mode[m];
+  size_t j = 0, n = p->nby_mode[m];
   for (size_t i = 0; i < s->n; i++) {
     int64_t step = tb_series_step(s, i);
-    while (j < n && mi[j].step < step)
+    while (j < n && p->step[ix[j]] < step)
       j++;
-    if (j < n && mi[j].step == step)
-      push_entry_g(out, t, m, step, mi[j].g);
+    if (j < n && p->step[ix[j]] == step)
+      push_entry_g(out, t, m, step, ix[j]);
   }
 }
 
@@ -384,12 +223,13 @@ int smr_tb_entries(smr_tb *tb, const char *name, int mode, int64_t mode_step,
   const tag *tg = &tb->tags[t];
   if (mode == SMR_MODE_GLOBAL && mode_step >= 0) {
     /* a global step: the pair it numbers */
-    if (mode_step < tb->next_g) {
-      const pair *p = &tb->pairs[tb->by_g[mode_step]];
+    const tb_pairs *p = &tb->pairs;
+    if ((uint64_t)mode_step < p->numbered) {
+      size_t g = (size_t)mode_step;
       bool found;
-      tb_series_find(&tg->s[p->mode], p->step, &found);
+      tb_series_find(&tg->s[p->mode[g]], p->step[g], &found);
       if (found)
-        push_entry(tb, out, t, p->mode, p->step);
+        push_entry_g(out, t, p->mode[g], p->step[g], mode_step);
     }
   } else {
     for (int m = SMR_MODE_TRAIN; m <= SMR_MODE_GLOBAL; m++) {
@@ -437,9 +277,13 @@ int smr_tb_read_value(smr_tb *tb, const smr_entry *e, smr_tensor *out,
       v = tb_series_value(&tg->s[e->mode], i);
       dbl = tg->dbl;
     }
-    int64_t k = pair_find(tb, e->mode, e->mode_step, NULL);
-    if (k >= 0)
-      wall = tb->pairs[k].wall_time;
+    const tb_pairs *p = &tb->pairs;
+    int64_t g = e->step; /* the entry's global step: no search */
+    if (g < 0 || (uint64_t)g >= p->numbered || p->mode[g] != e->mode ||
+        p->step[g] != e->mode_step) /* the folder was read again since */
+      g = tb_pairs_find(p, e->mode, e->mode_step);
+    if (g >= 0)
+      wall = p->wall[g];
   }
   pthread_rwlock_unlock(&tb->lock);
   if (!found) /* the folder was rewritten since the entry was looked up */

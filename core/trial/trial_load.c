@@ -156,7 +156,8 @@ static void tensorboard_problem(void *ctx, const char *file, int64_t offset,
 
 static void tensorboard_step(void *ctx, int64_t g, int mode, int64_t step) {
   smr_trial *t = ctx;
-  t->steps[t->nsteps++] = (step_info){g, mode, step, 1};
+  t->steps[t->nsteps++] =
+      (step_info){.step = g, .mode_step = step, .mode = mode, .nworkers = 1};
 }
 
 /* The step model straight from the TensorBoard model: one worker, steps

@@ -154,11 +154,32 @@ static int64_t step_key(const step_info *s, int mode) {
   return mode == SMR_MODE_GLOBAL ? s->step : s->mode_step;
 }
 
+/* A step's place in its mode's index while the index is sorted: the key
+ * travels with the position (qsort has no context argument). */
+typedef struct mode_key {
+  int64_t key;
+  uint32_t at;
+} mode_key;
+
 static int cmp_mode_key(const void *a, const void *b) {
-  const struct smr_mode_key *x = a, *y = b;
+  const mode_key *x = a, *y = b;
   if (x->key != y->key)
     return x->key < y->key ? -1 : 1;
   return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Mode m's index ordered by (mode step, global step), through a buffer
+ * of keys only this once. */
+static void sort_mode_index(smr_trial *t, int m) {
+  size_t n = t->nby_mode[m];
+  uint32_t *ix = t->by_mode[m];
+  mode_key *k = smr_xmalloc(n * sizeof *k);
+  for (size_t i = 0; i < n; i++)
+    k[i] = (mode_key){t->steps[ix[i]].mode_step, ix[i]};
+  qsort(k, n, sizeof *k, cmp_mode_key);
+  for (size_t i = 0; i < n; i++)
+    ix[i] = k[i].at;
+  free(k);
 }
 
 void smr_trial_index_steps(smr_trial *t) {
@@ -175,19 +196,20 @@ void smr_trial_index_steps(smr_trial *t) {
     if (count[m])
       t->by_mode[m] = smr_xmalloc(count[m] * sizeof *t->by_mode[m]);
   bool sorted[5] = {true, true, true, true, true};
+  int64_t last[5] = {0};
   for (size_t i = 0; i < t->nsteps; i++) {
     int m = t->steps[i].mode;
     if (m < 1 || m > 3) /* GLOBAL queries walk t->steps itself */
       continue;
-    struct smr_mode_key *v = t->by_mode[m];
     size_t k = t->nby_mode[m]++;
-    v[k] = (struct smr_mode_key){t->steps[i].mode_step, (uint32_t)i};
-    if (k && v[k - 1].key > v[k].key)
+    t->by_mode[m][k] = (uint32_t)i;
+    if (k && last[m] > t->steps[i].mode_step)
       sorted[m] = false; /* mode steps usually grow with global steps */
+    last[m] = t->steps[i].mode_step;
   }
   for (int m = 1; m <= 3; m++)
     if (!sorted[m])
-      qsort(t->by_mode[m], t->nby_mode[m], sizeof *t->by_mode[m], cmp_mode_key);
+      sort_mode_index(t, m);
 }
 
 /* The first step of `mode` whose key (global or mode step) is >= key, in
@@ -200,7 +222,8 @@ static const step_info *first_at_or_after(const smr_trial *t, int mode,
   size_t lo = 0, hi = global ? t->nsteps : t->nby_mode[mode];
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    int64_t k = global ? t->steps[mid].step : t->by_mode[mode][mid].key;
+    int64_t k =
+        global ? t->steps[mid].step : t->steps[t->by_mode[mode][mid]].mode_step;
     if (k < key)
       lo = mid + 1;
     else
@@ -208,7 +231,7 @@ static const step_info *first_at_or_after(const smr_trial *t, int mode,
   }
   if (global)
     return lo < t->nsteps ? &t->steps[lo] : NULL;
-  return lo < t->nby_mode[mode] ? &t->steps[t->by_mode[mode][lo].at] : NULL;
+  return lo < t->nby_mode[mode] ? &t->steps[t->by_mode[mode][lo]] : NULL;
 }
 
 int smr_trial_cmp_i64(const void *a, const void *b) {

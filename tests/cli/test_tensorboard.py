@@ -357,10 +357,65 @@ def test_settings():
     sc.ok(r.obj is not None and "error" in r.obj, "--json bad rules: JSON error", r.out[-300:])
 
 
+# ---- 9. a value's wall time: its (mode, step)'s first record read --------
+WALLS_LUA = """\
+local seen = {}
+function invoke_at_step(step)
+  for t, v in smrules.values_at(trial:tensor_names({collection = "scalars"}), step) do
+    seen[#seen + 1] = string.format("%s:%s:%d:%.3f", t.name, v.mode, v.mode_step, v.wall_time)
+  end
+  report.violation{ walls = table.concat(seen, " ") }
+  return true
+end
+"""
+
+
+def test_wall_times():
+    """Every value a rule reads carries the wall time of the first record
+    read at its (mode, step), across tags and files: a second file of
+    older steps (read out of order) and steps both files have."""
+    d = folder("walls")
+    a = tw.Writer(os.path.join(d, tw.event_file_name(1)), wall_time=900.0)
+    want = {}  # (name, mode, mode step) -> wall time
+    for s in range(5, 10):
+        a.scalar("train/loss", s, 1.0, wall_time=1000.0 + s)
+        a.scalar("train/acc", s, 0.5, wall_time=5000.0 + s)  # same pair: later
+        want[("train/loss", "TRAIN", s)] = want[("train/acc", "TRAIN", s)] = 1000.0 + s
+        if s % 2 == 0:
+            a.scalar("eval/loss", s, 2.0, wall_time=2000.0 + s)
+            want[("eval/loss", "EVAL", s)] = 2000.0 + s
+    a.close()
+    b = tw.Writer(os.path.join(d, tw.event_file_name(2)), wall_time=900.0)
+    for s in (4, 0, 6, 2, 1, 5, 3):  # older steps, out of order, two known
+        b.scalar("train/loss", s, 3.0, wall_time=3000.0 + s)
+        want.setdefault(("train/loss", "TRAIN", s), 3000.0 + s)
+    b.close()
+    lua = os.path.join(TMP, "walls.lua")
+    with open(lua, "w") as f:
+        f.write(WALLS_LUA)
+    y = os.path.join(TMP, "walls.yaml")
+    with open(y, "w") as f:
+        f.write("rules:\n  - lua: %s\n    name: walls\n" % lua)
+    r = lib.run_json(["run", "--trial", d, "--rules", y, "--json", "--fresh",
+                      "--output", os.path.join(TMP, "out-walls")])
+    sc = C.scope("wall times", r)
+    if not sc.process():
+        return
+    rule = {x.get("name"): x for x in r.obj.get("rules", [])}.get("walls", {})
+    last = (rule.get("report", {}).get("Details", {}).get("last_trigger") or {})
+    text = ((last.get("violations") or [{}])[0]).get("walls", "")
+    got = {}
+    for item in text.split():
+        name, mode, ms, wall = item.rsplit(":", 3)
+        got[(name, mode, int(ms))] = float(wall)
+    sc.eq("every value once, with its pair's wall time", sorted(got.items()),
+          sorted(want.items()))
+
+
 def main():
     try:
         for t in (test_encodings, test_merge, test_modes, test_other_plugins, test_damage,
-                  test_bad_tags, test_growing, test_format, test_settings):
+                  test_bad_tags, test_growing, test_format, test_settings, test_wall_times):
             t()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

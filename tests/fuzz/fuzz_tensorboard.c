@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "format/mode.h"
 #include "source/source.h"
 #include "trial/catalog.h"
 #include "trial/tb_trial.h"
@@ -35,6 +36,23 @@ static void write_file(const uint8_t *p, size_t n, bool append) {
   close(fd);
 }
 
+/* Each entry of a tensor is found again by its global step and by its
+ * (mode, step), as that one entry. */
+static void query_entry(smr_tb *tb, const char *name, const smr_entry *x) {
+  smr_entries one;
+  if (smr_tb_entries(tb, name, SMR_MODE_GLOBAL, x->step, &one) != SMR_OK ||
+      one.n != 1 || one.v[0].mode != x->mode ||
+      one.v[0].mode_step != x->mode_step)
+    abort();
+  smr_entries_free(&one);
+  if (x->mode == SMR_MODE_GLOBAL) /* a step of GLOBAL is a global step */
+    return;
+  if (smr_tb_entries(tb, name, x->mode, x->mode_step, &one) != SMR_OK ||
+      one.n != 1 || one.v[0].step != x->step)
+    abort();
+  smr_entries_free(&one);
+}
+
 static void query(smr_tb *tb) {
   smr_strv names = {0};
   smr_tb_tensor_names(tb, &names);
@@ -48,6 +66,8 @@ static void query(smr_tb *tb) {
       if (smr_tb_read_value(tb, &es.v[k], &t, &e) != SMR_OK || t.count != 1)
         abort(); /* an entry without its value */
       smr_tensor_release(&t);
+      if (k < 64)
+        query_entry(tb, names.v[i], &es.v[k]);
     }
     smr_entries_free(&es);
   }
@@ -55,6 +75,9 @@ static void query(smr_tb *tb) {
   smr_step_row *rows;
   size_t n;
   smr_tb_step_rows(tb, &rows, &n);
+  for (size_t k = 0; k < n; k++)
+    if (rows[k].step != (int64_t)k)
+      abort(); /* one row per global step, in order */
   smr_step_rows_free(rows, n);
   smr_collections c = {0};
   smr_tb_collections(tb, &c);
