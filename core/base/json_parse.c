@@ -294,6 +294,112 @@ static smr_json *parse_array(parser *in) {
   return NULL;
 }
 
+/* keep_member without a tree.  A value made only of objects, arrays,
+ * strings of printable ASCII without escapes, integers of at most 18
+ * digits (no leading zero, not -0), true, false and null, with no white
+ * space, renders back exactly as it was written; its keep_style text is
+ * the input with each ',' and ':' outside strings spaced.  The member
+ * kept is the largest of a document (ProfilerReport's CPUBottleneck
+ * snapshots: one per sampling round), and as a tree it took nine times
+ * its text for the moment it was checked: this checks it on the text.
+ * plain_value returns the end of such a value at p, counting its
+ * separators into *seps; NULL for anything else, which the tree then
+ * decides (kept below) with the parser's own errors and limits. */
+static const char *plain_value(const parser *in, const char *p, int depth,
+                               size_t *seps);
+
+static const char *plain_string(const parser *in, const char *p) {
+  if (p >= in->end || *p != '"')
+    return NULL;
+  for (p++; p < in->end && *p >= 0x20 && *p < 0x7f && *p != '\\'; p++)
+    if (*p == '"')
+      return p + 1;
+  return NULL;
+}
+
+static const char *plain_int(const parser *in, const char *p) {
+  const char *d = p < in->end && *p == '-' ? p + 1 : p, *q = d;
+  while (q < in->end && *q >= '0' && *q <= '9')
+    q++;
+  size_t n = (size_t)(q - d);
+  if (n == 0 || n > 18 || (*d == '0' && (n > 1 || d > p)))
+    return NULL;
+  if (q < in->end && (*q == '.' || *q == 'e' || *q == 'E'))
+    return NULL;
+  return q;
+}
+
+static const char *plain_word(const parser *in, const char *p) {
+  static const char *const words[] = {"true", "false", "null"};
+  for (size_t i = 0; i < 3; i++) {
+    size_t n = strlen(words[i]);
+    if ((size_t)(in->end - p) >= n && memcmp(p, words[i], n) == 0)
+      return p + n;
+  }
+  return NULL;
+}
+
+static const char *plain_container(const parser *in, const char *p, int depth,
+                                   size_t *seps) {
+  char close = *p == '{' ? '}' : ']';
+  if (depth >= in->max_depth)
+    return NULL;
+  if (++p < in->end && *p == close)
+    return p + 1;
+  for (;;) {
+    if (close == '}') {
+      p = plain_string(in, p);
+      if (!p || p >= in->end || *p != ':')
+        return NULL;
+      ++*seps;
+      p++;
+    }
+    p = plain_value(in, p, depth + 1, seps);
+    if (!p || p >= in->end || (*p != ',' && *p != close))
+      return NULL;
+    if (*p++ == close)
+      return p;
+    ++*seps;
+  }
+}
+
+static const char *plain_value(const parser *in, const char *p, int depth,
+                               size_t *seps) {
+  if (p >= in->end)
+    return NULL;
+  if (*p == '{' || *p == '[')
+    return plain_container(in, p, depth, seps);
+  if (*p == '"')
+    return plain_string(in, p);
+  if (*p == '-' || (*p >= '0' && *p <= '9'))
+    return plain_int(in, p);
+  return plain_word(in, p);
+}
+
+/* The object at in->p as its keep_style text without a tree, or NULL
+ * (in->p unmoved) when it is not plain (above). */
+static smr_json *kept_plain(parser *in) {
+  size_t seps = 0;
+  const char *end = plain_value(in, in->p, in->depth, &seps);
+  if (!end)
+    return NULL;
+  bool spaced = in->lim->keep_style == SMR_JSON_SPACED;
+  smr_json *r = smr_json_node(SMR_JSON_RAW);
+  r->s = smr_json_xrealloc(NULL,
+                           (size_t)(end - in->p) + 1 + (spaced ? seps : 0), 1);
+  char *o = r->s;
+  bool in_string = false;
+  for (const char *p = in->p; p < end; p++) {
+    *o++ = *p;
+    in_string ^= *p == '"'; /* no escapes in a plain string */
+    if (spaced && !in_string && (*p == ',' || *p == ':'))
+      *o++ = ' ';
+  }
+  *o = '\0';
+  in->p = end;
+  return r;
+}
+
 /* keep_member: the value's text, in keep_style, when it renders back
  * exactly as it was written (compact); else the tree. */
 static smr_json *kept(parser *in, smr_json *v, const char *from) {
@@ -325,10 +431,14 @@ static smr_json *parse_member(parser *in, smr_json *o) {
   in->p++;
   ws(in);
   const char *from = in->p;
-  smr_json *v = parse_value(in);
-  if (v && in->depth == 1 && in->lim && in->lim->keep_member &&
-      strcmp(key, in->lim->keep_member) == 0)
-    v = kept(in, v, from);
+  bool keep = in->depth == 1 && in->lim && in->lim->keep_member &&
+              strcmp(key, in->lim->keep_member) == 0;
+  smr_json *v = keep && peek(in) == '{' ? kept_plain(in) : NULL;
+  if (!v) {
+    v = parse_value(in);
+    if (v && keep)
+      v = kept(in, v, from);
+  }
   if (v)
     smr_json_add(o, key, v);
   free(key);

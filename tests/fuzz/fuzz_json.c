@@ -1,7 +1,9 @@
 /* fuzz_json.c - libFuzzer target for the JSON model's parser
  * (base/json.h), which reads back the reports ProfilerReport's sub-rules
  * write.  Whatever parses must write and parse back to the same text, in
- * both styles; whatever does not must say where, inside the input. */
+ * both styles; whatever does not must say where, inside the input.  A
+ * kept member (checked on its text, not built) writes what its tree
+ * would, and fails where the tree fails. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -62,7 +64,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bool keep = size & 1; /* a kept member is text in the spaced style */
   smr_json *v = smr_json_parse(copy, size, keep ? &lim : NULL, &err);
   if (!v && err.offset > size)
-    abort(); /* an error names a place in the input */
+    abort();  /* an error names a place in the input */
+  if (keep) { /* a kept member writes what its tree would */
+    smr_json_limits tree_lim = lim;
+    tree_lim.keep_member = NULL;
+    smr_json_error tree_err;
+    smr_json *t = smr_json_parse(copy, size, &tree_lim, &tree_err);
+    if (!v != !t || (!v && tree_err.offset != err.offset))
+      abort();
+    if (v) {
+      char *a = smr_json_text(v, SMR_JSON_SPACED);
+      char *b = smr_json_text(t, SMR_JSON_SPACED);
+      if (strcmp(a, b) != 0)
+        abort();
+      free(a);
+      free(b);
+    }
+    smr_json_free(t);
+  }
   if (v) {
     lookups(v);
     if (!keep)

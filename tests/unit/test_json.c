@@ -4,6 +4,9 @@
  * and string conventions every JSON the project writes follows. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "smrules/json.h"
 #include "unit.h"
@@ -274,6 +277,135 @@ static void test_kept_member(void) {
   smr_json_free(v);
 }
 
+/* The kept member's text without a tree (objects, arrays, plain ASCII
+ * strings, canonical integers, literals) must be what the tree would
+ * give: the same document text, the same type, the same error. */
+static void check_kept(const char *text, int max_depth,
+                       smr_json_type want_type) {
+  smr_json_limits keep = {.max_depth = max_depth,
+                          .keep_member = "k",
+                          .keep_style = SMR_JSON_SPACED};
+  smr_json_limits tree = {.max_depth = max_depth};
+  smr_json_error e1, e2;
+  smr_json *a = smr_json_parse(text, strlen(text), &keep, &e1);
+  smr_json *b = smr_json_parse(text, strlen(text), &tree, &e2);
+  CHECK((a == NULL) == (b == NULL));
+  if (!a || !b) {
+    CHECK_EQ_INT(e1.offset, e2.offset);
+    CHECK_STR(e1.what, e2.what);
+    CHECK_EQ_INT(want_type, SMR_JSON_NULL); /* NULL here: an error */
+  } else {
+    CHECK_EQ_INT(smr_json_type_of(smr_json_get(a, "k")), want_type);
+    char *ta = smr_json_text(a, SMR_JSON_SPACED);
+    char *tb = smr_json_text(b, SMR_JSON_SPACED);
+    CHECK_STR(ta, tb);
+    free(ta);
+    free(tb);
+  }
+  smr_json_free(a);
+  smr_json_free(b);
+}
+
+static void test_kept_member_plain(void) {
+  /* plain: respaced as text */
+  check_kept("{\"k\":{\"a\":1,\"b\":[1,-2,{\"c\":\"d\"}],\"e\":true,\"f\":null,"
+             "\"g\":false,\"h\":\"x:y,z {}[]\",\"\":{},\"i\":[],\"a\":0},"
+             "\"n\":1}",
+             0, SMR_JSON_RAW);
+  check_kept("{\"k\":{\"n\":-999999999999999999}}", 0, SMR_JSON_RAW);
+  /* not plain, decided by the tree: kept when it writes back the same */
+  check_kept("{\"k\":{\"a\":\"\\n\\\"\"}}", 0, SMR_JSON_RAW);
+  check_kept("{\"k\":{\"a\":1234567890123456789}}", 0, SMR_JSON_RAW);
+  check_kept("{\"k\":{\"\xc3\xa9\":1}}", 0, SMR_JSON_RAW);
+  check_kept("{\"k\":{\"a\":2.5}}", 0, SMR_JSON_RAW);
+  /* ... and a tree when it would not */
+  check_kept("{\"k\":{\"a\":-0}}", 0, SMR_JSON_OBJ);
+  check_kept("{\"k\":{\"a\": 1}}", 0, SMR_JSON_OBJ);
+  check_kept("{\"k\":{\"a\":1E2}}", 0, SMR_JSON_OBJ);
+  check_kept("{\"k\":{\"a\":\"\\/\"}}", 0, SMR_JSON_OBJ);
+  check_kept("{\"k\":{\"a\":\"\x7f\"}}", 0, SMR_JSON_OBJ);
+  /* not an object: left alone */
+  check_kept("{\"k\":[1,2]}", 0, SMR_JSON_ARR);
+  /* errors where the tree finds them */
+  check_kept("{\"k\":{\"a\":1,}}", 0, SMR_JSON_NULL);
+  check_kept("{\"k\":{\"a\":01}}", 0, SMR_JSON_NULL);
+  check_kept("{\"k\":{\"a\":[1}}", 0, SMR_JSON_NULL);
+  check_kept("{\"k\":{\"a\"", 0, SMR_JSON_NULL);
+  check_kept("{\"k\":{\"a\":tru}}", 0, SMR_JSON_NULL);
+  check_kept("{\"k\":{\"a\":{\"b\":[1]}}}", 4, SMR_JSON_RAW);
+  check_kept("{\"k\":{\"a\":{\"b\":[1]}}}", 3, SMR_JSON_NULL);
+}
+
+/* ASan reserves terabytes of shadow memory: no data limit under it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+#ifndef UNDER_ASAN
+/* The process's data size (private writable memory: brk and mmap), bytes. */
+static long long data_bytes(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long long kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmData: %lld kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return kb * 1024;
+}
+#endif
+
+/* A kept member is checked on its text, never built as a tree: parsing a
+ * report whose kept member has 200,000 snapshots (ProfilerReport's
+ * CPUBottleneck on a long job) fits in twice the text's size more.  As a
+ * tree it took nine times the text for the moment it was checked, and
+ * ProfilerReport's peak grew with the job's length. */
+static void test_kept_member_memory(void) {
+#ifdef UNDER_ASAN
+  fprintf(stderr, "test_kept_member_memory: skipped under ASan\n");
+#else
+  if (data_bytes() < 0) {
+    fprintf(stderr, "test_kept_member_memory: no /proc, skipped\n");
+    return;
+  }
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    size_t n = 200000, cap = 64 + n * 48, len = 0;
+    char *text = malloc(cap);
+    if (!text)
+      _exit(3);
+    len += (size_t)snprintf(text, cap, "{\"n\":1,\"k\":{");
+    for (size_t i = 0; i < n; i++)
+      len += (size_t)snprintf(text + len, cap - len,
+                              "%s\"%zu.0212\":{\"GPUs\":%zu,\"CPUs\":1}",
+                              i ? "," : "", 1700000000 + i, i % 7);
+    len += (size_t)snprintf(text + len, cap - len, "}}");
+    struct rlimit lim;
+    lim.rlim_cur = lim.rlim_max = (rlim_t)(data_bytes() + 2 * (long long)len);
+    if (setrlimit(RLIMIT_DATA, &lim) != 0)
+      _exit(4);
+    smr_json_limits keep = {.keep_member = "k", .keep_style = SMR_JSON_SPACED};
+    smr_json *v = smr_json_parse(text, len, &keep, NULL); /* aborts if out */
+    const char *k = smr_json_text_of(smr_json_get(v, "k"));
+    _exit(k && strncmp(k, "{\"1700000000.0212\": {\"GPUs\": 0, ", 32) == 0 ? 0
+                                                                           : 5);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "the parse died of signal %d (out of memory: a tree?)\n",
+            WTERMSIG(status));
+  CHECK(WIFEXITED(status));
+  CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
+#endif
+}
+
 /* Python's repr of a float. */
 static void test_numbers(void) {
   const struct {
@@ -343,6 +475,8 @@ int main(void) {
   TEST_RUN(test_errors_name_offset);
   TEST_RUN(test_limits);
   TEST_RUN(test_kept_member);
+  TEST_RUN(test_kept_member_plain);
+  TEST_RUN(test_kept_member_memory);
   TEST_RUN(test_numbers);
   return TEST_REPORT("test_json");
 }

@@ -163,7 +163,9 @@ typedef struct smr_json_limits {
   int max_depth;    /* nesting of arrays and objects; 0: 64 */
   /* A member of the root object whose value, when it is an object that
    * renders back unchanged, is kept as its text (written in `keep_style`)
-   * rather than a tree: for a large member no reader looks into. */
+   * rather than a tree: for a large member no reader looks into.  A
+   * member of objects, arrays, plain ASCII strings, integers and
+   * literals is checked on its text and never built as a tree. */
   const char *keep_member;
   smr_json_style keep_style;
 } smr_json_limits;
