@@ -29,21 +29,109 @@ static int answer(int rc, const smr_error *err) {
 
 /* -------------------------------------------------------------- reads */
 
+/* A reduction's entry in the statistics cache (stats_cache.h): its value
+ * in sum, whether it was saved in has_finite. */
+static smr_stats red_pack(double value, bool saved) {
+  smr_stats s;
+  memset(&s, 0, sizeof s);
+  s.sum = value;
+  s.has_finite = saved;
+  return s;
+}
+
+/* One kind of entry computed from a value in hand: SMR_OK with *s, or
+ * the status the computation would have given the rule that asked. */
+static int compute_from(smr_stats_what what, const smr_tensor *v, smr_stats *s,
+                        smr_error *err) {
+  if (what == SMR_STATS_FULL)
+    return smr_tensor_stats(v, s, err);
+  if (what == SMR_STATS_COUNTS)
+    return smr_tensor_counts(v, s, err);
+  int k = (int)what - SMR_STATS_REDUCTION;
+  double value;
+  int rc = smr_tensor_reduce(v, (smr_reduction)(k / 2), k % 2, &value, err);
+  *s = red_pack(value, false);
+  return rc;
+}
+
+/* The entries other rules asked the statistics cache for and had to read
+ * this tensor's value for (smr_stats_cache_wanted), filled for this step
+ * from the value just read: the rules asking next (ExplodingTensor's and
+ * AllZero's counts, VanishingGradient's mean |g|) find them instead of
+ * reading the record again.  A reduction saved at the step is what those
+ * rules would be answered (smr_trial_reduction): not filled.  Only what
+ * computes without failing is filled; the rest is left to whoever asks. */
+static void fill_wanted(smr_trial *t, const char *name, int64_t step, int mode,
+                        const smr_tensor *v) {
+  smr_stats_cache *c = smr_trial_stats_cache(t);
+  uint32_t want = c ? smr_stats_cache_wanted(c, name, mode) : 0;
+  for (int what = 0; want && what < SMR_STATS_KINDS; what++) {
+    if (!(want & (1u << what)))
+      continue;
+    int k = what - SMR_STATS_REDUCTION;
+    if (k >= 0 && smr_trial_reduction_saved(t, name, step, mode, k / 2, k % 2))
+      continue;
+    if (!smr_stats_cache_claim_fill(c, name, step, mode, (smr_stats_what)what))
+      continue;
+    smr_stats s;
+    smr_error e;
+    smr_error_clear(&e);
+    if (compute_from((smr_stats_what)what, v, &s, &e) == SMR_OK)
+      smr_stats_cache_fill(c, name, step, mode, (smr_stats_what)what, SMR_OK,
+                           &s);
+    else
+      smr_stats_cache_abandon(c, name, step, mode, (smr_stats_what)what);
+  }
+}
+
 int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, smr_tensor *out, smr_value_loc *loc,
                    smr_error *err) {
   smr_trial_reader_enter(t); /* live: trial.h */
-  return answer(smr_trial_value(t, name, step, mode, worker, out, loc, err),
+  int rc = smr_trial_value(t, name, step, mode, worker, out, loc, err);
+  if (rc == SMR_OK && !worker)
+    fill_wanted(t, name, step, mode, out);
+  return answer(rc, err);
+}
+
+static int reduction_read(smr_trial *t, const char *name, int64_t step,
+                          int mode, const char *worker, int reduction, bool abs,
+                          double *out, bool *saved, smr_error *err) {
+  return answer(smr_trial_reduction(t, name, step, mode, worker, reduction, abs,
+                                    out, saved, NULL, err),
                 err);
 }
 
+/* Reductions of the default worker's values are shared through the
+ * statistics cache as the statistics are; only answers (failures are
+ * found out by each rule, for its message). */
 int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,
                        const char *worker, int reduction, bool abs, double *out,
                        bool *saved, smr_error *err) {
   smr_trial_reader_enter(t); /* live: trial.h */
-  return answer(smr_trial_reduction(t, name, step, mode, worker, reduction, abs,
-                                    out, saved, NULL, err),
-                err);
+  smr_stats_cache *c = worker || reduction < 0 || reduction >= SMR_RED_COUNT_
+                           ? NULL
+                           : smr_trial_stats_cache(t);
+  if (!c)
+    return reduction_read(t, name, step, mode, worker, reduction, abs, out,
+                          saved, err);
+  smr_stats_what what = SMR_STATS_RED(reduction, abs);
+  smr_stats s;
+  int rc = SMR_OK;
+  if (smr_stats_cache_try(c, name, step, mode, what, true, &s, &rc) ==
+      SMR_STATS_STORED) {
+    *out = s.sum;
+    *saved = s.has_finite;
+    return rc;
+  }
+  rc = reduction_read(t, name, step, mode, worker, reduction, abs, out, saved,
+                      err);
+  if (rc == SMR_OK) {
+    s = red_pack(*out, *saved);
+    smr_stats_cache_fill(c, name, step, mode, what, rc, &s);
+  } else
+    smr_stats_cache_abandon(c, name, step, mode, what);
+  return rc;
 }
 
 int smr_data_shape(smr_trial *t, const char *name, int64_t step, int mode,

@@ -21,8 +21,18 @@
 
 /* What an entry holds: every statistic, or only the element counts
  * (count, finite, nan, pinf, ninf, zeros: smr_tensor_counts, a cheaper
- * pass).  A request for counts is served by either kind of entry. */
-typedef enum smr_stats_what { SMR_STATS_FULL, SMR_STATS_COUNTS } smr_stats_what;
+ * pass), or one reduction (SMR_STATS_RED(r, abs): smr_trial_reduction's
+ * answer, its value in stats.sum and whether it was saved in
+ * stats.has_finite; host/data.c packs and unpacks it).  A request for
+ * counts is served by a full entry too; a reduction only by its own. */
+typedef enum smr_stats_what {
+  SMR_STATS_FULL,
+  SMR_STATS_COUNTS,
+  SMR_STATS_REDUCTION /* the first of 2 * SMR_RED_COUNT_ kinds */
+} smr_stats_what;
+#define SMR_STATS_RED(r, abs)                                                  \
+  ((smr_stats_what)(SMR_STATS_REDUCTION + 2 * (int)(r) + ((abs) ? 1 : 0)))
+#define SMR_STATS_KINDS (SMR_STATS_REDUCTION + 2 * SMR_RED_COUNT_)
 
 typedef struct smr_stats_cache smr_stats_cache;
 
@@ -59,7 +69,22 @@ void smr_stats_cache_fill(smr_stats_cache *c, const char *name, int64_t step,
 void smr_stats_cache_abandon(smr_stats_cache *c, const char *name, int64_t step,
                              int mode, smr_stats_what what);
 
-/* Lookups and hits so far (for tests and SMRULES_STATS_CACHE=1). */
+/* Which kinds of entry rules asked the cache for and had to compute, by
+ * tensor name and mode: bit `what` of the answer is set once an entry of
+ * that kind was filled with statistics (status 0) for `name` in `mode`
+ * at any step.  A rule that reads
+ * the value of such a tensor fills those entries for its step from the value in
+ * hand (host/data.c), so the rules asking next find them instead of
+ * reading the record again.  A fixed table keyed by a hash of the name:
+ * a collision only means an entry filled that nobody asks for. */
+uint32_t smr_stats_cache_wanted(smr_stats_cache *c, const char *name, int mode);
+/* The same claim as smr_stats_cache_try without waiting, for such a fill:
+ * true when the caller now computes the entry (then fills or abandons
+ * it); not counted as a lookup. */
+bool smr_stats_cache_claim_fill(smr_stats_cache *c, const char *name,
+                                int64_t step, int mode, smr_stats_what what);
+
+/* Lookups and hits of statistics (not of reductions) so far (for tests and SMRULES_STATS_CACHE=1). */
 void smr_stats_cache_counts(smr_stats_cache *c, uint64_t *lookups,
                             uint64_t *hits);
 

@@ -199,6 +199,11 @@ int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
                         const char *worker, int reduction, bool abs,
                         double *out, bool *saved, smr_value_loc *loc,
                         smr_error *err);
+/* Whether smr_trial_reduction would answer with the saved reduction (of
+ * the default worker): false when none is saved there, or on any
+ * failure. */
+bool smr_trial_reduction_saved(smr_trial *t, const char *name, int64_t step,
+                               int mode, int reduction, bool abs);
 /* The shape: the saved shape when present, else the value's shape. */
 int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
                     const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],

@@ -484,6 +484,18 @@ int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
+bool smr_trial_reduction_saved(smr_trial *t, const char *name, int64_t step,
+                               int mode, int reduction, bool abs) {
+  smr_entries es;
+  smr_error err;
+  smr_error_clear(&err);
+  if (lookup(t, name, step, mode, NULL, &es, &err))
+    return false;
+  bool saved = find_kind(&es, SMR_ENTRY_REDUCTION, reduction, abs) != NULL;
+  smr_entries_free(&es);
+  return saved;
+}
+
 int smr_trial_shape(smr_trial *t, const char *name, int64_t step, int mode,
                     const char *worker, int *ndim, int64_t shape[SMR_MAX_DIMS],
                     smr_error *err) {

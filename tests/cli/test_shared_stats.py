@@ -21,6 +21,11 @@
 5. VanishingGradient, ExplodingTensor and AllZero alone, whose tensors of
    a step are read in parallel, give the same results and reports with
    --jobs 1, 2 and 4.
+7. Entries filled from a value in hand: one Lua rule that reads each
+   value and then asks for its counts and its mean |x| (each entry asked
+   once in the run) finds them stored from the second step on, because a
+   rule read the value (host/data.c fill_wanted), and they equal what the
+   value gives.
 6. UnchangedTensor, once a tensor changed, only asks whether older steps
    have a value (from the counts other rules computed, else by reading):
    on a trial whose first step saved only the shape of a weight, the step
@@ -256,6 +261,52 @@ def check_lua(c, tmp):
           r.err.strip()[-300:])
 
 
+FILLED = """local keys = {"count", "finite", "nan", "pinf", "ninf", "zeros"}
+function invoke_at_step(step)
+  local n = 0
+  for _, name in ipairs(trial:tensor_names()) do
+    local t = trial:tensor(name)
+    if t:has_value(step) then
+      local v = t:value(step)
+      if v.dtype ~= "str" and #v > 0 then
+        local own, counts = v:stats(), t:counts(step)
+        for _, k in ipairs(keys) do
+          if counts[k] ~= own[k] then
+            error(string.format("%s at %d: counts.%s differs", name, step, k))
+          end
+        end
+        local m, saved = t:reduction_value(step, "mean", {abs = true})
+        local want = v:reduce("mean", {abs = true})
+        if not saved and not (m == want or (m ~= m and want ~= want)) then
+          error(string.format("%s at %d: mean |x| %s vs %s", name, step,
+                              tostring(m), tostring(want)))
+        end
+        n = n + 1
+      end
+    end
+  end
+  report.datapoints(n)
+  return false
+end
+"""
+
+
+def check_filled_from_values(c, tmp):
+    lua = write(os.path.join(tmp, "filled.lua"), FILLED)
+    y = write(os.path.join(tmp, "filled.yaml"),
+              "rules:\n  - name: Filled\n    lua: %s\n" % lua)
+    for trial in ("healthy_mlp_digits", "two_workers_ddp"):
+        r = run_env(["run", "--trial", os.path.join(TRIALS, trial), "--rules", y, "--fresh",
+                     "--json", "--output", os.path.join(tmp, "out-filled")],
+                    {"SMRULES_STATS_CACHE": "1"})
+        sc = c.scope("entries filled from values on %s" % trial, r)
+        sc.eq("status", rule_results(r).get("Filled", {}).get("status"), "NoIssuesFound")
+        m = COUNTS.search(r.err)
+        # each (tensor, step) is asked once: only a fill makes a hit
+        sc.ok(m and int(m.group(2)) > 0, "entries asked once found stored",
+              r.err.strip()[-300:])
+
+
 def check_unchanged_counts(c, tmp):
     src = os.path.join(TRIALS, "healthy_mlp_digits")
     trial = os.path.join(tmp, "shape_first")
@@ -305,6 +356,7 @@ def main():
         check_parallel_reductions(c, tmp)
         check_shared_records(c, tmp)
         check_unchanged_counts(c, tmp)
+        check_filled_from_values(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

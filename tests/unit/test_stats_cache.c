@@ -166,11 +166,69 @@ static void test_counts_and_full(void) {
   smr_stats_cache_free(c);
 }
 
+/* A reduction's entry serves only that reduction (not a full entry's
+ * request, nor the other reductions); the kinds claimed for a name in a
+ * mode are remembered once filled with statistics (smr_stats_cache_wanted),
+ * the fill's claim is not counted, and claims nothing already there. */
+static void test_reductions_and_wanted(void) {
+  smr_stats_cache *c = smr_stats_cache_new();
+  smr_stats out, full = stats_with(7), red = stats_with(2);
+  int status;
+  const smr_stats_what F = SMR_STATS_FULL, C = SMR_STATS_COUNTS;
+  const smr_stats_what MEAN = SMR_STATS_RED(SMR_RED_MEAN, false),
+                       ABS_MEAN = SMR_STATS_RED(SMR_RED_MEAN, true);
+  CHECK(MEAN != ABS_MEAN && MEAN > C && ABS_MEAN < SMR_STATS_KINDS);
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "g", 0), 0);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "g", 1, 0, F, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "g", 1, 0, F, 0, &full);
+  /* a full entry does not answer a reduction */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "g", 1, 0, ABS_MEAN, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "g", 1, 0, ABS_MEAN, 0, &red);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "g", 1, 0, ABS_MEAN, true, &out, &status),
+               SMR_STATS_STORED);
+  CHECK_EQ_INT(out.count, 2);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "g", 1, 0, MEAN, false, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_abandon(c, "g", 1, 0, MEAN);
+  /* filled ones only: the abandoned mean is not */
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "g", 0), (1u << F) | (1u << ABS_MEAN));
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "g", 1), 0); /* another mode */
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "h", 0), 0);
+
+  uint64_t lookups, hits;
+  smr_stats_cache_counts(c, &lookups, &hits);
+  CHECK(!smr_stats_cache_claim_fill(c, "g", 1, 0, ABS_MEAN)); /* stored */
+  CHECK(!smr_stats_cache_claim_fill(c, "g", 1, 0, C)); /* the full holds it */
+  CHECK(smr_stats_cache_claim_fill(c, "h", 2, 0, C));
+  CHECK(!smr_stats_cache_claim_fill(c, "h", 2, 0, C)); /* pending */
+  /* a rule asking while the fill computes waits for it, then has it */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "h", 2, 0, C, false, &out, &status),
+               SMR_STATS_BUSY);
+  smr_stats_cache_fill(c, "h", 2, 0, C, 0, &red);
+  CHECK_EQ_INT(smr_stats_cache_try(c, "h", 2, 0, C, true, &out, &status),
+               SMR_STATS_STORED);
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "h", 0), 1u << C);
+  /* a failure found (no value there) is not wanted */
+  CHECK_EQ_INT(smr_stats_cache_try(c, "u", 1, 0, C, true, &out, &status),
+               SMR_STATS_CLAIMED);
+  smr_stats_cache_fill(c, "u", 1, 0, C, -3, &red);
+  CHECK_EQ_INT(smr_stats_cache_wanted(c, "u", 0), 0);
+  lookups++; /* that one */
+  uint64_t lookups2, hits2;
+  smr_stats_cache_counts(c, &lookups2, &hits2);
+  CHECK_EQ_INT((int)(lookups2 - lookups), 1); /* the rule's, not the fill's */
+  CHECK_EQ_INT((int)(hits2 - hits), 1);
+  smr_stats_cache_free(c);
+}
+
 int main(void) {
   TEST_RUN(test_claim_fill_hit);
   TEST_RUN(test_ring_forgets_oldest);
   TEST_RUN(test_waits_for_the_computing_thread);
   TEST_RUN(test_try_without_waiting);
   TEST_RUN(test_counts_and_full);
+  TEST_RUN(test_reductions_and_wanted);
   return TEST_REPORT("test_stats_cache");
 }
