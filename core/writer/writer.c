@@ -96,21 +96,48 @@ static int make_dirs(const char *path, bool whole, smr_error *err) {
   return rc;
 }
 
-/* Write `len` bytes to <dir>/<rel>.tmp and rename it to <dir>/<rel>. */
+/* Write all of `len` bytes to `fd`. */
+static bool write_all(int fd, const void *data, size_t len) {
+  const uint8_t *p = data;
+  while (len > 0) {
+    ssize_t k = write(fd, p, len);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0) {
+      if (k == 0)
+        errno = EIO;
+      return false;
+    }
+    p += k;
+    len -= (size_t)k;
+  }
+  return true;
+}
+
+/* Write `len` bytes to <dir>/<rel>.tmp and rename it to <dir>/<rel>.  The
+ * folder is made only when the file cannot be created without it: an index
+ * file's folder (index/000000000/) holds a thousand steps' files, and
+ * asking for it at every step cost a mkdir and a stat. */
 static int write_atomic(const smr_writer *w, const char *rel, const void *data,
                         size_t len, smr_error *err) {
   char *path = full_path(w, rel);
   char *tmp = smr_xasprintf("%s.tmp", path);
-  int rc = make_dirs(path, false, err);
-  FILE *f = rc ? NULL : fopen(tmp, "wb");
-  if (!rc && !f)
+  int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int rc = SMR_OK;
+  int fd = open(tmp, flags, 0666);
+  if (fd < 0 && errno == ENOENT && (rc = make_dirs(path, false, err)) == 0)
+    fd = open(tmp, flags, 0666);
+  if (!rc && fd < 0)
     rc = io_error(err, rel, "create file");
-  if (f) {
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok)
+  if (fd >= 0) {
+    bool wrote = write_all(fd, data, len);
+    int write_errno = errno;
+    bool closed = close(fd) == 0;
+    if (!wrote || !closed) {
+      if (!wrote)
+        errno = write_errno;
       rc = io_error(err, rel, "write file");
-    else if (rename(tmp, path) != 0)
+    } else if (rename(tmp, path) != 0)
       rc = io_error(err, rel, "rename the .tmp file");
     if (rc)
       unlink(tmp);
