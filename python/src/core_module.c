@@ -275,6 +275,167 @@ static PyObject *writer_collections(WriterObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* batch(ops): a sequence of operations written in order with the GIL
+ * released once for all of them, so that a step's tensors cost the writer
+ * thread one hand-over of the GIL instead of one per tensor (the training
+ * thread runs Python meanwhile).  Each operation is a tuple:
+ *   ("begin", step, mode, mode_step)   as step_begin()
+ *   ("tensor", name, array, wall_time) as tensor()
+ *   ("shape", name, shape)             as shape()
+ *   ("end",)                           as step_end()
+ * Everything is checked before anything is written: a malformed operation
+ * raises and writes nothing.  A failure while writing (a full disk) stops
+ * at that operation: the ones before it are done, the rest are not. */
+typedef struct batch_op {
+  char kind; /* 'b'egin, 't'ensor, 's'hape, 'e'nd */
+  const char *name;
+  long long step, mode_step;
+  int mode, dtype, ndim;
+  int64_t shape[SMR_MAX_DIMS];
+  double wall_time;
+  Py_buffer view; /* a tensor's array, held until the batch is done */
+  bool has_view;
+} batch_op;
+
+static int batch_shape(PyObject *seq, const char *name, batch_op *op) {
+  PyObject *fast = PySequence_Fast(seq, "shape must be a sequence of ints");
+  if (!fast)
+    return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (n > SMR_MAX_DIMS) {
+    Py_DECREF(fast);
+    PyErr_Format(PyExc_ValueError, "shape of '%s' has %zd dimensions", name, n);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; i++) {
+    long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (v == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return -1;
+    }
+    op->shape[i] = v;
+  }
+  op->ndim = (int)n;
+  Py_DECREF(fast);
+  return 0;
+}
+
+/* One operation's tuple into `op` (its array's buffer taken). */
+static int batch_parse(PyObject *item, batch_op *op) {
+  if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1 ||
+      !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "batch: each operation is a tuple (kind, ...)");
+    return -1;
+  }
+  const char *kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(item, 0));
+  if (!kind)
+    return -1;
+  if (strcmp(kind, "begin") == 0) {
+    op->kind = 'b';
+    if (!PyArg_ParseTuple(item, "sLiL:batch begin", &kind, &op->step, &op->mode,
+                          &op->mode_step))
+      return -1;
+    if (op->mode < SMR_MODE_TRAIN || op->mode > SMR_MODE_GLOBAL) {
+      PyErr_Format(PyExc_ValueError, "mode %d is not 1..4", op->mode);
+      return -1;
+    }
+    return 0;
+  }
+  if (strcmp(kind, "end") == 0) {
+    op->kind = 'e';
+    return PyArg_ParseTuple(item, "s:batch end", &kind) ? 0 : -1;
+  }
+  PyObject *obj;
+  if (strcmp(kind, "shape") == 0) {
+    op->kind = 's';
+    if (!PyArg_ParseTuple(item, "ssO:batch shape", &kind, &op->name, &obj))
+      return -1;
+    return batch_shape(obj, op->name, op);
+  }
+  if (strcmp(kind, "tensor") != 0) {
+    PyErr_Format(PyExc_ValueError, "batch: unknown operation '%s'", kind);
+    return -1;
+  }
+  op->kind = 't';
+  if (!PyArg_ParseTuple(item, "ssOd:batch tensor", &kind, &op->name, &obj,
+                        &op->wall_time))
+    return -1;
+  if (PyObject_GetBuffer(obj, &op->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) !=
+      0)
+    return -1;
+  op->has_view = true;
+  op->dtype = dtype_of_format(op->view.format, op->view.itemsize);
+  if (op->dtype == SMR_DT_INVALID) {
+    PyErr_Format(PyExc_TypeError,
+                 "tensor '%s': buffer format '%s' (item size %zd) is not a "
+                 "little-endian number or bool type the writer stores",
+                 op->name, op->view.format ? op->view.format : "B",
+                 op->view.itemsize);
+    return -1;
+  }
+  if (op->view.ndim > SMR_MAX_DIMS) {
+    PyErr_Format(PyExc_ValueError, "tensor '%s' has %d dimensions (at most %d)",
+                 op->name, op->view.ndim, SMR_MAX_DIMS);
+    return -1;
+  }
+  op->ndim = op->view.ndim;
+  for (int i = 0; i < op->ndim; i++)
+    op->shape[i] = op->view.shape[i];
+  return 0;
+}
+
+static int batch_run(smr_writer *w, const batch_op *op, smr_error *err) {
+  switch (op->kind) {
+  case 'b':
+    return smr_writer_step_begin(w, op->step, op->mode, op->mode_step, err);
+  case 'e':
+    return smr_writer_step_end(w, err);
+  case 's':
+    return smr_writer_shape(w, op->name, op->ndim, op->shape, err);
+  default:
+    return smr_writer_tensor(w, op->name, op->dtype, op->ndim, op->shape,
+                             op->view.buf, (size_t)op->view.len, op->wall_time,
+                             err);
+  }
+}
+
+static PyObject *writer_batch(WriterObject *self, PyObject *arg) {
+  /* a tuple of the operations: it holds them (and their names and arrays)
+   * while the GIL is released, whatever the caller does to its list */
+  PyObject *ops = PySequence_Tuple(arg);
+  if (!ops)
+    return NULL;
+  Py_ssize_t n = PyTuple_GET_SIZE(ops);
+  batch_op *parsed = PyMem_Calloc(n ? (size_t)n : 1, sizeof *parsed);
+  if (!parsed) {
+    Py_DECREF(ops);
+    return PyErr_NoMemory();
+  }
+  Py_ssize_t n_parsed = 0;
+  int ok = 1;
+  for (; n_parsed < n && ok; n_parsed++)
+    ok = batch_parse(PyTuple_GET_ITEM(ops, n_parsed), &parsed[n_parsed]) == 0;
+  smr_error err = {0};
+  int rc = SMR_OK;
+  if (ok && writer_enter(self)) {
+    Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n && rc == SMR_OK; i++)
+        rc = batch_run(self->w, &parsed[i], &err);
+    Py_END_ALLOW_THREADS self->busy = false;
+  } else
+    ok = 0;
+  for (Py_ssize_t i = 0; i < n_parsed; i++)
+    if (parsed[i].has_view)
+      PyBuffer_Release(&parsed[i].view);
+  PyMem_Free(parsed);
+  Py_DECREF(ops);
+  if (!ok)
+    return NULL;
+  if (rc != SMR_OK)
+    return raise_smr(&err);
+  Py_RETURN_NONE;
+}
+
 static PyObject *writer_close(WriterObject *self, PyObject *noargs) {
   if (!self->w)
     Py_RETURN_NONE;
@@ -298,6 +459,9 @@ static PyMethodDef writer_methods[] = {
      "tensor(name, array, wall_time): add a C-contiguous array to the step."},
     {"shape", (PyCFunction)writer_shape, METH_VARARGS,
      "shape(name, shape): record only the shape of a tensor in the step."},
+    {"batch", (PyCFunction)writer_batch, METH_O,
+     "batch(ops): begin/tensor/shape/end operations, in order, written with "
+     "the GIL released once for all of them."},
     {"step_end", (PyCFunction)writer_step_end, METH_NOARGS,
      "step_end(): complete the step's event file, then its index file."},
     {"collections", (PyCFunction)writer_collections, METH_VARARGS,

@@ -86,6 +86,60 @@ print(json.dumps(res))
 """
 
 
+BATCH = r"""
+import json, os, sys
+import numpy as np
+import smrules._core as core
+out_calls, out_batch, out_err = sys.argv[1:4]
+arrays = {
+    "f32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+    "f64": np.array([1.5, -0.0, np.inf, np.nan]),
+    "i64": np.array([[-(2**62), 3]], dtype=np.int64),
+    "b": np.array([True, False, True]),
+    "scalar": np.float32(2.25),
+    "big": np.arange(70000, dtype=np.float32),  # written from its memory
+}
+steps = ((0, core.MODE_TRAIN, 0), (1, core.MODE_EVAL, 0), (2, core.MODE_TRAIN, 1))
+w = core.Writer(out_calls, "worker_0")
+ops = []
+for step, mode, mode_step in steps:
+    w.step_begin(step, mode, mode_step)
+    ops.append(("begin", step, mode, mode_step))
+    for name, a in arrays.items():
+        w.tensor(name, a, 1000.0 + step)
+        ops.append(("tensor", name, a, 1000.0 + step))
+    w.shape("shape_only", (3, 4))
+    ops.append(("shape", "shape_only", (3, 4)))
+    w.step_end()
+    ops.append(("end",))
+w.close()
+b = core.Writer(out_batch, "worker_0")
+b.batch(ops[:4])  # a batch may end in the middle of a step
+b.batch(ops[4:])
+b.close()
+res = {}
+def attempt(key, fn):
+    try:
+        fn()
+        res[key] = "no error"
+    except Exception as e:
+        res[key] = "%s: %s" % (type(e).__name__, e)
+e = core.Writer(out_err, "worker_0")
+one = np.ones(2, np.float32)
+attempt("malformed", lambda: e.batch([("begin", 0, 1, 0), ("tensor", "x", one, 0.0),
+                                      ("tensor", "be", np.zeros(2, ">f4"), 0.0)]))
+attempt("unknown", lambda: e.batch([("begin", 0, 1, 0), ("flush",)]))
+attempt("not_a_tuple", lambda: e.batch(["begin"]))
+attempt("bad_mode", lambda: e.batch([("begin", 0, 9, 0)]))
+res["after_malformed"] = sorted(os.listdir(out_err))
+attempt("failing", lambda: e.batch([("begin", 0, 1, 0), ("tensor", "kept", one, 0.0), ("end",),
+                                    ("tensor", "orphan", one, 0.0), ("begin", 1, 1, 1),
+                                    ("tensor", "never", one, 0.0), ("end",)]))
+e.close()
+print(json.dumps(res))
+"""
+
+
 CONFIG = r"""
 import json, sys
 from smrules.config import SaveConfig, SaveConfigMode, ReductionConfig, read_hook_json
@@ -148,6 +202,7 @@ def main():
     try:
         check_dtypes(c, os.path.join(tmp, "dtypes"))
         check_errors(c, os.path.join(tmp, "errors"))
+        check_batch(c, tmp)
         check_install(c, os.path.join(tmp, "site"))
         check_config(c, tmp)
     finally:
@@ -216,6 +271,45 @@ def check_errors(c, out):
     sc.eq("the good step is intact", [t["name"] for t in (r.obj or {}).get("tensors", [])], ["good"])
     sc.eq("no stray files", sorted(os.listdir(out)), ["events", "file", "index"])
     sc.ok(not os.path.exists(os.path.join(out, "..", "evil")), "no folder outside the trial")
+
+
+def tree_bytes(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root)] = fh.read()
+    return out
+
+
+def check_batch(c, tmp):
+    """Writer.batch (the hook's writer thread writes a step with one call):
+    the same files, byte for byte, as one call per operation; an operation
+    it cannot take is refused before anything of the batch is written; a
+    failure while writing keeps what came before it."""
+    calls, batch, err = (os.path.join(tmp, d) for d in ("b_calls", "b_batch", "b_err"))
+    rc, so, se = pylib.run_py(BATCH, [calls, batch, err])
+    if not c.ok(rc == 0, "batch script runs", se[-2000:]):
+        return
+    res = json.loads(so)
+    sc = c.scope("batch")
+    a, b = tree_bytes(calls), tree_bytes(batch)
+    sc.eq("file names", sorted(b), sorted(a))
+    sc.ok(len(a) == 6 and all(a[k] == b.get(k) for k in a), "files byte-identical to per-call writes",
+          "differ: %s" % [k for k in a if a[k] != b.get(k)])
+    want = {"malformed": "TypeError", "unknown": "ValueError", "not_a_tuple": "TypeError",
+            "bad_mode": "ValueError", "failing": "ValueError"}
+    for key, typ in want.items():
+        sc.eq("%s raises %s" % (key, typ), res.get(key, "missing").split(":")[0], typ)
+    sc.ok("little-endian" in res.get("malformed", ""), "malformed: the message says why",
+          res.get("malformed", ""))
+    sc.eq("a refused batch writes nothing", res.get("after_malformed"), [])
+    r = pylib.inspect(err)
+    sc.eq("a failing batch keeps the steps before the failure", (r.obj or {}).get("steps"), [0])
+    sc.eq("... with their tensors", [t["name"] for t in (r.obj or {}).get("tensors", [])],
+          ["kept"])
 
 
 def check_install(c, dest):
