@@ -14,11 +14,11 @@ other one equally often, see ORDERS):
   rawwrite  no hook; each step writes the bytes every1 saves to a file
             with numpy's tofile (the baseline: writing those bytes)
 The per-configuration step time is the median over the rounds of each
-round's mean; the CPU time of the process per step (both threads) is shown
-beside it, and the save_interval 1 cost against the raw write's is also
-given in CPU time, each configuration's least over the rounds (the round
-least disturbed by other work: on a busy machine the wall-time ratio says
-little).  Run by bench/run.sh with PYTHONPATH=BUILD/python; on its
+round's mean; what a configuration adds to a step is the median over the
+rounds of its difference from the same round's run with no hook (paired,
+as the load of other work drifts from round to round).  The CPU time of
+the process per step (both threads) is given the same way: on a busy
+machine it says more than wall time.  Run by bench/run.sh with PYTHONPATH=BUILD/python; on its
 own: PYTHONPATH=build/python /usr/bin/python3 bench/torch_hook_bench.py."""
 
 import os
@@ -119,12 +119,22 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     cmed = {k: statistics.median(v) for k, v in cpus.items()}
+
+    def cost(series, k):
+        """What configuration k adds to a step: the median over rounds of
+        its difference from the same round's run with no hook (paired:
+        the load of other work changes from round to round)."""
+        return statistics.median(a - b for a, b in zip(series[k], series["none"]))
+
+    if os.environ.get("HOOK_VERBOSE"):  # each round's costs, CPU ms per step
+        for k in kinds[1:]:
+            print("%-9s CPU +ms/step by round: %s" % (k, " ".join(
+                "%.2f" % ((a - b) * 1e3) for a, b in zip(cpus[k], cpus["none"]))))
     nparams = sum(p.numel() for p in model().parameters())
     step_bytes = (2 * nparams + 1) * 4
     base = med["none"]
-    o100 = 100 * (med["every100"] - base) / base
-    o1 = med["every1"] - base
-    w = med["rawwrite"] - base
+    o100 = 100 * cost(times, "every100") / base
+    o1, w = cost(times, "every1"), cost(times, "rawwrite")
     print()
     print("== 9. PyTorch hook overhead (%d rounds x %d steps, %d cores, load average %s)" % (
         ROUNDS, STEPS, os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3])))
@@ -134,7 +144,7 @@ def main():
     print(fmt % ("step, save_interval 100, ms", "%.3f" % (med["every100"] * 1e3),
                  "%+.1f %%" % o100, "< 5 %", "PASS" if o100 < 5 else "MISS"))
     print(fmt % ("step, save_interval 1, ms", "%.3f" % (med["every1"] * 1e3),
-                 "+%.3f ms/step" % (o1 * 1e3), "-", "info"))
+                 "%+.3f ms/step" % (o1 * 1e3), "-", "info"))
     print(fmt % ("save_interval 1 cost / raw write of %.1f MB" % (step_bytes / 1e6),
                  "%.2fx" % (o1 / w if w > 0 else float("inf")),
                  "write %.3f ms/step" % (w * 1e3), "< 1.2x",
@@ -146,9 +156,8 @@ def main():
     for k, label in (("every100", "save_interval 100"), ("every1", "save_interval 1"),
                      ("rawwrite", "raw write, no hook")):
         print(fmt % ("CPU per step, %s, ms" % label, "%.3f" % (cmed[k] * 1e3),
-                     "%+.1f %%" % (100 * (cmed[k] - cb) / cb), "-", "info"))
-    cmin = {k: min(v) for k, v in cpus.items()}
-    oc, wc = cmin["every1"] - cmin["none"], cmin["rawwrite"] - cmin["none"]
+                     "%+.3f ms" % (cost(cpus, k) * 1e3), "-", "info"))
+    oc, wc = cost(cpus, "every1"), cost(cpus, "rawwrite")
     print(fmt % ("CPU: save_interval 1 cost / raw write's", "%.2fx" % (oc / wc if wc > 0 else
                                                                     float("inf")),
                  "write %.3f ms/step" % (wc * 1e3), "< 1.2x",

@@ -483,7 +483,7 @@ class Hook:
         # The one copy: off the device, detached from autograd, and not
         # sharing memory with a tensor training will change in place.
         t = w.copy_of(value)
-        w.put(("tensor", name, t, time.time(), raw, reductions), t.numel() * t.element_size())
+        w.put(("tensor", name, t, time.time(), raw, reductions), t.nbytes)
 
     def _begin_step_if_needed(self):
         if not self._step_open:
@@ -561,7 +561,7 @@ class Hook:
         for name, v, ts in scalars:
             t = self._writer_thread().copy_of(v)
             self._writer_thread().put(("tensor", name, t, ts if ts is not None else time.time(),
-                                       True, []), t.numel() * t.element_size())
+                                       True, []), t.nbytes)
 
     def set_mode(self, mode):
         """modes.TRAIN, EVAL, PREDICT or GLOBAL: the steps that follow

@@ -62,6 +62,22 @@ def as_array(t):
     return t.contiguous().numpy()
 
 
+class Copy:
+    """A buffer copies land in, kept with what the writer needs of it: its
+    NumPy view (made once: None where NumPy has no such dtype, bfloat16),
+    its size in bytes, its key in the pool (dtype, shape)."""
+    __slots__ = ("tensor", "array", "nbytes", "key")
+
+    def __init__(self, key):
+        self.key = key
+        self.tensor = torch.empty(key[1], dtype=key[0])
+        try:
+            self.array = self.tensor.numpy()
+        except (TypeError, RuntimeError):
+            self.array = None
+        self.nbytes = self.tensor.numel() * self.tensor.element_size()
+
+
 class WriterThread:
     def __init__(self, out_dir, worker, max_bytes):
         self.out_dir = out_dir
@@ -80,7 +96,7 @@ class WriterThread:
         self._writer = None
         self.bytes_written = 0
         self.peak_bytes = 0  # the most the queue held (tests check the bound)
-        self._pool = {}  # (dtype, shape) -> [free CPU tensors]
+        self._pool = {}  # (dtype, shape) -> [free Copy buffers]
         self._pool_bytes = 0
         self._pool_lock = threading.Lock()
         self.reused = 0  # copies that reused a buffer (tests check reuse)
@@ -123,30 +139,33 @@ class WriterThread:
             self._cond.notify_all()
 
     def copy_of(self, value):
-        """The copy of `value` the queue takes: on the CPU, contiguous,
-        detached, sharing no memory with training; in a buffer written
-        before when one of its dtype and shape is free."""
+        """The copy of `value` the queue takes (a Copy): on the CPU,
+        contiguous, detached, sharing no memory with training; in a buffer
+        written before when one of its dtype and shape is free."""
         v = value.detach()
-        key = (v.dtype, tuple(v.shape))
-        buf = None
+        key = (v.dtype, v.shape)
+        c = None
         with self._pool_lock:
             free = self._pool.get(key)
             if free:
-                buf = free.pop()
-                self._pool_bytes -= buf.numel() * buf.element_size()
-        if buf is None:
-            buf = torch.empty(key[1], dtype=v.dtype)
+                c = free.pop()
+                self._pool_bytes -= c.nbytes
+        if c is None:
+            c = Copy(key)
         else:
             self.reused += 1
-        buf.copy_(v)
-        return buf
+        c.tensor.copy_(v)
+        return c
 
-    def _give_back(self, buf):
-        n = buf.numel() * buf.element_size()
+    def _give_back(self, batch):
+        """The copies of a written batch go back to the pool."""
         with self._pool_lock:
-            if self._pool_bytes + n <= POOL_BYTES:
-                self._pool.setdefault((buf.dtype, tuple(buf.shape)), []).append(buf)
-                self._pool_bytes += n
+            for op in batch:
+                if op[0] == "tensor":
+                    c = op[2]
+                    if self._pool_bytes + c.nbytes <= POOL_BYTES:
+                        self._pool.setdefault(c.key, []).append(c)
+                        self._pool_bytes += c.nbytes
 
     @property
     def error(self):
@@ -177,9 +196,7 @@ class WriterThread:
             except BaseException as e:  # kept for the training thread
                 with self._cond:
                     self._error = e
-            for op in batch:
-                if op[0] == "tensor":
-                    self._give_back(op[2])
+            self._give_back(batch)
             batch = None
             with self._cond:
                 self._ops.popleft()
@@ -199,12 +216,12 @@ class WriterThread:
         for op in batch:
             kind = op[0]
             if kind == "tensor":
-                _, name, t, wall, raw, reductions = op
+                _, name, c, wall, raw, reductions = op
                 for red, abs_ in reductions:
                     calls.append(("tensor", reduction_name(name, red, abs_),
-                                  as_array(reduce(t, red, abs_)), wall))
+                                  as_array(reduce(c.tensor, red, abs_)), wall))
                 if raw:
-                    a = as_array(t)
+                    a = c.array if c.array is not None else as_array(c.tensor)
                     calls.append(("tensor", name, a, wall))
                     self.bytes_written += a.nbytes
             elif kind in ("begin", "end", "shape"):
