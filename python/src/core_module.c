@@ -280,7 +280,7 @@ static PyObject *writer_collections(WriterObject *self, PyObject *args) {
  * thread one hand-over of the GIL instead of one per tensor (the training
  * thread runs Python meanwhile).  Each operation is a tuple:
  *   ("begin", step, mode, mode_step)   as step_begin()
- *   ("tensor", name, array, wall_time) as tensor()
+ *   ("tensor", name, array, wall_time[, anything]) as tensor()
  *   ("shape", name, shape)             as shape()
  *   ("end",)                           as step_end()
  * Everything is checked before anything is written: a malformed operation
@@ -358,8 +358,9 @@ static int batch_parse(PyObject *item, batch_op *op) {
     return -1;
   }
   op->kind = 't';
-  if (!PyArg_ParseTuple(item, "ssOd:batch tensor", &kind, &op->name, &obj,
-                        &op->wall_time))
+  PyObject *extra; /* the caller's own (the hook's buffer): not used */
+  if (!PyArg_ParseTuple(item, "ssOd|O:batch tensor", &kind, &op->name, &obj,
+                        &op->wall_time, &extra))
     return -1;
   if (PyObject_GetBuffer(obj, &op->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) !=
       0)

@@ -482,8 +482,7 @@ class Hook:
             return
         # The one copy: off the device, detached from autograd, and not
         # sharing memory with a tensor training will change in place.
-        t = w.copy_of(value)
-        w.put(("tensor", name, t, time.time(), raw, reductions), t.nbytes)
+        w.put_tensor(name, w.copy_of(value), time.time(), raw, reductions)
 
     def _begin_step_if_needed(self):
         if not self._step_open:
@@ -559,9 +558,8 @@ class Hook:
             return
         self._begin_step_if_needed()
         for name, v, ts in scalars:
-            t = self._writer_thread().copy_of(v)
-            self._writer_thread().put(("tensor", name, t, ts if ts is not None else time.time(),
-                                       True, []), t.nbytes)
+            w = self._writer_thread()
+            w.put_tensor(name, w.copy_of(v), ts if ts is not None else time.time(), True, [])
 
     def set_mode(self, mode):
         """modes.TRAIN, EVAL, PREDICT or GLOBAL: the steps that follow

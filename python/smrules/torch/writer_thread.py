@@ -9,8 +9,8 @@ when the queue is empty.  An error in the thread (a full disk) is kept and
 reported by the hook on the training thread (see `error`); nothing after
 it is written, and the steps written before it stay complete.
 
-The copies a saving step takes (copy_of) land in buffers the thread gives
-back once written: a step reuses the memory of the steps before instead of
+The copies a saving step takes (copy_of) land in buffers that come back
+once written (the training thread takes them back, see _recycle): a step reuses the memory of the steps before instead of
 allocating its tensors again (fresh large allocations cost page faults:
 for a 0.8 M-parameter MLP, 1.25 ms of copying per step became 0.11 ms).
 The buffers kept for reuse are bounded (POOL_BYTES).  From the tensor to
@@ -22,8 +22,12 @@ operations in a list of its own (no lock, no wake-up per tensor) and hands
 the list to the queue when the step ends, or earlier when it holds
 BATCH_BYTES (or the queue's bound, if less); the writer thread writes a
 batch with one call into C that releases the GIL once for all of it
-(Writer.batch).  Per tensor, a lock, a wake-up and a GIL hand-over each
-way cost more CPU than writing a small tensor."""
+(Writer.batch).  A tensor saved whole is queued as the C writer takes it,
+so that for a step of such tensors the writer thread runs almost no
+Python: every torch call of the training thread lets go of the GIL, and a
+writer thread waiting for it then takes it, and training waits for the
+writer's Python to finish (in the profile of a small model, most of the
+hook's cost on the training thread was this wait, not its own work)."""
 
 import collections
 import os
@@ -87,6 +91,8 @@ class WriterThread:
         self._ops = collections.deque()  # of (batch, bytes)
         self._batch = []  # the training thread's operations not yet queued
         self._batch_bytes = 0
+        self._batch_python = False  # it holds work for the writer's Python
+        self._done = collections.deque()  # written batches, their buffers to reuse
         # a backward pass's callbacks may run on another thread (autograd's
         # device threads): the batch in hand is changed under this lock
         self._batch_lock = threading.Lock()
@@ -94,11 +100,10 @@ class WriterThread:
         self._error = None
         self._stopping = False
         self._writer = None
-        self.bytes_written = 0
         self.peak_bytes = 0  # the most the queue held (tests check the bound)
         self._pool = {}  # (dtype, shape) -> [free Copy buffers]
         self._pool_bytes = 0
-        self._pool_lock = threading.Lock()
+        self._pool_lock = threading.RLock()
         self.reused = 0  # copies that reused a buffer (tests check reuse)
         self._thread = threading.Thread(target=self._run, name="smrules-writer", daemon=True)
         self._thread.start()
@@ -113,9 +118,21 @@ class WriterThread:
         with self._batch_lock:
             self._batch.append(op)
             self._batch_bytes += nbytes
-            if op[0] not in ("begin", "tensor", "shape") or \
+            kind = op[0]
+            if kind not in ("begin", "tensor", "shape", "end"):
+                self._batch_python = True
+            if kind not in ("begin", "tensor", "reduce", "shape") or \
                     self._batch_bytes >= min(BATCH_BYTES, self.max_bytes):
                 self._flush()
+
+    def put_tensor(self, name, c, wall, raw, reductions):
+        """Queue a tensor copied by copy_of: saved whole (raw) and/or as
+        its reductions.  Saved whole only, it is queued as the C writer
+        takes it, so that the writer thread runs no Python for it."""
+        if raw and not reductions and c.array is not None:
+            self.put(("tensor", name, c.array, wall, c), c.nbytes)
+        else:
+            self.put(("reduce", name, c, wall, raw, reductions), c.nbytes)
 
     def flush(self):
         """Queue the batch in hand; waits while the queue is over its
@@ -124,16 +141,18 @@ class WriterThread:
             self._flush()
 
     def _flush(self):
-        batch, nbytes = self._batch, self._batch_bytes
+        if self._done:
+            self._recycle()
+        batch, nbytes, python = self._batch, self._batch_bytes, self._batch_python
         if not batch:
             return
-        self._batch, self._batch_bytes = [], 0
+        self._batch, self._batch_bytes, self._batch_python = [], 0, False
         with self._cond:
             while self._ops and self._queued_bytes + nbytes > self.max_bytes and not self.error:
                 self._cond.wait()
             if self.error:
                 return
-            self._ops.append((batch, nbytes))
+            self._ops.append((batch, nbytes, python))
             self._queued_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self._queued_bytes)
             self._cond.notify_all()
@@ -147,6 +166,9 @@ class WriterThread:
         c = None
         with self._pool_lock:
             free = self._pool.get(key)
+            if not free and self._done:
+                self._recycle()
+                free = self._pool.get(key)
             if free:
                 c = free.pop()
                 self._pool_bytes -= c.nbytes
@@ -157,13 +179,16 @@ class WriterThread:
         c.tensor.copy_(v)
         return c
 
-    def _give_back(self, batch):
-        """The copies of a written batch go back to the pool."""
+    def _recycle(self):
+        """The buffers of the batches written since the last call go back
+        to the pool (done here, on the training thread, rather than by the
+        writer thread: its Python would take the GIL from training)."""
         with self._pool_lock:
-            for op in batch:
-                if op[0] == "tensor":
-                    c = op[2]
-                    if self._pool_bytes + c.nbytes <= POOL_BYTES:
+            while self._done:
+                for op in self._done.popleft():
+                    kind = op[0]
+                    c = op[4] if kind == "tensor" else op[2] if kind == "reduce" else None
+                    if c is not None and self._pool_bytes + c.nbytes <= POOL_BYTES:
                         self._pool.setdefault(c.key, []).append(c)
                         self._pool_bytes += c.nbytes
 
@@ -189,14 +214,17 @@ class WriterThread:
                     self._cond.wait()
                 if not self._ops:
                     break
-                batch, nbytes = self._ops[0]
+                batch, nbytes, python = self._ops[0]
             try:
                 if self._error is None:
-                    self._do_batch(batch)
+                    if python:
+                        self._do_batch(batch)
+                    else:  # the common case: a step as the C writer takes it
+                        self._calls(batch)
             except BaseException as e:  # kept for the training thread
                 with self._cond:
                     self._error = e
-            self._give_back(batch)
+            self._done.append(batch)
             batch = None
             with self._cond:
                 self._ops.popleft()
@@ -215,7 +243,7 @@ class WriterThread:
         calls = []
         for op in batch:
             kind = op[0]
-            if kind == "tensor":
+            if kind == "reduce":
                 _, name, c, wall, raw, reductions = op
                 for red, abs_ in reductions:
                     calls.append(("tensor", reduction_name(name, red, abs_),
@@ -223,8 +251,7 @@ class WriterThread:
                 if raw:
                     a = c.array if c.array is not None else as_array(c.tensor)
                     calls.append(("tensor", name, a, wall))
-                    self.bytes_written += a.nbytes
-            elif kind in ("begin", "end", "shape"):
+            elif kind in ("begin", "end", "shape", "tensor"):
                 calls.append(op)
             else:
                 self._calls(calls)
