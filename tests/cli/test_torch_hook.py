@@ -482,10 +482,15 @@ def main():
                  "queue bound 0 MB: at most one tensor queued at a time",
                  "peak %s bytes" % ex["queue_peak"])
             # a saving step copies into the buffers earlier steps were
-            # written from (the values, checked bitwise above, stay right)
-            for name in ("healthy_mlp", "healthy_cnn", "stalled"):
-                c.ok(res[name]["buffers_reused"] > 0, "%s: copies reuse written buffers" % name,
-                     "reused %s" % res[name]["buffers_reused"])
+            # written from (the values, checked bitwise above, stay right).
+            # Checked where it cannot depend on the writer thread's speed:
+            # with a queue bound of 0 each tensor's flush waits until the
+            # one before is written, so from the second saving step on
+            # every copy finds the buffer its tensor was written from the
+            # step before (elsewhere a slow writer may not have finished
+            # any batch when a short run ends: reuse 0 is then right)
+            c.ok(ex["buffers_reused"] > 0, "exploding (queue bound 0): copies reuse written "
+                 "buffers", "reused %s" % ex["buffers_reused"])
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)
