@@ -729,31 +729,80 @@ void rk_allow_avx2(bool on) {
 #define allclose_f32 allclose_finite_f32
 #endif
 
+typedef bool allclose_fn(const unsigned char *pa, const unsigned char *pb,
+                         int64_t n, double rtol, double atol, double *worst,
+                         bool *nonfinite);
+
+/* Elements per chunk of allclose_chunks: 16 KB of float32, small enough
+ * that a chunk differing early costs little, large enough that memcmp
+ * runs at its full speed. */
+#define ALLCLOSE_CHUNK 4096
+
+/* `loop` over chunks of n elements of `size` bytes, skipping each chunk
+ * whose bytes are identical in both (only when skip_equal: the caller
+ * proved that identical elements are close with a difference of 0, which
+ * needs equal_nan and tolerances >= 0).  SimilarAcrossRuns compares runs
+ * that agree and UnchangedTensor weights that stopped changing: memcmp
+ * reads such pairs at memory speed, the widened compare does not.  The
+ * answer is the loop's over the whole: the maximum, the bad and the
+ * nonfinite flags are the same over chunks, and it stops where the loop
+ * stops (a pair not close, all finite so far, no maximum wanted). */
+static bool allclose_chunks(allclose_fn *loop, size_t size,
+                            const unsigned char *pa, const unsigned char *pb,
+                            int64_t n, double rtol, double atol, double *worst,
+                            bool *nonfinite, bool skip_equal) {
+  if (!skip_equal)
+    return loop(pa, pb, n, rtol, atol, worst, nonfinite);
+  bool bad = false, odd = false;
+  double m = 0;
+  for (int64_t i = 0; i < n && !(bad && !odd && !worst);) {
+    int64_t k = n - i > ALLCLOSE_CHUNK ? ALLCLOSE_CHUNK : n - i;
+    size_t off = (size_t)i * size, len = (size_t)k * size;
+    i += k;
+    if (memcmp(pa + off, pb + off, len) == 0)
+      continue; /* every pair close, each difference 0 */
+    double w = 0;
+    bool o;
+    bad |= !loop(pa + off, pb + off, k, rtol, atol, worst ? &w : NULL, &o);
+    odd |= o;
+    m = w > m ? w : m;
+  }
+  *nonfinite = odd;
+  if (worst)
+    *worst = m;
+  return !bad;
+}
+
 /* Both float32 or both float64 on a little-endian host, all finite: the
  * loop above instead of a call per element (UnchangedTensor compares
  * every element of every tensor at every step).  *worst is set only when
  * need_worst. */
 static bool allclose_fast(const smrules_tensor *a, const smrules_tensor *b,
-                          double rtol, double atol, bool need_worst,
-                          bool *close, double *worst) {
+                          double rtol, double atol, bool equal_nan,
+                          bool need_worst, bool *close, double *worst) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   if (!a->data || !b->data || a->dtype != b->dtype ||
       (a->dtype != SMRULES_DT_FLOAT && a->dtype != SMRULES_DT_DOUBLE))
     return false;
   bool nonfinite;
   double w = 0, *wp = need_worst ? &w : NULL;
-  bool c =
-      a->dtype == SMRULES_DT_FLOAT
-          ? allclose_f32(a->data, b->data, a->count, rtol, atol, wp, &nonfinite)
-          : allclose_finite_f64(a->data, b->data, a->count, rtol, atol, wp,
-                                &nonfinite);
+  /* identical elements: |x - y| = 0 <= atol + rtol * |y|, a NaN pair is
+   * close by equal_nan and an infinity equals itself */
+  bool skip = equal_nan && rtol >= 0 && atol >= 0;
+  bool c = a->dtype == SMRULES_DT_FLOAT
+               ? allclose_chunks(allclose_f32, sizeof(float), a->data, b->data,
+                                 a->count, rtol, atol, wp, &nonfinite, skip)
+               : allclose_chunks(allclose_finite_f64, sizeof(double), a->data,
+                                 b->data, a->count, rtol, atol, wp, &nonfinite,
+                                 skip);
   if (nonfinite)
     return false; /* nothing decided, *close and *worst untouched */
   *close = c;
   *worst = w;
   return true;
 #else
-  (void)a, (void)b, (void)rtol, (void)atol, (void)need_worst, (void)close;
+  (void)a, (void)b, (void)rtol, (void)atol, (void)equal_nan;
+  (void)need_worst, (void)close;
   (void)worst;
   return false;
 #endif
@@ -764,7 +813,8 @@ bool rk_allclose(const smrules_tensor *a, const smrules_tensor *b, double rtol,
   double worst = 0;
   bool close = rk_same_shape(a, b);
   if (close && !is_strings(a) && !is_strings(b) &&
-      allclose_fast(a, b, rtol, atol, max_abs_diff != NULL, &close, &worst)) {
+      allclose_fast(a, b, rtol, atol, equal_nan, max_abs_diff != NULL, &close,
+                    &worst)) {
     /* decided: every element finite */
   } else if (close && (is_strings(a) || is_strings(b))) {
     close = is_strings(a) && is_strings(b) && strings_equal(a, b);
