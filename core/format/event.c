@@ -908,3 +908,221 @@ int smr_event_decode_borrow(const uint8_t *payload, size_t len,
                             char **name, smr_error *err) {
   return decode(payload, len, file, offset, true, out, name, err);
 }
+
+/* ---- decoding from a record's first bytes and its last ---------------- */
+
+/* Where the tensor_content lies, as offsets in the payload: the fields
+ * that enclose it (Event.summary, the first Summary.value, Value.tensor)
+ * and the field itself. */
+typedef struct head_loc {
+  size_t len_at[PATH_DEPTH], body[PATH_DEPTH];
+  uint64_t body_len[PATH_DEPTH];
+  size_t field, data; /* the field's key, its bytes */
+  uint64_t len;
+} head_loc;
+
+/* Skips the value of a field of wire type wt at head[*pos] inside a
+ * message ending at `end` (payload offsets; the head holds n bytes): a
+ * varint or a length prefix must lie in the head, a length-delimited value
+ * may run past it. */
+static bool head_skip(const uint8_t *head, size_t n, size_t *pos, uint64_t end,
+                      unsigned wt) {
+  uint64_t v, lim = end < n ? end : n;
+  size_t k, p = *pos;
+  switch (wt) {
+  case WT_VARINT:
+    if (!(k = read_varint(head + p, head + lim, &v)))
+      return false;
+    *pos = p + k;
+    return true;
+  case WT_I64:
+  case WT_I32:
+    k = wt == WT_I64 ? 8 : 4;
+    if (end - p < k)
+      return false;
+    *pos = p + k;
+    return true;
+  case WT_LEN:
+    if (!(k = read_varint(head + p, head + lim, &v)) || v > end - p - k)
+      return false;
+    *pos = p + k + (size_t)v;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The first length-delimited field `num` of the message [*pos, end):
+ * *key_at its key, *pos its contents, *len their length; false when the
+ * walk leaves the head first or meets something malformed. */
+static bool head_find(const uint8_t *head, size_t n, size_t *pos, uint64_t end,
+                      uint32_t num, size_t *key_at, uint64_t *len) {
+  size_t p = *pos;
+  while (p < end && p < n) {
+    uint64_t key, v;
+    size_t k = read_varint(head + p, head + (end < n ? end : n), &key);
+    if (!k || k > 5 || key > UINT32_MAX || (key >> 3) == 0)
+      return false;
+    unsigned wt = (unsigned)(key & 7);
+    if ((key >> 3) == num && wt == WT_LEN) {
+      size_t q = p + k, lim = end < n ? (size_t)end : n;
+      size_t kk = read_varint(head + q, head + lim, &v);
+      if (!kk || v > end - q - kk)
+        return false;
+      *key_at = p;
+      *pos = q + kk;
+      *len = v;
+      return true;
+    }
+    size_t next = p + k;
+    if (!head_skip(head, n, &next, end, wt))
+      return false;
+    p = next;
+  }
+  return false;
+}
+
+static bool head_locate(const uint8_t *head, size_t n, uint64_t payload_len,
+                        head_loc *loc) {
+  size_t pos = 0, key_at;
+  uint64_t end = payload_len, len;
+  for (int level = 0; level <= PATH_DEPTH; level++) {
+    if (!head_find(head, n, &pos, end, content_path[level], &key_at, &len))
+      return false;
+    if (level == PATH_DEPTH) {
+      loc->field = key_at;
+      loc->data = pos;
+      loc->len = len;
+      return len > 0 && pos <= n;
+    }
+    loc->len_at[level] = key_at + 1; /* keys on the path are one byte */
+    if (head[key_at] != ((content_path[level] << 3) | WT_LEN))
+      return false;
+    loc->body[level] = pos;
+    loc->body_len[level] = len;
+    end = pos + len;
+  }
+  return false;
+}
+
+bool smr_event_head_locate(const uint8_t *head, size_t n, uint64_t payload_len,
+                           uint64_t *data_at, uint64_t *data_len) {
+  head_loc loc;
+  if (!head_locate(head, n, payload_len, &loc))
+    return false;
+  *data_at = loc.data;
+  *data_len = loc.len;
+  return true;
+}
+
+/* The payload without its tensor_content, as strip_content builds it from
+ * the whole payload: the head up to the field's key, the enclosing lengths
+ * shortened, then the tail. */
+static uint8_t *head_strip(const uint8_t *head, const head_loc *loc,
+                           const uint8_t *tail, size_t tail_len,
+                           size_t *out_len) {
+  uint64_t new_len[PATH_DEPTH];
+  uint64_t shrink = loc->data + loc->len - loc->field;
+  uint8_t scratch[10];
+  for (int level = PATH_DEPTH - 1; level >= 0; level--) {
+    new_len[level] = loc->body_len[level] - shrink;
+    shrink += (loc->body[level] - loc->len_at[level]) -
+              put_varint(scratch, new_len[level]);
+  }
+  uint8_t *out = malloc(loc->field + PATH_DEPTH * 10 + tail_len + 1);
+  if (!out)
+    return NULL;
+  size_t n = 0, pos = 0;
+  for (int level = 0; level < PATH_DEPTH; level++) {
+    memcpy(out + n, head + pos, loc->len_at[level] - pos);
+    n += loc->len_at[level] - pos;
+    n += put_varint(out + n, new_len[level]);
+    pos = loc->body[level];
+  }
+  memcpy(out + n, head + pos, loc->field - pos);
+  n += loc->field - pos;
+  if (tail_len)
+    memcpy(out + n, tail, tail_len);
+  *out_len = n + tail_len;
+  return out;
+}
+
+/* Whether the payload without its tensor_content (stripped) has the plain
+ * layout locate_content asks of the whole payload: one summary, a first
+ * value, one tensor in it and (the removed one aside) no tensor_content. */
+static bool stripped_plain(const uint8_t *p, size_t len) {
+  const uint8_t *end = p + len;
+  for (int level = 0; level <= PATH_DEPTH; level++) {
+    field_hits h;
+    if (!find_len_field(p, end, content_path[level], &h))
+      return false;
+    if (level == PATH_DEPTH)
+      return h.count == 0;
+    if (h.count == 0 || (h.count > 1 && level != 1))
+      return false;
+    p = h.body;
+    end = h.body + h.n;
+  }
+  return false;
+}
+
+int smr_event_decode_head(const uint8_t *head, size_t n, const uint8_t *tail,
+                          size_t tail_len, uint64_t payload_len,
+                          const char *file, uint64_t offset, smr_tensor *out,
+                          char **name, smr_error *err) {
+  memset(out, 0, sizeof *out);
+  if (name)
+    *name = NULL;
+  head_loc loc;
+  if (!head_locate(head, n, payload_len, &loc) ||
+      loc.data + loc.len + tail_len != payload_len)
+    return smr_error_set(err, SMR_ERR_FORMAT, file, (int64_t)offset,
+                         "not decodable from its first bytes");
+  size_t slen;
+  uint8_t *skel = head_strip(head, &loc, tail, tail_len, &slen);
+  if (!skel)
+    return smr_error_set(err, SMR_ERR_NOMEM, file, (int64_t)offset,
+                         "out of memory");
+  wire_ctx wc = {skel, file, offset, err};
+  int rc = walk_message(&wc, &event_schema, skel, skel + slen);
+  if (rc == SMR_OK && !stripped_plain(skel, slen))
+    rc = smr_error_set(err, SMR_ERR_FORMAT, file, (int64_t)offset,
+                       "not decodable from its first bytes");
+  event_owner *o = rc == SMR_OK ? calloc(1, sizeof *o) : NULL;
+  if (rc == SMR_OK && !o)
+    rc = smr_error_set(err, SMR_ERR_NOMEM, file, (int64_t)offset,
+                       "out of memory");
+  if (rc == SMR_OK) {
+    /* the elements in the head, copied: the head is the caller's */
+    size_t have = n - loc.data < loc.len ? n - loc.data : (size_t)loc.len;
+    o->typed = malloc(have + 1);
+    o->ev = o->typed ? smdebug__event__unpack(NULL, slen, skel) : NULL;
+    if (o->typed)
+      memcpy(o->typed, head + loc.data, have);
+    o->content.data = o->typed;
+    o->content.len = loc.len;
+    dec_ctx d = {file, offset, NULL, err};
+    rc = o->ev ? decode_event(&d, o, out, name)
+               : dec_fail(&d, "not a valid Event protobuf (unpack failed)");
+    if (rc == SMR_OK && out->dtype == SMR_DT_STRING)
+      rc = smr_error_set(err, SMR_ERR_FORMAT, file, (int64_t)offset,
+                         "string tensor: not decodable from its first bytes");
+    if (rc == SMR_OK) { /* the whole elements the head holds */
+      size_t size = smr_dtype_size(out->dtype);
+      if (size && (uint64_t)out->count > have / size)
+        out->count = (int64_t)(have / size);
+      out->nbytes = (size_t)out->count * size;
+      out->owner_ = o;
+      out->release_ = owner_release;
+    } else {
+      if (name) {
+        free(*name);
+        *name = NULL;
+      }
+      owner_release(o);
+      memset(out, 0, sizeof *out);
+    }
+  }
+  free(skel);
+  return rc;
+}

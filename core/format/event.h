@@ -6,6 +6,7 @@
 #ifndef SMR_EVENT_H
 #define SMR_EVENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,5 +34,26 @@ int smr_event_decode(const uint8_t *payload, size_t len, const char *file,
 int smr_event_decode_borrow(const uint8_t *payload, size_t len,
                             const char *file, uint64_t offset, smr_tensor *out,
                             char **name, smr_error *err);
+
+/* Decoding from a record's first bytes without reading the rest of its
+ * elements (docs/formats.md#reading-the-first-elements).  A payload of
+ * payload_len bytes whose first n bytes are `head`: true when the path to
+ * its tensor_content (Event.summary, the first Summary.value, Value.tensor,
+ * tensor_content) is found in the head with the field's bytes starting by
+ * head byte n at the latest: *data_at where they start, *data_len their
+ * count (> 0). */
+bool smr_event_head_locate(const uint8_t *head, size_t n, uint64_t payload_len,
+                           uint64_t *data_at, uint64_t *data_len);
+/* The tensor of that payload from its head and its tail (the tail_len
+ * bytes after the tensor_content, to the payload's end): SMR_OK only when
+ * smr_event_decode_borrow of the whole payload would succeed with the same
+ * tensor and name; out->count is then the number of whole elements the
+ * head holds (at most the value's; the shape is the value's) and out->data
+ * a copy of them.  Any other answer (strings, typed *_val fields, another
+ * layout, a damaged message) means: decode the whole payload instead. */
+int smr_event_decode_head(const uint8_t *head, size_t n, const uint8_t *tail,
+                          size_t tail_len, uint64_t payload_len,
+                          const char *file, uint64_t offset, smr_tensor *out,
+                          char **name, smr_error *err);
 
 #endif

@@ -94,6 +94,17 @@ int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
   return answer(rc, err);
 }
 
+int smr_data_value_head(smr_trial *t, const char *name, int64_t step, int mode,
+                        size_t max_elems, smr_tensor *out, smr_value_loc *loc,
+                        smr_error *err) {
+  smr_trial_reader_enter(t); /* live: trial.h */
+  if (smr_trial_value_head(t, name, step, mode, max_elems, out, loc) == SMR_OK)
+    return SMR_OK;
+  /* read in full, as a value: the same statuses, warnings and shared
+   * statistics; the caller gets every element, read anyway */
+  return smr_data_value(t, name, step, mode, NULL, out, loc, err);
+}
+
 static int reduction_read(smr_trial *t, const char *name, int64_t step,
                           int mode, const char *worker, int reduction, bool abs,
                           double *out, bool *saved, smr_error *err) {

@@ -35,6 +35,14 @@ int smr_data_unreadable(const smr_error *err);
 int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, smr_tensor *out, smr_value_loc *loc,
                    smr_error *err);
+/* The first elements of the default worker's value, shape and dtype the
+ * value's: read from the first and last bytes of the record when that
+ * gives exactly what a full read gives (smr_trial_value_head; out->count
+ * at most max_elems), else read in full as smr_data_value reads, with the
+ * same statuses and warnings (out->count: every element). */
+int smr_data_value_head(smr_trial *t, const char *name, int64_t step, int mode,
+                        size_t max_elems, smr_tensor *out, smr_value_loc *loc,
+                        smr_error *err);
 /* The saved reduction when present (*saved true), else computed from the
  * value. */
 int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,

@@ -209,13 +209,18 @@ typedef struct host_tensor {
   smr_value_loc loc;
 } host_tensor;
 
-static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
-                     smrules_tensor *out) {
+/* value and value_head: max_elems SIZE_MAX reads the whole value. */
+static int value_out(smrules_trial *t, const char *name, int64_t step, int mode,
+                     size_t max_elems, smrules_tensor *out) {
   memset(out, 0, sizeof *out);
   host_tensor *h = smr_xcalloc(1, sizeof *h);
   smr_error e;
   smr_error_clear(&e);
-  int rc = smr_data_value(T(t), name, step, mode, NULL, &h->t, &h->loc, &e);
+  int rc =
+      max_elems == SIZE_MAX
+          ? smr_data_value(T(t), name, step, mode, NULL, &h->t, &h->loc, &e)
+          : smr_data_value_head(T(t), name, step, mode, max_elems, &h->t,
+                                &h->loc, &e);
   if (rc == SMR_ERR_USAGE)
     rc = smr_data_unreadable(&e);
   if (rc != SMR_OK) {
@@ -237,6 +242,18 @@ static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
   out->worker = h->loc.worker;
   out->host_ = h;
   return SMRULES_OK;
+}
+
+static int api_value(smrules_trial *t, const char *name, int64_t step, int mode,
+                     smrules_tensor *out) {
+  return value_out(t, name, step, mode, SIZE_MAX, out);
+}
+
+static int api_value_head(smrules_trial *t, const char *name, int64_t step,
+                          int mode, size_t max_elems, smrules_tensor *out) {
+  if (max_elems == SIZE_MAX)
+    max_elems--;
+  return value_out(t, name, step, mode, max_elems, out);
 }
 
 static void api_release(smrules_tensor *t) {
@@ -640,6 +657,7 @@ static const smrules_api API = {
     .rule_report = smr_api_rule_report,
     .rule_failure = smr_api_rule_failure,
     .live_workers = api_live_workers,
+    .value_head = api_value_head,
 };
 
 const smrules_api *smr_host_api(void) {

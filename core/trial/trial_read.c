@@ -444,6 +444,99 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
+/* ------------------------------------------------------ first elements */
+
+/* A head read is worth it, and bounded, only for large records with few
+ * elements asked; the bytes before a tensor_content are a name, a shape
+ * and a few numbers (a few hundred bytes), after it a mode's metadata. */
+#define HEAD_MAX_ELEMS 4096
+#define HEAD_FIELDS 4096 /* payload bytes read before the elements */
+#define HEAD_TAIL_MAX 65536
+#define HEAD_ELEM_MAX 16 /* complex128 */
+
+/* Reads [off, off+len) of an event file into a malloc'ed copy (a local
+ * range may be a buffer lent to this thread until the next read). */
+static uint8_t *read_copy(smr_trial *t, const char *file, uint64_t off,
+                          uint64_t len) {
+  smr_range r;
+  smr_error e;
+  smr_error_clear(&e);
+  if (smr_source_read_range(t->src, file, off, len, &r, &e) != SMR_OK)
+    return NULL;
+  uint8_t *copy = r.len == len ? malloc(len ? len : 1) : NULL;
+  if (copy)
+    memcpy(copy, r.data, len);
+  smr_range_release(&r);
+  return copy;
+}
+
+/* The record's framing as smr_record_parse and read_entry check it,
+ * from its header and footer: the length's checksum, the length the index
+ * gives, and smdebug's constant footer (a real payload checksum needs the
+ * whole payload). */
+static bool head_framing_ok(const uint8_t *hdr, const uint8_t *ftr,
+                            uint64_t plen, int64_t length) {
+  return smr_le64(hdr) == plen &&
+         smr_le32(hdr + 8) == smr_crc_mask(smr_crc32c(hdr, 8)) &&
+         plen + SMR_RECORD_OVERHEAD == (uint64_t)length &&
+         smr_le32(ftr) == SMR_SMDEBUG_DATA_CRC;
+}
+
+static int head_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
+                         size_t max_elems, smr_tensor *out) {
+  uint64_t start = (uint64_t)e->start, length = (uint64_t)e->length;
+  uint64_t want = SMR_RECORD_HEADER + HEAD_FIELDS + max_elems * HEAD_ELEM_MAX;
+  if (t->tb || e->problem || !e->event_file || e->length <= 0 ||
+      max_elems > HEAD_MAX_ELEMS || length < 4 * want)
+    return SMR_ERR_FORMAT;
+  uint8_t *head = read_copy(t, e->event_file, start, want);
+  if (!head)
+    return SMR_ERR_FORMAT;
+  uint64_t plen = length - SMR_RECORD_OVERHEAD, at, dlen;
+  const uint8_t *payload = head + SMR_RECORD_HEADER;
+  size_t n = (size_t)want - SMR_RECORD_HEADER;
+  int rc = SMR_ERR_FORMAT;
+  uint8_t *tail = NULL;
+  if (smr_event_head_locate(payload, n, plen, &at, &dlen) &&
+      plen - (at + dlen) <= HEAD_TAIL_MAX) {
+    uint64_t tlen = plen - (at + dlen);
+    tail = read_copy(t, e->event_file, start + SMR_RECORD_HEADER + at + dlen,
+                     tlen + SMR_RECORD_FOOTER);
+    if (tail && head_framing_ok(head, tail + tlen, plen, e->length)) {
+      smr_error err;
+      smr_error_clear(&err);
+      char *name = NULL;
+      rc = smr_event_decode_head(payload, n, tail, (size_t)tlen, plen,
+                                 e->event_file, start, out, &name, &err);
+      if (rc == SMR_OK && (!name || strcmp(name, tag) != 0)) {
+        smr_tensor_release(out);
+        rc = SMR_ERR_FORMAT;
+      }
+      free(name);
+    }
+  }
+  free(tail);
+  free(head);
+  return rc;
+}
+
+int smr_trial_value_head(smr_trial *t, const char *name, int64_t step, int mode,
+                         size_t max_elems, smr_tensor *out,
+                         smr_value_loc *loc) {
+  memset(out, 0, sizeof *out);
+  smr_entries es;
+  smr_error err;
+  smr_error_clear(&err);
+  if (lookup(t, name, step, mode, NULL, &es, &err) != SMR_OK)
+    return SMR_ERR_FORMAT;
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+  int rc = e ? head_of_entry(t, e, name, max_elems, out) : SMR_ERR_FORMAT;
+  if (rc == SMR_OK)
+    fill_loc(loc, &es.v[0]);
+  smr_entries_free(&es);
+  return rc;
+}
+
 int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
                         const char *worker, int reduction, bool abs,
                         double *out, bool *saved, smr_value_loc *loc,

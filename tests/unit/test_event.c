@@ -9,6 +9,7 @@
 #include <cJSON.h>
 
 #include "base/sha256.h"
+#include "format/dtype.h"
 #include "format/event.h"
 #include "format/record.h"
 #include "unit.h"
@@ -132,6 +133,65 @@ static void same_tensor(const smr_tensor *a, const smr_tensor *b) {
           memcmp(a->strings[i], b->strings[i], a->string_lens[i]) == 0);
 }
 
+/* Decoding from the first n bytes and the tail after the tensor_content
+ * (smr_event_decode_head), for every n: whenever it succeeds, the whole
+ * payload decodes (borrowed) to the same tensor and name, and the head
+ * holds every whole element of its first n bytes, equal to the value's.
+ * Returns how many prefix lengths decoded. */
+static size_t heads_agree(const uint8_t *p, size_t len) {
+  smr_tensor full;
+  smr_error ferr;
+  char *fname = NULL;
+  smr_error_clear(&ferr);
+  int frc =
+      smr_event_decode_borrow(p, len, "x.tfevents", 0, &full, &fname, &ferr);
+  size_t ok = 0;
+  /* every length for small payloads; beyond 2048 bytes a sample (records
+   * of megabytes in the fixtures), the last bytes included */
+  for (size_t n = 0; n <= len; n += n < 2048 || len - n <= 16 ? 1 : 509) {
+    uint64_t at, dlen;
+    if (!smr_event_head_locate(p, n, len, &at, &dlen))
+      continue;
+    CHECK(at <= n && at + dlen <= len && dlen > 0);
+    if (at > n || at + dlen > len)
+      continue;
+    smr_tensor h;
+    smr_error herr;
+    char *hname = NULL;
+    smr_error_clear(&herr);
+    const uint8_t *tail = p + at + dlen;
+    int hrc = smr_event_decode_head(p, n, tail, len - (size_t)(at + dlen), len,
+                                    "x.tfevents", 0, &h, &hname, &herr);
+    if (hrc != SMR_OK) {
+      CHECK(h.data == NULL && h.owner_ == NULL && hname == NULL);
+      continue;
+    }
+    ok++;
+    CHECK_EQ_INT(frc, SMR_OK);
+    if (frc == SMR_OK) {
+      size_t size = smr_dtype_size(full.dtype);
+      int64_t have = (int64_t)((n - at) / size);
+      CHECK_EQ_INT(h.count, have < full.count ? have : full.count);
+      CHECK_EQ_INT(h.nbytes, (size_t)h.count * size);
+      CHECK(memcmp(h.data, full.data, h.nbytes) == 0);
+      CHECK_EQ_INT(h.dtype, full.dtype);
+      CHECK_EQ_INT(h.stored_dtype, full.stored_dtype);
+      CHECK_EQ_INT(h.ndim, full.ndim);
+      CHECK(memcmp(h.shape, full.shape, sizeof h.shape) == 0);
+      CHECK_EQ_INT(h.step, full.step);
+      CHECK(h.wall_time == full.wall_time);
+      CHECK_EQ_INT(h.mode, full.mode);
+      CHECK_EQ_INT(h.mode_step, full.mode_step);
+      CHECK(hname && fname && strcmp(hname, fname) == 0);
+    }
+    free(hname);
+    smr_tensor_release(&h);
+  }
+  free(fname);
+  smr_tensor_release(&full);
+  return ok;
+}
+
 static int decode_both(const uint8_t *p, size_t n, uint64_t off, smr_tensor *t,
                        char **name, smr_error *err) {
   smr_error_clear(err);
@@ -143,6 +203,7 @@ static int decode_both(const uint8_t *p, size_t n, uint64_t off, smr_tensor *t,
   int brc = smr_event_decode_borrow(p, n, "x.tfevents", off, &b,
                                     name ? &bname : NULL, &berr);
   CHECK_EQ_INT(brc, rc);
+  heads_agree(p, n);
   if (rc == SMR_OK && brc == SMR_OK) {
     same_tensor(t, &b);
     if (name)
@@ -202,6 +263,7 @@ static int decode_file(const char *rel, decoded *out, int max) {
       fprintf(stderr, "record at %zu: %s\n", off, err.msg);
       break;
     }
+    heads_agree(payload, (size_t)plen);
     decoded *d = &out[count++];
     memset(d, 0, sizeof *d);
     smr_error_clear(&err);
@@ -323,6 +385,10 @@ static void roundtrip_one(int dtype, size_t size, int ndim,
   char *name = NULL;
   CHECK_EQ_INT(smr_event_decode(buf, len, "f", 0, &d, &name, &err), SMR_OK);
   CHECK_STR(name, "w/x");
+  /* the writer's layout decodes from its first bytes, for every length
+   * that holds the tensor_content's key and length */
+  size_t heads = heads_agree(buf, len);
+  CHECK(t.nbytes == 0 || heads > 0);
   CHECK_EQ_INT(d.dtype, dtype);
   CHECK_EQ_INT(d.stored_dtype, dtype);
   CHECK_EQ_INT(d.ndim, ndim);

@@ -585,6 +585,18 @@ typedef struct smrules_api {
    * are.) */
   int (*live_workers)(smrules_ctx *ctx, const char *const **names,
                       const int64_t **steps, size_t *n);
+
+  /* Appended: test SMRULES_API_HAS(api, value_head). */
+  /* The first elements of a value, as value() reads it (same statuses,
+   * same warning for a record that cannot be read), without reading the
+   * rest of a large record when its first and last bytes are enough.
+   * dtype and shape are the value's (its element count is the product of
+   * the shape); out->count elements are held, exactly the value's first
+   * ones: at least max_elems (or all when the value has fewer), and all of
+   * them when the whole record was read anyway (a small record, a layout
+   * or checksum only a whole read can check).  Release with release. */
+  int (*value_head)(smrules_trial *t, const char *name, int64_t step, int mode,
+                    size_t max_elems, smrules_tensor *out);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

@@ -181,6 +181,52 @@ static bool has_numeric_value(state *st, smrules_trial *t, const char *name,
   return true;
 }
 
+/* The value's element count: the product of its shape. */
+static int64_t shape_count(const smrules_tensor *v) {
+  uint64_t n = 1; /* the host checked that it fits unless a size is 0 */
+  for (int i = 0; i < v->ndim && i < SMRULES_MAX_DIMS; i++)
+    if (v->shape[i] == 0)
+      return 0;
+  for (int i = 0; i < v->ndim && i < SMRULES_MAX_DIMS; i++)
+    n *= (uint64_t)v->shape[i];
+  return (int64_t)n;
+}
+
+/* The value of `name` at g for compare_back, as numeric_value reads it,
+ * or only its first elements when they already prove it not allclose to
+ * the kept first elements of `prev`, the newest saved step before g
+ * (compare_back then needs nothing else of it: after a difference it only
+ * counts steps with values).  Such a value has the shape and count of the
+ * whole one, and only its first PREFIX_ELEMS elements in `data`. */
+static bool current_value(state *st, smrules_trial *t, const char *name,
+                          int64_t prev, int64_t g, smrules_tensor *v) {
+  if (prev < 0 || !SMRULES_API_HAS(rk_api, value_head) ||
+      !prefix_kept(st, name, prev))
+    return numeric_value(t, name, g, v);
+  if (rk_api->value_head(t, name, g, SMRULES_MODE_GLOBAL, PREFIX_ELEMS, v) != 0)
+    return false; /* value() would fail the same way */
+  if (!rk_is_numeric(v) || v->dtype == SMRULES_DT_STRING || v->strings) {
+    rk_api->release(v);
+    return false;
+  }
+  int64_t whole = shape_count(v);
+  if (v->count == whole) /* read whole anyway */
+    return true;
+  v->count = whole;
+  if (prefix_differs(st, name, prev, v))
+    return true;
+  rk_api->release(v);
+  return numeric_value(t, name, g, v);
+}
+
+/* The newest of the first k saved steps before g, or -1. */
+static int64_t step_before(const int64_t *all, size_t k, int64_t g) {
+  for (size_t i = k; i-- > 0;)
+    if (all[i] < g)
+      return all[i];
+  return -1;
+}
+
 /* How many of the (ascending) saved steps are <= g: an upper bound for
  * the steps with a raw value. */
 static size_t steps_upto(const int64_t *all, size_t n, int64_t g) {
@@ -240,7 +286,8 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
       rk_step_cache_get(&st->steps, t, name, SMRULES_MODE_GLOBAL, &n);
   size_t k = steps_upto(all, n, g);
   smrules_tensor cur;
-  if (k < (size_t)s->num_steps || !numeric_value(t, name, g, &cur))
+  if (k < (size_t)s->num_steps ||
+      !current_value(st, t, name, step_before(all, k, g), g, &cur))
     return -1;
   int rc = -1;
   int64_t *steps = calloc((size_t)s->num_steps, sizeof *steps);
