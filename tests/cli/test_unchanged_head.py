@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""UnchangedTensor reading only the first elements of the current value
+(the SDK's value_head, docs/formats.md#reading-the-first-elements) gives
+the answers of whole reads.
+
+A trial of six steps of float32 tensors of 10,000 elements (records of
+40 KB, large enough to be read from their first and last bytes), written
+with smdebug's constant footer and again with real payload checksums (only
+whole reads then):
+  w/changing        its first element changes at every step: never unchanged
+  w/frozen          the same at every step: unchanged from step 2 on
+  w/tail_changes    the first 5,000 elements the same, element 5,000 changes
+                    at every step: the first elements prove nothing, the
+                    whole values differ: never unchanged
+  w/then_frozen     changes at steps 0-2, the same from step 3: unchanged
+                    at step 5 only
+The violations and triggered steps are exactly these, with --jobs 1 and 2,
+and the result and report files are byte-identical between the two
+footers.
+"""
+
+import filecmp
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+
+NAME = "test_unchanged_head"
+N = 10000
+STEPS = 6
+SMDEBUG_FOOTER = 0x062DC0B3
+
+
+def _crc32c_table():
+    t = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t.append(c)
+    return t
+
+
+_T = _crc32c_table()
+
+
+def masked_crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _T[(c ^ b) & 0xFF] ^ (c >> 8)
+    c ^= 0xFFFFFFFF
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_bytes(field, data):
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def record(name, floats, step, real_crc):
+    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
+              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(len(floats))))
+              + pb_bytes(4, struct.pack("<%df" % len(floats), *floats)))
+    meta = pb_bytes(9, pb_bytes(1, pb_bytes(1, b"mode_step") + pb_bytes(2, str(step).encode()))
+                    + pb_bytes(1, pb_bytes(1, b"mode") + pb_bytes(2, b"1")))
+    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor) + meta
+    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9 + step)
+             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
+    head = struct.pack("<Q", len(event))
+    footer = masked_crc32c(event) if real_crc else SMDEBUG_FOOTER
+    return head + struct.pack("<I", masked_crc32c(head)) + event + struct.pack("<I", footer)
+
+
+def values(name, step):
+    v = [float(i % 97) / 8.0 for i in range(N)]
+    if name == "w/changing":
+        v[0] = float(step)
+    elif name == "w/tail_changes":
+        v[5000] = 100.0 + step
+    elif name == "w/then_frozen":
+        v[1] = float(min(step, 3))
+    return v
+
+
+TENSORS = ["w/changing", "w/frozen", "w/tail_changes", "w/then_frozen"]
+
+
+def write_trial(folder, real_crc):
+    for step in range(STEPS):
+        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
+        blob, payload = b"", []
+        for name in TENSORS:
+            rec = record(name, values(name, step), step, real_crc)
+            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
+            blob += rec
+        files = {
+            event_rel: blob,
+            "index/000000000/%012d_worker_0.json" % step: json.dumps(
+                {"meta": {"mode": "TRAIN", "mode_step": step, "event_file_name": event_rel},
+                 "tensor_payload": payload, "shape_payload": []}).encode(),
+        }
+        for rel, data in files.items():
+            path = os.path.join(folder, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
+        pass
+
+
+def main():
+    c = lib.Checker(NAME)
+    tmp = tempfile.mkdtemp(prefix="smrules-unchanged-head-")
+    try:
+        rules = os.path.join(tmp, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write("rules:\n  - rule: UnchangedTensor\n"
+                    "    parameters: {tensor_regex: '^w/'}\n")
+        outs = {}
+        for real_crc in (False, True):
+            trial = os.path.join(tmp, "crc" if real_crc else "const")
+            write_trial(trial, real_crc)
+            for jobs in ("1", "2"):
+                out = os.path.join(tmp, "out-%s-%s" % (real_crc, jobs))
+                r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh",
+                             "--jobs", jobs, "--output", out])
+                sc = c.scope("%s footer, --jobs %s" % ("real" if real_crc else "smdebug's",
+                                                        jobs), r)
+                sc.eq("exit status", r.rc, 1)
+                rep = lib.load_json(os.path.join(out, "UnchangedTensor", "report.json"))
+                det = rep.get("Details", {})
+                sc.eq("triggered steps", det.get("triggered_steps"), [2, 3, 4, 5])
+                got = {v["tensor"]: v["steps"]
+                       for v in det.get("last_trigger", {}).get("violations", [])}
+                sc.eq("violations at step 5", got,
+                      {"w/frozen": [3, 4, 5], "w/then_frozen": [3, 4, 5]})
+                outs[(real_crc, jobs)] = out
+        for jobs in ("1", "2"):
+            a, b = outs[(False, jobs)], outs[(True, jobs)]
+            for rel in ("UnchangedTensor/report.json",):
+                c.ok(filecmp.cmp(os.path.join(a, rel), os.path.join(b, rel), shallow=False),
+                     "%s identical with either footer (--jobs %s)" % (rel, jobs))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
