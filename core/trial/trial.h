@@ -196,10 +196,10 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
 /* The first elements of the default worker's value (at most max_elems,
  * shape and dtype the value's, out->count the elements held) read from
  * the first and last bytes of its record alone: SMR_OK, or
- * SMR_ERR_FORMAT when that cannot be done exactly (a small record, a
- * TensorBoard trial, a real payload checksum that only the whole record
- * can verify, any layout but the plain one, any doubt): then read the
- * whole value with smr_trial_value, which also says why it is not
+ * SMR_ERR_FORMAT when that cannot be done exactly or would not pay (a
+ * small record, a TensorBoard or S3 trial, a real payload checksum that only
+ * the whole record can verify, any layout but the plain one, any doubt): then
+ * read the whole value with smr_trial_value, which also says why it is not
  * there.  Nothing is reported; err is not set. */
 int smr_trial_value_head(smr_trial *t, const char *name, int64_t step, int mode,
                          size_t max_elems, smr_tensor *out, smr_value_loc *loc);

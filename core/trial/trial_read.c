@@ -486,8 +486,10 @@ static int head_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
                          size_t max_elems, smr_tensor *out) {
   uint64_t start = (uint64_t)e->start, length = (uint64_t)e->length;
   uint64_t want = SMR_RECORD_HEADER + HEAD_FIELDS + max_elems * HEAD_ELEM_MAX;
-  if (t->tb || e->problem || !e->event_file || e->length <= 0 ||
-      max_elems > HEAD_MAX_ELEMS || length < 4 * want)
+  /* remote: two round trips would cost more than the record cache's
+   * whole read, which also reads ahead */
+  if (t->tb || smr_source_is_remote(t->src) || e->problem || !e->event_file ||
+      e->length <= 0 || max_elems > HEAD_MAX_ELEMS || length < 4 * want)
     return SMR_ERR_FORMAT;
   uint8_t *head = read_copy(t, e->event_file, start, want);
   if (!head)
