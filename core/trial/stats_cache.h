@@ -84,7 +84,8 @@ uint32_t smr_stats_cache_wanted(smr_stats_cache *c, const char *name, int mode);
 bool smr_stats_cache_claim_fill(smr_stats_cache *c, const char *name,
                                 int64_t step, int mode, smr_stats_what what);
 
-/* Lookups and hits of statistics (not of reductions) so far (for tests and SMRULES_STATS_CACHE=1). */
+/* Lookups and hits of statistics (not of reductions) so far (for tests and
+ * SMRULES_STATS_CACHE=1). */
 void smr_stats_cache_counts(smr_stats_cache *c, uint64_t *lookups,
                             uint64_t *hits);
 
