@@ -113,6 +113,33 @@ static int reduction_read(smr_trial *t, const char *name, int64_t step,
                 err);
 }
 
+/* A reduction the trial did not save, computed from the value read as a
+ * value is (smr_data_value), so that the read also fills the statistics
+ * other rules wait for (TensorVariance's variance read the record once
+ * more for ExplodingTensor's counts); a saved one, or a value that is not
+ * there, as smr_trial_reduction answers (its messages). */
+static int reduction_by_value(smr_trial *t, const char *name, int64_t step,
+                              int mode, int reduction, bool abs, double *out,
+                              bool *saved, smr_error *err) {
+  if (!smr_trial_reduction_saved(t, name, step, mode, reduction, abs)) {
+    smr_tensor v;
+    smr_value_loc loc;
+    int rc = smr_data_value(t, name, step, mode, NULL, &v, &loc, err);
+    if (rc == SMR_OK) {
+      rc = answer(
+          smr_tensor_reduce(&v, (smr_reduction)reduction, abs, out, err), err);
+      *saved = false;
+      smr_tensor_release(&v);
+      return rc;
+    }
+    if (rc > SMR_STEP_UNAVAILABLE || rc == SMR_ERR_USAGE)
+      return rc; /* unreadable: said once by answer(), as a value read */
+    smr_error_clear(err);
+  }
+  return reduction_read(t, name, step, mode, NULL, reduction, abs, out, saved,
+                        err);
+}
+
 /* Reductions of the default worker's values are shared through the
  * statistics cache as the statistics are; only answers (failures are
  * found out by each rule, for its message). */
@@ -135,8 +162,7 @@ int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,
     *saved = s.has_finite;
     return rc;
   }
-  rc = reduction_read(t, name, step, mode, worker, reduction, abs, out, saved,
-                      err);
+  rc = reduction_by_value(t, name, step, mode, reduction, abs, out, saved, err);
   if (rc == SMR_OK) {
     s = red_pack(*out, *saved);
     smr_stats_cache_fill(c, name, step, mode, what, rc, &s);
