@@ -619,3 +619,45 @@ def launch(run_args, trainer, trainer_args=(), cwd=ROOT):
     with finish_json)."""
     return Running(["run"] + list(run_args) + ["--", sys.executable, trainer] +
                    list(trainer_args), cwd=cwd)
+
+
+# ---------------------------------------------------------- smdebug bytes
+# For tests that write a trial byte by byte, as smdebug's hook does:
+# TFRecord framing with masked CRC-32C and protobuf's wire encoding.
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def masked_crc32c(data):
+    """TFRecord's masked CRC-32C of `data`."""
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _CRC32C[(c ^ b) & 0xFF] ^ (c >> 8)
+    c ^= 0xFFFFFFFF
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def pb_varint(v):
+    """A protobuf varint."""
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_bytes(field, data):
+    """A length-delimited protobuf field."""
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data

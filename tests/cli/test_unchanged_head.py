@@ -36,39 +36,7 @@ STEPS = 6
 SMDEBUG_FOOTER = 0x062DC0B3
 
 
-def _crc32c_table():
-    t = []
-    for b in range(256):
-        c = b
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-_T = _crc32c_table()
-
-
-def masked_crc32c(data):
-    c = 0xFFFFFFFF
-    for b in data:
-        c = _T[(c ^ b) & 0xFF] ^ (c >> 8)
-    c ^= 0xFFFFFFFF
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def pb_varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def pb_bytes(field, data):
-    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+masked_crc32c, pb_varint, pb_bytes = lib.masked_crc32c, lib.pb_varint, lib.pb_bytes
 
 
 def record(name, floats, step, real_crc):
