@@ -7,7 +7,10 @@
  *   bench_reopen reopen DIR STATE N      delete STATE, time the first open
  *                                        (catalog built and stored), then N
  *                                        timed open+close with the stored
- *                                        catalog
+ *                                        catalog, then N timed refreshes
+ *                                        of one open trial where nothing
+ *                                        is new (what a live watch pays
+ *                                        at every refresh)
  *
  * Results are printed as "RESULT <key> <value>" lines for run.sh. */
 #include <errno.h>
@@ -148,6 +151,36 @@ static double open_close(const char *dir, const char *state,
   return dt;
 }
 
+/* Sorts v[0..n) and returns its median. */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* N refreshes of one live trial where nothing is new, each timed into
+ * v[0..n) (sorted); returns their median. */
+static double refresh_median(const char *dir, const char *state, int n,
+                             double *v) {
+  smr_trial_opts opts = {.state_path = state, .live = true};
+  smr_error err;
+  smr_trial *t;
+  if (smr_trial_open(dir, &opts, &t, &err))
+    die_smr("smr_trial_open", &err);
+  for (int i = 0; i < n; i++) {
+    size_t added = 0;
+    double t0 = now_sec();
+    if (smr_trial_refresh(t, &added, &err))
+      die_smr("smr_trial_refresh", &err);
+    v[i] = now_sec() - t0;
+    if (added) {
+      fprintf(stderr, "bench_reopen: a refresh found %zu new files\n", added);
+      exit(1);
+    }
+  }
+  smr_trial_close(t);
+  return median(v, n);
+}
+
 static int cmd_reopen(const char *dir, const char *state, int n) {
   if (unlink(state) != 0 && errno != ENOENT) {
     fprintf(stderr, "bench_reopen: cannot remove %s: %s\n", state,
@@ -173,14 +206,18 @@ static int cmd_reopen(const char *dir, const char *state, int n) {
       return 1;
     }
   }
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  double med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  double med = median(v, n);
   printf("reopen: %d re-opens with the stored catalog: min %.2f ms, median "
          "%.2f ms, max %.2f ms\n",
          n, v[0] * 1e3, med * 1e3, v[n - 1] * 1e3);
+  double rmed = refresh_median(dir, state, n, v);
+  printf("reopen: %d refreshes of the open trial, nothing new: min %.2f ms, "
+         "median %.2f ms, max %.2f ms\n",
+         n, v[0] * 1e3, rmed * 1e3, v[n - 1] * 1e3);
   printf("RESULT reopen_steps %zu\n", steps);
   printf("RESULT first_open_ms %.2f\n", first * 1e3);
   printf("RESULT reopen_median_ms %.2f\n", med * 1e3);
+  printf("RESULT refresh_median_ms %.2f\n", rmed * 1e3);
   return 0;
 }
 

@@ -461,6 +461,9 @@ first=$(get first_open_ms)
 reopen=$(get reopen_median_ms)
 row "re-open ${REOPEN_STEPS} steps, ms (median)" "$reopen" "first open $first" \
   "$(calc "$reopen / $first")" "< 50 ms" "$(verdict "$reopen" "<" 50)"
+refresh=$(get refresh_median_ms)
+row "refresh, nothing new, ms (median)" "$refresh" "re-open $reopen" \
+  "$(calc "$refresh / $reopen")" "-" "info"
 iw=$(calc1 "$(get cli_inspect_reopen_wall) * 1000")
 iw1=$(calc1 "$(get cli_inspect_first_wall) * 1000")
 row "inspect re-open, ms (wall)" "$iw" "first $iw1" "$(calc "$iw / $iw1")" \

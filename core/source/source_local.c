@@ -122,9 +122,24 @@ static void listing_add(smr_source_listing *l, char *path,
                              st->st_mtim.tv_nsec);
 }
 
-/* Depth-bounded recursive walk; symlinks are not followed. */
-static int walk(smr_source *s, const char *dir, const char *suffix, int depth,
-                smr_source_listing *out, smr_error *err) {
+/* Whether nothing below the directory `rel` can sort after `after`: every
+ * path below it starts with "rel/", and when that prefix sorts before
+ * `after` without being a prefix of it, so does every path it begins. */
+static bool dir_before(const char *rel, const char *after) {
+  size_t n = strlen(rel);
+  int c = strncmp(rel, after, n);
+  if (c != 0)
+    return c < 0;
+  return after[n] > '/'; /* "rel/" against after's next character */
+}
+
+/* Depth-bounded recursive walk; symlinks are not followed.  With `after`,
+ * only paths that sort after it are listed, and directories whose whole
+ * contents sort before it are neither read nor stat'ed (a live trial of
+ * 20,000 steps is listed again at every refresh). */
+static int walk(smr_source *s, const char *dir, const char *suffix,
+                const char *after, int depth, smr_source_listing *out,
+                smr_error *err) {
   if (depth > 8)
     return SMR_OK;
   int fd = open_beneath(s, dir, O_RDONLY | O_DIRECTORY);
@@ -140,15 +155,22 @@ static int walk(smr_source *s, const char *dir, const char *suffix, int depth,
     const char *name = de->d_name;
     if (name[0] == '.' && (name[1] == '\0' || strcmp(name, "..") == 0))
       continue;
-    struct stat st;
-    if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-      continue;
     char *rel = smr_xasprintf("%s/%s", dir, name);
-    if (S_ISDIR(st.st_mode)) {
-      walk(s, rel, suffix, depth + 1, out, err);
+    /* d_type spares the stat of what the listing skips; DT_UNKNOWN (some
+     * file systems) falls through to the stat */
+    bool skip = after && ((de->d_type == DT_DIR && dir_before(rel, after)) ||
+                          (de->d_type == DT_REG && strcmp(rel, after) <= 0));
+    struct stat st;
+    if (skip || fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      free(rel);
+      continue;
+    }
+    if (S_ISDIR(st.st_mode) && !(after && dir_before(rel, after))) {
+      walk(s, rel, suffix, after, depth + 1, out, err);
       free(rel);
     } else if (S_ISREG(st.st_mode) && has_suffix(name, suffix) &&
-               !has_suffix(name, ".tmp")) {
+               !has_suffix(name, ".tmp") &&
+               !(after && strcmp(rel, after) <= 0)) {
       listing_add(out, rel, &st);
     } else {
       free(rel);
@@ -163,12 +185,19 @@ static int cmp_file(const void *a, const void *b) {
                 ((const smr_source_file *)b)->path);
 }
 
-static int local_list(smr_source *s, const char *dir, const char *suffix,
-                      smr_source_listing *out, smr_error *err) {
-  int rc = walk(s, dir, suffix, 0, out, err);
+static int local_list_after(smr_source *s, const char *dir, const char *suffix,
+                            const char *start_after, smr_source_listing *out,
+                            smr_error *err) {
+  memset(out, 0, sizeof *out);
+  int rc = walk(s, dir, suffix, start_after, 0, out, err);
   if (out->n > 1)
     qsort(out->files, out->n, sizeof *out->files, cmp_file);
   return rc;
+}
+
+static int local_list(smr_source *s, const char *dir, const char *suffix,
+                      smr_source_listing *out, smr_error *err) {
+  return local_list_after(s, dir, suffix, NULL, out, err);
 }
 
 static bool local_exists(smr_source *s, const char *rel, int64_t *size,
@@ -336,6 +365,7 @@ static const smr_source_ops LOCAL_OPS = {
     .kind = "local",
     .close = local_close,
     .list = local_list,
+    .list_after = local_list_after,
     .exists = local_exists,
     .read_all = local_read_all,
     .read_range = local_read_range,

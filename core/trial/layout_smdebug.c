@@ -1,7 +1,7 @@
 /* layout_smdebug.c - smdebug's layout of a trial (docs/formats.md):
  * index/<step>/<step>_<worker>.json files read into the catalog, only the
- * new ones at each refresh (and from S3 only the keys that can be new),
- * and collections/<...>_collections.json for collections and workers. */
+ * new ones at each refresh (listing only the paths that can be new), and
+ * collections/<...>_collections.json for collections and workers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,25 @@
 #define MAX_COLLECTIONS_BYTES (16u << 20)
 
 /* ---------------------------------------------------------- index files */
+
+/* "<dir>/<step digits>" of an index file's path: every path of that step
+ * and later sorts after it. */
+static char *step_key(const char *path) {
+  const char *b = smr_trial_base_name(path);
+  return smr_xstrndup(path, (size_t)(b - path) + strspn(b, "0123456789"));
+}
+
+/* Remember where the next listing must start at the latest so that an
+ * index file left out now is listed again. */
+static void note_retry(smr_trial *t, const char *path) {
+  char *k = step_key(path);
+  if (t->index_retry && strcmp(t->index_retry, k) <= 0) {
+    free(k);
+    return;
+  }
+  free(t->index_retry);
+  t->index_retry = k;
+}
 
 /* Read and record one index file (or its failure) in the catalog. */
 static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
@@ -53,6 +72,7 @@ static int ingest_index(smr_trial *t, const char *path, smr_error *err) {
    * read it again at the next refresh; once training has ended it is a
    * real failure. */
   if (!ok && t->live && !t->marker) {
+    note_retry(t, path);
     free(worker);
     return SMR_OK;
   }
@@ -99,8 +119,9 @@ static size_t known_steps(const smr_strv *known, known_step **out,
   return n;
 }
 
-/* Where a remote listing of index files can start (S3 lists in key order
- * and bills per page; the reference lists everything,
+/* Where a listing of index files can start (S3 lists in key order and
+ * bills per page; on disk, the step folders before it are neither read nor
+ * stat'ed, which a live trial of many steps pays at every refresh;
  * docs/formats.md#reading-index-files skips what it read).  Keys sort by step,
  * so everything at or after the first step that may still gain index files is
  * listed again: the first step, among the last INCOMPLETE_STEP_WAIT_WINDOW
@@ -120,12 +141,7 @@ static char *index_start_after(const smr_strv *known) {
         pick = i;
         break;
       }
-    /* "<dir>/<step digits>": every key of that step and later sorts
-     * after it */
-    const char *path = known->v[v[pick].first];
-    const char *b = smr_trial_base_name(path);
-    size_t digits = strspn(b, "0123456789");
-    after = smr_xstrndup(path, (size_t)(b - path) + digits);
+    after = step_key(known->v[v[pick].first]);
   }
   free(v);
   return after;
@@ -138,9 +154,14 @@ static int list_index_files(smr_trial *t, const char *after,
   return smr_source_list(t->src, "index", ".json", l, err);
 }
 
-/* The starting key of an incremental listing (S3), or NULL. */
+/* The starting key of an incremental listing, or NULL (list everything):
+ * no later than an index file the last refresh left out to read again.
+ * On disk a process lists everything once, so that it also finds the files
+ * an earlier process left out (a run ended while one was being written);
+ * from S3, where listing is billed per page, it starts from the stored
+ * catalog as smdebug does. */
 static char *incremental_start(smr_trial *t) {
-  if (!smr_source_is_remote(t->src))
+  if (!t->index_listed && !smr_source_is_remote(t->src))
     return NULL;
   smr_strv known = {0};
   smr_error e;
@@ -148,6 +169,13 @@ static char *incremental_start(smr_trial *t) {
                     ? index_start_after(&known)
                     : NULL;
   smr_strv_free(&known);
+  char *retry = t->index_retry;
+  t->index_retry = NULL;
+  if (after && retry && strcmp(retry, after) < 0) {
+    free(after);
+    return retry;
+  }
+  free(retry);
   return after;
 }
 
@@ -210,6 +238,7 @@ int smr_trial_smdebug_sync(smr_trial *t, size_t *added, smr_error *err) {
     rc = smr_catalog_commit(t->cat, err);
   else
     smr_catalog_rollback(t->cat);
+  t->index_listed = t->index_listed || rc == SMR_OK;
   smr_strv_free(&known);
   smr_source_listing_free(&l);
   if (added)

@@ -64,6 +64,10 @@ struct smr_trial {
   smr_strv workers;
   smr_collections colls;
   char *collections_error;
+  /* "<dir>/<step digits>" of the first index file the last refresh left
+   * out to read again (layout_smdebug.c), or NULL */
+  char *index_retry;
+  bool index_listed; /* a listing of index files succeeded in this process */
   smr_trial_problem *problems;
   size_t nproblems, capproblems;
   step_info *steps; /* ascending global step */

@@ -297,6 +297,7 @@ void smr_trial_close(smr_trial *t) {
   smr_strv_free(&t->names);
   smr_collections_free(&t->colls);
   free(t->collections_error);
+  free(t->index_retry);
   clear_problems(t);
   free(t->steps);
   smr_strv_free(&t->row_workers);
