@@ -92,6 +92,13 @@ def run(args, timeout=TIMEOUT, program=None):
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
+def write_text(path, text):
+    """Write `text` to the file `path` (replaced); returns path."""
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def _reject_constant(tok):
     raise ValueError("non-standard JSON token %s" % tok)
 

@@ -34,10 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 EXPLODING = os.path.join(lib.FIXTURES, "trials", "exploding_mse_high_lr")
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def stacks_trainer(d, trial, rules, out):

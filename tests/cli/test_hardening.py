@@ -60,10 +60,7 @@ def new_trial(tmp, label, source=TRIAL):
     return trial, outside
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def read(path):

@@ -106,10 +106,7 @@ def wait_for(pred, timeout):
     return pred()
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def stop_rules(tmp):

@@ -47,10 +47,7 @@ end
 """
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def visits(err):

@@ -101,10 +101,7 @@ end
 """
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def run_env(args, env_extra):

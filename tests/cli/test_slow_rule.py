@@ -56,10 +56,7 @@ HANG_AFTER = 12
 GUARD = 120.0  # a hang guard, never a pace
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def rules(tmp, release, slow):

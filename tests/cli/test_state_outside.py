@@ -57,10 +57,7 @@ con.close()
 """
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def run(tmp, name, trial, extra=(), command=None):

@@ -35,10 +35,7 @@ C = lib.Checker("test_tensorboard_rules")
 TMP = tempfile.mkdtemp(prefix="smrules-tbr-")
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def run(args, timeout=lib.TIMEOUT):

@@ -61,10 +61,7 @@ STANDIN = [sys.executable, os.path.join(HERE, "standin_trainer.py")]
 HEALTHY = os.path.join(lib.FIXTURES, "trials", "healthy_mlp_digits")
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def rules(tmp):

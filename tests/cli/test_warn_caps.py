@@ -46,10 +46,7 @@ def trial_with_fakes(tmp, name, n):
     return trial
 
 
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+write = lib.write_text
 
 
 def run(tmp, trial, rules_text, name):
