@@ -161,10 +161,10 @@ $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB)
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
 # The plugins' kits are tested directly: the framework-metric statistics
-# (profkit's fwkit), the profiler histories, and the rule kit's quantiles
-# and value helpers.
+# (profkit's fwkit), the profiler histories, and the rule kit's quantiles,
+# value helpers and single rules' kernels.
 KIT_TESTS = $(addprefix $(BUILD)/tests/,test_fwkit test_pk_hist test_rulekit_quantiles \
-                                         test_rulekit_values)
+                                         test_rulekit_values test_rulekit_kernels)
 $(KIT_TESTS): $(BUILD)/tests/%: tests/unit/%.c tests/unit/unit.h $(LIB) $(PLUGKIT)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(PLUGKIT) $(LIB) $(LIBS)

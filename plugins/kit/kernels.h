@@ -1,8 +1,10 @@
 /* kernels.h - helpers of the rule kit that only some built-in rules use
  * (class indices; the per-unit activity of DeadRelu and
- * SaturatedActivation).  Not installed: third-party plugins see
+ * SaturatedActivation; CheckInputImages' channel sums).  Not installed:
+ * third-party plugins see
  * rulekit.h's general helpers only.  The code is in
- * rulekit.c, linked into the built-in plugins with the rest of the kit. */
+ * rulekit.c and kernels.c, linked into the built-in plugins with the rest
+ * of the kit. */
 #ifndef RK_KERNELS_H
 #define RK_KERNELS_H
 
@@ -35,5 +37,15 @@ int rk_inactive_units_above(const smrules_tensor *t, double lo,
                             double threshold_inactivity, double *percent);
 int rk_inactive_units_between(const smrules_tensor *t, double lo, double hi,
                               double threshold_inactivity, double *percent);
+
+/* CheckInputImages' per-channel sums (docs/rules/CheckInputImages.md):
+ * axis ch (1 <= ch < ndim, shape[ch] > 0) holds the channels; every block
+ * of `inner` contiguous elements (the axes after ch) belongs to one
+ * channel and one outer index (the axes before it).  Each block is summed
+ * from 0 in element order and added to sum[channel], blocks in order of
+ * their outer index: the order the reported means' bits depend on.  Sets
+ * *outer and *inner. */
+void rk_channel_sums(const smrules_tensor *t, int ch, double *sum,
+                     int64_t *outer, int64_t *inner);
 
 #endif

@@ -252,25 +252,6 @@ double rk_round_half_away(double v) {
   return round(v);
 }
 
-double *rk_argmax_last_axis(const smrules_tensor *t, size_t *n) {
-  double *v = rk_values(t);
-  *n = v ? (size_t)t->count : 0;
-  int64_t last = t->ndim >= 2 ? t->shape[t->ndim - 1] : 1;
-  if (!v || last <= 1)
-    return v;
-  size_t rows = (size_t)(t->count / last);
-  for (size_t r = 0; r < rows; r++) {
-    const double *row = v + r * (size_t)last;
-    int64_t best = 0;
-    for (int64_t k = 1; k < last && !isnan(row[best]); k++)
-      if (isnan(row[k]) || row[k] > row[best])
-        best = k;
-    v[r] = (double)best; /* row r starts at or after r: no overlap hazard */
-  }
-  *n = rows;
-  return v;
-}
-
 /* Per-unit activity, counted over blocks of UNIT_BLOCK units: for each
  * block, every sample's row of those units adds to counters that live on
  * the stack (32 KB: rows of 32 KB read in turn kept the prefetcher busier

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "smrules/rulekit.h"
 
 typedef struct settings {
@@ -121,18 +122,8 @@ static input *accumulate(smrules_ctx *ctx, state *st, const char *name,
       in->warned = true;
     return NULL;
   }
-  int64_t inner = 1;
-  for (int d = (int)ch + 1; d < v->ndim; d++)
-    inner *= v->shape[d];
-  int64_t outer = v->count / ((int64_t)channels * inner);
-  for (int64_t o = 0; o < outer; o++)
-    for (size_t c = 0; c < channels; c++) {
-      int64_t base = (o * (int64_t)channels + (int64_t)c) * inner;
-      double sum = 0;
-      for (int64_t i = 0; i < inner; i++)
-        sum += rk_api->get(v, base + i);
-      in->sum[c] += sum;
-    }
+  int64_t outer, inner;
+  rk_channel_sums(v, (int)ch, in->sum, &outer, &inner);
   for (size_t c = 0; c < channels; c++)
     in->count[c] += (double)(outer * inner);
   in->images += v->shape[0];
