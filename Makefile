@@ -183,6 +183,14 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
 
+# Each per-element rule's own pass in GB/s (bench/README.md, section 14):
+# the rule kit's kernels, WeightUpdateRatio's norm kernel and the host's
+# statistics, timed where the rules call them.
+$(BUILD)/bench/kernel_bench: bench/kernel_bench.c $(UPDATE_NORM).c $(UPDATE_NORM).h $(LIB) $(RULEKIT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Iplugins/tensor/weight_update_ratio $(LDFLAGS_ALL) \
+	  -o $@ $< $(UPDATE_NORM).c $(RULEKIT) $(LIB) $(LIBS)
+
 # Rules the CLI tests load as plugins (tests/cli/plugins/<name>.c), built
 # against the public header only.  The 1.0 guard (sdk_guard.c) is built
 # four times: a tensor rule and, with -DGUARD_PROFILER, a profiler rule,

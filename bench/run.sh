@@ -624,4 +624,14 @@ fi
 # a hung launched trainer, and how long stacks, checkpoint and SIGTERM then
 # take (docs/live.md, "When training hangs"; prints its own rows).
 python3 "$ROOT/bench/hang_latency.py" "$BUILD" || die "bench/hang_latency.py failed"
+# ------------------------------------------------- 14. kernels
+# bench/kernel_bench.c: each per-element rule's own pass over float32
+# tensors in memory (1 MiB, 12.6 MB, 128 MiB), GB/s on one core beside
+# memcpy and a plain read of the same bytes (prints its own rows; target
+# >= 8 GB/s; KERNEL_REPEAT, KERNEL_SIZES).
+echo
+echo "== 14. per-element kernels, one core ($(nproc) cores, load average" \
+  "$(cut -d' ' -f1-3 /proc/loadavg) at start)"
+"$B/bench/kernel_bench" >"$TMP/kernels.out" || die "bench/kernel_bench failed"
+grep -v '^RESULT ' "$TMP/kernels.out"
 exit 0
