@@ -16,6 +16,9 @@
  * printed too), the median of KERNEL_REPEAT samples (default 7) after one
  * warm-up pass.  The process is pinned to the CPU it starts on.
  *
+ * KERNEL_SIZES (e.g. "1MiB,12.6MB") and KERNEL_ROWS (e.g. "DeadRelu,argmax")
+ * keep the sizes and rows named; memcpy is always measured.
+ *
  * Output: a table on stdout, and RESULT lines "kernel_<row>_<size> GBPS". */
 #include <math.h>
 #include <sched.h>
@@ -236,8 +239,24 @@ static smr_tensor core_of(const smrules_tensor *t) {
 }
 
 static double memcpy_gbps;
+static const char *only_rows; /* KERNEL_ROWS: rows whose name has one */
+
+static bool wanted(const char *name) {
+  if (!only_rows || strcmp(name, "memcpy") == 0)
+    return true;
+  const char *p = only_rows;
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    if (len && memmem(name, strlen(name), p, len))
+      return true;
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
 
 static void row(const char *size, job *j, bool baseline) {
+  if (!wanted(j->row))
+    return;
   speed s = measure(j);
   char key[96];
   snprintf(key, sizeof key, "kernel_%s_%s", j->row, size);
@@ -372,6 +391,7 @@ int main(void) {
                      (size_t)32 * 24 * 64 * 64,       /* 12.6 MB */
                      ((size_t)1 << 25) / unit * unit /* 128 MiB */};
   const char *names[3] = {"1MiB", "12.6MB", "128MiB"};
+  only_rows = getenv("KERNEL_ROWS");         /* e.g. "DeadRelu,argmax" */
   const char *only = getenv("KERNEL_SIZES"); /* e.g. "1MiB,12.6MB" */
   for (int s = 0; s < 3; s++)
     if (!only || strstr(only, names[s]))

@@ -319,6 +319,49 @@ static void row_f32(const unsigned char *row, int64_t n, float lo, float hi,
     memcpy(hits + k, &h, sizeof h);
   }
 }
+
+#if defined(__x86_64__)
+/* The same eight floats at a time on AVX2 machines: half the instructions
+ * of row_f32 for the same compares, so the same counts.  The build targets
+ * the x86-64 baseline, so this one function is compiled for AVX2 with the
+ * GCC/Clang `target` attribute and chosen at run time, as rk_allclose's
+ * float32 loop is (rk_allow_avx2 lets a test turn both off). */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+__attribute__((target("avx2"))) static void
+row_f32_avx2(const unsigned char *row, int64_t n, float lo, float hi,
+             bool upper, uint32_t *hits) {
+  v8f vlo = {lo, lo, lo, lo, lo, lo, lo, lo};
+  v8f vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    v8f x;
+    v8i h, m;
+    memcpy(&x, row + (size_t)k * sizeof(float), sizeof x);
+    memcpy(&h, hits + k, sizeof h);
+    m = x > vlo; /* lanes of -1 (true) or 0 */
+    if (upper)
+      m &= x < vhi;
+    h -= m;
+    memcpy(hits + k, &h, sizeof h);
+  }
+  if (k < n) /* the last four */
+    row_f32(row + (size_t)k * sizeof(float), n - k, lo, hi, upper, hits + k);
+}
+
+static bool use_avx2(void);
+#endif
+
+/* The row pass this machine runs fastest; the counts are the same. */
+static void (*row_f32_best(void))(const unsigned char *, int64_t, float, float,
+                                  bool, uint32_t *) {
+#if defined(__x86_64__)
+  if (use_avx2())
+    return row_f32_avx2;
+#endif
+  return row_f32;
+}
 #endif
 
 static bool is_active(const activity *a, double x) {
@@ -337,10 +380,12 @@ static void count_block(const smrules_tensor *t, const activity *a,
     float lo = float_below(a->lo), hi = a->upper ? float_above(a->hi) : 0;
     done = n & ~(int64_t)3;
     memset(hits, 0, (size_t)done * sizeof *hits);
+    void (*row)(const unsigned char *, int64_t, float, float, bool,
+                uint32_t *) = row_f32_best();
     for (int64_t b = 0; b < batch; b++)
-      row_f32((const unsigned char *)t->data +
-                  (size_t)(b * units + u0) * sizeof(float),
-              done, lo, hi, a->upper, hits);
+      row((const unsigned char *)t->data +
+              (size_t)(b * units + u0) * sizeof(float),
+          done, lo, hi, a->upper, hits);
   }
 #endif
   for (int64_t u = done; u < n; u++)
@@ -694,6 +739,10 @@ static bool avx2_allowed = true;
 
 void rk_allow_avx2(bool on) {
   avx2_allowed = on;
+}
+
+static bool use_avx2(void) {
+  return avx2_allowed && __builtin_cpu_supports("avx2");
 }
 
 static bool allclose_f32(const unsigned char *pa, const unsigned char *pb,

@@ -345,9 +345,17 @@ static void test_rk_allclose_both(void) {
   rk_allow_avx2(true);
 }
 
+/* The per-unit pass with and without its AVX2 row loop. */
+static void test_rk_inactive_units_both(void) {
+  test_rk_inactive_units();
+  rk_allow_avx2(false);
+  test_rk_inactive_units();
+  rk_allow_avx2(true);
+}
+
 int main(void) {
   TEST_RUN(test_rk_allclose_both);
-  TEST_RUN(test_rk_inactive_units);
+  TEST_RUN(test_rk_inactive_units_both);
   TEST_RUN(test_rk_values_ask_one_query);
   return TEST_REPORT("test_rulekit_values");
 }
