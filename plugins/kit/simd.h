@@ -4,9 +4,10 @@
 
 #include <stdbool.h>
 
-/* false keeps rk_allclose to the x86-64 baseline instructions on a machine
- * with AVX2 (the answers are the same either way), so that a test can
- * compare both.  Set it before other threads compare tensors. */
+/* false keeps rk_allclose and the per-unit activity's row pass to the
+ * x86-64 baseline instructions on a machine with AVX2 (the answers are the
+ * same either way), so that a test can compare both.  Set it before other
+ * threads compare tensors. */
 void rk_allow_avx2(bool on);
 
 #endif
