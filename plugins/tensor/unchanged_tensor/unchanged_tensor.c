@@ -40,12 +40,24 @@ static const smrules_param params[] = {
  * (name, step), float32 and float64 values only. */
 #define PREFIX_ELEMS 64
 #define PREFIX_SLOTS 1024
+/* From a value read whole, WINDOWS runs of WINDOW_ELEMS elements spread
+ * over it are kept too (at 0.62, 0.24, 0.85 and 0.47 of it, the golden
+ * ratio's multiples, so that they fall in different places of each
+ * dimension rather than all at channel 0 of some batches): a ReLU output's
+ * first elements are often zero at every step (an inactive unit), so its
+ * first elements proved nothing and the previous value was read again
+ * whole (on the bench's cnn trial, 0.5 GB of UnchangedTensor's 1.2 GB).
+ * Compared only with a current value read whole. */
+#define WINDOWS 4
+#define WINDOW_ELEMS 16
 
 typedef struct prefix {
   char *name; /* NULL: empty */
   int64_t step;
   smrules_tensor shape; /* dtype, ndim, shape and count of the value */
   unsigned char bytes[PREFIX_ELEMS * sizeof(double)];
+  int windows; /* kept windows: 0 (not read whole, or small) or WINDOWS */
+  unsigned char window[WINDOWS][WINDOW_ELEMS * sizeof(double)];
 } prefix;
 
 typedef struct state {
@@ -97,9 +109,24 @@ static size_t elem_size(const smrules_tensor *v) {
                                          : 0;
 }
 
-/* Keeps the first elements of `cur`, the value of `name` at `step`. */
+/* Where window w of a value of `count` elements starts (has_windows:
+ * the window ends inside the value). */
+static int64_t window_at(int64_t count, int w) {
+  double f = (w + 1) * 0.6180339887498949;
+  f -= (double)(int64_t)f;
+  return (int64_t)((double)(count - WINDOW_ELEMS) * f);
+}
+
+/* Whether a value of `count` elements has its windows kept: only one
+ * well beyond its first elements. */
+static bool has_windows(int64_t count) {
+  return count >= 4 * PREFIX_ELEMS + 2 * WINDOWS * WINDOW_ELEMS;
+}
+
+/* Keeps the first elements of `cur`, the value of `name` at `step`, and
+ * its windows when it was read whole. */
 static void prefix_keep(state *st, const char *name, int64_t step,
-                        const smrules_tensor *cur) {
+                        const smrules_tensor *cur, bool whole) {
   size_t size = elem_size(cur);
   prefix *p = size && cur->data ? prefix_slot(st, name, step) : NULL;
   char *copy = p ? strdup(name) : NULL;
@@ -115,6 +142,12 @@ static void prefix_keep(state *st, const char *name, int64_t step,
   p->shape.count = cur->count;
   size_t n = cur->count < PREFIX_ELEMS ? (size_t)cur->count : PREFIX_ELEMS;
   memcpy(p->bytes, cur->data, n * size);
+  p->windows = whole && has_windows(cur->count) ? WINDOWS : 0;
+  for (int w = 0; w < p->windows; w++)
+    memcpy(p->window[w],
+           (const unsigned char *)cur->data +
+               (size_t)window_at(cur->count, w) * size,
+           WINDOW_ELEMS * size);
 }
 
 /* Whether the first elements of `name` at `step` are kept. */
@@ -123,12 +156,25 @@ static bool prefix_kept(state *st, const char *name, int64_t step) {
   return p && p->name && p->step == step && strcmp(p->name, name) == 0;
 }
 
-/* True when the kept first elements of `name` at `step` prove that value
- * not allclose to `cur` (rk_allclose(prev, cur) is false as soon as one
- * pair is not close, or the shapes differ); false when nothing is kept or
+/* Whether n kept elements at `kept` are not allclose to the n elements
+ * of cur from element `at` on (as rk_allclose(prev, cur) compares). */
+static bool run_differs(const settings *s, const smrules_tensor *cur,
+                        const unsigned char *kept, int64_t at, int64_t n) {
+  smrules_tensor a = {.dtype = cur->dtype, .ndim = 1, .count = n};
+  smrules_tensor b = a;
+  a.shape[0] = b.shape[0] = n;
+  a.data = kept;
+  b.data = (const unsigned char *)cur->data + (size_t)at * elem_size(cur);
+  return !rk_allclose(&a, &b, s->rtol, s->atol, s->equal_nan, NULL);
+}
+
+/* True when the kept elements of `name` at `step` prove that value not
+ * allclose to `cur` (rk_allclose(prev, cur) is false as soon as one pair
+ * is not close, or the shapes differ): its first elements, and its
+ * windows when `cur` was read whole; false when nothing is kept or
  * nothing is proved. */
 static bool prefix_differs(state *st, const char *name, int64_t step,
-                           const smrules_tensor *cur) {
+                           const smrules_tensor *cur, bool whole) {
   const settings *s = st->s;
   if (!prefix_kept(st, name, step))
     return false;
@@ -138,12 +184,13 @@ static bool prefix_differs(state *st, const char *name, int64_t step,
   if (!rk_same_shape(&p->shape, cur))
     return true;
   int64_t n = cur->count < PREFIX_ELEMS ? cur->count : PREFIX_ELEMS;
-  smrules_tensor a = {.dtype = cur->dtype, .ndim = 1, .count = n};
-  smrules_tensor b = a;
-  a.shape[0] = b.shape[0] = n;
-  a.data = p->bytes;
-  b.data = cur->data;
-  return !rk_allclose(&a, &b, s->rtol, s->atol, s->equal_nan, NULL);
+  if (run_differs(s, cur, p->bytes, 0, n))
+    return true;
+  for (int w = 0; whole && w < p->windows; w++)
+    if (run_differs(s, cur, p->window[w], window_at(cur->count, w),
+                    WINDOW_ELEMS))
+      return true;
+  return false;
 }
 
 /* A numeric value of `name` at global step g, or false. */
@@ -197,9 +244,12 @@ static int64_t shape_count(const smrules_tensor *v) {
  * the kept first elements of `prev`, the newest saved step before g
  * (compare_back then needs nothing else of it: after a difference it only
  * counts steps with values).  Such a value has the shape and count of the
- * whole one, and only its first PREFIX_ELEMS elements in `data`. */
+ * whole one, and only its first PREFIX_ELEMS elements in `data`; *read
+ * says whether every element is there. */
 static bool current_value(state *st, smrules_trial *t, const char *name,
-                          int64_t prev, int64_t g, smrules_tensor *v) {
+                          int64_t prev, int64_t g, smrules_tensor *v,
+                          bool *read) {
+  *read = true;
   if (prev < 0 || !SMRULES_API_HAS(rk_api, value_head) ||
       !prefix_kept(st, name, prev))
     return numeric_value(t, name, g, v);
@@ -213,8 +263,10 @@ static bool current_value(state *st, smrules_trial *t, const char *name,
   if (v->count == whole) /* read whole anyway */
     return true;
   v->count = whole;
-  if (prefix_differs(st, name, prev, v))
+  if (prefix_differs(st, name, prev, v, false)) {
+    *read = false;
     return true;
+  }
   rk_api->release(v);
   return numeric_value(t, name, g, v);
 }
@@ -248,7 +300,7 @@ static size_t steps_upto(const int64_t *all, size_t n, int64_t g) {
  * steps compared, ascending. */
 static int compare_back(state *st, smrules_trial *t, const char *name,
                         const int64_t *all, size_t k, const smrules_tensor *cur,
-                        int64_t *steps) {
+                        bool whole, int64_t *steps) {
   const settings *s = st->s;
   size_t want = (size_t)s->num_steps, have = 1;
   bool same = true;
@@ -262,7 +314,8 @@ static int compare_back(state *st, smrules_trial *t, const char *name,
         steps[want - 1 - have++] = all[i];
       continue;
     }
-    if (prefix_differs(st, name, all[i], cur)) { /* kept: it had a value */
+    if (prefix_differs(st, name, all[i], cur,
+                       whole)) { /* kept: it had a value */
       same = false;
       steps[want - 1 - have++] = all[i];
       continue;
@@ -286,20 +339,21 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
       rk_step_cache_get(&st->steps, t, name, SMRULES_MODE_GLOBAL, &n);
   size_t k = steps_upto(all, n, g);
   smrules_tensor cur;
+  bool whole;
   if (k < (size_t)s->num_steps ||
-      !current_value(st, t, name, step_before(all, k, g), g, &cur))
+      !current_value(st, t, name, step_before(all, k, g), g, &cur, &whole))
     return -1;
   int rc = -1;
   int64_t *steps = calloc((size_t)s->num_steps, sizeof *steps);
   if (steps) {
     steps[s->num_steps - 1] = g;
-    rc = compare_back(st, t, name, all, k, &cur, steps);
+    rc = compare_back(st, t, name, all, k, &cur, whole, steps);
     if (rc == 1)
       rk_api->json_ints(rk_violation(ctx, name), "steps", steps,
                         (size_t)s->num_steps);
   }
   free(steps);
-  prefix_keep(st, name, g, &cur); /* for the steps that look back at g */
+  prefix_keep(st, name, g, &cur, whole); /* for the steps looking back at g */
   rk_api->release(&cur);
   return rc;
 }

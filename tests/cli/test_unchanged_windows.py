@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""UnchangedTensor proves a change from runs of elements kept from the
+previous value (plugins/tensor/unchanged_tensor: WINDOWS runs spread over a
+value read whole) without reading the previous value again, and gives the
+answers of whole comparisons.
+
+A trial of six steps of float32 tensors of 20,000 elements (records of
+80 KB) whose first 2,000 elements are zero at every step, as a ReLU
+output's inactive units are, so the first elements prove nothing:
+  r/active        every element past the zeros changes at every step: never
+                  unchanged; the previous value is never read again
+  r/last_changes  only the last element changes (in no kept run): the whole
+                  values differ, never unchanged
+  r/close         the elements past the zeros move by 1e-9 of their value
+                  (within rtol): unchanged from step 2 on
+  r/frozen        the same at every step: unchanged from step 2 on
+The violations and triggered steps are exactly these with --jobs 1 and 2;
+and UnchangedTensor over r/active alone reads, in bytes of trial files
+(smrules_read_bytes_total in --metrics-file), less than 1.5 times its six
+records plus the index and collection files (each record once and the
+first bytes of some; reading the previous value again made it about 2).
+"""
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+from test_unchanged_head import record  # noqa: E402
+
+NAME = "test_unchanged_windows"
+N = 20000
+ZEROS = 2000
+STEPS = 6
+TENSORS = ["r/active", "r/last_changes", "r/close", "r/frozen"]
+
+
+def values(name, step):
+    v = [0.0] * ZEROS + [1.0 + (i % 89) / 16.0 for i in range(N - ZEROS)]
+    if name == "r/active":
+        v = v[:ZEROS] + [x + step * 0.5 for x in v[ZEROS:]]
+    elif name == "r/last_changes":
+        v[-1] = 100.0 + step
+    elif name == "r/close":
+        v = v[:ZEROS] + [x * (1.0 + 1e-9 * step) for x in v[ZEROS:]]
+    return v
+
+
+def write_trial(folder):
+    """The trial; returns (bytes of r/active's records, bytes of the other
+    files smrules reads: indexes and the end marker)."""
+    import json
+    active, other = 0, 0
+    for step in range(STEPS):
+        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
+        blob, payload = b"", []
+        for name in TENSORS:
+            rec = record(name, values(name, step), step, False)
+            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
+            if name == "r/active":
+                active += len(rec)
+            blob += rec
+        index = json.dumps({"meta": {"mode": "TRAIN", "mode_step": step,
+                                     "event_file_name": event_rel},
+                            "tensor_payload": payload, "shape_payload": []}).encode()
+        other += len(index)
+        for rel, data in ((event_rel, blob),
+                          ("index/000000000/%012d_worker_0.json" % step, index)):
+            path = os.path.join(folder, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
+        pass
+    return active, other
+
+
+def read_bytes(metrics_file):
+    with open(metrics_file) as f:
+        m = re.search(r"^smrules_read_bytes_total\{[^}]*\} (\d+)$", f.read(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def main():
+    c = lib.Checker(NAME)
+    tmp = tempfile.mkdtemp(prefix="smrules-unchanged-windows-")
+    try:
+        trial = os.path.join(tmp, "trial")
+        active, other = write_trial(trial)
+        rules = os.path.join(tmp, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write("rules:\n  - rule: UnchangedTensor\n"
+                    "    parameters: {tensor_regex: '^r/'}\n")
+        for jobs in ("1", "2"):
+            out = os.path.join(tmp, "out-%s" % jobs)
+            r = lib.run_json(["run", "--trial", trial, "--rules", rules, "--fresh",
+                              "--jobs", jobs, "--output", out])
+            sc = c.scope("--jobs %s" % jobs, r)
+            sc.eq("exit status", r.rc, 1)
+            rep = lib.load_json(os.path.join(out, "UnchangedTensor", "report.json"))
+            det = rep.get("Details", {})
+            sc.eq("triggered steps", det.get("triggered_steps"), [2, 3, 4, 5])
+            got = {v["tensor"]: v["steps"]
+                   for v in det.get("last_trigger", {}).get("violations", [])}
+            sc.eq("violations at step 5", got, {"r/close": [3, 4, 5], "r/frozen": [3, 4, 5]})
+
+        one = os.path.join(tmp, "active.yaml")
+        with open(one, "w") as f:
+            f.write("rules:\n  - rule: UnchangedTensor\n"
+                    "    parameters: {tensor_regex: '^r/active$'}\n")
+        metrics = os.path.join(tmp, "metrics.txt")
+        r = lib.run_json(["run", "--trial", trial, "--rules", one, "--fresh",
+                          "--output", os.path.join(tmp, "out-active"),
+                          "--metrics-file", metrics])
+        sc = c.scope("r/active alone", r)
+        sc.eq("exit status", r.rc, 0)
+        got = read_bytes(metrics) if os.path.exists(metrics) else None
+        sc.ok(got is not None, "smrules_read_bytes_total in the metrics file")
+        if got is not None:
+            limit = 1.5 * active + other + 4096
+            sc.ok(got < limit, "read %d bytes, less than %d (records %d, index %d)"
+                  % (got, limit, active, other))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
