@@ -29,6 +29,22 @@ static int answer(int rc, const smr_error *err) {
 
 /* -------------------------------------------------------------- reads */
 
+/* This thread's reads (smr_data_reads); stats_depth > 0 while a value is
+ * read for statistics. */
+static _Thread_local struct {
+  int stats_depth;
+  uint64_t values, for_stats;
+} reads;
+
+void smr_data_reads_reset(void) {
+  reads.values = reads.for_stats = 0;
+}
+
+void smr_data_reads(uint64_t *values, uint64_t *for_stats) {
+  *values = reads.values;
+  *for_stats = reads.for_stats;
+}
+
 /* A reduction's entry in the statistics cache (stats_cache.h): its value
  * in sum, whether it was saved in has_finite. */
 static smr_stats red_pack(double value, bool saved) {
@@ -91,6 +107,8 @@ int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
   int rc = smr_trial_value(t, name, step, mode, worker, out, loc, err);
   if (rc == SMR_OK && !worker)
     fill_wanted(t, name, step, mode, out);
+  if (rc == SMR_OK)
+    *(reads.stats_depth ? &reads.for_stats : &reads.values) += 1;
   return answer(rc, err);
 }
 
@@ -124,7 +142,9 @@ static int reduction_by_value(smr_trial *t, const char *name, int64_t step,
   if (!smr_trial_reduction_saved(t, name, step, mode, reduction, abs)) {
     smr_tensor v;
     smr_value_loc loc;
+    reads.stats_depth++;
     int rc = smr_data_value(t, name, step, mode, NULL, &v, &loc, err);
+    reads.stats_depth--;
     if (rc == SMR_OK) {
       rc = answer(
           smr_tensor_reduce(&v, (smr_reduction)reduction, abs, out, err), err);
@@ -187,7 +207,9 @@ static int compute(smr_trial *t, const char *name, int64_t step, int mode,
                    smr_error *err) {
   smr_tensor v;
   smr_value_loc loc;
+  reads.stats_depth++;
   int rc = smr_data_value(t, name, step, mode, worker, &v, &loc, err);
+  reads.stats_depth--;
   if (rc == SMR_ERR_USAGE) /* the value's, not the caller's: unreadable */
     rc = smr_data_unreadable(err);
   if (rc != SMR_OK)

@@ -28,6 +28,14 @@
 #include "trial/stats_cache.h"
 #include "trial/trial.h"
 
+/* Values this thread read since smr_data_reads_reset: *values those a
+ * rule asked for, *for_stats those read only to compute statistics or a
+ * reduction (smr_data_stats, smr_data_reduction), which another rule's
+ * read of the same value would have filled (the runner orders turns by
+ * it: run/schedule.h).  Reads done on helper threads are not counted. */
+void smr_data_reads_reset(void);
+void smr_data_reads(uint64_t *values, uint64_t *for_stats);
+
 /* Warn once about an unreadable value (err) and answer
  * SMR_TENSOR_UNAVAILABLE_FOR_STEP. */
 int smr_data_unreadable(const smr_error *err);

@@ -27,6 +27,7 @@ struct smr_instance {
   char *stored_report;    /* reused when nothing new was evaluated */
   bool needs_finish;      /* evaluated something since the last finish */
   bool resumed;           /* stored state was looked at (once per run) */
+  bool stats_only;        /* its last turn read values only for statistics */
   bool restored;          /* the rule's own state came back too */
   smr_prof_run *prof_run; /* profiler rules: see runner_profiler.c */
   /* rules on the clock (runner_tick_instance, on the rule's own thread): the

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/workers.h"
+#include "host/data.h"
 #include "host/rulehost.h"
 #include "profiler/profiler.h"
 #include "run/runner_int.h"
@@ -328,11 +329,23 @@ static bool run_turn(void *arg, size_t u, size_t *pos, size_t limit) {
     smrules_live_info li = runner_live_info(r);
     runner_walk_begin(r, in, &r->steps, &li);
   }
-  if (!runner_walk_steps(r, in, &r->steps, pos, limit))
+  smr_data_reads_reset();
+  bool more = runner_walk_steps(r, in, &r->steps, pos, limit);
+  uint64_t values, for_stats;
+  smr_data_reads(&values, &for_stats);
+  in->stats_only = for_stats > 0 && values == 0;
+  if (!more)
     return false;
   runner_walk_end(r, in);
   in->walk_begun = false;
   return true;
+}
+
+/* Whether the unit's last turn read values only for statistics (its
+ * thread, after the turn: smr_sched.stats_only). */
+static bool turn_stats_only(void *arg, size_t u) {
+  smr_runner *r = arg;
+  return r->v[u]->stats_only;
 }
 
 /* In lock step, the read-ahead reaches at most `window` steps past the
@@ -441,6 +454,7 @@ int smr_runner_run(smr_runner *r, smr_error *err) {
                  .positional = positional,
                  .jobs = jobs < 1 ? 1 : jobs,
                  .run = run_turn,
+                 .stats_only = turn_stats_only,
                  .arg = r};
   choose_order(r, &s);
   smr_sched_run(&s);

@@ -11,7 +11,8 @@
 typedef struct unit_state {
   size_t pos;
   bool running, done;
-  double cost; /* seconds its recent turns took (a moving average) */
+  bool stats_only; /* its last turn read values only for statistics */
+  double cost;     /* seconds its recent turns took (a moving average) */
 } unit_state;
 
 typedef struct sched_run {
@@ -40,12 +41,16 @@ static size_t slowest(const sched_run *r) {
 }
 
 /* Whether unit a should go before unit b in lock step: the one further
- * behind, then the one whose turns take longer.  Longest first, because
- * the threads wait for the last turn of a step: a long turn begun last
- * would leave the other threads idle while it runs. */
+ * behind, then one that reads values before one that only reads them for
+ * statistics (smr_sched.stats_only), then the one whose turns take
+ * longer.  Longest first, because the threads wait for the last turn of
+ * a step: a long turn begun last would leave the other threads idle
+ * while it runs. */
 static bool goes_before(const unit_state *a, const unit_state *b) {
   if (a->pos != b->pos)
     return a->pos < b->pos;
+  if (a->stats_only != b->stats_only)
+    return b->stats_only;
   return a->cost > b->cost;
 }
 
@@ -100,7 +105,10 @@ static void *worker(void *arg) {
     double began = turn_clock(r->s);
     bool finished = r->s->run(r->s->arg, (size_t)i, &pos, limit);
     double took = turn_clock(r->s) - began;
+    bool stats_only =
+        r->s->stats_only && r->s->stats_only(r->s->arg, (size_t)i);
     pthread_mutex_lock(&r->mu);
+    u->stats_only = stats_only;
     u->cost = u->cost ? 0.75 * u->cost + 0.25 * took : took;
     size_t before = slowest(r);
     /* a turn that neither advances nor finishes would repeat forever */

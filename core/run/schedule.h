@@ -46,6 +46,13 @@ typedef struct smr_sched {
    * monotonic clock).  Tests give one that counts work instead of time,
    * so the order they check holds on a machine of any speed. */
   double (*clock)(void *arg);
+  /* Optional, lock step: called by the thread of a turn once it ended;
+   * true when the unit only read values for statistics in it
+   * (host/data.h, smr_data_reads).  At the same position such units go
+   * after the others, whose reads of the same values fill the
+   * statistics cache for them (trial/stats_cache.h): on the bench's cnn
+   * trial the twelve rules read 2.4 GB instead of 2.8-3.2. */
+  bool (*stats_only)(void *arg, size_t u);
 } smr_sched;
 
 /* Run every unit to its end with `jobs` threads (the caller's thread

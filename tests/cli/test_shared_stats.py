@@ -32,6 +32,13 @@
    that would need it is not evaluated, alone and beside AllZero and
    ExplodingTensor, with --jobs 1 and 2; a changed weight is evaluated
    from its third step with a value on.
+8. A rule that reads values only for their statistics goes after the
+   rules that read values at the same step (run/schedule.h, stats_only):
+   AllZero listed before DeadRelu over dead_relu_negative_bias (ten steps,
+   two ReLU outputs) with --jobs 1 finds the counts of both ReLU outputs
+   filled by DeadRelu's reads from the second step on (18 hits; AllZero
+   went first at every step before, and found none); with --jobs 1 and 2
+   both rules' results equal those of each rule alone.
 """
 
 import json
@@ -344,6 +351,30 @@ def check_unchanged_counts(c, tmp):
                   str(u.get("status")))
 
 
+def check_stats_only_last(c, tmp):
+    path = os.path.join(TRIALS, "dead_relu_negative_bias")
+    alone = {}
+    for rule in ("AllZero", "DeadRelu"):
+        y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
+        alone.update(rule_results(lib.run_json(
+            ["run", "--trial", path, "--rules", y, "--fresh", "--json",
+             "--output", os.path.join(tmp, "out-" + rule)])))
+    both = write(os.path.join(tmp, "az-dr.yaml"),
+                 "rules:\n  - rule: AllZero\n  - rule: DeadRelu\n")
+    for jobs in ("1", "2"):
+        r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
+                     "--jobs", jobs, "--output", os.path.join(tmp, "out-az-dr")],
+                    {"SMRULES_STATS_CACHE": "1"})
+        sc = c.scope("AllZero before DeadRelu, --jobs %s" % jobs, r)
+        sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+        m = COUNTS.search(r.err)
+        if jobs == "1" and sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
+            sc.eq("counts AllZero found filled by DeadRelu's reads", int(m.group(2)), 18)
+        got = rule_results(r)
+        for rule in ("AllZero", "DeadRelu"):
+            same_as_alone(sc, rule, got, alone)
+
+
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-shared-stats-")
@@ -354,6 +385,7 @@ def main():
         check_shared_records(c, tmp)
         check_unchanged_counts(c, tmp)
         check_filled_from_values(c, tmp)
+        check_stats_only_last(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

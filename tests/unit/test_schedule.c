@@ -171,6 +171,45 @@ static void test_lock_step_longest_first(void) {
   }
 }
 
+/* Units whose turns read values only for statistics (smr_sched.stats_only)
+ * go after the others at the same position, whatever their cost: the
+ * others' reads fill the statistics they would read values for.  Unit 1
+ * takes longest and unit 0 is first in configuration order, but both only
+ * read for statistics: from step 1 on, unit 2 goes first, then 1, then 0
+ * (longest first among each kind). */
+static bool g_stats_only[MAX_UNITS];
+static bool unit_stats_only(void *arg, size_t u) {
+  (void)arg;
+  return g_stats_only[u];
+}
+
+static void test_lock_step_stats_only_last(void) {
+  probe p;
+  setup(&p, 3, 4);
+  p.virtual_time = true;
+  p.delay_ns[0] = 1000000;  /* 1 ms */
+  p.delay_ns[1] = 20000000; /* 20 ms */
+  p.delay_ns[2] = 8000000;  /* 8 ms */
+  g_stats_only[0] = g_stats_only[1] = true;
+  g_stats_only[2] = false;
+  smr_sched s = {.units = 3,
+                 .clock = work_clock,
+                 .positional = p.positional,
+                 .jobs = 1,
+                 .block = 1,
+                 .lag = 1,
+                 .run = run_unit,
+                 .stats_only = unit_stats_only,
+                 .arg = &p};
+  smr_sched_run(&s);
+  static const size_t want[3] = {2, 1, 0};
+  CHECK_EQ_INT(p.nturns, 12);
+  for (size_t t = 3; t < p.nturns; t++) {
+    CHECK_EQ_INT(p.turns[t].from, t / 3);
+    CHECK_EQ_INT(p.turns[t].unit, want[t % 3]);
+  }
+}
+
 /* A unit that stops early leaves the others free to go on. */
 static void test_early_stop(void) {
   probe p;
@@ -265,6 +304,7 @@ int main(void) {
   TEST_RUN(test_whole_units_in_order);
   TEST_RUN(test_lock_step_round_robin);
   TEST_RUN(test_lock_step_longest_first);
+  TEST_RUN(test_lock_step_stats_only_last);
   TEST_RUN(test_early_stop);
   TEST_RUN(test_lag_bound_two_threads);
   TEST_RUN(test_non_positional_whole);
