@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The memory a run's records take is bounded as docs/kubernetes.md#record-memory
+says: the shared records no rule holds (at most 28 MB, plus 8 MB of spare
+buffers), and the records the rules hold, at most two per rule thread (a
+rule comparing a step with the one before holds both), each thread
+keeping the buffers it needs for that.
+
+A trial of four TRAIN steps, each with a weight and its gradient of
+8,000,000 float32 (records of 32 MB: larger than the shared records'
+budget) and a loss, with smdebug's collections; the twelve rules of
+examples/many-rules.yaml, and all twenty debugging rules (SimilarAcrossRuns
+comparing the trial with itself), over it with --jobs 1 and --jobs 2.  Each
+run's peak RSS (getrusage of a child process, read after it exited: no
+timing) stays within the peak of the same rules over a trial of the same
+shape with records of 4 KB, plus 36 MB, plus two records per rule thread,
+plus 8 MB for what a process allocates besides (the values rules keep,
+glibc's arenas).  The trial's records (256 MB) would not fit.
+"""
+
+import json
+import os
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lib  # noqa: E402
+
+NAME = "test_record_memory"
+STEPS = 4
+BIG = 8000000  # float32 elements: 32 MB records
+SMALL = 1000
+MB = 1 << 20
+SMDEBUG_FOOTER = 0x062DC0B3
+ALL20 = ["VanishingGradient", "ExplodingTensor", "WeightUpdateRatio", "AllZero",
+         "UnchangedTensor", "LossNotDecreasing", "CheckInputImages", "DeadRelu",
+         "Confusion", "TreeDepth", "ClassImbalance", "Overfit", "TensorVariance",
+         "Overtraining", "PoorWeightInitialization", "SaturatedActivation",
+         "NLPSequenceRatio", "StalledTrainingRule", "FeatureImportanceOverweight"]
+
+
+def record(name, content, count, step):
+    """An event record of a float32 tensor whose bytes are `content`, with
+    smdebug's constant footer (no checksum of 32 MB in Python)."""
+    pb_varint, pb_bytes = lib.pb_varint, lib.pb_bytes
+    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
+              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(count)))
+              + pb_bytes(4, content))
+    meta = pb_bytes(9, pb_bytes(1, pb_bytes(1, b"mode_step") + pb_bytes(2, str(step).encode()))
+                    + pb_bytes(1, pb_bytes(1, b"mode") + pb_bytes(2, b"1")))
+    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor) + meta
+    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9 + step)
+             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
+    head = struct.pack("<Q", len(event))
+    return (head + struct.pack("<I", lib.masked_crc32c(head)) + event
+            + struct.pack("<I", SMDEBUG_FOOTER))
+
+
+def write_trial(folder, count):
+    """Values that change a little every step (no rule finds anything)."""
+    for step in range(STEPS):
+        pattern = struct.pack("<8f", *[0.01 * (i + 1) + 0.001 * step for i in range(8)])
+        grads = struct.pack("<8f", *[1e-3 * (i + 1) - 1e-5 * step for i in range(8)])
+        content = {"layer0.weight": pattern * (count // 8),
+                   "gradient/layer0.weight": grads * (count // 8),
+                   "loss": struct.pack("<f", 2.0 - 0.1 * step)}
+        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
+        path = os.path.join(folder, event_rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        payload, at = [], 0
+        with open(path, "wb") as f:
+            for name, data in content.items():
+                rec = record(name, data, len(data) // 4, step)
+                f.write(rec)
+                payload.append({"tensorname": name, "start_idx": at, "length": len(rec)})
+                at += len(rec)
+        index = os.path.join(folder, "index/000000000/%012d_worker_0.json" % step)
+        os.makedirs(os.path.dirname(index), exist_ok=True)
+        with open(index, "w") as f:
+            json.dump({"meta": {"mode": "TRAIN", "mode_step": step,
+                                "event_file_name": event_rel},
+                       "tensor_payload": payload, "shape_payload": []}, f)
+    coll = os.path.join(folder, "collections/000000000/worker_0_collections.json")
+    os.makedirs(os.path.dirname(coll), exist_ok=True)
+    with open(coll, "w") as f:
+        json.dump({"collections": {
+            "gradients": {"name": "gradients", "include_regex": ["^gradient/"]},
+            "weights": {"name": "weights", "include_regex": ["^layer[0-9]+\\.weight$"]},
+            "losses": {"name": "losses", "include_regex": ["loss"]}},
+            "_meta": {"num_workers": 1}}, f)
+    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
+        pass
+
+
+# Runs smrules in a child of a fresh Python, which prints the peak RSS of
+# its children (KB) once smrules has exited.
+PEAK = ("import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL,"
+        " stderr=subprocess.PIPE, timeout=%d)\n"
+        "sys.stderr.write(p.stderr.decode('utf-8', 'replace')[-2000:])\n"
+        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+def peak_rss(args):
+    """(exit status, peak RSS in bytes, stderr) of `smrules args`."""
+    p = subprocess.run([sys.executable, "-c", PEAK % int(lib.TIMEOUT), lib.SMRULES] + args,
+                       capture_output=True, timeout=lib.TIMEOUT + 30, cwd=lib.ROOT)
+    words = p.stdout.decode().split()
+    if p.returncode != 0 or len(words) != 2:
+        return None, None, p.stderr.decode("utf-8", "replace")
+    return int(words[0]), int(words[1]) * 1024, p.stderr.decode("utf-8", "replace")
+
+
+def main():
+    c = lib.Checker(NAME)
+    tmp = tempfile.mkdtemp(prefix="smrules-record-memory-")
+    try:
+        trials = {}
+        for label, count in (("small", SMALL), ("big", BIG)):
+            trials[label] = os.path.join(tmp, label)
+            write_trial(trials[label], count)
+        record_bytes = 4 * BIG
+        twelve = os.path.join(lib.ROOT, "examples", "many-rules.yaml")
+        for label in ("small", "big"):
+            with open(os.path.join(tmp, "all20-%s.yaml" % label), "w") as f:
+                f.write("rules:\n")
+                for r in ALL20:
+                    f.write("  - rule: %s\n" % r)
+                f.write("  - rule: SimilarAcrossRuns\n"
+                        "    parameters: {other_trials: %s}\n" % json.dumps(trials[label]))
+        for rules in ("twelve", "all20"):
+            for jobs in (1, 2):
+                peaks = {}
+                for label in ("small", "big"):
+                    yaml = twelve if rules == "twelve" else \
+                        os.path.join(tmp, "all20-%s.yaml" % label)
+                    rc, peak, err = peak_rss(["run", "--trial", trials[label], "--rules", yaml,
+                                              "--fresh", "--jobs", str(jobs), "--output",
+                                              os.path.join(tmp, "out-%s-%s-%d" % (
+                                                  label, rules, jobs))])
+                    c.ok(rc in (0, 1), "%s rules, --jobs %d, %s records: exit status %s "
+                         "(0 or 1)" % (rules, jobs, label, rc), err)
+                    peaks[label] = peak
+                if None in peaks.values():
+                    continue
+                bound = peaks["small"] + 36 * MB + 2 * jobs * record_bytes + 8 * MB
+                c.ok(peaks["big"] <= bound,
+                     "%s rules, --jobs %d, records of 32 MB: peak RSS %.1f MB <= %.1f MB "
+                     "(%.1f MB with records of 4 KB + 36 MB + %d records + 8 MB)"
+                     % (rules, jobs, peaks["big"] / MB, bound / MB, peaks["small"] / MB,
+                        2 * jobs))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    c.finish()
+
+
+if __name__ == "__main__":
+    main()
