@@ -100,13 +100,34 @@ static void fill_wanted(smr_trial *t, const char *name, int64_t step, int mode,
   }
 }
 
+/* Whether the value read at (step, mode), from `loc`, is also the one a
+ * read of its global step in GLOBAL mode gives: a trial of one worker
+ * whose global step has this mode step only.  WeightUpdateRatio reads in
+ * TRAIN mode while AllZero and ExplodingTensor ask for GLOBAL statistics:
+ * its reads filled nothing for them, and they read CNN_fc1.weight once
+ * more a step on the bench's cnn trial. */
+static bool same_as_global(smr_trial *t, int mode, const smr_value_loc *loc) {
+  const smr_strv *workers = smr_trial_workers(t);
+  int m;
+  int64_t ms;
+  return mode != SMR_MODE_GLOBAL && loc->mode == mode && workers &&
+         workers->n == 1 && smr_trial_step_mode(t, loc->step, &m, &ms) &&
+         m == loc->mode && ms == loc->mode_step;
+}
+
 int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
                    const char *worker, smr_tensor *out, smr_value_loc *loc,
                    smr_error *err) {
   smr_trial_reader_enter(t); /* live: trial.h */
+  smr_value_loc own;
+  if (!loc)
+    loc = &own;
   int rc = smr_trial_value(t, name, step, mode, worker, out, loc, err);
-  if (rc == SMR_OK && !worker)
+  if (rc == SMR_OK && !worker) {
     fill_wanted(t, name, step, mode, out);
+    if (same_as_global(t, mode, loc))
+      fill_wanted(t, name, loc->step, SMR_MODE_GLOBAL, out);
+  }
   if (rc == SMR_OK)
     *(reads.stats_depth ? &reads.for_stats : &reads.values) += 1;
   return answer(rc, err);

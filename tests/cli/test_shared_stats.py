@@ -39,6 +39,12 @@
    filled by DeadRelu's reads from the second step on (18 hits; AllZero
    went first at every step before, and found none); with --jobs 1 and 2
    both rules' results equal those of each rule alone.
+9. A value read in TRAIN mode fills the GLOBAL statistics of its global
+   step when that is the same record (one worker): WeightUpdateRatio reads
+   weights by TRAIN step, AllZero asks for counts by global step; on
+   healthy_mlp_digits with --jobs 1 AllZero finds counts filled (none
+   before); on two_workers_ddp nothing is filled across modes; results
+   equal those of each rule alone with --jobs 1 and 2.
 """
 
 import json
@@ -375,6 +381,36 @@ def check_stats_only_last(c, tmp):
             same_as_alone(sc, rule, got, alone)
 
 
+def check_filled_across_modes(c, tmp):
+    both = write(os.path.join(tmp, "az-wur.yaml"),
+                 "rules:\n  - rule: AllZero\n  - rule: WeightUpdateRatio\n")
+    for trial in ("healthy_mlp_digits", "two_workers_ddp"):
+        path = os.path.join(TRIALS, trial)
+        alone = {}
+        for rule in ("AllZero", "WeightUpdateRatio"):
+            y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
+            alone.update(rule_results(lib.run_json(
+                ["run", "--trial", path, "--rules", y, "--fresh", "--json",
+                 "--output", os.path.join(tmp, "out-" + rule)])))
+        for jobs in ("1", "2"):
+            r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
+                         "--jobs", jobs, "--output", os.path.join(tmp, "out-az-wur")],
+                        {"SMRULES_STATS_CACHE": "1"})
+            sc = c.scope("AllZero and WeightUpdateRatio on %s, --jobs %s" % (trial, jobs), r)
+            sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+            m = COUNTS.search(r.err)
+            if jobs == "1" and sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
+                hits = int(m.group(2))
+                if trial == "two_workers_ddp":
+                    sc.eq("counts filled across modes with two workers", hits, 0)
+                else:
+                    sc.ok(hits > 0, "counts filled by WeightUpdateRatio's TRAIN reads",
+                          "hits=%d" % hits)
+            got = rule_results(r)
+            for rule in ("AllZero", "WeightUpdateRatio"):
+                same_as_alone(sc, rule, got, alone)
+
+
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-shared-stats-")
@@ -386,6 +422,7 @@ def main():
         check_unchanged_counts(c, tmp)
         check_filled_from_values(c, tmp)
         check_stats_only_last(c, tmp)
+        check_filled_across_modes(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
