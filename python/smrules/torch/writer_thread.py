@@ -32,6 +32,7 @@ hook's cost on the training thread was this wait, not its own work)."""
 import collections
 import os
 import threading
+import time
 
 import torch
 
@@ -105,6 +106,7 @@ class WriterThread:
         self._pool_bytes = 0
         self._pool_lock = threading.RLock()
         self.reused = 0  # copies that reused a buffer (tests check reuse)
+        self.cpu_seconds = 0.0  # the thread's CPU time, once it has ended
         self._thread = threading.Thread(target=self._run, name="smrules-writer", daemon=True)
         self._thread.start()
 
@@ -236,6 +238,7 @@ class WriterThread:
             except BaseException as e:
                 with self._cond:
                     self._error = self._error or e
+        self.cpu_seconds = time.thread_time()  # this thread's CPU (the bench reports it)
 
     def _do_batch(self, batch):
         """A batch's step operations go to C in one call; the collections
