@@ -114,6 +114,25 @@ static bool write_all(int fd, const void *data, size_t len) {
   return true;
 }
 
+/* Close `fd`, the <path>.tmp file just written (`wrote`: all its writes
+ * succeeded, else `write_errno` says why the last one failed), and rename it
+ * to <path>; on any failure the .tmp file is removed.  `rel` names the file
+ * in errors.  Every file is finished this way. */
+static int finish_file(int fd, bool wrote, int write_errno, const char *tmp,
+                       const char *path, const char *rel, smr_error *err) {
+  bool closed = close(fd) == 0;
+  int rc = SMR_OK;
+  if (!wrote || !closed) {
+    if (!wrote)
+      errno = write_errno;
+    rc = io_error(err, rel, "write file");
+  } else if (rename(tmp, path) != 0)
+    rc = io_error(err, rel, "rename the .tmp file");
+  if (rc)
+    unlink(tmp);
+  return rc;
+}
+
 /* Write `len` bytes to <dir>/<rel>.tmp and rename it to <dir>/<rel>.  The
  * folder is made only when the file cannot be created without it: an index
  * file's folder (index/000000000/) holds a thousand steps' files, and
@@ -131,16 +150,7 @@ static int write_atomic(const smr_writer *w, const char *rel, const void *data,
     rc = io_error(err, rel, "create file");
   if (fd >= 0) {
     bool wrote = write_all(fd, data, len);
-    int write_errno = errno;
-    bool closed = close(fd) == 0;
-    if (!wrote || !closed) {
-      if (!wrote)
-        errno = write_errno;
-      rc = io_error(err, rel, "write file");
-    } else if (rename(tmp, path) != 0)
-      rc = io_error(err, rel, "rename the .tmp file");
-    if (rc)
-      unlink(tmp);
+    rc = finish_file(fd, wrote, errno, tmp, path, rel, err);
   }
   free(tmp);
   free(path);
@@ -293,22 +303,17 @@ static void out_put(smr_writer *w, const uint8_t *data, size_t len) {
 static int finish_event_file(smr_writer *w, smr_error *err) {
   char *path = full_path(w, w->ev_rel);
   char *tmp = smr_xasprintf("%s.tmp", path);
-  int rc = SMR_OK;
-  bool flushed = w->ev_error || w->out_len == 0 || out_write(w, NULL, 0);
-  int flush_errno = errno;
-  bool closed = close(w->ev) == 0;
-  if (w->ev_error) /* reported by the tensor call that failed */
+  int rc;
+  if (w->ev_error) { /* reported by the tensor call that failed */
+    close(w->ev);
+    unlink(tmp);
     rc = smr_error_set(err, SMR_ERR_IO, w->ev_rel, -1,
                        "step %lld discarded after a failed write",
                        (long long)w->step);
-  else if (!flushed || !closed) {
-    if (!flushed)
-      errno = flush_errno;
-    rc = io_error(err, w->ev_rel, "write file");
-  } else if (rename(tmp, path) != 0)
-    rc = io_error(err, w->ev_rel, "rename the .tmp file");
-  if (rc)
-    unlink(tmp);
+  } else {
+    bool flushed = w->out_len == 0 || out_write(w, NULL, 0);
+    rc = finish_file(w->ev, flushed, errno, tmp, path, w->ev_rel, err);
+  }
   w->ev = -1;
   free(tmp);
   free(path);
