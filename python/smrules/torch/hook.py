@@ -133,6 +133,11 @@ class Hook:
         self._collections_to_save = []
         self._colls_for_step = None  # None: not computed for this step
         self._tensor_colls = {}
+        # name -> what a saving step does with the tensor (_plan), for the
+        # collections due in _plans_for: the same at every step of a run
+        # saved with one configuration, so the per-tensor work is done once
+        self._plans = {}
+        self._plans_for = None
         self._names_in_step = {}
         self._step_mode = (ModeKeys.GLOBAL, -1)
         self._step_open = False  # a step_begin was queued for the current step
@@ -270,6 +275,9 @@ class Hook:
                 if c.save_config.should_save_step(self.mode, ms):
                     colls.append(c)
             self._colls_for_step = colls if self._writes() else []
+            if self._colls_for_step != self._plans_for:
+                self._plans = {}
+                self._plans_for = self._colls_for_step
         return self._colls_for_step
 
     def _collections_with_tensor(self, name):
@@ -421,7 +429,9 @@ class Hook:
             if self._collections_for_step():
                 top = self._model_names.get(module, module._get_name())
                 for pname, param in module.named_parameters():
-                    self._save_for_tensor(top + "_" + pname, param.data)
+                    # param itself, not param.data (one tensor object
+                    # fewer): the copy detaches it
+                    self._save_for_tensor(top + "_" + pname, param)
             if self.last_saved_step is not None and self._exported is None:
                 self._export_collections()
 
@@ -454,35 +464,34 @@ class Hook:
     # ---------------------------------------------------------- saving
 
     def _save_for_tensor(self, name, value):
-        colls = self._collections_with_tensor(name)
-        due = self._colls_for_step or ()
-        colls = [c for c in colls if c in due]
-        if colls:
-            self._write_tensor(name, value, colls)
+        plan = self._plans.get(name, _NO_PLAN)
+        if plan is _NO_PLAN:  # first seen with these collections due
+            due = self._colls_for_step or ()
+            colls = [c for c in self._collections_with_tensor(name) if c in due]
+            plan = self._plans[name] = _plan(colls) if colls else None
+        if plan is not None:
+            self._write_planned(name, value, plan)
 
     def _write_tensor(self, name, value, colls):
+        self._write_planned(name, value, _plan(colls))
+
+    def _write_planned(self, name, value, plan):
         if value is None:
             return
-        raw = any(c.reduction_config.save_raw_tensor for c in colls)
-        shape = any(c.reduction_config.save_shape for c in colls)
-        reductions = []
-        for c in colls:
-            if c.name in SCALAR_COLLECTIONS:
-                continue
-            for pair in c.reduction_config.wanted():
-                if pair not in reductions:
-                    reductions.append(pair)
-        if value.numel() == 0 and not shape:
+        raw, shape, reductions = plan
+        numel = value.numel()
+        if numel == 0 and not shape:
             return  # smdebug saves nothing of an empty tensor
-        self._begin_step_if_needed()
-        w = self._writer_thread()
+        if not self._step_open:
+            self._begin_step_if_needed()
+        w = self._writer or self._writer_thread()
         if shape:
             w.put(("shape", name, tuple(value.shape)))
-        if not raw and not reductions or value.numel() == 0:
+        if not raw and not reductions or numel == 0:
             return
         # The one copy: off the device, detached from autograd, and not
         # sharing memory with a tensor training will change in place.
-        w.put_tensor(name, w.copy_of(value), time.time(), raw, reductions)
+        w.put_copy(name, value, time.time(), raw, reductions)
 
     def _begin_step_if_needed(self):
         if not self._step_open:
@@ -537,6 +546,7 @@ class Hook:
                 c.save_config = self.save_config
             c.add_tensor_name(name)
             self._tensor_colls.pop(name, None)
+            self._plans = {}  # the collections may have changed
             if c not in self._collections_to_save:
                 self._collections_to_save.append(c)
             if self._colls_for_step and c.reduction_config.save_raw_tensor and self._writes():
@@ -559,7 +569,7 @@ class Hook:
         self._begin_step_if_needed()
         for name, v, ts in scalars:
             w = self._writer_thread()
-            w.put_tensor(name, w.copy_of(v), ts if ts is not None else time.time(), True, [])
+            w.put_copy(name, v, ts if ts is not None else time.time(), True, ())
 
     def set_mode(self, mode):
         """modes.TRAIN, EVAL, PREDICT or GLOBAL: the steps that follow
@@ -701,6 +711,24 @@ class _Busy:
             self.hook._term_pending = False
             raise SystemExit(EXIT_STATUS_SIGTERM)
         return False
+
+
+_NO_PLAN = object()
+
+
+def _plan(colls):
+    """What saving a tensor of these collections does: (whole, shape only,
+    reductions in smdebug's order)."""
+    raw = any(c.reduction_config.save_raw_tensor for c in colls)
+    shape = any(c.reduction_config.save_shape for c in colls)
+    reductions = []
+    for c in colls:
+        if c.name in SCALAR_COLLECTIONS:
+            continue
+        for pair in c.reduction_config.wanted():
+            if pair not in reductions:
+                reductions.append(pair)
+    return raw, shape, tuple(reductions)
 
 
 class _RawOnly:

@@ -98,6 +98,7 @@ class WriterThread:
         # device threads): the batch in hand is changed under this lock
         self._batch_lock = threading.Lock()
         self._queued_bytes = 0
+        self._flush_bytes = min(BATCH_BYTES, max_bytes)  # a batch is queued at this size
         self._error = None
         self._stopping = False
         self._writer = None
@@ -124,17 +125,26 @@ class WriterThread:
             if kind not in ("begin", "tensor", "shape", "end"):
                 self._batch_python = True
             if kind not in ("begin", "tensor", "reduce", "shape") or \
-                    self._batch_bytes >= min(BATCH_BYTES, self.max_bytes):
+                    self._batch_bytes >= self._flush_bytes:
                 self._flush()
 
-    def put_tensor(self, name, c, wall, raw, reductions):
-        """Queue a tensor copied by copy_of: saved whole (raw) and/or as
-        its reductions.  Saved whole only, it is queued as the C writer
-        takes it, so that the writer thread runs no Python for it."""
+    def put_copy(self, name, value, wall, raw, reductions):
+        """Copy `value` (copy_of) and queue the copy: saved whole (raw)
+        and/or as its reductions.  Saved whole only, it is queued as the C
+        writer takes it, so that the writer thread runs no Python for it.
+        (put's work, inlined: this runs for every tensor of a saving step.)"""
+        c = self.copy_of(value)
         if raw and not reductions and c.array is not None:
-            self.put(("tensor", name, c.array, wall, c), c.nbytes)
+            op, python = ("tensor", name, c.array, wall, c), False
         else:
-            self.put(("reduce", name, c, wall, raw, reductions), c.nbytes)
+            op, python = ("reduce", name, c, wall, raw, reductions), True
+        with self._batch_lock:
+            self._batch.append(op)
+            self._batch_bytes += c.nbytes
+            if python:
+                self._batch_python = True
+            if self._batch_bytes >= self._flush_bytes:
+                self._flush()
 
     def flush(self):
         """Queue the batch in hand; waits while the queue is over its
