@@ -14,10 +14,12 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "batch_ops.h"
 #include "format/index.h"
 #include "format/mode.h"
 #include "format/tensor.h"
 #include "trial_type.h"
+#include "write_queue.h"
 #include "writer/writer.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -27,7 +29,7 @@
 
 /* An smr_error as a Python exception: OSError for files, ValueError for
  * what the caller passed, RuntimeError for the rest. */
-static PyObject *raise_smr(const smr_error *err) {
+PyObject *smr_py_raise(const smr_error *err) {
   char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
   smr_error_format(err, msg, sizeof msg);
   PyObject *type = err->status == SMR_ERR_IO      ? PyExc_OSError
@@ -109,7 +111,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kw) {
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = smr_writer_open(dir, worker, 0, &w, &err);
   Py_END_ALLOW_THREADS if (rc != SMR_OK) {
-    raise_smr(&err);
+    smr_py_raise(&err);
     return -1;
   }
   self->w = w;
@@ -158,7 +160,7 @@ static PyObject *writer_step_begin(WriterObject *self, PyObject *args) {
       smr_writer_step_begin(self->w, step, mode, mode_step, &err);
   Py_END_ALLOW_THREADS self->busy = false;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -201,7 +203,7 @@ static PyObject *writer_tensor(WriterObject *self, PyObject *args) {
   Py_END_ALLOW_THREADS self->busy = false;
   PyBuffer_Release(&view);
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -239,7 +241,7 @@ static PyObject *writer_shape(WriterObject *self, PyObject *args) {
       smr_writer_shape(self->w, name, (int)n, shape, &err);
   Py_END_ALLOW_THREADS self->busy = false;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -251,7 +253,7 @@ static PyObject *writer_step_end(WriterObject *self, PyObject *noargs) {
   Py_BEGIN_ALLOW_THREADS rc = smr_writer_step_end(self->w, &err);
   Py_END_ALLOW_THREADS self->busy = false;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -271,7 +273,7 @@ static PyObject *writer_collections(WriterObject *self, PyObject *args) {
       smr_writer_collections_json(self->w, json, (size_t)len, &err);
   Py_END_ALLOW_THREADS self->busy = false;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -285,17 +287,8 @@ static PyObject *writer_collections(WriterObject *self, PyObject *args) {
  *   ("end",)                           as step_end()
  * Everything is checked before anything is written: a malformed operation
  * raises and writes nothing.  A failure while writing (a full disk) stops
- * at that operation: the ones before it are done, the rest are not. */
-typedef struct batch_op {
-  char kind; /* 'b'egin, 't'ensor, 's'hape, 'e'nd */
-  const char *name;
-  long long step, mode_step;
-  int mode, dtype, ndim;
-  int64_t shape[SMR_MAX_DIMS];
-  double wall_time;
-  Py_buffer view; /* a tensor's array, held until the batch is done */
-  bool has_view;
-} batch_op;
+ * at that operation: the ones before it are done, the rest are not.
+ * (batch_ops.h: WriteQueue takes the same operations.) */
 
 static int batch_shape(PyObject *seq, const char *name, batch_op *op) {
   PyObject *fast = PySequence_Fast(seq, "shape must be a sequence of ints");
@@ -320,8 +313,7 @@ static int batch_shape(PyObject *seq, const char *name, batch_op *op) {
   return 0;
 }
 
-/* One operation's tuple into `op` (its array's buffer taken). */
-static int batch_parse(PyObject *item, batch_op *op) {
+int smr_py_batch_parse(PyObject *item, batch_op *op) {
   if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1 ||
       !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
     PyErr_SetString(PyExc_TypeError,
@@ -386,7 +378,7 @@ static int batch_parse(PyObject *item, batch_op *op) {
   return 0;
 }
 
-static int batch_run(smr_writer *w, const batch_op *op, smr_error *err) {
+int smr_py_batch_run(smr_writer *w, const batch_op *op, smr_error *err) {
   switch (op->kind) {
   case 'b':
     return smr_writer_step_begin(w, op->step, op->mode, op->mode_step, err);
@@ -416,12 +408,13 @@ static PyObject *writer_batch(WriterObject *self, PyObject *arg) {
   Py_ssize_t n_parsed = 0;
   int ok = 1;
   for (; n_parsed < n && ok; n_parsed++)
-    ok = batch_parse(PyTuple_GET_ITEM(ops, n_parsed), &parsed[n_parsed]) == 0;
+    ok = smr_py_batch_parse(PyTuple_GET_ITEM(ops, n_parsed),
+                            &parsed[n_parsed]) == 0;
   smr_error err = {0};
   int rc = SMR_OK;
   if (ok && writer_enter(self)) {
     Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n && rc == SMR_OK; i++)
-        rc = batch_run(self->w, &parsed[i], &err);
+        rc = smr_py_batch_run(self->w, &parsed[i], &err);
     Py_END_ALLOW_THREADS self->busy = false;
   } else
     ok = 0;
@@ -433,7 +426,7 @@ static PyObject *writer_batch(WriterObject *self, PyObject *arg) {
   if (!ok)
     return NULL;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -449,7 +442,7 @@ static PyObject *writer_close(WriterObject *self, PyObject *noargs) {
   Py_BEGIN_ALLOW_THREADS rc = smr_writer_close(w, &err);
   Py_END_ALLOW_THREADS self->busy = false;
   if (rc != SMR_OK)
-    return raise_smr(&err);
+    return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -490,7 +483,7 @@ static PyObject *mod_write_end_marker(PyObject *m, PyObject *args) {
   smr_error err = {0};
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = smr_write_end_marker(dir, &err);
-  Py_END_ALLOW_THREADS if (rc != SMR_OK) return raise_smr(&err);
+  Py_END_ALLOW_THREADS if (rc != SMR_OK) return smr_py_raise(&err);
   Py_RETURN_NONE;
 }
 
@@ -516,7 +509,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     Py_DECREF(m);
     return NULL;
   }
-  if (smr_py_add_trial(m) < 0) {
+  if (smr_py_add_trial(m) < 0 || smr_py_add_write_queue(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

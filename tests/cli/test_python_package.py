@@ -90,7 +90,7 @@ BATCH = r"""
 import json, os, sys
 import numpy as np
 import smrules._core as core
-out_calls, out_batch, out_err = sys.argv[1:4]
+out_calls, out_batch, out_err, out_queue, out_qerr = sys.argv[1:6]
 arrays = {
     "f32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
     "f64": np.array([1.5, -0.0, np.inf, np.nan]),
@@ -136,6 +136,34 @@ attempt("failing", lambda: e.batch([("begin", 0, 1, 0), ("tensor", "kept", one, 
                                     ("tensor", "orphan", one, 0.0), ("begin", 1, 1, 1),
                                     ("tensor", "never", one, 0.0), ("end",)]))
 e.close()
+# WriteQueue: the same operations written by its own thread, in three
+# batches under a bound of 0 bytes (each waits for the one before), then
+# the collections file and the end marker
+from smrules.collection import pytorch_collections
+q = core.WriteQueue(out_queue, "worker_0", 0)
+cut = (0, 4, 9, len(ops))
+tokens = []
+for i in range(3):
+    part = ops[cut[i]:cut[i + 1]]
+    q.submit(part, sum(op[2].nbytes for op in part if op[0] == "tensor"), "batch%d" % i)
+    tokens += q.reap()
+res["collections_json"] = pytorch_collections().to_json(1)
+q.submit([("collections", res["collections_json"]), ("end_marker",)], 0, "last")
+tokens += q.close()
+res["tokens"] = tokens
+res["peak"] = q.peak_bytes
+res["batch_bytes"] = [sum(op[2].nbytes for op in ops[cut[i]:cut[i + 1]] if op[0] == "tensor")
+                      for i in range(3)]
+res["queue_error"] = repr(q.error)
+attempt("queue_closed", lambda: q.submit([("end",)], 0, None))
+qe = core.WriteQueue(out_qerr, "worker_0", 1 << 20)
+attempt("queue_malformed", lambda: qe.submit([("begin", 0, 1, 0), ("flush",)], 0, None))
+qe.submit([("begin", 0, 1, 0), ("tensor", "kept", one, 0.0), ("end",),
+           ("tensor", "orphan", one, 0.0), ("begin", 1, 1, 1), ("tensor", "never", one, 0.0),
+           ("end",)], 8, "failing")
+qe.submit([("begin", 2, 1, 2), ("tensor", "after", one, 0.0), ("end",)], 8, "after")
+res["queue_failed_tokens"] = qe.close()
+res["queue_failure"] = "%s: %s" % (type(qe.error).__name__, qe.error)
 print(json.dumps(res))
 """
 
@@ -289,8 +317,9 @@ def check_batch(c, tmp):
     the same files, byte for byte, as one call per operation; an operation
     it cannot take is refused before anything of the batch is written; a
     failure while writing keeps what came before it."""
-    calls, batch, err = (os.path.join(tmp, d) for d in ("b_calls", "b_batch", "b_err"))
-    rc, so, se = pylib.run_py(BATCH, [calls, batch, err])
+    calls, batch, err, queue, qerr = (os.path.join(tmp, d) for d in (
+        "b_calls", "b_batch", "b_err", "b_queue", "b_qerr"))
+    rc, so, se = pylib.run_py(BATCH, [calls, batch, err, queue, qerr])
     if not c.ok(rc == 0, "batch script runs", se[-2000:]):
         return
     res = json.loads(so)
@@ -310,6 +339,35 @@ def check_batch(c, tmp):
     sc.eq("a failing batch keeps the steps before the failure", (r.obj or {}).get("steps"), [0])
     sc.eq("... with their tensors", [t["name"] for t in (r.obj or {}).get("tensors", [])],
           ["kept"])
+    check_write_queue(c, res, a, queue, qerr)
+
+
+def check_write_queue(c, res, per_call, queue, qerr):
+    """WriteQueue (the hook's writer thread, in C, without the GIL): the
+    same files, byte for byte, as one call per operation; its batches come
+    back to the caller in order once written; the bound holds; a failure
+    stops the writing and is kept, the steps before it stay."""
+    sc = c.scope("write_queue")
+    q = tree_bytes(queue)
+    steps = {k: v for k, v in q.items() if k.startswith(("events", "index"))}
+    sc.ok(len(per_call) == 6 and steps == per_call, "step files byte-identical to per-call writes",
+          "names %s; differ: %s" % (sorted(q), [k for k in per_call if per_call[k] != q.get(k)]))
+    sc.eq("collections file as given",
+          q.get("collections/000000000/worker_0_collections.json", b"").decode(),
+          res.get("collections_json"))
+    sc.ok(q.get("training_job_end.ts") == b"", "end marker", "files: %s" % sorted(q))
+    sc.eq("written batches handed back, in order", res.get("tokens"),
+          ["batch0", "batch1", "batch2", "last"])
+    sc.eq("bound 0: one batch queued at a time (peak = the largest)", res.get("peak"),
+          max(res.get("batch_bytes") or [-1]))
+    sc.eq("no error", res.get("queue_error"), "None")
+    sc.eq("closed: refused", res.get("queue_closed", "").split(":")[0], "ValueError")
+    sc.eq("malformed: refused", res.get("queue_malformed", "").split(":")[0], "ValueError")
+    sc.eq("failing batches handed back too", res.get("queue_failed_tokens"), ["failing", "after"])
+    sc.ok(res.get("queue_failure", "").startswith("ValueError: ") and "outside a step" in
+          res.get("queue_failure", ""), "the failure is kept", res.get("queue_failure", ""))
+    r = pylib.inspect(qerr)
+    sc.eq("a failure keeps the steps before it, writes none after", (r.obj or {}).get("steps"), [0])
 
 
 def check_install(c, dest):

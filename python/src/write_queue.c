@@ -1,0 +1,437 @@
+/* write_queue.c - smrules._core.WriteQueue: one worker's trial writer with a
+ * thread of its own, in C, that never takes the GIL.
+ *
+ * The PyTorch hook hands it a step's operations at once (submit); the
+ * thread writes them through core/writer/ while training goes on.  A
+ * writer thread in Python had to take the GIL to wake up, to call the
+ * writer and to say it was done, and every torch call of the training
+ * thread lets go of the GIL: each time the writer wanted it, training
+ * waited for the writer's Python.  This thread runs no Python at all: the
+ * operations are parsed, and their arrays' buffers taken, by submit (the
+ * caller's thread, GIL held); once written, a batch waits in a list until
+ * the caller takes it back (reap), which releases the buffers with the GIL
+ * held and hands the caller's token back (the hook reuses the memory).
+ *
+ * The queue is bounded by bytes: submit waits (GIL released) while the
+ * batches queued hold more than max_bytes; a batch larger than the bound
+ * is still accepted into an empty queue.  The first failure (a full disk)
+ * is kept (error); nothing after it is written, the steps before it stay
+ * complete.  Signals are blocked in the thread: they go to Python's
+ * threads, and the thread's system calls are never interrupted. */
+#include "write_queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch_ops.h"
+#include "writer/writer.h"
+
+typedef struct wq_batch {
+  struct wq_batch *next;
+  PyObject *ops;   /* tuple of the operations: holds names, JSON, arrays */
+  PyObject *token; /* what reap() hands back */
+  batch_op *parsed;
+  Py_ssize_t n;
+  size_t nbytes;
+} wq_batch;
+
+typedef struct {
+  PyObject_HEAD char *dir;
+  char *worker;
+  smr_writer *w; /* opened by the thread at the first operation needing it */
+  pthread_t thread;
+  bool started, joined;
+  pthread_mutex_t mu;
+  pthread_cond_t work;  /* a batch queued, or stopping */
+  pthread_cond_t space; /* a batch written */
+  /* under mu: */
+  wq_batch *head, *tail; /* queued; head is being written */
+  wq_batch *done;        /* written, newest first */
+  size_t queued, max_bytes, peak;
+  bool stopping;
+  int err_status; /* the first failure: its smr status and message */
+  char *err_msg;
+  double cpu_seconds; /* the thread's CPU time, when it ended */
+} WriteQueueObject;
+
+/* ---- the thread (no GIL, no Python) ---- */
+
+static int run_op(WriteQueueObject *q, const batch_op *op, smr_error *err) {
+  if (op->kind == 'm') {
+    /* every worker writes the marker when it ends (as smdebug does); two at
+     * once share the .tmp name, and the second rename then finds the marker
+     * there already: that is success */
+    int rc = smr_write_end_marker(q->dir, err);
+    if (rc != SMR_OK) {
+      char *marker = smr_xasprintf("%s/training_job_end.ts", q->dir);
+      if (access(marker, F_OK) == 0)
+        rc = SMR_OK;
+      free(marker);
+    }
+    return rc;
+  }
+  if (!q->w) {
+    int rc = smr_writer_open(q->dir, q->worker, 0, &q->w, err);
+    if (rc != SMR_OK)
+      return rc;
+  }
+  if (op->kind == 'c')
+    return smr_writer_collections_json(q->w, op->name, (size_t)op->len, err);
+  return smr_py_batch_run(q->w, op, err);
+}
+
+static void keep_error(WriteQueueObject *q, const smr_error *err) {
+  if (q->err_msg)
+    return;
+  char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
+  smr_error_format(err, msg, sizeof msg);
+  q->err_msg = smr_xstrdup(msg);
+  q->err_status = err->status;
+}
+
+static void *wq_thread(void *arg) {
+  WriteQueueObject *q = arg;
+  pthread_mutex_lock(&q->mu);
+  for (;;) {
+    while (!q->head && !q->stopping)
+      pthread_cond_wait(&q->work, &q->mu);
+    if (!q->head)
+      break;
+    wq_batch *b = q->head;
+    bool failed = q->err_msg != NULL;
+    pthread_mutex_unlock(&q->mu);
+    smr_error err = {0};
+    int rc = SMR_OK;
+    for (Py_ssize_t i = 0; i < b->n && rc == SMR_OK && !failed; i++)
+      rc = run_op(q, &b->parsed[i], &err);
+    pthread_mutex_lock(&q->mu);
+    if (rc != SMR_OK)
+      keep_error(q, &err);
+    q->head = b->next;
+    if (!q->head)
+      q->tail = NULL;
+    q->queued -= b->nbytes;
+    b->next = q->done;
+    q->done = b;
+    pthread_cond_broadcast(&q->space);
+  }
+  pthread_mutex_unlock(&q->mu);
+  if (q->w) { /* nobody else touches it once stopping */
+    smr_error err = {0};
+    if (smr_writer_close(q->w, &err) != SMR_OK) {
+      pthread_mutex_lock(&q->mu);
+      keep_error(q, &err);
+      pthread_mutex_unlock(&q->mu);
+    }
+    q->w = NULL;
+  }
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+    q->cpu_seconds = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  return NULL;
+}
+
+/* ---- batches (GIL held) ---- */
+
+static void batch_free(wq_batch *b) {
+  for (Py_ssize_t i = 0; i < b->n; i++)
+    if (b->parsed[i].has_view)
+      PyBuffer_Release(&b->parsed[i].view);
+  PyMem_Free(b->parsed);
+  Py_XDECREF(b->ops);
+  Py_XDECREF(b->token);
+  PyMem_Free(b);
+}
+
+/* WriteQueue's own operations, then those Writer.batch takes. */
+static int parse_op(PyObject *item, batch_op *op) {
+  if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) >= 1 &&
+      PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+    const char *kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(item, 0));
+    if (!kind)
+      return -1;
+    if (strcmp(kind, "collections") == 0) {
+      op->kind = 'c';
+      return PyArg_ParseTuple(item, "ss#:collections", &kind, &op->name,
+                              &op->len)
+                 ? 0
+                 : -1;
+    }
+    if (strcmp(kind, "end_marker") == 0) {
+      op->kind = 'm';
+      return PyArg_ParseTuple(item, "s:end_marker", &kind) ? 0 : -1;
+    }
+  }
+  return smr_py_batch_parse(item, op);
+}
+
+/* The batch of `seq`'s operations, all parsed; NULL with an exception. */
+static wq_batch *batch_make(PyObject *seq, PyObject *token, size_t nbytes) {
+  wq_batch *b = PyMem_Calloc(1, sizeof *b);
+  if (!b)
+    return (wq_batch *)PyErr_NoMemory();
+  b->ops = PySequence_Tuple(seq);
+  if (!b->ops) {
+    PyMem_Free(b);
+    return NULL;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(b->ops);
+  b->parsed = PyMem_Calloc(n ? (size_t)n : 1, sizeof *b->parsed);
+  if (!b->parsed) {
+    batch_free(b);
+    return (wq_batch *)PyErr_NoMemory();
+  }
+  for (; b->n < n; b->n++)
+    if (parse_op(PyTuple_GET_ITEM(b->ops, b->n), &b->parsed[b->n]) != 0) {
+      b->n++; /* its view, if taken, is released by batch_free */
+      batch_free(b);
+      return NULL;
+    }
+  Py_INCREF(token);
+  b->token = token;
+  b->nbytes = nbytes;
+  return b;
+}
+
+/* ---- the type ---- */
+
+static int wq_init(WriteQueueObject *self, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"trial_dir", "worker", "max_bytes", NULL};
+  const char *dir, *worker;
+  unsigned long long max_bytes;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssK:WriteQueue", kwlist, &dir,
+                                   &worker, &max_bytes))
+    return -1;
+  if (self->started) {
+    PyErr_SetString(PyExc_RuntimeError, "WriteQueue is already open");
+    return -1;
+  }
+  free(self->dir); /* a second __init__ after a failed one */
+  free(self->worker);
+  self->dir = smr_xstrdup(dir);
+  self->worker = smr_xstrdup(worker);
+  self->max_bytes = (size_t)max_bytes;
+  pthread_mutex_init(&self->mu, NULL);
+  pthread_cond_init(&self->work, NULL);
+  pthread_cond_init(&self->space, NULL);
+  /* the thread starts with every signal blocked (it inherits the mask) */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&self->thread, NULL, wq_thread, self);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
+    errno = rc;
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  self->started = true;
+  return 0;
+}
+
+/* The written batches, oldest first, taken from the thread (mu held). */
+static wq_batch *take_done(WriteQueueObject *self) {
+  wq_batch *rev = NULL;
+  while (self->done) {
+    wq_batch *b = self->done;
+    self->done = b->next;
+    b->next = rev;
+    rev = b;
+  }
+  return rev;
+}
+
+/* Stop the thread once everything queued is written, and wait for it. */
+static void wq_stop(WriteQueueObject *self) {
+  if (!self->started || self->joined)
+    return;
+  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
+  self->stopping = true;
+  pthread_cond_broadcast(&self->work);
+  pthread_mutex_unlock(&self->mu);
+  pthread_join(self->thread, NULL);
+  Py_END_ALLOW_THREADS self->joined = true;
+}
+
+static void wq_dealloc(WriteQueueObject *self) {
+  /* the thread never takes the GIL: waiting for it here cannot deadlock */
+  wq_stop(self);
+  if (self->started) {
+    for (wq_batch *b = take_done(self), *next; b; b = next) {
+      next = b->next;
+      batch_free(b);
+    }
+    pthread_mutex_destroy(&self->mu);
+    pthread_cond_destroy(&self->work);
+    pthread_cond_destroy(&self->space);
+  }
+  free(self->err_msg);
+  free(self->dir);
+  free(self->worker);
+  Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* `ms` milliseconds from now, for pthread_cond_timedwait. */
+static const struct timespec *deadline_in(struct timespec *t, long ms) {
+  clock_gettime(CLOCK_REALTIME, t);
+  t->tv_nsec += ms * 1000000L;
+  t->tv_sec += t->tv_nsec / 1000000000L;
+  t->tv_nsec %= 1000000000L;
+  return t;
+}
+
+static PyObject *wq_submit(WriteQueueObject *self, PyObject *args) {
+  PyObject *seq, *token;
+  unsigned long long nbytes;
+  if (!PyArg_ParseTuple(args, "OKO:submit", &seq, &nbytes, &token))
+    return NULL;
+  if (!self->started || self->stopping) {
+    PyErr_SetString(PyExc_ValueError, "WriteQueue is closed");
+    return NULL;
+  }
+  wq_batch *b = batch_make(seq, token, (size_t)nbytes);
+  if (!b)
+    return NULL;
+  bool failed, interrupted = false;
+  struct timespec deadline;
+  PyThreadState *ts = PyEval_SaveThread();
+  pthread_mutex_lock(&self->mu);
+  while (self->head && self->queued + b->nbytes > self->max_bytes &&
+         !self->err_msg && !interrupted)
+    if (pthread_cond_timedwait(&self->space, &self->mu,
+                               deadline_in(&deadline, 50)) == ETIMEDOUT) {
+      /* a signal's Python handler (SIGTERM's) runs now, as it would in
+       * the wait of a Python lock: a step waiting for a slow disk can
+       * still be stopped */
+      pthread_mutex_unlock(&self->mu);
+      PyEval_RestoreThread(ts);
+      interrupted = PyErr_CheckSignals() < 0;
+      ts = PyEval_SaveThread();
+      pthread_mutex_lock(&self->mu);
+    }
+  failed = self->err_msg != NULL || interrupted;
+  if (!failed) {
+    if (self->tail)
+      self->tail->next = b;
+    else
+      self->head = b;
+    self->tail = b;
+    self->queued += b->nbytes;
+    if (self->queued > self->peak)
+      self->peak = self->queued;
+    pthread_cond_signal(&self->work);
+  }
+  pthread_mutex_unlock(&self->mu);
+  PyEval_RestoreThread(ts);
+  if (failed) /* see error, or the handler's exception */
+    batch_free(b);
+  if (interrupted)
+    return NULL;
+  Py_RETURN_NONE;
+}
+
+static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
+  PyObject *out = PyList_New(0);
+  if (!out || !self->started)
+    return out;
+  pthread_mutex_lock(&self->mu); /* never held for long: no GIL release */
+  wq_batch *b = take_done(self);
+  pthread_mutex_unlock(&self->mu);
+  int rc = 0;
+  for (wq_batch *next; b; b = next) {
+    next = b->next;
+    if (rc == 0)
+      rc = PyList_Append(out, b->token);
+    batch_free(b);
+  }
+  if (rc != 0)
+    Py_CLEAR(out);
+  return out;
+}
+
+static PyObject *wq_close(WriteQueueObject *self, PyObject *noargs) {
+  wq_stop(self);
+  return wq_reap(self, NULL);
+}
+
+static PyObject *wq_error(WriteQueueObject *self, void *closure) {
+  if (!self->started)
+    Py_RETURN_NONE;
+  pthread_mutex_lock(&self->mu);
+  char *msg = self->err_msg ? smr_xstrdup(self->err_msg) : NULL;
+  int status = self->err_status;
+  pthread_mutex_unlock(&self->mu);
+  if (!msg)
+    Py_RETURN_NONE;
+  PyObject *type = status == SMR_ERR_IO      ? PyExc_OSError
+                   : status == SMR_ERR_USAGE ? PyExc_ValueError
+                                             : PyExc_RuntimeError;
+  PyObject *e = PyObject_CallFunction(type, "s", msg);
+  free(msg);
+  return e;
+}
+
+static PyObject *wq_size(WriteQueueObject *self, void *which) {
+  if (!self->started)
+    return PyLong_FromLong(0);
+  pthread_mutex_lock(&self->mu);
+  size_t v = which ? self->peak : self->queued;
+  pthread_mutex_unlock(&self->mu);
+  return PyLong_FromSize_t(v);
+}
+
+static PyObject *wq_cpu(WriteQueueObject *self, void *closure) {
+  return PyFloat_FromDouble(self->joined ? self->cpu_seconds : 0.0);
+}
+
+static PyMethodDef wq_methods[] = {
+    {"submit", (PyCFunction)wq_submit, METH_VARARGS,
+     "submit(ops, nbytes, token): queue a batch of operations (Writer.batch's, "
+     "and (\"collections\", json), (\"end_marker\",)) holding nbytes of "
+     "arrays; waits while the queue is over its bound."},
+    {"reap", (PyCFunction)wq_reap, METH_NOARGS,
+     "reap(): the tokens of the batches written since the last call, oldest "
+     "first; their arrays are no longer used."},
+    {"close", (PyCFunction)wq_close, METH_NOARGS,
+     "close(): write what is queued, end the thread, and reap()."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef wq_getset[] = {
+    {"error", (getter)wq_error, NULL,
+     "the first failure (an exception instance), or None", NULL},
+    {"queued_bytes", (getter)wq_size, NULL, "bytes of arrays queued", NULL},
+    {"peak_bytes", (getter)wq_size, NULL, "the most bytes queued at once",
+     (void *)1},
+    {"cpu_seconds", (getter)wq_cpu, NULL,
+     "the thread's CPU time, once closed (0 before)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject WriteQueueType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "smrules._core.WriteQueue",
+    .tp_basicsize = sizeof(WriteQueueObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "WriteQueue(trial_dir, worker, max_bytes): a worker's trial "
+              "writer on a thread of its own that never takes the GIL.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)wq_init,
+    .tp_dealloc = (destructor)wq_dealloc,
+    .tp_methods = wq_methods,
+    .tp_getset = wq_getset,
+};
+
+int smr_py_add_write_queue(PyObject *m) {
+  if (PyType_Ready(&WriteQueueType) < 0)
+    return -1;
+  Py_INCREF(&WriteQueueType);
+  if (PyModule_AddObject(m, "WriteQueue", (PyObject *)&WriteQueueType) < 0) {
+    Py_DECREF(&WriteQueueType);
+    return -1;
+  }
+  return 0;
+}
