@@ -90,7 +90,7 @@ BATCH = r"""
 import json, os, sys
 import numpy as np
 import smrules._core as core
-out_calls, out_batch, out_err, out_queue, out_qerr = sys.argv[1:6]
+out_calls, out_batch, out_err, out_queue, out_qerr, out_qsig = sys.argv[1:7]
 arrays = {
     "f32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
     "f64": np.array([1.5, -0.0, np.inf, np.nan]),
@@ -164,6 +164,44 @@ qe.submit([("begin", 0, 1, 0), ("tensor", "kept", one, 0.0), ("end",),
 qe.submit([("begin", 2, 1, 2), ("tensor", "after", one, 0.0), ("end",)], 8, "after")
 res["queue_failed_tokens"] = qe.close()
 res["queue_failure"] = "%s: %s" % (type(qe.error).__name__, qe.error)
+# A step waiting for a full queue still runs a signal's handler (SIGTERM's):
+# the thread is held by a FIFO where the first event file goes (opening it
+# waits for a reader), the second batch waits (bound 0), and a signal whose
+# handler raises, sent until it lands, ends that wait with the exception.
+import signal, threading
+class Interrupted(Exception):
+    pass
+waiting = []
+def on_signal(signum, frame):
+    if waiting:
+        waiting.clear()
+        raise Interrupted()
+signal.signal(signal.SIGUSR1, on_signal)
+os.makedirs(os.path.join(out_qsig, "events", "000000000000"))
+fifo = os.path.join(out_qsig, "events", "000000000000", "000000000000_worker_0.tfevents.tmp")
+os.mkfifo(fifo)
+qs = core.WriteQueue(out_qsig, "worker_0", 0)
+qs.submit([("begin", 0, 1, 0), ("tensor", "held", one, 0.0), ("end",)], 8, "held")
+stop = threading.Event()
+def poke():
+    while not stop.is_set():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        stop.wait(0.01)
+poker = threading.Thread(target=poke)
+poker.start()
+try:
+    waiting.append(1)
+    qs.submit([("begin", 1, 1, 1), ("tensor", "waiting", one, 0.0), ("end",)], 8, "waiting")
+    res["queue_signal"] = "not interrupted"
+except Interrupted:
+    res["queue_signal"] = "interrupted"
+stop.set()
+poker.join()
+fd = os.open(fifo, os.O_RDONLY)  # the thread goes on
+while os.read(fd, 1 << 16):
+    pass
+os.close(fd)
+res["queue_signal_tokens"] = qs.close()
 print(json.dumps(res))
 """
 
@@ -317,9 +355,9 @@ def check_batch(c, tmp):
     the same files, byte for byte, as one call per operation; an operation
     it cannot take is refused before anything of the batch is written; a
     failure while writing keeps what came before it."""
-    calls, batch, err, queue, qerr = (os.path.join(tmp, d) for d in (
-        "b_calls", "b_batch", "b_err", "b_queue", "b_qerr"))
-    rc, so, se = pylib.run_py(BATCH, [calls, batch, err, queue, qerr])
+    calls, batch, err, queue, qerr, qsig = (os.path.join(tmp, d) for d in (
+        "b_calls", "b_batch", "b_err", "b_queue", "b_qerr", "b_qsig"))
+    rc, so, se = pylib.run_py(BATCH, [calls, batch, err, queue, qerr, qsig])
     if not c.ok(rc == 0, "batch script runs", se[-2000:]):
         return
     res = json.loads(so)
@@ -368,6 +406,9 @@ def check_write_queue(c, res, per_call, queue, qerr):
           res.get("queue_failure", ""), "the failure is kept", res.get("queue_failure", ""))
     r = pylib.inspect(qerr)
     sc.eq("a failure keeps the steps before it, writes none after", (r.obj or {}).get("steps"), [0])
+    sc.eq("a step waiting for a full queue runs a signal's handler", res.get("queue_signal"),
+          "interrupted")
+    sc.eq("... the batch it interrupted is not queued", res.get("queue_signal_tokens"), ["held"])
 
 
 def check_install(c, dest):
