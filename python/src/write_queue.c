@@ -47,6 +47,7 @@ typedef struct {
   smr_writer *w; /* opened by the thread at the first operation needing it */
   pthread_t thread;
   bool started, joined;
+  pid_t pid; /* the process that started the thread (a fork's child has none) */
   pthread_mutex_t mu;
   pthread_cond_t work;  /* a batch queued, or stopping */
   pthread_cond_t space; /* a batch written */
@@ -232,6 +233,7 @@ static int wq_init(WriteQueueObject *self, PyObject *args, PyObject *kw) {
     return -1;
   }
   self->started = true;
+  self->pid = getpid();
   return 0;
 }
 
@@ -249,7 +251,9 @@ static wq_batch *take_done(WriteQueueObject *self) {
 
 /* Stop the thread once everything queued is written, and wait for it. */
 static void wq_stop(WriteQueueObject *self) {
-  if (!self->started || self->joined)
+  /* in a forked child the thread does not exist, and its lock may have been
+   * held at the fork: nothing of it is touched there */
+  if (!self->started || self->joined || getpid() != self->pid)
     return;
   Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
   self->stopping = true;
@@ -262,7 +266,7 @@ static void wq_stop(WriteQueueObject *self) {
 static void wq_dealloc(WriteQueueObject *self) {
   /* the thread never takes the GIL: waiting for it here cannot deadlock */
   wq_stop(self);
-  if (self->started) {
+  if (self->started && getpid() == self->pid) {
     for (wq_batch *b = take_done(self), *next; b; b = next) {
       next = b->next;
       batch_free(b);
@@ -291,8 +295,11 @@ static PyObject *wq_submit(WriteQueueObject *self, PyObject *args) {
   unsigned long long nbytes;
   if (!PyArg_ParseTuple(args, "OKO:submit", &seq, &nbytes, &token))
     return NULL;
-  if (!self->started || self->stopping) {
-    PyErr_SetString(PyExc_ValueError, "WriteQueue is closed");
+  if (!self->started || self->stopping || getpid() != self->pid) {
+    PyErr_SetString(PyExc_ValueError,
+                    self->started && getpid() != self->pid
+                        ? "WriteQueue belongs to the process that made it"
+                        : "WriteQueue is closed");
     return NULL;
   }
   wq_batch *b = batch_make(seq, token, (size_t)nbytes);
@@ -338,7 +345,7 @@ static PyObject *wq_submit(WriteQueueObject *self, PyObject *args) {
 
 static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
   PyObject *out = PyList_New(0);
-  if (!out || !self->started)
+  if (!out || !self->started || getpid() != self->pid)
     return out;
   pthread_mutex_lock(&self->mu); /* never held for long: no GIL release */
   wq_batch *b = take_done(self);
@@ -361,7 +368,7 @@ static PyObject *wq_close(WriteQueueObject *self, PyObject *noargs) {
 }
 
 static PyObject *wq_error(WriteQueueObject *self, void *closure) {
-  if (!self->started)
+  if (!self->started || getpid() != self->pid)
     Py_RETURN_NONE;
   pthread_mutex_lock(&self->mu);
   char *msg = self->err_msg ? smr_xstrdup(self->err_msg) : NULL;
@@ -378,7 +385,7 @@ static PyObject *wq_error(WriteQueueObject *self, void *closure) {
 }
 
 static PyObject *wq_size(WriteQueueObject *self, void *which) {
-  if (!self->started)
+  if (!self->started || getpid() != self->pid)
     return PyLong_FromLong(0);
   pthread_mutex_lock(&self->mu);
   size_t v = which ? self->peak : self->queued;

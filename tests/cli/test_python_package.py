@@ -202,6 +202,22 @@ while os.read(fd, 1 << 16):
     pass
 os.close(fd)
 res["queue_signal_tokens"] = qs.close()
+# A forked child (a DataLoader worker) inherits the queue but not its
+# thread: there the queue refuses work and is freed without waiting for
+# a thread that does not exist.
+qf = core.WriteQueue(out_qsig + "-fork", "worker_0", 1 << 20)
+qf.submit([("begin", 0, 1, 0), ("tensor", "parent", one, 0.0), ("end",)], 8, "parent")
+pid = os.fork()
+if pid == 0:
+    try:
+        qf.submit([("end",)], 0, None)
+        code = 1
+    except ValueError as e:
+        code = 0 if "belongs to the process" in str(e) else 2
+    del qf  # freed here: waiting for the parent's thread would never end
+    os._exit(code)
+res["fork_child"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+res["fork_tokens"] = qf.close()
 print(json.dumps(res))
 """
 
@@ -409,6 +425,9 @@ def check_write_queue(c, res, per_call, queue, qerr):
     sc.eq("a step waiting for a full queue runs a signal's handler", res.get("queue_signal"),
           "interrupted")
     sc.eq("... the batch it interrupted is not queued", res.get("queue_signal_tokens"), ["held"])
+    sc.eq("a forked child: the queue refuses work, is freed without its thread",
+          res.get("fork_child"), 0)
+    sc.eq("... the parent's queue writes on", res.get("fork_tokens"), ["parent"])
 
 
 def check_install(c, dest):
