@@ -275,7 +275,8 @@ class Hook:
                 if c.save_config.should_save_step(self.mode, ms):
                     colls.append(c)
             self._colls_for_step = colls if self._writes() else []
-            if self._colls_for_step != self._plans_for:
+            # (a step that saves nothing keeps them for the next that saves)
+            if self._colls_for_step and self._colls_for_step != self._plans_for:
                 self._plans = {}
                 self._plans_for = self._colls_for_step
         return self._colls_for_step
