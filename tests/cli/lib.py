@@ -13,6 +13,7 @@ complex values are [re, im], bools are true/false, strings are UTF-8.
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -668,3 +669,29 @@ def pb_varint(v):
 def pb_bytes(field, data):
     """A length-delimited protobuf field."""
     return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+# What smdebug's writer puts where a record's data checksum goes (it does
+# not checksum the data; docs/formats.md).
+SMDEBUG_FOOTER = 0x062DC0B3
+
+
+def f32_record(name, content, count, step, real_crc=False, mode_meta=True, wall_time=None):
+    """One TFRecord of a float32 tensor `name` of `count` elements whose
+    bytes are `content`, at `step` (Event > Summary > Value > TensorProto),
+    with smdebug's mode and mode_step metadata unless mode_meta is False;
+    the data checksum is real with real_crc, else smdebug's footer."""
+    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
+              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(count)))
+              + pb_bytes(4, content))
+    meta = b""
+    if mode_meta:
+        meta = pb_bytes(9, pb_bytes(1, pb_bytes(1, b"mode_step") + pb_bytes(2, str(step).encode()))
+                        + pb_bytes(1, pb_bytes(1, b"mode") + pb_bytes(2, b"1")))
+    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor) + meta
+    wall = 1.0e9 + step if wall_time is None else wall_time
+    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", wall)
+             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
+    head = struct.pack("<Q", len(event))
+    footer = masked_crc32c(event) if real_crc else SMDEBUG_FOOTER
+    return head + struct.pack("<I", masked_crc32c(head)) + event + struct.pack("<I", footer)

@@ -19,7 +19,6 @@ glibc's arenas).  The trial's records (256 MB) would not fit.
 
 import json
 import os
-import resource
 import shutil
 import struct
 import subprocess
@@ -34,7 +33,6 @@ STEPS = 4
 BIG = 8000000  # float32 elements: 32 MB records
 SMALL = 1000
 MB = 1 << 20
-SMDEBUG_FOOTER = 0x062DC0B3
 ALL20 = ["VanishingGradient", "ExplodingTensor", "WeightUpdateRatio", "AllZero",
          "UnchangedTensor", "LossNotDecreasing", "CheckInputImages", "DeadRelu",
          "Confusion", "TreeDepth", "ClassImbalance", "Overfit", "TensorVariance",
@@ -45,18 +43,7 @@ ALL20 = ["VanishingGradient", "ExplodingTensor", "WeightUpdateRatio", "AllZero",
 def record(name, content, count, step):
     """An event record of a float32 tensor whose bytes are `content`, with
     smdebug's constant footer (no checksum of 32 MB in Python)."""
-    pb_varint, pb_bytes = lib.pb_varint, lib.pb_bytes
-    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
-              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(count)))
-              + pb_bytes(4, content))
-    meta = pb_bytes(9, pb_bytes(1, pb_bytes(1, b"mode_step") + pb_bytes(2, str(step).encode()))
-                    + pb_bytes(1, pb_bytes(1, b"mode") + pb_bytes(2, b"1")))
-    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor) + meta
-    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9 + step)
-             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
-    head = struct.pack("<Q", len(event))
-    return (head + struct.pack("<I", lib.masked_crc32c(head)) + event
-            + struct.pack("<I", SMDEBUG_FOOTER))
+    return lib.f32_record(name, content, count, step)
 
 
 def write_trial(folder, count):

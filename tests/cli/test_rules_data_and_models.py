@@ -366,15 +366,8 @@ masked_crc32c, pb_varint, pb_bytes = lib.masked_crc32c, lib.pb_varint, lib.pb_by
 
 
 def tfrecord(name, floats, step):
-    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
-              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(len(floats))))
-              + pb_bytes(4, struct.pack("<%df" % len(floats), *floats)))
-    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor)
-    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9)  # wall_time
-             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
-    head = struct.pack("<Q", len(event))
-    return (head + struct.pack("<I", masked_crc32c(head)) + event
-            + struct.pack("<I", masked_crc32c(event)))
+    return lib.f32_record(name, struct.pack("<%df" % len(floats), *floats), len(floats), step,
+                          real_crc=True, mode_meta=False, wall_time=1.0e9)
 
 
 def write_float_trial(folder, tensors):

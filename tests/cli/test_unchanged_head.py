@@ -33,24 +33,13 @@ import lib  # noqa: E402
 NAME = "test_unchanged_head"
 N = 10000
 STEPS = 6
-SMDEBUG_FOOTER = 0x062DC0B3
 
 
-masked_crc32c, pb_varint, pb_bytes = lib.masked_crc32c, lib.pb_varint, lib.pb_bytes
 
 
 def record(name, floats, step, real_crc):
-    tensor = (pb_varint(1 << 3) + pb_varint(1)  # dtype DT_FLOAT
-              + pb_bytes(2, pb_bytes(2, pb_varint(1 << 3) + pb_varint(len(floats))))
-              + pb_bytes(4, struct.pack("<%df" % len(floats), *floats)))
-    meta = pb_bytes(9, pb_bytes(1, pb_bytes(1, b"mode_step") + pb_bytes(2, str(step).encode()))
-                    + pb_bytes(1, pb_bytes(1, b"mode") + pb_bytes(2, b"1")))
-    value = pb_bytes(1, name.encode()) + pb_bytes(8, tensor) + meta
-    event = (pb_varint(1 << 3 | 1) + struct.pack("<d", 1.0e9 + step)
-             + pb_varint(2 << 3) + pb_varint(step) + pb_bytes(5, pb_bytes(1, value)))
-    head = struct.pack("<Q", len(event))
-    footer = masked_crc32c(event) if real_crc else SMDEBUG_FOOTER
-    return head + struct.pack("<I", masked_crc32c(head)) + event + struct.pack("<I", footer)
+    return lib.f32_record(name, struct.pack("<%df" % len(floats), *floats), len(floats), step,
+                          real_crc=real_crc)
 
 
 def values(name, step):
