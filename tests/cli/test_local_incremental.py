@@ -137,24 +137,25 @@ def check_new_folder(c, tmp):
     if sc.process(r1) and sc.exit_code(r1, [0]):
         sc.eq("steps", len(s1), 10)
     write_steps(trial, range(1000, 1005))
-    r2, s2 = inspect_steps(trial, state)
-    sc = c.scope("step folders: index/000000001/ appears", r2)
-    if sc.process(r2) and sc.exit_code(r2, [0]):
-        fresh, sf = inspect_steps(trial, os.path.join(tmp, "folders-fresh.db"))
-        sc.eq("steps", len(s2), 15)
-        sc.ok(strip(r2.obj) == strip(fresh.obj), "equal to a fresh inspect",
-              lib.first_difference(strip(r2.obj), strip(fresh.obj)))
+    same_as_fresh_inspect(c, "step folders: index/000000001/ appears", trial, state, 15)
     # the newest step's file removed, then the trial rewritten with fewer
-    # steps from step 0 (a new run in the same folder)
+    # steps from step 0 (a new run in the same folder): the stored catalog
+    # is not trusted
     shutil.rmtree(os.path.join(trial, "index"))
     write_steps(trial, range(0, 3))
-    r3, s3 = inspect_steps(trial, state)
-    sc = c.scope("step folders: trial rewritten with 3 steps", r3)
-    if sc.process(r3) and sc.exit_code(r3, [0]):
-        fresh, sf = inspect_steps(trial, os.path.join(tmp, "folders-fresh2.db"))
-        sc.eq("steps", len(s3), 3)
-        sc.ok(strip(r3.obj) == strip(fresh.obj), "the stored catalog is not trusted",
-              lib.first_difference(strip(r3.obj), strip(fresh.obj)))
+    same_as_fresh_inspect(c, "step folders: trial rewritten with 3 steps", trial, state, 3)
+
+
+def same_as_fresh_inspect(c, label, trial, state, n_steps):
+    """inspect with the stored catalog `state` sees n_steps steps and says
+    what an inspect with a new catalog says."""
+    r, steps = inspect_steps(trial, state)
+    sc = c.scope(label, r)
+    if sc.process(r) and sc.exit_code(r, [0]):
+        fresh, _ = inspect_steps(trial, state + ".fresh-%d.db" % n_steps)
+        sc.eq("steps", len(steps), n_steps)
+        sc.ok(strip(r.obj) == strip(fresh.obj), "equal to an inspect with a new catalog",
+              lib.first_difference(strip(r.obj), strip(fresh.obj)))
 
 
 def index_rows(state, name):

@@ -137,21 +137,31 @@ def same_as_alone(sc, rule, got, alone):
           lib.first_difference(got.get(rule), alone.get(rule)))
 
 
+def results_alone(path, rules, tmp):
+    """{name: result} of each rule in `rules` run alone on the trial `path`."""
+    alone = {}
+    for rule in rules:
+        y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
+        alone.update(rule_results(lib.run_json(
+            ["run", "--trial", path, "--rules", y, "--fresh", "--json",
+             "--output", os.path.join(tmp, "out-" + rule)])))
+    return alone
+
+
+def run_counted(path, rules_yaml, jobs, out):
+    """`run --jobs JOBS` on `path`, printing the statistics cache's counts."""
+    return run_env(["run", "--trial", path, "--rules", rules_yaml, "--fresh", "--json",
+                    "--jobs", jobs, "--output", out], {"SMRULES_STATS_CACHE": "1"})
+
+
 def check_two_rules(c, tmp):
     both = write(os.path.join(tmp, "both.yaml"),
                  "rules:\n  - rule: AllZero\n  - rule: ExplodingTensor\n")
     for trial in ("healthy_mlp_digits", "exploding_mse_high_lr", "two_workers_ddp"):
         path = os.path.join(TRIALS, trial)
-        alone = {}
-        for rule in ("AllZero", "ExplodingTensor"):
-            y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
-            r = lib.run_json(["run", "--trial", path, "--rules", y, "--fresh", "--json",
-                              "--output", os.path.join(tmp, "out-" + rule)])
-            alone.update(rule_results(r))
+        alone = results_alone(path, ("AllZero", "ExplodingTensor"), tmp)
         for jobs in ("1", "2"):
-            r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
-                         "--jobs", jobs, "--output", os.path.join(tmp, "out")],
-                        {"SMRULES_STATS_CACHE": "1"})
+            r = run_counted(path, both, jobs, os.path.join(tmp, "out"))
             sc = c.scope("%s --jobs %s" % (trial, jobs), r)
             sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
             m = COUNTS.search(r.err)
@@ -359,18 +369,11 @@ def check_unchanged_counts(c, tmp):
 
 def check_stats_only_last(c, tmp):
     path = os.path.join(TRIALS, "dead_relu_negative_bias")
-    alone = {}
-    for rule in ("AllZero", "DeadRelu"):
-        y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
-        alone.update(rule_results(lib.run_json(
-            ["run", "--trial", path, "--rules", y, "--fresh", "--json",
-             "--output", os.path.join(tmp, "out-" + rule)])))
+    alone = results_alone(path, ("AllZero", "DeadRelu"), tmp)
     both = write(os.path.join(tmp, "az-dr.yaml"),
                  "rules:\n  - rule: AllZero\n  - rule: DeadRelu\n")
     for jobs in ("1", "2"):
-        r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
-                     "--jobs", jobs, "--output", os.path.join(tmp, "out-az-dr")],
-                    {"SMRULES_STATS_CACHE": "1"})
+        r = run_counted(path, both, jobs, os.path.join(tmp, "out-az-dr"))
         sc = c.scope("AllZero before DeadRelu, --jobs %s" % jobs, r)
         sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
         m = COUNTS.search(r.err)
@@ -386,16 +389,9 @@ def check_filled_across_modes(c, tmp):
                  "rules:\n  - rule: AllZero\n  - rule: WeightUpdateRatio\n")
     for trial in ("healthy_mlp_digits", "two_workers_ddp"):
         path = os.path.join(TRIALS, trial)
-        alone = {}
-        for rule in ("AllZero", "WeightUpdateRatio"):
-            y = write(os.path.join(tmp, rule + ".yaml"), "rules:\n  - rule: %s\n" % rule)
-            alone.update(rule_results(lib.run_json(
-                ["run", "--trial", path, "--rules", y, "--fresh", "--json",
-                 "--output", os.path.join(tmp, "out-" + rule)])))
+        alone = results_alone(path, ("AllZero", "WeightUpdateRatio"), tmp)
         for jobs in ("1", "2"):
-            r = run_env(["run", "--trial", path, "--rules", both, "--fresh", "--json",
-                         "--jobs", jobs, "--output", os.path.join(tmp, "out-az-wur")],
-                        {"SMRULES_STATS_CACHE": "1"})
+            r = run_counted(path, both, jobs, os.path.join(tmp, "out-az-wur"))
             sc = c.scope("AllZero and WeightUpdateRatio on %s, --jobs %s" % (trial, jobs), r)
             sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
             m = COUNTS.search(r.err)
