@@ -1,10 +1,13 @@
 /* trial_type.c - smrules._core.Trial: the C trial (core/trial/trial.h) seen
  * from Python, under smrules.trials (smrules/trials.py), which gives it
- * smdebug's names.  Every call into the trial holds the object's mutex, and
- * the calls that read tensor bytes (value, reduction, shape, read_many)
- * release the GIL first, so other Python threads run while files are read.
- * Lock order: the GIL is released before the mutex is taken, never the
- * other way round, so two threads cannot wait on each other.
+ * smdebug's names.  Every call into the trial holds the object's lock: the
+ * calls that read tensor bytes (value, reduction, shape, read_many, and
+ * the read-ahead thread's reads) hold it for reading, so that they read at
+ * once (the C trial is read by many threads in a run), and release the GIL
+ * first, so other Python threads run while files are read; the other calls
+ * (the catalog's answers, refresh) hold it for writing.  Nothing waits for
+ * the GIL while holding the lock, so two threads cannot wait on each
+ * other.
  *
  * Availability answers (step not saved, tensor not there, ...) are raised
  * as _core.Unavailable(status, message); smrules.trials maps the status to
@@ -43,7 +46,7 @@ typedef struct next_slot {
 typedef struct {
   PyObject_HEAD smr_trial *t;
   bool closed; /* close() called: methods refuse; freed in dealloc */
-  pthread_mutex_t mu;
+  pthread_rwlock_t lock;
   bool read_ahead; /* value() may prefetch (Trial(read_ahead=True)) */
   py_job *pf;      /* the value prefetched, or NULL */
   next_slot next[NEXT_SLOTS];
@@ -78,17 +81,27 @@ static bool open_or_raise(TrialObject *self) {
   return false;
 }
 
+/* The lock held for writing: alone in the trial. */
 #define LOCKED(self, stmt)                                                     \
   do {                                                                         \
-    pthread_mutex_lock(&(self)->mu);                                           \
+    pthread_rwlock_wrlock(&(self)->lock);                                      \
     stmt;                                                                      \
-    pthread_mutex_unlock(&(self)->mu);                                         \
+    pthread_rwlock_unlock(&(self)->lock);                                      \
   } while (0)
 
-/* The GIL released, then the mutex taken (see the top of the file). */
+/* The GIL released, then the lock taken for writing (refresh). */
 #define UNLOCKED_GIL(self, stmt)                                               \
   do {                                                                         \
     Py_BEGIN_ALLOW_THREADS LOCKED(self, stmt);                                 \
+    Py_END_ALLOW_THREADS                                                       \
+  } while (0)
+
+/* The GIL released, then the lock taken for reading (reads of values). */
+#define READING(self, stmt)                                                    \
+  do {                                                                         \
+    Py_BEGIN_ALLOW_THREADS pthread_rwlock_rdlock(&(self)->lock);               \
+    stmt;                                                                      \
+    pthread_rwlock_unlock(&(self)->lock);                                      \
     Py_END_ALLOW_THREADS                                                       \
   } while (0)
 
@@ -122,7 +135,7 @@ static int trial_init(TrialObject *self, PyObject *args, PyObject *kw) {
 static PyObject *trial_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   TrialObject *self = (TrialObject *)type->tp_alloc(type, 0);
   if (self)
-    pthread_mutex_init(&self->mu, NULL);
+    pthread_rwlock_init(&self->lock, NULL);
   return (PyObject *)self;
 }
 
@@ -147,7 +160,7 @@ static void trial_dealloc(TrialObject *self) {
   free(self->last_worker);
   if (self->t)
     smr_trial_close(self->t);
-  pthread_mutex_destroy(&self->mu);
+  pthread_rwlock_destroy(&self->lock);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -484,6 +497,21 @@ static PyObject *lent_count(PyObject *unused, PyObject *noargs) {
   return PyLong_FromSsize_t(lent_alive);
 }
 
+static PyObject *read_counts(PyObject *unused, PyObject *noargs) {
+  unsigned long long by_reader, by_caller;
+  smr_py_read_counts(&by_reader, &by_caller);
+  return Py_BuildValue("{s:K,s:K}", "read_ahead", by_reader, "by_caller",
+                       by_caller);
+}
+
+static PyObject *hold_read_ahead(PyObject *unused, PyObject *arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS smr_py_read_ahead_hold(on != 0);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 /* The element bytes of *v (read on the thread whose home is `home`) as a
  * Python buffer: lent (v is moved into the Value, *v zeroed) or copied
  * into bytes (v left to the caller). */
@@ -613,7 +641,7 @@ static void prefetch_next(TrialObject *self, const char *name, long long step,
                   .worker = (char *)worker,
                   .step = step + s->delta,
                   .mode = mode};
-  self->pf = smr_py_job_start(self->t, &self->mu, &want, 1, 0);
+  self->pf = smr_py_job_start(self->t, &self->lock, &want, 1, 0);
 }
 
 static PyObject *trial_value(TrialObject *self, PyObject *args) {
@@ -629,8 +657,8 @@ static PyObject *trial_value(TrialObject *self, PyObject *args) {
   smr_error err = {0};
   int rc = SMR_OK;
   if (!take_prefetched(self, name, step, mode, worker, &v, &home))
-    UNLOCKED_GIL(self, rc = smr_trial_value(self->t, name, step, mode, worker,
-                                            &v, &loc, &err));
+    READING(self, rc = smr_trial_value(self->t, name, step, mode, worker, &v,
+                                       &loc, &err));
   if (rc != SMR_OK)
     return raise_status(rc, &err);
   prefetch_next(self, name, step, mode, worker);
@@ -663,9 +691,8 @@ static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
   smr_value_loc loc;
   smr_error err = {0};
   int rc;
-  UNLOCKED_GIL(self,
-               rc = smr_trial_reduction(self->t, name, step, mode, worker, r,
-                                        abs_, &out, &saved, &loc, &err));
+  READING(self, rc = smr_trial_reduction(self->t, name, step, mode, worker, r,
+                                         abs_, &out, &saved, &loc, &err));
   if (rc != SMR_OK)
     return raise_status(rc, &err);
   return Py_BuildValue("(dO)", out, saved ? Py_True : Py_False);
@@ -765,7 +792,7 @@ static PyObject *trial_reductions(TrialObject *self, PyObject *args) {
     return NULL;
   red_batch b = {self->t, v, r, abs_ != 0};
   pthread_once(&helpers_once, start_helpers);
-  UNLOCKED_GIL(self, smr_parallel_for((size_t)n, reduce_one, &b));
+  READING(self, smr_parallel_for((size_t)n, reduce_one, &b));
   PyObject *out = PyList_New(n);
   for (Py_ssize_t i = 0; out && i < n; i++) {
     PyObject *o;
@@ -797,8 +824,8 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
   int64_t shape[SMR_MAX_DIMS];
   smr_error err = {0};
   int rc;
-  UNLOCKED_GIL(self, rc = smr_trial_shape(self->t, name, step, mode, worker,
-                                          &ndim, shape, &err));
+  READING(self, rc = smr_trial_shape(self->t, name, step, mode, worker, &ndim,
+                                     shape, &err));
   if (rc != SMR_OK)
     return raise_status(rc, &err);
   PyObject *t = PyTuple_New(ndim);
@@ -809,52 +836,58 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
 
 /* read_many([(name, step, mode, worker|None)]) -> a list with, per item,
  * the value tuple or (status, message) when it could not be read.  One
- * release of the GIL for the whole list, read on this thread: read over
- * the helper threads too, values crossed cores and the buffer pools
- * churned (bench 11's bulk read: 40% more CPU, 27k more page faults). */
-typedef struct {
-  item_key k; /* first: parse_items fills it */
-  int rc;
-  smr_tensor v;
-  smr_error err;
-} read_item;
-
+ * release of the GIL for the whole list, read on this thread (a job that
+ * reads nothing ahead, read_ahead.h).  Read over the helper threads too,
+ * values crossed cores and the buffer pools churned (bench 11's bulk read:
+ * 40% more CPU, 27k more page faults); with the read-ahead thread reading
+ * beside this one, 107 MB peak RSS against 75 and no faster (load 4). */
 static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
   PyObject *items;
   if (!PyArg_ParseTuple(args, "O:read_many", &items) || !open_or_raise(self))
     return NULL;
   PyObject *seq;
   Py_ssize_t n;
-  read_item *r =
-      parse_items(items, "read_many: a list of tuples", sizeof *r, &n, &seq);
-  if (!r)
+  item_key *k =
+      parse_items(items, "read_many: a list of tuples", sizeof *k, &n, &seq);
+  if (!k)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    smr_value_loc loc;
-    r[i].rc = smr_trial_value(self->t, r[i].k.name, r[i].k.step, r[i].k.mode,
-                              r[i].k.worker, &r[i].v, &loc, &r[i].err);
+  py_item *got = calloc((size_t)n + 1, sizeof *got);
+  if (!got) {
+    free(k);
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
   }
-  pthread_mutex_unlock(&self->mu);
+  for (Py_ssize_t i = 0; i < n; i++) { /* the request, copied by the job */
+    got[i].name = (char *)k[i].name;
+    got[i].worker = (char *)k[i].worker;
+    got[i].step = k[i].step;
+    got[i].mode = k[i].mode;
+  }
+  py_job *j =
+      smr_py_job_start(self->t, &self->lock, got, (size_t)n, SMR_PY_NO_AHEAD);
+  Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++)
+      smr_py_job_next(j, &got[i]);
+  smr_py_job_end(j);
   Py_END_ALLOW_THREADS PyObject *out = PyList_New(n);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = NULL;
-    if (out && r[i].rc == SMR_OK) {
-      o = tensor_tuple((PyObject *)self, &r[i].v, NULL);
+    if (out && got[i].rc == SMR_OK) {
+      o = tensor_tuple((PyObject *)self, &got[i].v, got[i].home);
     } else if (out) {
       char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
-      smr_error_format(&r[i].err, msg, sizeof msg);
-      o = Py_BuildValue("(is)", r[i].rc, msg);
+      smr_error_format(&got[i].err, msg, sizeof msg);
+      o = Py_BuildValue("(is)", got[i].rc, msg);
     }
-    if (r[i].rc == SMR_OK)
-      smr_tensor_release(&r[i].v); /* nothing when lent */
+    if (got[i].rc == SMR_OK)
+      smr_py_release(got[i].home, &got[i].v); /* nothing when lent */
     if (out && !o)
       Py_CLEAR(out);
     if (out)
       PyList_SET_ITEM(out, i, o);
   }
-  free(r);
-  Py_DECREF(seq); /* the names in r pointed into it: freed last */
+  free(got);
+  free(k);
+  Py_DECREF(seq); /* the names in k pointed into it: freed last */
   return out;
 }
 
@@ -952,7 +985,7 @@ static PyObject *trial_stream(TrialObject *self, PyObject *args) {
   if (o) {
     Py_INCREF(self);
     o->trial = (PyObject *)self;
-    o->job = smr_py_job_start(self->t, &self->mu, r, (size_t)n,
+    o->job = smr_py_job_start(self->t, &self->lock, r, (size_t)n,
                               self->read_ahead ? 0 : SMR_PY_NO_AHEAD);
   }
   free(r);
@@ -1010,6 +1043,12 @@ static PyMethodDef trial_methods[] = {
      "'missed': prefetches not asked for}"},
     {"lent_count", (PyCFunction)lent_count, METH_NOARGS | METH_STATIC,
      "lent_count() -> values alive whose bytes are lent, not copied"},
+    {"read_counts", (PyCFunction)read_counts, METH_NOARGS | METH_STATIC,
+     "read_counts() -> {'read_ahead': items the read-ahead thread read, "
+     "'by_caller': items of a job read on the caller's thread} (process)"},
+    {"hold_read_ahead", (PyCFunction)hold_read_ahead, METH_O | METH_STATIC,
+     "hold_read_ahead(on): tests: the read-ahead thread begins no read "
+     "while on"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TrialType = {

@@ -537,6 +537,28 @@ ok([(s, n) for s, n, _ in got] == [(s, n) for s in steps for n in names], "strea
    [(s, n) for s, n, _ in got][:8])
 ok(all(same(v, want[(n, s)]) for s, n, v in got), "stream: the bits written")
 del got
+# the read-ahead thread given no core (held, as on a loaded machine): the
+# caller reads what the thread has not begun instead of waiting for it
+import threading
+_core.Trial.hold_read_ahead(True)
+c0 = _core.Trial.read_counts()
+held = []
+def held_scan():
+    t = create_trial(path)
+    got = list(t.iter_tensors({n: steps for n in names}))
+    vals = [(s, n, t.tensor(n).value(s)) for n in names for s in steps]
+    held.append(len(got) == n_all and all(same(v, want[(n, s)]) for s, n, v in got + vals))
+th = threading.Thread(target=held_scan, daemon=True)
+th.start()
+guard = float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
+th.join(guard)  # a hang guard: a caller that waits for the thread never ends
+c1 = _core.Trial.read_counts()
+_core.Trial.hold_read_ahead(False)
+th.join(guard)
+ok(held == [True], "read-ahead thread held: the caller reads every value, the bits written", held)
+ok(c1["read_ahead"] == c0["read_ahead"] and c1["by_caller"] - c0["by_caller"] > n_all + n_all // 2,
+   "read-ahead thread held: the stream and the prefetches read by the caller", (c0, c1))
+ok(c0["read_ahead"] > 0, "read ahead before: by the thread", c0)
 # dropped half way; a trial closed under a stream
 it = t.iter_tensors({n: steps for n in names})
 first = [next(it) for _ in range(7)]
