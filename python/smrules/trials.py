@@ -125,11 +125,12 @@ class Trial:
             self.range_steps = (int(start), None if end is None else int(end))
         else:
             self.range_steps = None
-        # SMRULES_READ_AHEAD=1: values read ahead on a thread of the
-        # library's (docs/python.md, "Reads ahead"); off by default: on a
-        # busy machine it cost more than it saved (bench 11)
-        self._t = _core.Trial(self.path,
-                              read_ahead=os.environ.get("SMRULES_READ_AHEAD", "0") == "1")
+        # Reads ahead on a thread of the library's (docs/python.md, "Reads
+        # ahead"): reductions unless SMRULES_READ_AHEAD=0 (only a number
+        # crosses threads), values only with SMRULES_READ_AHEAD=1 (on a
+        # busy machine their reading ahead cost more than it saved, bench 11)
+        ahead = os.environ.get("SMRULES_READ_AHEAD", "")
+        self._t = _core.Trial(self.path, read_ahead=ahead == "1", reduce_ahead=ahead != "0")
         self._tensors = {}
         # smdebug's attributes that rules touch (analysis.utils.no_refresh,
         # RequiredTensorsForTrial's logger)

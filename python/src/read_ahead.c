@@ -174,8 +174,13 @@ static void read_item(py_job *j, size_t i) {
   py_item *it = &j->items[i];
   smr_value_loc loc;
   pthread_rwlock_rdlock(j->tlock);
-  it->rc = smr_trial_value(j->t, it->name, it->step, it->mode, it->worker,
-                           &it->v, &loc, &it->err);
+  if (it->is_reduction)
+    it->rc = smr_trial_reduction(j->t, it->name, it->step, it->mode, it->worker,
+                                 it->reduction, it->abs, &it->out, &it->saved,
+                                 &loc, &it->err);
+  else
+    it->rc = smr_trial_value(j->t, it->name, it->step, it->mode, it->worker,
+                             &it->v, &loc, &it->err);
   pthread_rwlock_unlock(j->tlock);
   it->home = my_home; /* NULL on a thread without one: released anywhere */
 }
@@ -292,6 +297,9 @@ py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
     j->items[i].worker = items[i].worker ? smr_xstrdup(items[i].worker) : NULL;
     j->items[i].step = items[i].step;
     j->items[i].mode = items[i].mode;
+    j->items[i].is_reduction = items[i].is_reduction;
+    j->items[i].reduction = items[i].reduction;
+    j->items[i].abs = items[i].abs;
   }
   if (n && !j->in_caller) {
     pthread_mutex_lock(&rd_mu);

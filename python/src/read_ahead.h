@@ -56,9 +56,15 @@ typedef struct py_item {
   char *name, *worker; /* worker NULL: the first by name */
   int64_t step;
   int mode;
+  /* a reduction (smr_trial_reduction) instead of the value: computed where
+   * the value is read, so only the number crosses threads */
+  bool is_reduction, abs;
+  int reduction;
   /* filled by the read */
   int rc;
   smr_tensor v;
+  double out;  /* the reduction */
+  bool saved;  /* the reduction was the saved one */
   smr_error err;
   py_home *home; /* the reading thread's */
 } py_item;
@@ -73,7 +79,8 @@ typedef struct py_job py_job;
 py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
                          const py_item *items, size_t n, size_t ahead);
 
-/* The request of item i (name, worker, step, mode), to compare. */
+/* The request of item i (name, worker, step, mode, reduction), to
+ * compare. */
 const py_item *smr_py_job_request(const py_job *j, size_t i);
 
 /* Waits for the next item not yet taken and moves it into *out (the caller
