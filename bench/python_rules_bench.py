@@ -22,10 +22,11 @@ process (warm page cache, median of PYB_REPEAT runs, 3):
   bulk_red   the bulk reduction: trial.get_reductions({name: [step]}, "mean",
              abs=True) per step, read and reduced over every core
   stream     the bulk read as a stream: trial.iter_tensors({name: steps})
-             over the whole trial, one value in memory at a time
-  value+ra, stream+ra  the same with SMRULES_READ_AHEAD=1: the next
-             values read on a thread of the library's while the caller
-             works on this one
+             over the whole trial, a few values in memory at a time
+  reduction-ra, value-ra, stream-ra, py_rule-ra  the same with
+             SMRULES_READ_AHEAD=0: nothing read ahead (by default the next
+             value or reduction is read on a thread of the library's while
+             the caller works on this one)
   py_rule    smrules run with examples/python/custom_gradient_rule.py as a
              `python:` rule (a SageMaker custom rule, unchanged)
   numpy      the user's own NumPy work of the value scan alone:
@@ -253,11 +254,14 @@ def main():
             "value": me + ["value", trial],
             "bulk": me + ["bulk", trial],
             "stream": me + ["stream", trial],
-            "value+ra": me + ["value", trial],
-            "stream+ra": me + ["stream", trial],
+            "reduction-ra": me + ["reduction", trial],
+            "value-ra": me + ["value", trial],
+            "stream-ra": me + ["stream", trial],
             "bulk_red": me + ["bulk_red", trial],
             "py_rule": [smrules, "run", "--trial", trial, "--rules", py, "--fresh",
                         "--output", os.path.join(tmp, "out-py")],
+            "py_rule-ra": [smrules, "run", "--trial", trial, "--rules", py, "--fresh",
+                           "--output", os.path.join(tmp, "out-py")],
             "numpy": me + ["numpy", trial],
         }
         only = [w for w in os.environ.get("PYB_WAYS", "").split(",") if w]
@@ -268,9 +272,9 @@ def main():
         if only:
             runs = {k: v for k, v in runs.items() if k in ("raw", "c_rule") or k in only}
         envs = {k: env for k in runs}
-        for k in runs:  # the same scans with values read ahead on another thread
-            if k.endswith("+ra"):
-                envs[k] = dict(env, SMRULES_READ_AHEAD="1")
+        for k in runs:  # the same scans with nothing read ahead
+            if k.endswith("-ra"):
+                envs[k] = dict(env, SMRULES_READ_AHEAD="0")
         base = os.environ.get("PYB_BASE")
         if base:
             benv = dict(env, PYTHONPATH=os.path.abspath(base),
@@ -278,9 +282,10 @@ def main():
             paired = {}
             for k, cmd in runs.items():  # each right after its own: A A' B B'
                 paired[k] = cmd
-                if k not in ("raw", "c_rule", "smd_style", "numpy") and not k.endswith("+ra"):
+                if k not in ("raw", "c_rule", "smd_style", "numpy"):
                     paired[k + "@base"] = cmd
-                    envs[k + "@base"] = benv
+                    envs[k + "@base"] = dict(benv, **{
+                        v: envs[k][v] for v in ("SMRULES_READ_AHEAD",) if v in envs[k]})
             runs = paired
         subprocess.run(cat, check=True)  # warm the page cache
         with open("/proc/loadavg") as f:
@@ -309,7 +314,7 @@ def main():
     for k in runs:
         x_c = wall_x[k]
         target, ok = "-", "info"
-        way = k.split("@")[0].split("+")[0]
+        way = k.split("@")[0].split("-ra")[0]
         if way in ("reduction", "value", "py_rule"):
             target = "<= %.2fx C" % TARGET_SCAN
             ok = "ok" if x_c <= TARGET_SCAN else "MISS"

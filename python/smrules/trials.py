@@ -125,12 +125,10 @@ class Trial:
             self.range_steps = (int(start), None if end is None else int(end))
         else:
             self.range_steps = None
-        # Reads ahead on a thread of the library's (docs/python.md, "Reads
-        # ahead"): reductions unless SMRULES_READ_AHEAD=0 (only a number
-        # crosses threads), values only with SMRULES_READ_AHEAD=1 (on a
-        # busy machine their reading ahead cost more than it saved, bench 11)
-        ahead = os.environ.get("SMRULES_READ_AHEAD", "")
-        self._t = _core.Trial(self.path, read_ahead=ahead == "1", reduce_ahead=ahead != "0")
+        # Values and reductions read ahead on a thread of the library's
+        # unless SMRULES_READ_AHEAD=0 (docs/python.md, "Reads ahead")
+        ahead = os.environ.get("SMRULES_READ_AHEAD", "") != "0"
+        self._t = _core.Trial(self.path, read_ahead=ahead, reduce_ahead=ahead)
         self._tensors = {}
         # smdebug's attributes that rules touch (analysis.utils.no_refresh,
         # RequiredTensorsForTrial's logger)
@@ -391,8 +389,8 @@ class Trial:
         """The bulk read as a stream: (step, name, ndarray) for every value of
         {name: [steps]}, step by step (steps ascending, names in the order
         given), each read with the GIL released (and read ahead on a thread
-        of the library's while the caller works on the value in hand, with
-        SMRULES_READ_AHEAD=1: docs/python.md).  Only a few MiB of
+        of the library's while the caller works on the value in hand, unless
+        SMRULES_READ_AHEAD=0: docs/python.md).  Only a few MiB of
         values are in memory besides the ones the caller keeps, so a scan
         over a trial far larger than memory keeps one tensor (get_tensors
         keeps them all).  A value that is not there is left out; a tensor
