@@ -452,8 +452,8 @@ print(json.dumps(res))
 """
 
 
-# Reading ahead (python/src/read_ahead.c; on unless SMRULES_READ_AHEAD=0):
-# value() in a loop reads the value
+# Reading ahead (python/src/read_ahead.c; SMRULES_READ_AHEAD=1, else when a
+# core is idle): value() in a loop reads the value
 # it expects next on the read-ahead thread (tensor by tensor, step by step,
 # by mode step), iter_tensors reads ahead of the caller; either way the
 # bits are the ones written, a walk in no order wastes few reads,
@@ -462,7 +462,7 @@ print(json.dumps(res))
 # ahead too (the thread does not survive a fork: it is started again).
 READ_AHEAD = r"""
 import gc, json, os, sys
-os.environ.pop("SMRULES_READ_AHEAD", None)  # on unless SMRULES_READ_AHEAD=0
+os.environ["SMRULES_READ_AHEAD"] = "1"  # on, whatever the machine's load
 import numpy as np
 from smrules import _core
 from smrules.modes import ModeKeys
@@ -518,10 +518,22 @@ os.environ["SMRULES_READ_AHEAD"] = "0"
 bad, st = walk([(n, s) for n in names for s in steps])
 ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "SMRULES_READ_AHEAD=0: none", (bad, st))
 os.environ["SMRULES_READ_AHEAD"] = "1"
-bad, st = walk([(n, s) for n in names for s in steps])
-ok(not bad and st["prefetched"] >= n_all - 3 * len(names), "SMRULES_READ_AHEAD=1: on", (bad, st))
+# unset: on when a core is idle beside this process (1-minute load + 1 <=
+# cores), decided per Trial
+from smrules import trials as trials_mod
+ok([trials_mod.idle_core(l, c) for l, c in ((0.5, 2), (1.0, 2), (1.01, 2), (4, 2), (0, 1), (2.5, 4), (3.2, 4))]
+   == [True, True, False, False, False, True, False], "idle_core: a core idle beside this one")
 del os.environ["SMRULES_READ_AHEAD"]
-# reductions are computed ahead unless SMRULES_READ_AHEAD=0: the same bits
+decided = []
+real_idle = trials_mod.idle_core
+for idle in (True, False):
+    trials_mod.idle_core = lambda l, c, idle=idle: idle
+    bad, st = walk([(n, s) for n in names for s in steps])
+    decided.append(st["prefetched"] >= n_all - 3 * len(names) if idle else st["prefetched"] == 0)
+trials_mod.idle_core = real_idle
+ok(decided == [True, True], "SMRULES_READ_AHEAD unset: read ahead only when a core is idle", decided)
+os.environ["SMRULES_READ_AHEAD"] = "1"
+# reductions computed ahead (SMRULES_READ_AHEAD=1): the same bits
 def reductions(**kw):
     t = create_trial(path)
     if kw:
@@ -534,12 +546,12 @@ want_red, st = reductions(reduce_ahead=False)
 ok(st["prefetched"] == 0 and st["missed"] == 0, "reduce_ahead=False: none", st)
 got_red, st = reductions()
 ok(got_red == want_red, "reductions computed ahead: the same bits", [(a, b) for a, b in zip(got_red, want_red) if a != b][:3])
-ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "reductions: computed ahead by default", st)
+ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "reductions: computed ahead", st)
 os.environ["SMRULES_READ_AHEAD"] = "0"
 got_red, st = reductions()
 ok(got_red == want_red and st["prefetched"] == 0 and st["missed"] == 0,
    "SMRULES_READ_AHEAD=0: no reduction ahead", st)
-del os.environ["SMRULES_READ_AHEAD"]
+os.environ["SMRULES_READ_AHEAD"] = "1"
 # the steps beyond the last: read ahead, not there, asked for and raised
 t = create_trial(path)
 for s in steps:
