@@ -22,10 +22,12 @@ process (warm page cache, median of PYB_REPEAT runs, 3):
   bulk_red   the bulk reduction: trial.get_reductions({name: [step]}, "mean",
              abs=True) per step, read and reduced over every core
   stream     the bulk read as a stream: trial.iter_tensors({name: steps})
-             over the whole trial, one value in memory at a time
-  value+ra, stream+ra  the same with SMRULES_READ_AHEAD=1: the next
-             values read on a thread of the library's while the caller
-             works on this one
+             over the whole trial, a few values in memory at a time
+  reduction+ra, value+ra, stream+ra, py_rule+ra  the same with
+             SMRULES_READ_AHEAD=1: the next value or reduction read on a
+             thread of the library's while the caller works on this one
+             (by default only when a core is idle: the header says whether
+             it was at the start)
   py_rule    smrules run with examples/python/custom_gradient_rule.py as a
              `python:` rule (a SageMaker custom rule, unchanged)
   numpy      the user's own NumPy work of the value scan alone:
@@ -253,11 +255,14 @@ def main():
             "value": me + ["value", trial],
             "bulk": me + ["bulk", trial],
             "stream": me + ["stream", trial],
+            "reduction+ra": me + ["reduction", trial],
             "value+ra": me + ["value", trial],
             "stream+ra": me + ["stream", trial],
             "bulk_red": me + ["bulk_red", trial],
             "py_rule": [smrules, "run", "--trial", trial, "--rules", py, "--fresh",
                         "--output", os.path.join(tmp, "out-py")],
+            "py_rule+ra": [smrules, "run", "--trial", trial, "--rules", py, "--fresh",
+                           "--output", os.path.join(tmp, "out-py")],
             "numpy": me + ["numpy", trial],
         }
         only = [w for w in os.environ.get("PYB_WAYS", "").split(",") if w]
@@ -268,7 +273,7 @@ def main():
         if only:
             runs = {k: v for k, v in runs.items() if k in ("raw", "c_rule") or k in only}
         envs = {k: env for k in runs}
-        for k in runs:  # the same scans with values read ahead on another thread
+        for k in runs:  # the same scans read ahead whatever the load
             if k.endswith("+ra"):
                 envs[k] = dict(env, SMRULES_READ_AHEAD="1")
         base = os.environ.get("PYB_BASE")
@@ -278,13 +283,18 @@ def main():
             paired = {}
             for k, cmd in runs.items():  # each right after its own: A A' B B'
                 paired[k] = cmd
-                if k not in ("raw", "c_rule", "smd_style", "numpy") and not k.endswith("+ra"):
+                if k not in ("raw", "c_rule", "smd_style", "numpy"):
                     paired[k + "@base"] = cmd
-                    envs[k + "@base"] = benv
+                    envs[k + "@base"] = dict(benv, **{
+                        v: envs[k][v] for v in ("SMRULES_READ_AHEAD",) if v in envs[k]})
             runs = paired
         subprocess.run(cat, check=True)  # warm the page cache
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])
+        ahead = subprocess.run(
+            [sys.executable, "-c", "from smrules.trials import read_ahead_default as r; "
+             "print('on' if r() else 'off')"], env=env, capture_output=True,
+            text=True).stdout.strip() or "?"
         got = {k: [] for k in runs}
         for _ in range(REPEAT):  # interleaved: the machine's load falls on all
             for k, cmd in runs.items():
@@ -302,14 +312,15 @@ def main():
     print()
     print("== 11. Python: VanishingGradient's scan, %d steps x %d gradients of %.1f MiB "
           "(%.2f GB), whole processes, median of %d rounds paired with the C rule; "
-          "load average %s" % (STEPS, TENSORS, ELEMENTS * 4 / 2**20, gb, REPEAT, load))
+          "load average %s; reading ahead by default: %s at the start" % (
+              STEPS, TENSORS, ELEMENTS * 4 / 2**20, gb, REPEAT, load, ahead))
     print("  %-12s %8s %8s %9s %9s %8s %8s %8s  %-12s %s" % (
         "way", "wall s", "x raw", "x C rule", "smd/x", "cpu s", "cpu x C", "RSS MB", "target",
         "verdict"))
     for k in runs:
         x_c = wall_x[k]
         target, ok = "-", "info"
-        way = k.split("@")[0].split("+")[0]
+        way = k.split("@")[0].split("+ra")[0]
         if way in ("reduction", "value", "py_rule"):
             target = "<= %.2fx C" % TARGET_SCAN
             ok = "ok" if x_c <= TARGET_SCAN else "MISS"

@@ -605,7 +605,7 @@ fi
 # ------------------------------------------- 11. Python rules and the API
 # bench/python_rules_bench.py: VanishingGradient's scan (2.1 GB of 1 MiB
 # gradients) through the trial API (per value, reductions, the bulk read,
-# with and without SMRULES_READ_AHEAD=1), a SageMaker custom rule as a
+# with and without reading ahead: SMRULES_READ_AHEAD=0), a SageMaker custom rule as a
 # python: rule, smdebug's per-value way of reading in Python, the C rule
 # and cat of the same bytes, each a whole process paired with the C rule
 # in its round (prints its own rows; PYB_STEPS, PYB_REPEAT, PYB_WAYS;

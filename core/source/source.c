@@ -64,6 +64,18 @@ int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
   return rc;
 }
 
+int smr_source_read_range_aligned(smr_source *s, const char *rel, uint64_t off,
+                                  uint64_t len, uint64_t align_at,
+                                  smr_range *out, smr_error *err) {
+  if (!s->ops->read_range_aligned || align_at == SMR_NO_ALIGN)
+    return smr_source_read_range(s, rel, off, len, out, err);
+  memset(out, 0, sizeof *out);
+  int rc = s->ops->read_range_aligned(s, rel, off, len, align_at, out, err);
+  if (rc == SMR_OK)
+    atomic_fetch_add_explicit(&s->bytes_read_, out->len, memory_order_relaxed);
+  return rc;
+}
+
 uint64_t smr_source_bytes_read(const smr_source *s) {
   return atomic_load_explicit(&s->bytes_read_, memory_order_relaxed);
 }

@@ -67,6 +67,10 @@ typedef struct smr_source_ops {
   size_t (*cache_budget)(const smr_source *s);
   void (*prefetch)(smr_source *s, const char *rel, uint64_t off, uint64_t len);
   void (*share_records)(smr_source *s, bool on);
+  /* smr_source_read_range_aligned (NULL: read_range, the hint ignored) */
+  int (*read_range_aligned)(smr_source *s, const char *rel, uint64_t off,
+                            uint64_t len, uint64_t align_at, smr_range *out,
+                            smr_error *err);
 } smr_source_ops;
 
 struct smr_source {
@@ -107,6 +111,17 @@ int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
                           uint64_t len, smr_range *out, smr_error *err);
 void smr_range_release(smr_range *r);
+/* smr_source_read_range, and where the bytes are read into a buffer (a
+ * local file), byte `align_at` of the range lands on an address that is a
+ * multiple of SMR_VALUE_ALIGN: tensor elements there are aligned for
+ * NumPy, whose loops over a misaligned array copy it piece by piece (about
+ * a quarter more time for np.abs on 1 MiB).  A hint: SMR_NO_ALIGN, a
+ * shared record or another kind of source place the bytes as they will. */
+#define SMR_VALUE_ALIGN 16
+#define SMR_NO_ALIGN UINT64_MAX
+int smr_source_read_range_aligned(smr_source *s, const char *rel, uint64_t off,
+                                  uint64_t len, uint64_t align_at,
+                                  smr_range *out, smr_error *err);
 
 /* Like smr_source_list, but only paths that sort after `start_after`
  * (NULL: everything).  S3 lists in key order, so it reads only the

@@ -92,6 +92,13 @@ void smr_trial_set_prefetch_horizon(smr_trial *t, int64_t last);
 /* Several rules read this trial side by side: records one reads serve the
  * others (smr_source_share_records). */
 void smr_trial_share_records(smr_trial *t, bool on);
+/* Values read from now on are placed so that their elements start on a
+ * multiple of SMR_VALUE_ALIGN bytes where the source reads them into a
+ * buffer (source.h: smr_source_read_range_aligned), learned per tensor
+ * from where its elements lay in its last record: for the Python package,
+ * whose NumPy copies misaligned arrays piece by piece.  Only where bytes
+ * land changes, never a value. */
+void smr_trial_align_values(smr_trial *t, bool on);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 /* The number of workers that have written steps; when i is below it,
  * the i-th (by name) and its latest global step. */

@@ -55,6 +55,8 @@ typedef struct step_info {
 #define TENSOR_ID_SLOTS 1024
 #define REGEX_SLOTS 64
 
+#define VALUE_AT_SLOTS 256
+
 struct smr_trial {
   smr_source *src;
   smr_catalog *cat;
@@ -109,6 +111,11 @@ struct smr_trial {
   /* the reader gate (trial.h, trial_gate.c): rule threads read under it,
    * a live refresh writes under it; taken before `mu`, never after */
   pthread_rwlock_t gate;
+  /* smr_trial_align_values: where each tensor's elements began in its
+   * last record read (offset + 1, 0: not known yet), by a hash of its
+   * name; a hint, so read and written without a lock (relaxed) */
+  bool align_values;
+  _Atomic uint32_t value_at[VALUE_AT_SLOTS];
   /* read-ahead of tensor values (smr_trial_set_prefetch), under mu */
   size_t pf_steps;
   int64_t pf_end, pf_horizon;

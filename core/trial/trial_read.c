@@ -4,6 +4,8 @@
  * points at, and the read-ahead of the next steps' records (remote
  * trials). */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +283,21 @@ static void keep_range(smr_tensor *t, smr_range *r) {
   memset(r, 0, sizeof *r);
 }
 
+void smr_trial_align_values(smr_trial *t, bool on) {
+  t->align_values = on;
+}
+
+/* The hint's slot: by the tensor's name and by how many bytes its step
+ * takes in the record (a varint; step 0 is not written at all), which
+ * moves the elements of the same tensor. */
+static _Atomic uint32_t *value_at_slot(smr_trial *t, const char *tag,
+                                       int64_t step) {
+  uint64_t h = smr_hash_str(SMR_HASH_INIT, tag) >> 40;
+  for (uint64_t s = (uint64_t)step; s; s >>= 7)
+    h++;
+  return &t->value_at[h % VALUE_AT_SLOTS];
+}
+
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
   if (t->tb) /* TensorBoard: the values are in memory */
@@ -292,8 +309,13 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
     return smr_error_set(err, SMR_ERR_FORMAT, e->index_path, -1,
                          "index entry for '%s' names no event file", tag);
   smr_range r;
-  int rc = smr_source_read_range(t->src, e->event_file, (uint64_t)e->start,
-                                 (uint64_t)e->length, &r, err);
+  uint32_t at = t->align_values
+                    ? atomic_load_explicit(value_at_slot(t, tag, e->step),
+                                           memory_order_relaxed)
+                    : 0;
+  int rc = smr_source_read_range_aligned(
+      t->src, e->event_file, (uint64_t)e->start, (uint64_t)e->length,
+      at ? at - 1 : SMR_NO_ALIGN, &r, err);
   if (rc && t->live && !t->marker)
     /* an event file not (fully) there yet while training runs: wait */
     return smr_error_set(err, SMR_STEP_NOT_YET, e->event_file, e->start,
@@ -315,6 +337,11 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
   if (rc == SMR_OK) /* the elements stay where they lie in the range */
     rc = smr_event_decode_borrow(payload, (size_t)plen, e->event_file,
                                  (uint64_t)e->start, out, &name, err);
+  uintptr_t data_at = (uintptr_t)out->data - (uintptr_t)r.data;
+  if (rc == SMR_OK && t->align_values && out->nbytes && data_at < r.len &&
+      data_at < UINT32_MAX) /* elements left in the range, not decoded */
+    atomic_store_explicit(value_at_slot(t, tag, e->step), (uint32_t)data_at + 1,
+                          memory_order_relaxed);
   if (rc == SMR_OK)
     keep_range(out, &r);
   smr_range_release(&r);

@@ -96,6 +96,31 @@ def _array(value):
     return np.frombuffer(data, dtype=dt).reshape(shape)
 
 
+def idle_core(load1, cores):
+    """Whether a machine of `cores` usable cores at 1-minute load average
+    `load1` has a core idle beside this process: load1 + 1 <= cores."""
+    return cores >= 2 and load1 + 1 <= cores
+
+
+def read_ahead_default():
+    """Whether a new Trial reads ahead: SMRULES_READ_AHEAD=1 on, =0 off,
+    else when a core is idle (idle_core on /proc/loadavg and this
+    process's CPUs).  Reading ahead puts a second core to work beside the
+    caller's; on a machine with none idle the values' trips between cores
+    and the hand-overs cost more than the overlap gives (bench 11: at load
+    4 on 2 cores, +22% CPU and +12% wall for a value() scan)."""
+    v = os.environ.get("SMRULES_READ_AHEAD", "")
+    if v in ("0", "1"):
+        return v == "1"
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            load1 = float(f.read().split()[0])
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    return idle_core(load1, cores)
+
+
 class Collection:
     """A collection as the trial holds it: `name`, `include_regex` (the
     regexes of the collections files), `tensor_names` (the saved tensors in
@@ -125,11 +150,10 @@ class Trial:
             self.range_steps = (int(start), None if end is None else int(end))
         else:
             self.range_steps = None
-        # SMRULES_READ_AHEAD=1: values read ahead on a thread of the
-        # library's (docs/python.md, "Reads ahead"); off by default: on a
-        # busy machine it cost more than it saved (bench 11)
-        self._t = _core.Trial(self.path,
-                              read_ahead=os.environ.get("SMRULES_READ_AHEAD", "0") == "1")
+        # Values and reductions read ahead on a thread of the library's
+        # when a core is idle (docs/python.md, "Reads ahead")
+        ahead = read_ahead_default()
+        self._t = _core.Trial(self.path, read_ahead=ahead, reduce_ahead=ahead)
         self._tensors = {}
         # smdebug's attributes that rules touch (analysis.utils.no_refresh,
         # RequiredTensorsForTrial's logger)
@@ -390,8 +414,8 @@ class Trial:
         """The bulk read as a stream: (step, name, ndarray) for every value of
         {name: [steps]}, step by step (steps ascending, names in the order
         given), each read with the GIL released (and read ahead on a thread
-        of the library's while the caller works on the value in hand, with
-        SMRULES_READ_AHEAD=1: docs/python.md).  Only a few MiB of
+        of the library's while the caller works on the value in hand, when
+        a core is idle or with SMRULES_READ_AHEAD=1: docs/python.md).  Only a few MiB of
         values are in memory besides the ones the caller keeps, so a scan
         over a trial far larger than memory keeps one tensor (get_tensors
         keeps them all).  A value that is not there is left out; a tensor

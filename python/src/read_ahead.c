@@ -117,7 +117,7 @@ enum { ITEM_QUEUED, ITEM_READING, ITEM_DONE, ITEM_TAKEN };
 struct py_job {
   struct py_job *next; /* in the reader's list while it has items to read */
   smr_trial *t;
-  pthread_mutex_t *tmu;
+  pthread_rwlock_t *tlock; /* the Trial object's, taken for reading */
   py_item *items;
   unsigned char *state;
   size_t n, next_read, next_take;
@@ -133,6 +133,15 @@ static pthread_cond_t rd_done = PTHREAD_COND_INITIALIZER; /* the callers */
 static py_job *rd_jobs;
 static bool rd_started, rd_forking, rd_busy;
 static pthread_once_t rd_once = PTHREAD_ONCE_INIT;
+/* Items read by the read-ahead thread and by the callers (tests). */
+static atomic_ullong n_by_reader, n_by_caller;
+static bool rd_held; /* smr_py_read_ahead_hold, under rd_mu */
+
+void smr_py_read_counts(unsigned long long *by_reader,
+                        unsigned long long *by_caller) {
+  *by_reader = atomic_load(&n_by_reader);
+  *by_caller = atomic_load(&n_by_caller);
+}
 
 /* Whether j may read its next item now. */
 static bool can_read(const py_job *j) {
@@ -158,12 +167,30 @@ static void unlist(py_job *j) {
   j->listed = false;
 }
 
+/* Reads item i of j on this thread (the read-ahead thread or the caller's,
+ * whichever claimed it): under the trial's lock taken for reading, so
+ * that the two read at once but never while the trial is refreshed. */
+static void read_item(py_job *j, size_t i) {
+  py_item *it = &j->items[i];
+  smr_value_loc loc;
+  pthread_rwlock_rdlock(j->tlock);
+  if (it->is_reduction)
+    it->rc = smr_trial_reduction(j->t, it->name, it->step, it->mode, it->worker,
+                                 it->reduction, it->abs, &it->out, &it->saved,
+                                 &loc, &it->err);
+  else
+    it->rc = smr_trial_value(j->t, it->name, it->step, it->mode, it->worker,
+                             &it->v, &loc, &it->err);
+  pthread_rwlock_unlock(j->tlock);
+  it->home = my_home; /* NULL on a thread without one: released anywhere */
+}
+
 static void *reader_main(void *unused) {
   (void)unused;
   smr_py_home();
   pthread_mutex_lock(&rd_mu);
   for (;;) {
-    py_job *j = rd_forking ? NULL : pick();
+    py_job *j = rd_forking || rd_held ? NULL : pick();
     if (!j) {
       if (my_home && atomic_load(&my_home->pending)) {
         pthread_mutex_unlock(&rd_mu);
@@ -179,16 +206,11 @@ static void *reader_main(void *unused) {
     j->reading = rd_busy = true;
     pthread_mutex_unlock(&rd_mu);
     smr_py_home_drain();
-    py_item *it = &j->items[i];
-    smr_value_loc loc;
-    pthread_mutex_lock(j->tmu);
-    it->rc = smr_trial_value(j->t, it->name, it->step, it->mode, it->worker,
-                             &it->v, &loc, &it->err);
-    pthread_mutex_unlock(j->tmu);
-    it->home = my_home;
+    read_item(j, i);
+    atomic_fetch_add_explicit(&n_by_reader, 1, memory_order_relaxed);
     pthread_mutex_lock(&rd_mu);
     j->state[i] = ITEM_DONE;
-    j->ahead += it->rc == SMR_OK ? it->v.nbytes : 0;
+    j->ahead += j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;
     j->reading = rd_busy = false;
     if (j->next_read >= j->n)
       unlist(j);
@@ -246,20 +268,27 @@ static bool reader_running(void) {
   return rd_started;
 }
 
+void smr_py_read_ahead_hold(bool on) {
+  pthread_mutex_lock(&rd_mu);
+  rd_held = on;
+  pthread_cond_broadcast(&rd_work);
+  pthread_mutex_unlock(&rd_mu);
+}
+
 static void reader_poke(void) {
   pthread_mutex_lock(&rd_mu);
   pthread_cond_signal(&rd_work);
   pthread_mutex_unlock(&rd_mu);
 }
 
-py_job *smr_py_job_start(smr_trial *t, pthread_mutex_t *mu,
+py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
                          const py_item *items, size_t n, size_t ahead) {
   pthread_once(&rd_once, register_fork);
   py_job *j = smr_xcalloc(1, sizeof *j);
   j->ahead_max = ahead ? ahead : AHEAD_BYTES;
   j->in_caller = ahead == SMR_PY_NO_AHEAD;
   j->t = t;
-  j->tmu = mu;
+  j->tlock = lock;
   j->n = n;
   j->items = smr_xcalloc(n ? n : 1, sizeof *j->items);
   j->state = smr_xcalloc(n ? n : 1, 1);
@@ -268,6 +297,9 @@ py_job *smr_py_job_start(smr_trial *t, pthread_mutex_t *mu,
     j->items[i].worker = items[i].worker ? smr_xstrdup(items[i].worker) : NULL;
     j->items[i].step = items[i].step;
     j->items[i].mode = items[i].mode;
+    j->items[i].is_reduction = items[i].is_reduction;
+    j->items[i].reduction = items[i].reduction;
+    j->items[i].abs = items[i].abs;
   }
   if (n && !j->in_caller) {
     pthread_mutex_lock(&rd_mu);
@@ -292,25 +324,19 @@ bool smr_py_job_next(py_job *j, py_item *out) {
     return false;
   }
   size_t i = j->next_take;
-  if (j->state[i] == ITEM_QUEUED &&
-      (j->in_caller || !reader_running() || rd_forking)) {
-    /* not read ahead, or no read-ahead thread: read it here */
+  if (j->state[i] == ITEM_QUEUED) {
+    /* Not being read: read here rather than wait for the read-ahead thread
+     * (reading another job's item, or not given a core on a busy machine),
+     * so reading ahead can only add reads in parallel, never a wait. */
     j->state[i] = ITEM_READING;
-    j->next_read = i + 1;
+    j->next_read = i + 1; /* items are claimed in order: next_read was i */
     if (j->next_read >= j->n && j->listed)
       unlist(j);
+    atomic_fetch_add_explicit(&n_by_caller, 1, memory_order_relaxed);
     pthread_mutex_unlock(&rd_mu);
-    py_item *it = &j->items[i];
-    smr_value_loc loc;
-    pthread_mutex_lock(j->tmu);
-    it->rc = smr_trial_value(j->t, it->name, it->step, it->mode, it->worker,
-                             &it->v, &loc, &it->err);
-    pthread_mutex_unlock(j->tmu);
-    it->home = NULL;
+    read_item(j, i);
     pthread_mutex_lock(&rd_mu);
   } else {
-    if (j->state[i] == ITEM_QUEUED) /* it may have waited behind the window */
-      pthread_cond_signal(&rd_work);
     while (j->state[i] != ITEM_DONE)
       pthread_cond_wait(&rd_done, &rd_mu);
     j->ahead -= j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;

@@ -44,16 +44,27 @@ void smr_py_release(py_home *h, smr_tensor *v);
  * A job reads its items in order on the read-ahead thread (one per
  * process, started by the first job), at most AHEAD_BYTES of values ahead
  * of the one the caller takes, so that reading overlaps what the caller
- * does with each value.  Every read takes the trial's mutex `mu`, as the
- * Trial object's own calls do.  The caller owns the trial: it must keep it
- * open until smr_py_job_end returns. */
+ * does with each value.  An item the thread has not begun when the caller
+ * asks for it is read on the caller's thread: the caller never waits for
+ * a thread that is busy elsewhere or has no core (a loaded machine), it
+ * waits only for a read already under way.  Every read takes the trial's
+ * lock `lock` for reading, as the Trial object's reads do (so the thread
+ * and the caller read at once; a refresh takes it for writing).  The
+ * caller owns the trial: it must keep it open until smr_py_job_end
+ * returns. */
 typedef struct py_item {
   char *name, *worker; /* worker NULL: the first by name */
   int64_t step;
   int mode;
+  /* a reduction (smr_trial_reduction) instead of the value: computed where
+   * the value is read, so only the number crosses threads */
+  bool is_reduction, abs;
+  int reduction;
   /* filled by the read */
   int rc;
   smr_tensor v;
+  double out;  /* the reduction */
+  bool saved;  /* the reduction was the saved one */
   smr_error err;
   py_home *home; /* the reading thread's */
 } py_item;
@@ -63,12 +74,13 @@ typedef struct py_job py_job;
 /* A job over items[0..n) (name and worker copied), reading at most
  * `ahead` bytes of values ahead of the caller (0: AHEAD_BYTES); with
  * ahead SMR_PY_NO_AHEAD the caller reads each item when it asks for it
- * (Trial(read_ahead=False)).  Never NULL. */
+ * (Trial(read_ahead=False), read_many).  Never NULL. */
 #define SMR_PY_NO_AHEAD ((size_t)-1)
-py_job *smr_py_job_start(smr_trial *t, pthread_mutex_t *mu,
+py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
                          const py_item *items, size_t n, size_t ahead);
 
-/* The request of item i (name, worker, step, mode), to compare. */
+/* The request of item i (name, worker, step, mode, reduction), to
+ * compare. */
 const py_item *smr_py_job_request(const py_job *j, size_t i);
 
 /* Waits for the next item not yet taken and moves it into *out (the caller
@@ -79,5 +91,15 @@ bool smr_py_job_next(py_job *j, py_item *out);
 /* Cancels what is not read yet, waits for a read in progress, releases
  * the values read and not taken and frees the job.  Call without the GIL. */
 void smr_py_job_end(py_job *j);
+
+/* How many items the read-ahead thread and the callers have read, over
+ * the process's life (for tests: that reading ahead happened, and that a
+ * caller read what the thread had not begun). */
+void smr_py_read_counts(unsigned long long *by_reader,
+                        unsigned long long *by_caller);
+
+/* Tests: while held, the read-ahead thread begins no read (as on a machine
+ * that gives it no core), so the callers must read every item. */
+void smr_py_read_ahead_hold(bool on);
 
 #endif

@@ -1,10 +1,13 @@
 /* trial_type.c - smrules._core.Trial: the C trial (core/trial/trial.h) seen
  * from Python, under smrules.trials (smrules/trials.py), which gives it
- * smdebug's names.  Every call into the trial holds the object's mutex, and
- * the calls that read tensor bytes (value, reduction, shape, read_many)
- * release the GIL first, so other Python threads run while files are read.
- * Lock order: the GIL is released before the mutex is taken, never the
- * other way round, so two threads cannot wait on each other.
+ * smdebug's names.  Every call into the trial holds the object's lock: the
+ * calls that read tensor bytes (value, reduction, shape, read_many, and
+ * the read-ahead thread's reads) hold it for reading, so that they read at
+ * once (the C trial is read by many threads in a run), and release the GIL
+ * first, so other Python threads run while files are read; the other calls
+ * (the catalog's answers, refresh) hold it for writing.  Nothing waits for
+ * the GIL while holding the lock, so two threads cannot wait on each
+ * other.
  *
  * Availability answers (step not saved, tensor not there, ...) are raised
  * as _core.Unavailable(status, message); smrules.trials maps the status to
@@ -43,9 +46,10 @@ typedef struct next_slot {
 typedef struct {
   PyObject_HEAD smr_trial *t;
   bool closed; /* close() called: methods refuse; freed in dealloc */
-  pthread_mutex_t mu;
-  bool read_ahead; /* value() may prefetch (Trial(read_ahead=True)) */
-  py_job *pf;      /* the value prefetched, or NULL */
+  pthread_rwlock_t lock;
+  bool read_ahead;   /* value() may prefetch (Trial(read_ahead=True)) */
+  bool reduce_ahead; /* reduction() may (Trial(reduce_ahead=True)) */
+  py_job *pf;        /* the value prefetched, or NULL */
   next_slot next[NEXT_SLOTS];
   char *last_name, *last_worker; /* the last value() asked for */
   long long last_step;
@@ -78,28 +82,39 @@ static bool open_or_raise(TrialObject *self) {
   return false;
 }
 
+/* The lock held for writing: alone in the trial. */
 #define LOCKED(self, stmt)                                                     \
   do {                                                                         \
-    pthread_mutex_lock(&(self)->mu);                                           \
+    pthread_rwlock_wrlock(&(self)->lock);                                      \
     stmt;                                                                      \
-    pthread_mutex_unlock(&(self)->mu);                                         \
+    pthread_rwlock_unlock(&(self)->lock);                                      \
   } while (0)
 
-/* The GIL released, then the mutex taken (see the top of the file). */
+/* The GIL released, then the lock taken for writing (refresh). */
 #define UNLOCKED_GIL(self, stmt)                                               \
   do {                                                                         \
     Py_BEGIN_ALLOW_THREADS LOCKED(self, stmt);                                 \
     Py_END_ALLOW_THREADS                                                       \
   } while (0)
 
+/* The GIL released, then the lock taken for reading (reads of values). */
+#define READING(self, stmt)                                                    \
+  do {                                                                         \
+    Py_BEGIN_ALLOW_THREADS pthread_rwlock_rdlock(&(self)->lock);               \
+    stmt;                                                                      \
+    pthread_rwlock_unlock(&(self)->lock);                                      \
+    Py_END_ALLOW_THREADS                                                       \
+  } while (0)
+
 static int trial_init(TrialObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"path", "live", "read_ahead", NULL};
+  static char *kwlist[] = {"path", "live", "read_ahead", "reduce_ahead", NULL};
   const char *path;
-  int live = 1, read_ahead = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|pp:Trial", kwlist, &path, &live,
-                                   &read_ahead))
+  int live = 1, read_ahead = 1, reduce_ahead = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "s|ppp:Trial", kwlist, &path,
+                                   &live, &read_ahead, &reduce_ahead))
     return -1;
   self->read_ahead = read_ahead != 0;
+  self->reduce_ahead = reduce_ahead != 0;
   if (self->t) {
     PyErr_SetString(PyExc_ValueError, "Trial already open");
     return -1;
@@ -115,6 +130,9 @@ static int trial_init(TrialObject *self, PyObject *args, PyObject *kw) {
     raise_status(rc, &err);
     return -1;
   }
+  /* values' elements aligned for NumPy: its loops copy a misaligned
+   * array piece by piece (np.abs(v).mean() of 1 MiB ~25 % slower) */
+  smr_trial_align_values(t, true);
   self->t = t;
   return 0;
 }
@@ -122,7 +140,7 @@ static int trial_init(TrialObject *self, PyObject *args, PyObject *kw) {
 static PyObject *trial_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   TrialObject *self = (TrialObject *)type->tp_alloc(type, 0);
   if (self)
-    pthread_mutex_init(&self->mu, NULL);
+    pthread_rwlock_init(&self->lock, NULL);
   return (PyObject *)self;
 }
 
@@ -147,7 +165,7 @@ static void trial_dealloc(TrialObject *self) {
   free(self->last_worker);
   if (self->t)
     smr_trial_close(self->t);
-  pthread_mutex_destroy(&self->mu);
+  pthread_rwlock_destroy(&self->lock);
   Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -484,6 +502,21 @@ static PyObject *lent_count(PyObject *unused, PyObject *noargs) {
   return PyLong_FromSsize_t(lent_alive);
 }
 
+static PyObject *read_counts(PyObject *unused, PyObject *noargs) {
+  unsigned long long by_reader, by_caller;
+  smr_py_read_counts(&by_reader, &by_caller);
+  return Py_BuildValue("{s:K,s:K}", "read_ahead", by_reader, "by_caller",
+                       by_caller);
+}
+
+static PyObject *hold_read_ahead(PyObject *unused, PyObject *arg) {
+  int on = PyObject_IsTrue(arg);
+  if (on < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS smr_py_read_ahead_hold(on != 0);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 /* The element bytes of *v (read on the thread whose home is `home`) as a
  * Python buffer: lent (v is moved into the Value, *v zeroed) or copied
  * into bytes (v left to the caller). */
@@ -545,40 +578,42 @@ static next_slot *next_slot_of(TrialObject *self, const char *name) {
   return &self->next[(smr_hash_str(SMR_HASH_INIT, name) >> 40) % NEXT_SLOTS];
 }
 
-/* The prefetched value if it is (name, step, mode, worker) and was read;
- * the prefetch is over either way.  With the GIL held. */
-static bool take_prefetched(TrialObject *self, const char *name, long long step,
-                            int mode, const char *worker, smr_tensor *v,
-                            py_home **home) {
+/* The prefetched item if it is the request `want` (a value or a
+ * reduction) and was read: moved into *got; the prefetch is over either
+ * way.  With the GIL held. */
+static bool take_prefetched(TrialObject *self, const py_item *want,
+                            py_item *got) {
   py_job *pf = self->pf;
   self->pf = NULL;
   if (!pf)
     return false;
   const py_item *q = smr_py_job_request(pf, 0);
-  bool want = q->step == step && q->mode == mode && same_str(q->name, name) &&
-              same_str(q->worker, worker);
-  bool got = false;
-  py_item it;
-  Py_BEGIN_ALLOW_THREADS if (want && smr_py_job_next(pf, &it)) {
+  bool same = q->step == want->step && q->mode == want->mode &&
+              q->is_reduction == want->is_reduction &&
+              (!q->is_reduction ||
+               (q->reduction == want->reduction && q->abs == want->abs)) &&
+              same_str(q->name, want->name) &&
+              same_str(q->worker, want->worker);
+  bool ok = false;
+  Py_BEGIN_ALLOW_THREADS if (same && smr_py_job_next(pf, got)) {
     /* a value that was not there then may be now: asked again */
-    got = it.rc == SMR_OK;
-    if (got) {
-      *v = it.v;
-      *home = it.home;
-    }
+    ok = got->rc == SMR_OK;
   }
   smr_py_job_end(pf);
-  Py_END_ALLOW_THREADS if (got) self->pf_hits++;
+  Py_END_ALLOW_THREADS if (ok) self->pf_hits++;
   else self->pf_misses++;
-  return got;
+  return ok;
 }
 
-/* Learns from the value asked for after the last one, and prefetches the
- * one expected next.  With the GIL held. */
-static void prefetch_next(TrialObject *self, const char *name, long long step,
-                          int mode, const char *worker) {
-  if (!self->read_ahead)
+/* Learns from the request after the last one, and prefetches the one
+ * expected next (of the same kind: a value, or the same reduction).  With
+ * the GIL held. */
+static void prefetch_next(TrialObject *self, const py_item *req) {
+  if (!(req->is_reduction ? self->reduce_ahead : self->read_ahead))
     return;
+  const char *name = req->name, *worker = req->worker;
+  long long step = req->step;
+  int mode = req->mode;
   if (self->last_name && self->last_mode == mode &&
       same_str(self->last_worker, worker)) {
     next_slot *s = next_slot_of(self, self->last_name);
@@ -609,11 +644,10 @@ static void prefetch_next(TrialObject *self, const char *name, long long step,
   if (self->pf /* another thread's, meanwhile */ || !s->confirmed ||
       !same_str(s->name, name) || s->delta < 0 || step > INT64_MAX - s->delta)
     return;
-  py_item want = {.name = s->next,
-                  .worker = (char *)worker,
-                  .step = step + s->delta,
-                  .mode = mode};
-  self->pf = smr_py_job_start(self->t, &self->mu, &want, 1, 0);
+  py_item want = *req;
+  want.name = s->next;
+  want.step = step + s->delta;
+  self->pf = smr_py_job_start(self->t, &self->lock, &want, 1, 0);
 }
 
 static PyObject *trial_value(TrialObject *self, PyObject *args) {
@@ -623,19 +657,20 @@ static PyObject *trial_value(TrialObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "sLi|z:value", &name, &step, &mode, &worker) ||
       !open_or_raise(self))
     return NULL;
-  smr_tensor v = {0};
-  py_home *home = NULL;
+  py_item req = {.name = (char *)name,
+                 .worker = (char *)worker,
+                 .step = step,
+                 .mode = mode};
+  py_item got = {0};
   smr_value_loc loc;
-  smr_error err = {0};
-  int rc = SMR_OK;
-  if (!take_prefetched(self, name, step, mode, worker, &v, &home))
-    UNLOCKED_GIL(self, rc = smr_trial_value(self->t, name, step, mode, worker,
-                                            &v, &loc, &err));
-  if (rc != SMR_OK)
-    return raise_status(rc, &err);
-  prefetch_next(self, name, step, mode, worker);
-  PyObject *o = tensor_tuple((PyObject *)self, &v, home);
-  smr_py_release(home, &v); /* nothing when lent */
+  if (!take_prefetched(self, &req, &got))
+    READING(self, got.rc = smr_trial_value(self->t, name, step, mode, worker,
+                                           &got.v, &loc, &got.err));
+  if (got.rc != SMR_OK)
+    return raise_status(got.rc, &got.err);
+  prefetch_next(self, &req);
+  PyObject *o = tensor_tuple((PyObject *)self, &got.v, got.home);
+  smr_py_release(got.home, &got.v); /* nothing when lent */
   return o;
 }
 
@@ -658,17 +693,23 @@ static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
                         "unknown reduction %R: expected min, max, mean, std, "
                         "variance, sum, prod, l1, l2",
                         PyTuple_GET_ITEM(args, 3));
-  double out = 0;
-  bool saved = false;
+  py_item req = {.name = (char *)name,
+                 .worker = (char *)worker,
+                 .step = step,
+                 .mode = mode,
+                 .is_reduction = true,
+                 .reduction = r,
+                 .abs = abs_ != 0};
+  py_item got = {0};
   smr_value_loc loc;
-  smr_error err = {0};
-  int rc;
-  UNLOCKED_GIL(self,
-               rc = smr_trial_reduction(self->t, name, step, mode, worker, r,
-                                        abs_, &out, &saved, &loc, &err));
-  if (rc != SMR_OK)
-    return raise_status(rc, &err);
-  return Py_BuildValue("(dO)", out, saved ? Py_True : Py_False);
+  if (!take_prefetched(self, &req, &got))
+    READING(self, got.rc = smr_trial_reduction(self->t, name, step, mode,
+                                               worker, r, abs_, &got.out,
+                                               &got.saved, &loc, &got.err));
+  if (got.rc != SMR_OK)
+    return raise_status(got.rc, &got.err);
+  prefetch_next(self, &req);
+  return Py_BuildValue("(dO)", got.out, got.saved ? Py_True : Py_False);
 }
 
 /* One item of reductions() and read_many(): what value() takes.  The
@@ -765,7 +806,7 @@ static PyObject *trial_reductions(TrialObject *self, PyObject *args) {
     return NULL;
   red_batch b = {self->t, v, r, abs_ != 0};
   pthread_once(&helpers_once, start_helpers);
-  UNLOCKED_GIL(self, smr_parallel_for((size_t)n, reduce_one, &b));
+  READING(self, smr_parallel_for((size_t)n, reduce_one, &b));
   PyObject *out = PyList_New(n);
   for (Py_ssize_t i = 0; out && i < n; i++) {
     PyObject *o;
@@ -797,8 +838,8 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
   int64_t shape[SMR_MAX_DIMS];
   smr_error err = {0};
   int rc;
-  UNLOCKED_GIL(self, rc = smr_trial_shape(self->t, name, step, mode, worker,
-                                          &ndim, shape, &err));
+  READING(self, rc = smr_trial_shape(self->t, name, step, mode, worker, &ndim,
+                                     shape, &err));
   if (rc != SMR_OK)
     return raise_status(rc, &err);
   PyObject *t = PyTuple_New(ndim);
@@ -809,52 +850,58 @@ static PyObject *trial_shape(TrialObject *self, PyObject *args) {
 
 /* read_many([(name, step, mode, worker|None)]) -> a list with, per item,
  * the value tuple or (status, message) when it could not be read.  One
- * release of the GIL for the whole list, read on this thread: read over
- * the helper threads too, values crossed cores and the buffer pools
- * churned (bench 11's bulk read: 40% more CPU, 27k more page faults). */
-typedef struct {
-  item_key k; /* first: parse_items fills it */
-  int rc;
-  smr_tensor v;
-  smr_error err;
-} read_item;
-
+ * release of the GIL for the whole list, read on this thread (a job that
+ * reads nothing ahead, read_ahead.h).  Read over the helper threads too,
+ * values crossed cores and the buffer pools churned (bench 11's bulk read:
+ * 40% more CPU, 27k more page faults); with the read-ahead thread reading
+ * beside this one, 107 MB peak RSS against 75 and no faster (load 4). */
 static PyObject *trial_read_many(TrialObject *self, PyObject *args) {
   PyObject *items;
   if (!PyArg_ParseTuple(args, "O:read_many", &items) || !open_or_raise(self))
     return NULL;
   PyObject *seq;
   Py_ssize_t n;
-  read_item *r =
-      parse_items(items, "read_many: a list of tuples", sizeof *r, &n, &seq);
-  if (!r)
+  item_key *k =
+      parse_items(items, "read_many: a list of tuples", sizeof *k, &n, &seq);
+  if (!k)
     return NULL;
-  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
-  for (Py_ssize_t i = 0; i < n; i++) {
-    smr_value_loc loc;
-    r[i].rc = smr_trial_value(self->t, r[i].k.name, r[i].k.step, r[i].k.mode,
-                              r[i].k.worker, &r[i].v, &loc, &r[i].err);
+  py_item *got = calloc((size_t)n + 1, sizeof *got);
+  if (!got) {
+    free(k);
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
   }
-  pthread_mutex_unlock(&self->mu);
+  for (Py_ssize_t i = 0; i < n; i++) { /* the request, copied by the job */
+    got[i].name = (char *)k[i].name;
+    got[i].worker = (char *)k[i].worker;
+    got[i].step = k[i].step;
+    got[i].mode = k[i].mode;
+  }
+  py_job *j =
+      smr_py_job_start(self->t, &self->lock, got, (size_t)n, SMR_PY_NO_AHEAD);
+  Py_BEGIN_ALLOW_THREADS for (Py_ssize_t i = 0; i < n; i++)
+      smr_py_job_next(j, &got[i]);
+  smr_py_job_end(j);
   Py_END_ALLOW_THREADS PyObject *out = PyList_New(n);
   for (Py_ssize_t i = 0; i < n; i++) {
     PyObject *o = NULL;
-    if (out && r[i].rc == SMR_OK) {
-      o = tensor_tuple((PyObject *)self, &r[i].v, NULL);
+    if (out && got[i].rc == SMR_OK) {
+      o = tensor_tuple((PyObject *)self, &got[i].v, got[i].home);
     } else if (out) {
       char msg[SMR_ERR_FILE_MAX + SMR_ERR_MSG_MAX + 64];
-      smr_error_format(&r[i].err, msg, sizeof msg);
-      o = Py_BuildValue("(is)", r[i].rc, msg);
+      smr_error_format(&got[i].err, msg, sizeof msg);
+      o = Py_BuildValue("(is)", got[i].rc, msg);
     }
-    if (r[i].rc == SMR_OK)
-      smr_tensor_release(&r[i].v); /* nothing when lent */
+    if (got[i].rc == SMR_OK)
+      smr_py_release(got[i].home, &got[i].v); /* nothing when lent */
     if (out && !o)
       Py_CLEAR(out);
     if (out)
       PyList_SET_ITEM(out, i, o);
   }
-  free(r);
-  Py_DECREF(seq); /* the names in r pointed into it: freed last */
+  free(got);
+  free(k);
+  Py_DECREF(seq); /* the names in k pointed into it: freed last */
   return out;
 }
 
@@ -952,7 +999,7 @@ static PyObject *trial_stream(TrialObject *self, PyObject *args) {
   if (o) {
     Py_INCREF(self);
     o->trial = (PyObject *)self;
-    o->job = smr_py_job_start(self->t, &self->mu, r, (size_t)n,
+    o->job = smr_py_job_start(self->t, &self->lock, r, (size_t)n,
                               self->read_ahead ? 0 : SMR_PY_NO_AHEAD);
   }
   free(r);
@@ -1010,14 +1057,20 @@ static PyMethodDef trial_methods[] = {
      "'missed': prefetches not asked for}"},
     {"lent_count", (PyCFunction)lent_count, METH_NOARGS | METH_STATIC,
      "lent_count() -> values alive whose bytes are lent, not copied"},
+    {"read_counts", (PyCFunction)read_counts, METH_NOARGS | METH_STATIC,
+     "read_counts() -> {'read_ahead': items the read-ahead thread read, "
+     "'by_caller': items of a job read on the caller's thread} (process)"},
+    {"hold_read_ahead", (PyCFunction)hold_read_ahead, METH_O | METH_STATIC,
+     "hold_read_ahead(on): tests: the read-ahead thread begins no read "
+     "while on"},
     {NULL, NULL, 0, NULL}};
 
 static PyTypeObject TrialType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "smrules._core.Trial",
     .tp_basicsize = sizeof(TrialObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Trial(path, live=True, read_ahead=True): a trial read by the "
-              "C library (use smrules.trials.create_trial).",
+    .tp_doc = "Trial(path, live=True, read_ahead=True, reduce_ahead=True): a "
+              "trial read by the C library (use smrules.trials.create_trial).",
     .tp_new = trial_new,
     .tp_init = (initproc)trial_init,
     .tp_dealloc = (destructor)trial_dealloc,

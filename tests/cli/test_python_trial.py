@@ -452,8 +452,8 @@ print(json.dumps(res))
 """
 
 
-# Reading ahead (python/src/read_ahead.c, SMRULES_READ_AHEAD=1): value() in
-# a loop reads the value
+# Reading ahead (python/src/read_ahead.c; SMRULES_READ_AHEAD=1, else when a
+# core is idle): value() in a loop reads the value
 # it expects next on the read-ahead thread (tensor by tensor, step by step,
 # by mode step), iter_tensors reads ahead of the caller; either way the
 # bits are the ones written, a walk in no order wastes few reads,
@@ -462,7 +462,7 @@ print(json.dumps(res))
 # ahead too (the thread does not survive a fork: it is started again).
 READ_AHEAD = r"""
 import gc, json, os, sys
-os.environ["SMRULES_READ_AHEAD"] = "1"  # on (off unless asked for)
+os.environ["SMRULES_READ_AHEAD"] = "1"  # on, whatever the machine's load
 import numpy as np
 from smrules import _core
 from smrules.modes import ModeKeys
@@ -517,9 +517,40 @@ ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "read_ahead=False: n
 os.environ["SMRULES_READ_AHEAD"] = "0"
 bad, st = walk([(n, s) for n in names for s in steps])
 ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "SMRULES_READ_AHEAD=0: none", (bad, st))
+os.environ["SMRULES_READ_AHEAD"] = "1"
+# unset: on when a core is idle beside this process (1-minute load + 1 <=
+# cores), decided per Trial
+from smrules import trials as trials_mod
+ok([trials_mod.idle_core(l, c) for l, c in ((0.5, 2), (1.0, 2), (1.01, 2), (4, 2), (0, 1), (2.5, 4), (3.2, 4))]
+   == [True, True, False, False, False, True, False], "idle_core: a core idle beside this one")
 del os.environ["SMRULES_READ_AHEAD"]
-bad, st = walk([(n, s) for n in names for s in steps])
-ok(not bad and st["prefetched"] == 0 and st["missed"] == 0, "off unless asked for", (bad, st))
+decided = []
+real_idle = trials_mod.idle_core
+for idle in (True, False):
+    trials_mod.idle_core = lambda l, c, idle=idle: idle
+    bad, st = walk([(n, s) for n in names for s in steps])
+    decided.append(st["prefetched"] >= n_all - 3 * len(names) if idle else st["prefetched"] == 0)
+trials_mod.idle_core = real_idle
+ok(decided == [True, True], "SMRULES_READ_AHEAD unset: read ahead only when a core is idle", decided)
+os.environ["SMRULES_READ_AHEAD"] = "1"
+# reductions computed ahead (SMRULES_READ_AHEAD=1): the same bits
+def reductions(**kw):
+    t = create_trial(path)
+    if kw:
+        t._t = _core.Trial(path, **kw)
+    got = [t.tensor(n).reduction_value(s, r, abs=a) for n in names for s in steps
+           for r, a in (("mean", True), ("max", False))][::2] + \
+          [t.tensor(n).reduction_value(s, "l2") for s in steps for n in names]
+    return got, t._t.read_stats()
+want_red, st = reductions(reduce_ahead=False)
+ok(st["prefetched"] == 0 and st["missed"] == 0, "reduce_ahead=False: none", st)
+got_red, st = reductions()
+ok(got_red == want_red, "reductions computed ahead: the same bits", [(a, b) for a, b in zip(got_red, want_red) if a != b][:3])
+ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "reductions: computed ahead", st)
+os.environ["SMRULES_READ_AHEAD"] = "0"
+got_red, st = reductions()
+ok(got_red == want_red and st["prefetched"] == 0 and st["missed"] == 0,
+   "SMRULES_READ_AHEAD=0: no reduction ahead", st)
 os.environ["SMRULES_READ_AHEAD"] = "1"
 # the steps beyond the last: read ahead, not there, asked for and raised
 t = create_trial(path)
@@ -537,6 +568,40 @@ ok([(s, n) for s, n, _ in got] == [(s, n) for s in steps for n in names], "strea
    [(s, n) for s, n, _ in got][:8])
 ok(all(same(v, want[(n, s)]) for s, n, v in got), "stream: the bits written")
 del got
+# elements placed 16-byte aligned for NumPy (smr_trial_align_values): where
+# a tensor's elements lay in its last record is learned, so a value read
+# again (the same layout) starts on a multiple of 16 bytes, whatever its
+# offset in the event file (without: 4 of 5 here do not)
+ta = create_trial(path)
+mis = []
+for n in names:
+    for s in steps:
+        ta.tensor(n).value(s)
+        mis += [(n, s, a.ctypes.data % 16) for a in [ta.tensor(n).value(s)] if a.ctypes.data % 16]
+ok(not mis, "value() read again: the elements start 16-byte aligned", mis[:5])
+del ta
+# the read-ahead thread given no core (held, as on a loaded machine): the
+# caller reads what the thread has not begun instead of waiting for it
+import threading
+_core.Trial.hold_read_ahead(True)
+c0 = _core.Trial.read_counts()
+held = []
+def held_scan():
+    t = create_trial(path)
+    got = list(t.iter_tensors({n: steps for n in names}))
+    vals = [(s, n, t.tensor(n).value(s)) for n in names for s in steps]
+    held.append(len(got) == n_all and all(same(v, want[(n, s)]) for s, n, v in got + vals))
+th = threading.Thread(target=held_scan, daemon=True)
+th.start()
+guard = float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
+th.join(guard)  # a hang guard: a caller that waits for the thread never ends
+c1 = _core.Trial.read_counts()
+_core.Trial.hold_read_ahead(False)
+th.join(guard)
+ok(held == [True], "read-ahead thread held: the caller reads every value, the bits written", held)
+ok(c1["read_ahead"] == c0["read_ahead"] and c1["by_caller"] - c0["by_caller"] > n_all + n_all // 2,
+   "read-ahead thread held: the stream and the prefetches read by the caller", (c0, c1))
+ok(c0["read_ahead"] > 0, "read ahead before: by the thread", c0)
 # dropped half way; a trial closed under a stream
 it = t.iter_tensors({n: steps for n in names})
 first = [next(it) for _ in range(7)]
