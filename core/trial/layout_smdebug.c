@@ -154,21 +154,16 @@ static int list_index_files(smr_trial *t, const char *after,
   return smr_source_list(t->src, "index", ".json", l, err);
 }
 
-/* The starting key of an incremental listing, or NULL (list everything):
- * no later than an index file the last refresh left out to read again.
- * On disk a process lists everything once, so that it also finds the files
- * an earlier process left out (a run ended while one was being written);
- * from S3, where listing is billed per page, it starts from the stored
- * catalog as smdebug does. */
-static char *incremental_start(smr_trial *t) {
+/* The starting key of an incremental listing given the recorded index
+ * paths `known`, or NULL (list everything): no later than an index file
+ * the last refresh left out to read again.  On disk a process lists
+ * everything once, so that it also finds the files an earlier process left
+ * out (a run ended while one was being written); from S3, where listing is
+ * billed per page, it starts from the stored catalog as smdebug does. */
+static char *listing_start(smr_trial *t, const smr_strv *known) {
   if (!t->index_listed && !smr_source_is_remote(t->src))
     return NULL;
-  smr_strv known = {0};
-  smr_error e;
-  char *after = smr_catalog_index_paths(t->cat, &known, &e) == SMR_OK
-                    ? index_start_after(&known)
-                    : NULL;
-  smr_strv_free(&known);
+  char *after = index_start_after(known);
   char *retry = t->index_retry;
   t->index_retry = NULL;
   if (after && retry && strcmp(retry, after) < 0) {
@@ -176,6 +171,18 @@ static char *incremental_start(smr_trial *t) {
     return retry;
   }
   free(retry);
+  return after;
+}
+
+/* listing_start from what the catalog records now (outside a
+ * transaction). */
+static char *recorded_start(smr_trial *t) {
+  smr_strv known = {0};
+  smr_error e;
+  char *after = smr_catalog_index_paths(t->cat, &known, &e) == SMR_OK
+                    ? listing_start(t, &known)
+                    : NULL;
+  smr_strv_free(&known);
   return after;
 }
 
@@ -196,12 +203,17 @@ static void read_ahead_new(smr_trial *t, const smr_source_listing *l,
 
 /* Bring the catalog up to date with the index files on disk. */
 int smr_trial_smdebug_sync(smr_trial *t, size_t *added, smr_error *err) {
-  smr_source_listing l;
-  char *after = incremental_start(t);
-  int rc = list_index_files(t, after, &l, err);
-  if (rc != SMR_OK) { /* e.g. the network: keep what is known */
-    free(after);
-    return rc;
+  smr_source_listing l = {0};
+  char *after = NULL;
+  int rc = SMR_OK;
+  bool remote = smr_source_is_remote(t->src);
+  if (remote) { /* the network is not waited on inside the transaction */
+    after = recorded_start(t);
+    rc = list_index_files(t, after, &l, err);
+    if (rc != SMR_OK) { /* e.g. the network: keep what is known */
+      free(after);
+      return rc;
+    }
   }
   smr_strv known = {0};
   /* Read what is recorded inside the write transaction: another process
@@ -209,6 +221,10 @@ int smr_trial_smdebug_sync(smr_trial *t, size_t *added, smr_error *err) {
   rc = smr_catalog_begin(t->cat, err);
   if (rc == SMR_OK)
     rc = smr_catalog_index_paths(t->cat, &known, err);
+  if (rc == SMR_OK && !remote) { /* on disk, from the paths just read */
+    after = listing_start(t, &known);
+    rc = list_index_files(t, after, &l, err);
+  }
   /* A recorded index file that disappeared means the directory was
    * rewritten by a new run: start over.  (An incremental listing can only
    * vouch for the paths after its start.) */

@@ -298,6 +298,16 @@ static _Atomic uint32_t *value_at_slot(smr_trial *t, const char *tag,
   return &t->value_at[h % VALUE_AT_SLOTS];
 }
 
+/* Where the elements of a value decoded in place lay in its range, for
+ * the next read of the tensor (only when they were left there). */
+static void remember_value_at(smr_trial *t, const char *tag, int64_t step,
+                              const smr_tensor *out, const smr_range *r) {
+  uintptr_t at = (uintptr_t)out->data - (uintptr_t)r->data;
+  if (at < r->len && at < UINT32_MAX)
+    atomic_store_explicit(value_at_slot(t, tag, step), (uint32_t)at + 1,
+                          memory_order_relaxed);
+}
+
 static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
                       smr_tensor *out, smr_error *err) {
   if (t->tb) /* TensorBoard: the values are in memory */
@@ -337,11 +347,8 @@ static int read_entry(smr_trial *t, const smr_entry *e, const char *tag,
   if (rc == SMR_OK) /* the elements stay where they lie in the range */
     rc = smr_event_decode_borrow(payload, (size_t)plen, e->event_file,
                                  (uint64_t)e->start, out, &name, err);
-  uintptr_t data_at = (uintptr_t)out->data - (uintptr_t)r.data;
-  if (rc == SMR_OK && t->align_values && out->nbytes && data_at < r.len &&
-      data_at < UINT32_MAX) /* elements left in the range, not decoded */
-    atomic_store_explicit(value_at_slot(t, tag, e->step), (uint32_t)data_at + 1,
-                          memory_order_relaxed);
+  if (rc == SMR_OK && t->align_values && out->nbytes)
+    remember_value_at(t, tag, e->step, out, &r);
   if (rc == SMR_OK)
     keep_range(out, &r);
   smr_range_release(&r);
