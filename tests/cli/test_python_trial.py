@@ -461,7 +461,7 @@ print(json.dumps(res))
 # trial closed under one gives every buffer back, and a forked child reads
 # ahead too (the thread does not survive a fork: it is started again).
 READ_AHEAD = r"""
-import gc, json, os, sys
+import gc, json, os, sys, time
 os.environ["SMRULES_READ_AHEAD"] = "1"  # on, whatever the machine's load
 import numpy as np
 from smrules import _core
@@ -547,6 +547,48 @@ ok(st["prefetched"] == 0 and st["missed"] == 0, "reduce_ahead=False: none", st)
 got_red, st = reductions()
 ok(got_red == want_red, "reductions computed ahead: the same bits", [(a, b) for a, b in zip(got_red, want_red) if a != b][:3])
 ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "reductions: computed ahead", st)
+# a reduction scan's chain: once the order is learned, the requests after
+# the one in hand are predicted (the rest of this step's names, then the
+# next step's) and computed ahead, several at once, on the library's
+# threads and on the caller while it waits; a wrong prediction changes no
+# result
+def red_scan(order, t):
+    return [t.tensor(n).reduction_value(s, "mean", abs=True) for n, s in order]
+by_step = [(n, s) for s in steps for n in names]
+t = create_trial(path)
+t._t = _core.Trial(path, reduce_ahead=False)
+want_scan = red_scan(by_step, t)
+_core.Trial.hold_read_ahead(True)  # nothing computed ahead until released
+t = create_trial(path)
+learn = 3 * len(names) + 1  # two passes learn the order, a third confirms
+first = red_scan(by_step[:learn], t)
+st = t._t.read_stats()
+ok(st.get("predicted", 0) >= 2 * len(names), "reductions: the scan's next requests predicted", st)
+c0 = _core.Trial.read_counts()
+_core.Trial.hold_read_ahead(False)
+guard_at = time.monotonic() + float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
+window = getattr(_core, "REDUCE_WINDOW", 8)
+while (_core.Trial.read_counts()["read_ahead"] - c0["read_ahead"] < window
+       and time.monotonic() < guard_at):  # a hang guard: waits for the readers
+    time.sleep(0.005)
+c1 = _core.Trial.read_counts()
+ok(c1["read_ahead"] - c0["read_ahead"] == window,
+   "reductions: a window of predicted requests computed ahead, no more", (c0, c1))
+rest = red_scan(by_step[learn:], t)
+ok(first + rest == want_scan, "reductions: chain computed ahead, the same bits",
+   [(k, a, b) for k, a, b in zip(by_step, first + rest, want_scan) if a != b][:3])
+st = t._t.read_stats()
+ok(st["prefetched"] >= n_all - learn and st["missed"] == 0, "reductions: every predicted one taken", st)
+# the order changes half way (names reversed): one miss, the same bits
+half = len(steps) // 2 * len(names)
+turned = by_step[:half] + [(n, s) for s in steps[len(steps) // 2:] for n in reversed(names)]
+t = create_trial(path)
+got = red_scan(turned, t)
+wanted = dict(zip(by_step, want_scan))
+ok(got == [wanted[k] for k in turned], "reductions: order changed half way, the same bits")
+st = t._t.read_stats()
+ok(1 <= st["missed"] <= len(names) + 1, "reductions: a changed order costs a miss per name at most", st)
+del t
 os.environ["SMRULES_READ_AHEAD"] = "0"
 got_red, st = reductions()
 ok(got_red == want_red and st["prefetched"] == 0 and st["missed"] == 0,
