@@ -680,14 +680,15 @@ static void prefetch_next(TrialObject *self, const py_item *req) {
   self->last_mode = mode;
   if (self->pf) /* a chain goes on, or another thread's prefetch */
     return;
-  py_item want[REDUCE_CHAIN];
-  size_t n =
-      predict_chain(self, req, want, req->is_reduction ? REDUCE_CHAIN : 1);
+  size_t max = req->is_reduction ? REDUCE_CHAIN : 1;
+  py_item *want = smr_xcalloc(max, sizeof *want); /* 1.7 KB each */
+  size_t n = predict_chain(self, req, want, max);
   if (n && req->is_reduction)
     self->pf = smr_py_job_start_reductions(self->t, &self->lock, want, n,
                                            REDUCE_WINDOW);
   else if (n)
     self->pf = smr_py_job_start(self->t, &self->lock, want, 1, 0);
+  free(want);
 }
 
 static PyObject *trial_value(TrialObject *self, PyObject *args) {
