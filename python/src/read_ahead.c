@@ -393,7 +393,14 @@ bool smr_py_job_next(py_job *j, py_item *out) {
   memset(&j->items[i].v, 0, sizeof j->items[i].v);
   j->state[i] = ITEM_TAKEN;
   j->next_take = i + 1;
-  pthread_cond_signal(&rd_work); /* the window moved */
+  /* the window moved: a reader may go on.  A job of reductions wakes its
+   * readers once half its window is taken, not per item: a wake-up per
+   * reduction (a futex call and a context switch on each side) cost more
+   * CPU than the reduction saved on a busy machine. */
+  if (!j->parallel)
+    pthread_cond_signal(&rd_work);
+  else if (j->next_read - j->next_take <= j->ahead_items / 2)
+    pthread_cond_broadcast(&rd_work);
   pthread_mutex_unlock(&rd_mu);
   return true;
 }
