@@ -523,14 +523,37 @@ os.environ["SMRULES_READ_AHEAD"] = "1"
 from smrules import trials as trials_mod
 ok([trials_mod.idle_core(l, c) for l, c in ((0.5, 2), (1.0, 2), (1.01, 2), (4, 2), (0, 1), (2.5, 4), (3.2, 4))]
    == [True, True, False, False, False, True, False], "idle_core: a core idle beside this one")
+# where the kernel gives the CPU pressure (PSI), it decides: idle when
+# tasks waited for a CPU less than 20% of the last 10 s, whatever the load
+# average; without it, the load average
+ok([trials_mod.idle_by_pressure(p, c) for p, c in ((0.0, 2), (19.9, 2), (20.0, 2), (78.5, 2), (0.0, 1))]
+   == [True, True, False, False, False], "idle_by_pressure: no task waiting for a CPU")
 del os.environ["SMRULES_READ_AHEAD"]
+real_pressure_file, real_idle = trials_mod.PRESSURE_FILE, trials_mod.idle_core
+pfile = os.path.join(os.path.dirname(path), "pressure")
+trials_mod.idle_core = lambda l, c: "loadavg"
+got = []
+for text in ("some avg10=1.50 avg60=80.00 avg300=90.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+             "some avg10=78.48 avg60=1.00 avg300=1.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+             None):
+    if text is None:
+        trials_mod.PRESSURE_FILE = os.path.join(os.path.dirname(path), "no-such-pressure")
+    else:
+        with open(pfile, "w") as f:
+            f.write(text)
+        trials_mod.PRESSURE_FILE = pfile
+    got.append(trials_mod.read_ahead_default() if len(os.sched_getaffinity(0)) >= 2 else None)
+trials_mod.PRESSURE_FILE, trials_mod.idle_core = real_pressure_file, real_idle
+ok(got in ([True, False, "loadavg"], [None, None, None]),
+   "SMRULES_READ_AHEAD unset: the CPU pressure decides, else the load average", got)
 decided = []
-real_idle = trials_mod.idle_core
+real_idle, real_pressure = trials_mod.idle_core, trials_mod.idle_by_pressure
 for idle in (True, False):
     trials_mod.idle_core = lambda l, c, idle=idle: idle
+    trials_mod.idle_by_pressure = lambda p, c, idle=idle: idle
     bad, st = walk([(n, s) for n in names for s in steps])
     decided.append(st["prefetched"] >= n_all - 3 * len(names) if idle else st["prefetched"] == 0)
-trials_mod.idle_core = real_idle
+trials_mod.idle_core, trials_mod.idle_by_pressure = real_idle, real_pressure
 ok(decided == [True, True], "SMRULES_READ_AHEAD unset: read ahead only when a core is idle", decided)
 os.environ["SMRULES_READ_AHEAD"] = "1"
 # reductions computed ahead (SMRULES_READ_AHEAD=1): the same bits
