@@ -8,6 +8,7 @@
  * never held while a trial is read. */
 #include "read_ahead.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,7 +277,12 @@ static void register_fork(void) {
  * the others serve other jobs and the parallel (reduction) jobs. */
 #define READERS_MAX 4
 static int readers_wanted(void) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  /* the CPUs this process may run on (a container's or taskset's), not
+   * the machine's */
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof set, &set) == 0
+                   ? CPU_COUNT(&set)
+                   : sysconf(_SC_NPROCESSORS_ONLN);
   return cores <= 2 ? 1 : cores > READERS_MAX ? READERS_MAX : (int)cores - 1;
 }
 
