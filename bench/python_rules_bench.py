@@ -291,6 +291,11 @@ def main():
         subprocess.run(cat, check=True)  # warm the page cache
         with open("/proc/loadavg") as f:
             load = " ".join(f.read().split()[:3])
+        try:  # what decides the default where the kernel gives it
+            with open("/proc/pressure/cpu") as f:
+                load += ", CPU pressure " + f.readline().split()[1]
+        except (OSError, IndexError):
+            pass
         ahead = subprocess.run(
             [sys.executable, "-c", "from smrules.trials import read_ahead_default as r; "
              "print('on' if r() else 'off')"], env=env, capture_output=True,

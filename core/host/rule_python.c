@@ -530,8 +530,7 @@ static int py_prepare(smr_rule *r, const smr_rule_config *rc,
 
 /* {"op":"load", ...}: the file, the class, the parameters as strings, the
  * trial and the instance's name. */
-static char *load_request(const smr_rule *r, const smr_rule_config *rc,
-                          const smr_rule_env *env) {
+static char *load_request(const smr_rule_config *rc, const char *trial_root) {
   smr_jw w = {0};
   smr_jw_obj(&w);
   smr_jw_key(&w, "op");
@@ -546,7 +545,7 @@ static char *load_request(const smr_rule *r, const smr_rule_config *rc,
   smr_jw_key(&w, "rule");
   smr_jw_str(&w, rc->name);
   smr_jw_key(&w, "trial");
-  smr_jw_str(&w, smr_trial_root(env->trial));
+  smr_jw_str(&w, trial_root);
   smr_jw_key(&w, "params");
   smr_jw_obj(&w);
   const smr_node *given = rc->parameters;
@@ -560,11 +559,74 @@ static char *load_request(const smr_rule *r, const smr_rule_config *rc,
   }
   smr_jw_obj_end(&w);
   smr_jw_obj_end(&w);
-  (void)r;
   char *text = smr_jw_finish(&w);
   char *line = smr_xasprintf("%s\n", text);
   free(text);
   return line;
+}
+
+/* ---- started early: processes sent their load before the C trial is
+ * open (smr_python_prestart), parked until their rule starts */
+#define PARKED_MAX 64
+typedef struct parked {
+  pid_t pid;
+  int fd;
+  char *python, *load; /* the interpreter and the request sent */
+} parked;
+static parked park[PARKED_MAX];
+static size_t nparked;
+
+static const char *python_path(void) {
+  const char *python = getenv("SMRULES_PYTHON");
+  return python && *python ? python : DEFAULT_PYTHON;
+}
+
+void smr_python_prestart(const smr_config *cfg, const char *trial_root) {
+  const char *python = python_path();
+  for (size_t i = 0; i < cfg->n_rules && nparked < PARKED_MAX; i++) {
+    if (!cfg->rules[i].python)
+      continue;
+    py_rule p = {.fd = -1};
+    char *why = NULL;
+    if (spawn(&p, python, &why) != 0) { /* py_start tries and reports */
+      free(why);
+      return;
+    }
+    char *load = load_request(&cfg->rules[i], trial_root);
+    if (send_all(&p, load, strlen(load)) != 0) {
+      free(load);
+      close_socket(&p);
+      free(reap(&p, true));
+      continue;
+    }
+    park[nparked++] = (parked){p.pid, p.fd, smr_xstrdup(python), load};
+  }
+}
+
+/* A parked process sent exactly `load` by `python`: moved into p. */
+static bool unpark(py_rule *p, const char *python, const char *load) {
+  for (size_t i = 0; i < nparked; i++) {
+    if (strcmp(park[i].python, python) != 0 || strcmp(park[i].load, load) != 0)
+      continue;
+    p->pid = park[i].pid;
+    p->fd = park[i].fd;
+    free(park[i].python);
+    free(park[i].load);
+    park[i] = park[--nparked];
+    return true;
+  }
+  return false;
+}
+
+void smr_python_prestart_end(void) {
+  while (nparked) {
+    parked *k = &park[--nparked];
+    py_rule p = {.pid = k->pid, .fd = k->fd};
+    close_socket(&p); /* it reads the end of its input and exits */
+    free(reap(&p, false));
+    free(k->python);
+    free(k->load);
+  }
 }
 
 static int py_start(smr_rule *r, const smr_rule_config *rc,
@@ -580,19 +642,20 @@ static int py_start(smr_rule *r, const smr_rule_config *rc,
     p->timeout_s = CALL_TIMEOUT_S;
   r->impl = p;
   r->ops = &PYTHON_OPS;
-  const char *python = getenv("SMRULES_PYTHON");
-  if (!python || !*python)
-    python = DEFAULT_PYTHON;
+  const char *python = python_path();
+  char *req = load_request(rc, smr_trial_root(env->trial));
+  /* started early with this very request: its answer is what is left */
+  bool sent = unpark(p, python, req);
   char *why = NULL;
-  if (spawn(p, python, &why) != 0) {
+  if (!sent && spawn(p, python, &why) != 0) {
     p->broken = why;
+    free(req);
     return SMR_OK; /* the rule's Error, not the run's */
   }
-  char *req = load_request(r, rc, env);
   /* the load's own failure (an exception at import or in __init__) is
    * kept for the first step, which reports it */
   p->loading = true;
-  int st = call(p, r->ctx, req, "loading the rule");
+  int st = call(p, r->ctx, sent ? "" : req, "loading the rule");
   p->loading = false;
   free(req);
   if (st != SMRULES_NO_TRIGGER && !p->broken)

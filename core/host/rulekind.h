@@ -93,6 +93,15 @@ bool smr_rule_wants_time(const smr_rule *r);
 int smr_python_rule_check(const smr_rule_config *rc, const char *config_path,
                           smr_error *err);
 
+/* The processes of cfg's python: rules, started and sent their load
+ * (the rule's import, its trial open and __init__) before the C trial is
+ * opened at trial_root, so that Python's start overlaps the C side's and
+ * the rules load at once; each rule's start (smr_rule_new) takes its own
+ * when the request is the same, else starts another.  _end stops those
+ * not taken.  Called by the job, on the thread that makes the rules. */
+void smr_python_prestart(const smr_config *cfg, const char *trial_root);
+void smr_python_prestart_end(void);
+
 /* The kinds this host knows, defined one per file. */
 extern const smr_rule_kind smr_kind_plugin; /* host/rule_plugin.c */
 extern const smr_rule_kind smr_kind_lua;    /* lua/lua_kind.c */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config/config_tb.h"
+#include "host/rulekind.h"
 #include "job/job_int.h"
 #include "job/job_profile.h"
 #include "metrics/metrics.h"
@@ -323,7 +324,10 @@ static int evaluate(smr_job_opts *a, const smr_config *cfg, smr_launch *child,
   char *debug_dir, *profiler_dir;
   smr_job_resolve_dirs(a, &debug_dir, &profiler_dir);
   a->ropts.profiler_dir = profiler_dir;
+  /* python: rules' processes start and load meanwhile (rulekind.h) */
+  smr_python_prestart(cfg, debug_dir);
   if (smr_trial_open(debug_dir, &a->topts, &t, &err) != SMR_OK) {
+    smr_python_prestart_end();
     report_error(p, &err, true);
     free(debug_dir);
     free(profiler_dir);
@@ -346,6 +350,7 @@ static int evaluate(smr_job_opts *a, const smr_config *cfg, smr_launch *child,
     rc =
         evaluate_rules(a, t, r, acts, child, trainer_fd, timeout_left, prof, p);
   }
+  smr_python_prestart_end(); /* those no rule took */
   smr_runner_free(r);
   smr_actions_free(acts);
   free(dir);

@@ -12,7 +12,6 @@ installed).  Only the modules below exist; any other smdebug module (the
 hooks, the profiler) is an ImportError that says so."""
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
@@ -59,7 +58,12 @@ class no_refresh:
         return False
 
 
-class _Loader(importlib.abc.Loader):
+# The import system asks a finder for find_spec and a loader for
+# create_module and exec_module, nothing more: the classes do not derive
+# importlib.abc's, whose import pulls in importlib.resources, pathlib,
+# tempfile and typing (19 ms of a python: rule's start; the C rule's whole
+# run is 0.2 s).
+class _Loader:
     def create_module(self, spec):
         return types.ModuleType(spec.name)
 
@@ -76,7 +80,7 @@ class _Loader(importlib.abc.Loader):
         module.__doc__ = f"smdebug's {module.__name__} as smrules provides it ({target_name})"
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "smdebug" and not fullname.startswith("smdebug."):
             return None

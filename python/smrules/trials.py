@@ -102,21 +102,61 @@ def idle_core(load1, cores):
     return cores >= 2 and load1 + 1 <= cores
 
 
+# CPU pressure (Linux's PSI): the share of the last 10 s in which a task
+# that could run waited for a CPU.  Below this, no one is waiting: a core
+# is free for a reader thread.
+PRESSURE_FILE = "/proc/pressure/cpu"
+PRESSURE_IDLE_PCT = 20.0
+
+
+def idle_by_pressure(some_avg10, cores):
+    """Whether a machine of `cores` usable cores whose CPU pressure (`some
+    avg10`, percent) is `some_avg10` has a core to spare: tasks rarely
+    wait for one."""
+    return cores >= 2 and some_avg10 < PRESSURE_IDLE_PCT
+
+
+def _cpu_pressure():
+    """`some avg10` of PRESSURE_FILE, None without one (kernels before
+    4.20, PSI turned off)."""
+    try:
+        with open(PRESSURE_FILE, "rb") as f:
+            for line in f.read().decode("ascii", "replace").splitlines():
+                if line.startswith("some "):
+                    for field in line.split()[1:]:
+                        if field.startswith("avg10="):
+                            return float(field[6:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def read_ahead_default():
     """Whether a new Trial reads ahead: SMRULES_READ_AHEAD=1 on, =0 off,
-    else when a core is idle (idle_core on /proc/loadavg and this
-    process's CPUs).  Reading ahead puts a second core to work beside the
-    caller's; on a machine with none idle the values' trips between cores
-    and the hand-overs cost more than the overlap gives (bench 11: at load
-    4 on 2 cores, +22% CPU and +12% wall for a value() scan)."""
+    else when a core is idle: by the CPU pressure where the kernel gives it
+    (idle_by_pressure), else by the 1-minute load average (idle_core on
+    /proc/loadavg), with this process's CPUs.  Reading ahead puts a second
+    core to work beside the caller's; on a machine with none idle the
+    values' trips between cores and the hand-overs cost more than the
+    overlap gives (bench 11: at load 4 on 2 cores, +22% CPU and +12% wall
+    for a value() scan).  The pressure answers for the last 10 s and
+    counts only tasks kept waiting, so a machine whose load average a
+    finished job or this program's own threads raised still counts as
+    idle."""
     v = os.environ.get("SMRULES_READ_AHEAD", "")
     if v in ("0", "1"):
         return v == "1"
     try:
+        cores = len(os.sched_getaffinity(0))
+    except (OSError, AttributeError):
+        return False
+    some = _cpu_pressure()
+    if some is not None:
+        return idle_by_pressure(some, cores)
+    try:
         with open("/proc/loadavg", "rb") as f:
             load1 = float(f.read().split()[0])
-        cores = len(os.sched_getaffinity(0))
-    except (OSError, ValueError, IndexError, AttributeError):
+    except (OSError, ValueError, IndexError):
         return False
     return idle_core(load1, cores)
 

@@ -8,9 +8,11 @@
  * never held while a trial is read. */
 #include "read_ahead.h"
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- homes */
 
@@ -121,17 +123,23 @@ struct py_job {
   py_item *items;
   unsigned char *state;
   size_t n, next_read, next_take;
-  size_t ahead;     /* bytes read and not taken */
-  size_t ahead_max; /* at most that many (at least one value) */
-  bool listed, cancelled, reading;
+  size_t ahead;       /* bytes read and not taken */
+  size_t ahead_max;   /* at most that many (at least one value) */
+  size_t ahead_items; /* items read and not taken: at most that many */
+  int reading;        /* items being read by the readers and the caller */
+  bool listed, cancelled;
   bool in_caller; /* SMR_PY_NO_AHEAD: not read ahead */
+  /* reductions (smr_py_job_start_reductions): several items at once, on
+   * every reader and on the caller while it waits */
+  bool parallel;
 };
 
 static pthread_mutex_t rd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rd_work = PTHREAD_COND_INITIALIZER; /* the reader */
 static pthread_cond_t rd_done = PTHREAD_COND_INITIALIZER; /* the callers */
 static py_job *rd_jobs;
-static bool rd_started, rd_forking, rd_busy;
+static bool rd_started, rd_forking;
+static int rd_busy; /* readers in a read */
 static pthread_once_t rd_once = PTHREAD_ONCE_INIT;
 /* Items read by the read-ahead thread and by the callers (tests). */
 static atomic_ullong n_by_reader, n_by_caller;
@@ -148,12 +156,13 @@ static bool can_read(const py_job *j) {
   if (j->cancelled || j->next_read >= j->n)
     return false;
   size_t ahead = j->next_read - j->next_take;
-  return ahead == 0 || (ahead < AHEAD_ITEMS && j->ahead < j->ahead_max);
+  return ahead == 0 || (ahead < j->ahead_items && j->ahead < j->ahead_max);
 }
 
+/* A job a reader may read from now: one item at a time unless parallel. */
 static py_job *pick(void) {
   for (py_job *j = rd_jobs; j; j = j->next)
-    if (can_read(j))
+    if (can_read(j) && (j->parallel || j->reading == 0))
       return j;
   return NULL;
 }
@@ -185,6 +194,27 @@ static void read_item(py_job *j, size_t i) {
   it->home = my_home; /* NULL on a thread without one: released anywhere */
 }
 
+/* Under rd_mu: claims j's next item, reads it with rd_mu released, and
+ * marks it read; `count` counts who read it.  Returns with rd_mu held. */
+static void read_claimed(py_job *j, atomic_ullong *count) {
+  size_t i = j->next_read++;
+  j->state[i] = ITEM_READING;
+  j->reading++;
+  rd_busy++;
+  if (j->next_read >= j->n && j->listed)
+    unlist(j);
+  pthread_mutex_unlock(&rd_mu);
+  smr_py_home_drain(); /* a reader's: values given back meanwhile */
+  read_item(j, i);
+  atomic_fetch_add_explicit(count, 1, memory_order_relaxed);
+  pthread_mutex_lock(&rd_mu);
+  j->state[i] = ITEM_DONE;
+  j->ahead += j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;
+  j->reading--;
+  rd_busy--;
+  pthread_cond_broadcast(&rd_done);
+}
+
 static void *reader_main(void *unused) {
   (void)unused;
   smr_py_home();
@@ -201,20 +231,7 @@ static void *reader_main(void *unused) {
       pthread_cond_wait(&rd_work, &rd_mu);
       continue;
     }
-    size_t i = j->next_read++;
-    j->state[i] = ITEM_READING;
-    j->reading = rd_busy = true;
-    pthread_mutex_unlock(&rd_mu);
-    smr_py_home_drain();
-    read_item(j, i);
-    atomic_fetch_add_explicit(&n_by_reader, 1, memory_order_relaxed);
-    pthread_mutex_lock(&rd_mu);
-    j->state[i] = ITEM_DONE;
-    j->ahead += j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;
-    j->reading = rd_busy = false;
-    if (j->next_read >= j->n)
-      unlist(j);
-    pthread_cond_broadcast(&rd_done);
+    read_claimed(j, &n_by_reader);
   }
   return NULL;
 }
@@ -241,7 +258,8 @@ static void fork_child(void) {
   pthread_mutex_init(&rd_mu, NULL);
   pthread_cond_init(&rd_work, NULL);
   pthread_cond_init(&rd_done, NULL);
-  rd_forking = rd_started = rd_busy = false;
+  rd_forking = rd_started = false;
+  rd_busy = 0;
   pthread_mutex_init(&homes_mu, NULL);
   for (size_t i = 0; i < nhomes; i++)
     if (homes[i] != my_home) {
@@ -254,6 +272,20 @@ static void register_fork(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/* Readers: one per core beside the caller's (which reads too), at least
+ * one, at most READERS_MAX.  A value job is read by one reader at a time;
+ * the others serve other jobs and the parallel (reduction) jobs. */
+#define READERS_MAX 4
+static int readers_wanted(void) {
+  /* the CPUs this process may run on (a container's or taskset's), not
+   * the machine's */
+  cpu_set_t set;
+  long cores = sched_getaffinity(0, sizeof set, &set) == 0
+                   ? CPU_COUNT(&set)
+                   : sysconf(_SC_NPROCESSORS_ONLN);
+  return cores <= 2 ? 1 : cores > READERS_MAX ? READERS_MAX : (int)cores - 1;
+}
+
 /* Under rd_mu.  False when no thread can be started: the callers then
  * read the items themselves (smr_py_job_next). */
 static bool reader_running(void) {
@@ -263,7 +295,8 @@ static bool reader_running(void) {
   pthread_attr_t a;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  rd_started = pthread_create(&th, &a, reader_main, NULL) == 0;
+  for (int k = 0; k < readers_wanted(); k++)
+    rd_started |= pthread_create(&th, &a, reader_main, NULL) == 0;
   pthread_attr_destroy(&a);
   return rd_started;
 }
@@ -281,11 +314,14 @@ static void reader_poke(void) {
   pthread_mutex_unlock(&rd_mu);
 }
 
-py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
-                         const py_item *items, size_t n, size_t ahead) {
+static py_job *job_start(smr_trial *t, pthread_rwlock_t *lock,
+                         const py_item *items, size_t n, size_t ahead,
+                         size_t ahead_items, bool parallel) {
   pthread_once(&rd_once, register_fork);
   py_job *j = smr_xcalloc(1, sizeof *j);
   j->ahead_max = ahead ? ahead : AHEAD_BYTES;
+  j->ahead_items = ahead_items;
+  j->parallel = parallel;
   j->in_caller = ahead == SMR_PY_NO_AHEAD;
   j->t = t;
   j->tlock = lock;
@@ -307,10 +343,29 @@ py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
     rd_jobs = j;
     j->listed = true;
     if (reader_running())
-      pthread_cond_signal(&rd_work);
+      pthread_cond_broadcast(&rd_work);
     pthread_mutex_unlock(&rd_mu);
   }
   return j;
+}
+
+py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
+                         const py_item *items, size_t n, size_t ahead) {
+  return job_start(t, lock, items, n, ahead, AHEAD_ITEMS, false);
+}
+
+py_job *smr_py_job_start_reductions(smr_trial *t, pthread_rwlock_t *lock,
+                                    const py_item *items, size_t n,
+                                    size_t window) {
+  return job_start(t, lock, items, n, 0, window ? window : 1, true);
+}
+
+const py_item *smr_py_job_peek(const py_job *j) {
+  return j->next_take < j->n ? &j->items[j->next_take] : NULL;
+}
+
+size_t smr_py_job_left(const py_job *j) {
+  return j->n - j->next_take;
 }
 
 const py_item *smr_py_job_request(const py_job *j, size_t i) {
@@ -327,25 +382,31 @@ bool smr_py_job_next(py_job *j, py_item *out) {
   if (j->state[i] == ITEM_QUEUED) {
     /* Not being read: read here rather than wait for the read-ahead thread
      * (reading another job's item, or not given a core on a busy machine),
-     * so reading ahead can only add reads in parallel, never a wait. */
-    j->state[i] = ITEM_READING;
-    j->next_read = i + 1; /* items are claimed in order: next_read was i */
-    if (j->next_read >= j->n && j->listed)
-      unlist(j);
-    atomic_fetch_add_explicit(&n_by_caller, 1, memory_order_relaxed);
-    pthread_mutex_unlock(&rd_mu);
-    read_item(j, i);
-    pthread_mutex_lock(&rd_mu);
-  } else {
-    while (j->state[i] != ITEM_DONE)
-      pthread_cond_wait(&rd_done, &rd_mu);
-    j->ahead -= j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;
+     * so reading ahead can only add reads in parallel, never a wait.
+     * Items are claimed in order: next_read is i. */
+    read_claimed(j, &n_by_caller);
   }
+  while (j->state[i] != ITEM_DONE) {
+    /* Being read by a reader.  A parallel job's caller reads the next item
+     * meanwhile rather than wait idle: the caller is one more reader. */
+    if (j->parallel && can_read(j))
+      read_claimed(j, &n_by_caller);
+    else
+      pthread_cond_wait(&rd_done, &rd_mu);
+  }
+  j->ahead -= j->items[i].rc == SMR_OK ? j->items[i].v.nbytes : 0;
   *out = j->items[i];
   memset(&j->items[i].v, 0, sizeof j->items[i].v);
   j->state[i] = ITEM_TAKEN;
   j->next_take = i + 1;
-  pthread_cond_signal(&rd_work); /* the window moved */
+  /* the window moved: a reader may go on.  A job of reductions wakes its
+   * readers once half its window is taken, not per item: a wake-up per
+   * reduction (a futex call and a context switch on each side) cost more
+   * CPU than the reduction saved on a busy machine. */
+  if (!j->parallel)
+    pthread_cond_signal(&rd_work);
+  else if (j->next_read - j->next_take <= j->ahead_items / 2)
+    pthread_cond_broadcast(&rd_work);
   pthread_mutex_unlock(&rd_mu);
   return true;
 }

@@ -41,8 +41,10 @@ void smr_py_release(py_home *h, smr_tensor *v);
 
 /* ---- read-ahead jobs
  *
- * A job reads its items in order on the read-ahead thread (one per
- * process, started by the first job), at most AHEAD_BYTES of values ahead
+ * A job reads its items in order on the read-ahead threads (the
+ * readers: one per core beside the caller's, at most 4, started by the
+ * first job; a job of values is read by one of them at a time, a job of
+ * reductions by all), at most AHEAD_BYTES of values ahead
  * of the one the caller takes, so that reading overlaps what the caller
  * does with each value.  An item the thread has not begun when the caller
  * asks for it is read on the caller's thread: the caller never waits for
@@ -63,8 +65,8 @@ typedef struct py_item {
   /* filled by the read */
   int rc;
   smr_tensor v;
-  double out;  /* the reduction */
-  bool saved;  /* the reduction was the saved one */
+  double out; /* the reduction */
+  bool saved; /* the reduction was the saved one */
   smr_error err;
   py_home *home; /* the reading thread's */
 } py_item;
@@ -78,6 +80,23 @@ typedef struct py_job py_job;
 #define SMR_PY_NO_AHEAD ((size_t)-1)
 py_job *smr_py_job_start(smr_trial *t, pthread_rwlock_t *lock,
                          const py_item *items, size_t n, size_t ahead);
+
+/* A job of reductions (every item is_reduction): the readers and the
+ * caller waiting for one item (smr_py_job_next) compute several items at
+ * once, at most `window` ahead of the one the caller takes (items crossing
+ * threads are numbers, not buffers, so more cores serve it: a reduction
+ * scan runs on every core).  A prediction the caller then does not take
+ * (smr_py_job_end) costs at most `window` reductions. */
+py_job *smr_py_job_start_reductions(smr_trial *t, pthread_rwlock_t *lock,
+                                    const py_item *items, size_t n,
+                                    size_t window);
+
+/* The request of the next item smr_py_job_next would give, NULL when
+ * every item was taken (call from the thread that takes them). */
+const py_item *smr_py_job_peek(const py_job *j);
+
+/* Items not taken yet (the caller's thread). */
+size_t smr_py_job_left(const py_job *j);
 
 /* The request of item i (name, worker, step, mode, reduction), to
  * compare. */

@@ -584,25 +584,63 @@ static next_slot *next_slot_of(TrialObject *self, const char *name) {
 static bool take_prefetched(TrialObject *self, const py_item *want,
                             py_item *got) {
   py_job *pf = self->pf;
-  self->pf = NULL;
+  self->pf = NULL; /* this thread's while the GIL is released */
   if (!pf)
     return false;
-  const py_item *q = smr_py_job_request(pf, 0);
-  bool same = q->step == want->step && q->mode == want->mode &&
+  const py_item *q = smr_py_job_peek(pf);
+  bool same = q && q->step == want->step && q->mode == want->mode &&
               q->is_reduction == want->is_reduction &&
               (!q->is_reduction ||
                (q->reduction == want->reduction && q->abs == want->abs)) &&
               same_str(q->name, want->name) &&
               same_str(q->worker, want->worker);
-  bool ok = false;
+  bool ok = false, more = false;
   Py_BEGIN_ALLOW_THREADS if (same && smr_py_job_next(pf, got)) {
     /* a value that was not there then may be now: asked again */
     ok = got->rc == SMR_OK;
   }
-  smr_py_job_end(pf);
+  /* a chain of reductions goes on while it is taken in order */
+  more = ok && smr_py_job_peek(pf);
+  if (!more)
+    smr_py_job_end(pf);
   Py_END_ALLOW_THREADS if (ok) self->pf_hits++;
   else self->pf_misses++;
+  if (more && !self->pf) {
+    self->pf = pf;
+  } else if (more) { /* another thread's prefetch, meanwhile */
+    Py_BEGIN_ALLOW_THREADS smr_py_job_end(pf);
+    Py_END_ALLOW_THREADS
+  }
   return ok;
+}
+
+/* A reduction scan's chain: how many requests are predicted at once (the
+ * confirmed transitions followed from the request in hand), and how many
+ * of them are computed ahead of the one the caller takes
+ * (smr_py_job_start_reductions).  A chain ends where a transition is not
+ * confirmed, so a scan's first two passes predict nothing. */
+#define REDUCE_CHAIN 64
+#define REDUCE_WINDOW 8
+
+/* Predicts from req (with the GIL held): the chain of requests expected
+ * after it, into out[0..max); returns how many. */
+static size_t predict_chain(TrialObject *self, const py_item *req, py_item *out,
+                            size_t max) {
+  const char *name = req->name;
+  long long step = req->step;
+  size_t n = 0;
+  while (n < max) {
+    next_slot *s = next_slot_of(self, name);
+    if (!s->confirmed || !same_str(s->name, name) || s->delta < 0 ||
+        step > INT64_MAX - s->delta)
+      break;
+    out[n] = *req;
+    out[n].name = s->next;
+    out[n].step = step += s->delta;
+    name = s->next;
+    n++;
+  }
+  return n;
 }
 
 /* Learns from the request after the last one, and prefetches the one
@@ -640,14 +678,17 @@ static void prefetch_next(TrialObject *self, const py_item *req) {
   }
   self->last_step = step;
   self->last_mode = mode;
-  next_slot *s = next_slot_of(self, name);
-  if (self->pf /* another thread's, meanwhile */ || !s->confirmed ||
-      !same_str(s->name, name) || s->delta < 0 || step > INT64_MAX - s->delta)
+  if (self->pf) /* a chain goes on, or another thread's prefetch */
     return;
-  py_item want = *req;
-  want.name = s->next;
-  want.step = step + s->delta;
-  self->pf = smr_py_job_start(self->t, &self->lock, &want, 1, 0);
+  size_t max = req->is_reduction ? REDUCE_CHAIN : 1;
+  py_item *want = smr_xcalloc(max, sizeof *want); /* 1.7 KB each */
+  size_t n = predict_chain(self, req, want, max);
+  if (n && req->is_reduction)
+    self->pf = smr_py_job_start_reductions(self->t, &self->lock, want, n,
+                                           REDUCE_WINDOW);
+  else if (n)
+    self->pf = smr_py_job_start(self->t, &self->lock, want, 1, 0);
+  free(want);
 }
 
 static PyObject *trial_value(TrialObject *self, PyObject *args) {
@@ -675,8 +716,9 @@ static PyObject *trial_value(TrialObject *self, PyObject *args) {
 }
 
 static PyObject *trial_read_stats(TrialObject *self, PyObject *unused) {
-  return Py_BuildValue("{s:K,s:K}", "prefetched", self->pf_hits, "missed",
-                       self->pf_misses);
+  return Py_BuildValue("{s:K,s:K,s:n}", "prefetched", self->pf_hits, "missed",
+                       self->pf_misses, "predicted",
+                       self->pf ? (Py_ssize_t)smr_py_job_left(self->pf) : 0);
 }
 
 static PyObject *trial_reduction(TrialObject *self, PyObject *args) {
@@ -1054,7 +1096,8 @@ static PyMethodDef trial_methods[] = {
      "(status, message), read ahead"},
     {"read_stats", (PyCFunction)trial_read_stats, METH_NOARGS,
      "read_stats() -> {'prefetched': values value() found read ahead, "
-     "'missed': prefetches not asked for}"},
+     "'missed': prefetches not asked for, 'predicted': requests "
+     "predicted and not asked for yet}"},
     {"lent_count", (PyCFunction)lent_count, METH_NOARGS | METH_STATIC,
      "lent_count() -> values alive whose bytes are lent, not copied"},
     {"read_counts", (PyCFunction)read_counts, METH_NOARGS | METH_STATIC,
@@ -1090,6 +1133,7 @@ int smr_py_add_trial(PyObject *m) {
     return -1;
   PyModule_AddIntConstant(m, "LEND_MIN", (long)LEND_MIN);
   PyModule_AddIntConstant(m, "LEND_MAX", LEND_MAX);
+  PyModule_AddIntConstant(m, "REDUCE_WINDOW", REDUCE_WINDOW);
   PyModule_AddIntConstant(m, "STEP_UNAVAILABLE", SMR_STEP_UNAVAILABLE);
   PyModule_AddIntConstant(m, "STEP_NOT_YET", SMR_STEP_NOT_YET);
   PyModule_AddIntConstant(m, "TENSOR_UNAVAILABLE_FOR_STEP",

@@ -461,7 +461,7 @@ print(json.dumps(res))
 # trial closed under one gives every buffer back, and a forked child reads
 # ahead too (the thread does not survive a fork: it is started again).
 READ_AHEAD = r"""
-import gc, json, os, sys
+import gc, json, os, sys, time
 os.environ["SMRULES_READ_AHEAD"] = "1"  # on, whatever the machine's load
 import numpy as np
 from smrules import _core
@@ -523,14 +523,37 @@ os.environ["SMRULES_READ_AHEAD"] = "1"
 from smrules import trials as trials_mod
 ok([trials_mod.idle_core(l, c) for l, c in ((0.5, 2), (1.0, 2), (1.01, 2), (4, 2), (0, 1), (2.5, 4), (3.2, 4))]
    == [True, True, False, False, False, True, False], "idle_core: a core idle beside this one")
+# where the kernel gives the CPU pressure (PSI), it decides: idle when
+# tasks waited for a CPU less than 20% of the last 10 s, whatever the load
+# average; without it, the load average
+ok([trials_mod.idle_by_pressure(p, c) for p, c in ((0.0, 2), (19.9, 2), (20.0, 2), (78.5, 2), (0.0, 1))]
+   == [True, True, False, False, False], "idle_by_pressure: no task waiting for a CPU")
 del os.environ["SMRULES_READ_AHEAD"]
+real_pressure_file, real_idle = trials_mod.PRESSURE_FILE, trials_mod.idle_core
+pfile = os.path.join(os.path.dirname(path), "pressure")
+trials_mod.idle_core = lambda l, c: "loadavg"
+got = []
+for text in ("some avg10=1.50 avg60=80.00 avg300=90.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+             "some avg10=78.48 avg60=1.00 avg300=1.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n",
+             None):
+    if text is None:
+        trials_mod.PRESSURE_FILE = os.path.join(os.path.dirname(path), "no-such-pressure")
+    else:
+        with open(pfile, "w") as f:
+            f.write(text)
+        trials_mod.PRESSURE_FILE = pfile
+    got.append(trials_mod.read_ahead_default() if len(os.sched_getaffinity(0)) >= 2 else None)
+trials_mod.PRESSURE_FILE, trials_mod.idle_core = real_pressure_file, real_idle
+ok(got in ([True, False, "loadavg"], [None, None, None]),
+   "SMRULES_READ_AHEAD unset: the CPU pressure decides, else the load average", got)
 decided = []
-real_idle = trials_mod.idle_core
+real_idle, real_pressure = trials_mod.idle_core, trials_mod.idle_by_pressure
 for idle in (True, False):
     trials_mod.idle_core = lambda l, c, idle=idle: idle
+    trials_mod.idle_by_pressure = lambda p, c, idle=idle: idle
     bad, st = walk([(n, s) for n in names for s in steps])
     decided.append(st["prefetched"] >= n_all - 3 * len(names) if idle else st["prefetched"] == 0)
-trials_mod.idle_core = real_idle
+trials_mod.idle_core, trials_mod.idle_by_pressure = real_idle, real_pressure
 ok(decided == [True, True], "SMRULES_READ_AHEAD unset: read ahead only when a core is idle", decided)
 os.environ["SMRULES_READ_AHEAD"] = "1"
 # reductions computed ahead (SMRULES_READ_AHEAD=1): the same bits
@@ -547,6 +570,49 @@ ok(st["prefetched"] == 0 and st["missed"] == 0, "reduce_ahead=False: none", st)
 got_red, st = reductions()
 ok(got_red == want_red, "reductions computed ahead: the same bits", [(a, b) for a, b in zip(got_red, want_red) if a != b][:3])
 ok(st["prefetched"] >= n_all - 2 * len(names) - 1, "reductions: computed ahead", st)
+# a reduction scan's chain: once the order is learned, the requests after
+# the one in hand are predicted (the rest of this step's names, then the
+# next step's) and computed ahead, several at once, on the library's
+# threads and on the caller while it waits; a wrong prediction changes no
+# result
+def red_scan(order, t):
+    return [t.tensor(n).reduction_value(s, "mean", abs=True) for n, s in order]
+by_step = [(n, s) for s in steps for n in names]
+t = create_trial(path)
+t._t = _core.Trial(path, reduce_ahead=False)
+want_scan = red_scan(by_step, t)
+gc.collect()  # trials of the checks above in reference cycles: their reads ahead ended
+_core.Trial.hold_read_ahead(True)  # nothing computed ahead until released
+t = create_trial(path)
+learn = 3 * len(names) + 1  # two passes learn the order, a third confirms
+first = red_scan(by_step[:learn], t)
+st = t._t.read_stats()
+ok(st.get("predicted", 0) >= 2 * len(names), "reductions: the scan's next requests predicted", st)
+c0 = _core.Trial.read_counts()
+_core.Trial.hold_read_ahead(False)
+guard_at = time.monotonic() + float(os.environ.get("SMRULES_TEST_TIMEOUT", "60"))
+window = getattr(_core, "REDUCE_WINDOW", 8)
+while (_core.Trial.read_counts()["read_ahead"] - c0["read_ahead"] < window
+       and time.monotonic() < guard_at):  # a hang guard: waits for the readers
+    time.sleep(0.005)
+c1 = _core.Trial.read_counts()
+ok(c1["read_ahead"] - c0["read_ahead"] == window,
+   "reductions: a window of predicted requests computed ahead, no more", (c0, c1))
+rest = red_scan(by_step[learn:], t)
+ok(first + rest == want_scan, "reductions: chain computed ahead, the same bits",
+   [(k, a, b) for k, a, b in zip(by_step, first + rest, want_scan) if a != b][:3])
+st = t._t.read_stats()
+ok(st["prefetched"] >= n_all - learn and st["missed"] == 0, "reductions: every predicted one taken", st)
+# the order changes half way (names reversed): one miss, the same bits
+half = len(steps) // 2 * len(names)
+turned = by_step[:half] + [(n, s) for s in steps[len(steps) // 2:] for n in reversed(names)]
+t = create_trial(path)
+got = red_scan(turned, t)
+wanted = dict(zip(by_step, want_scan))
+ok(got == [wanted[k] for k in turned], "reductions: order changed half way, the same bits")
+st = t._t.read_stats()
+ok(1 <= st["missed"] <= len(names) + 1, "reductions: a changed order costs a miss per name at most", st)
+del t
 os.environ["SMRULES_READ_AHEAD"] = "0"
 got_red, st = reductions()
 ok(got_red == want_red and st["prefetched"] == 0 and st["missed"] == 0,
