@@ -15,7 +15,23 @@
  *   which leaves a sum >= 1 unchanged, as skipping it does);
  * - otherwise (a NaN, an infinity, a new largest difference): added
  *   element by element with ssq_add, so rescaling and the decided cases
- *   keep their order. */
+ *   keep their order.
+ *
+ * A block of squares is usually added without the chain at all.  The sum
+ * s >= 1 and each square q <= 1, so s + q rounds to s plus q rounded to a
+ * multiple of ulp(s), the spacing of doubles in s's binade [2^e, 2^(e+1)):
+ * the same multiple whatever s is in that binade, except when q lies
+ * exactly halfway between two multiples (then the even neighbour of s + q
+ * wins, which depends on s).  So with s0 the sum before the block,
+ * r = (s0 + q) - s0 is what adding q adds (Fast2Sum: exact, as is
+ * q - r); the r are multiples of ulp(s0) that add exactly in any order
+ * while their total stays below 2^e; and when no q was a tie and
+ * s0 + their total is still below 2^(e+1), every sum along the chain was
+ * in s0's binade and the chain ends at exactly s0 + total.  Otherwise
+ * (a tie, or the sum reaching the next binade: about once per binade of
+ * a norm) the squares are added one by one as before.  The adds are
+ * independent, so one norm runs at the speed of the arithmetic, not at
+ * the latency of an add. */
 #include "update_norm.h"
 
 #include <string.h>
@@ -27,12 +43,30 @@ typedef long long v2i __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
 typedef float v2f __attribute__((vector_size(8)));
 
-typedef enum block_kind { BLOCK_ZERO, BLOCK_SQUARES, BLOCK_SLOW } block_kind;
+typedef enum block_kind {
+  BLOCK_ZERO,
+  BLOCK_SUMMED,
+  BLOCK_SQUARES,
+  BLOCK_SLOW
+} block_kind;
 
-/* A block's kind; for BLOCK_SQUARES its squares in t. */
+/* A block's kind; for BLOCK_SUMMED the new sum in *ssq, for
+ * BLOCK_SQUARES its squares in t, to be added to *ssq in order. */
 typedef block_kind (*block_kind_fn)(const unsigned char *a,
                                     const unsigned char *b, double scale,
-                                    double *t);
+                                    double *ssq, double *t);
+
+/* The top of s's binade, 2^(e+1), and half its ulp, 2^(e-53) (s >= 1, so
+ * both are normal doubles). */
+static void binade_of(double s, double *top, double *half_ulp) {
+  uint64_t bits, exp;
+  memcpy(&bits, &s, sizeof bits);
+  exp = bits & 0x7ff0000000000000u;
+  bits = exp + ((uint64_t)1 << 52);
+  memcpy(top, &bits, sizeof bits);
+  bits = exp - ((uint64_t)53 << 52);
+  memcpy(half_ulp, &bits, sizeof bits);
+}
 
 /* One definition for both vector widths: GCC/Clang vector extensions.
  * ATTR is empty for the baseline build (SSE2 on x86-64, whatever the
@@ -46,7 +80,7 @@ typedef block_kind (*block_kind_fn)(const unsigned char *a,
  * differences are formed as doubles, W at a time. */
 #define DEFINE_BLOCK_KIND(NAME, W, VD, VI, VF, EW, EF, ES, ATTR)               \
   ATTR static block_kind NAME(const unsigned char *a, const unsigned char *b,  \
-                              double scale, double *t) {                       \
+                              double scale, double *ssq, double *t) {          \
     ES equal;                                                                  \
     for (int k = 0; k < EW; k++)                                               \
       equal[k] = -1;                                                           \
@@ -82,12 +116,36 @@ typedef block_kind (*block_kind_fn)(const unsigned char *a,
       all_ok &= ok[k];                                                         \
     if (!all_ok) /* also when scale is 0: some d > 0 */                        \
       return BLOCK_SLOW;                                                       \
+    double top, half;                                                          \
+    binade_of(*ssq, &top, &half);                                              \
+    VD s0, h, total;                                                           \
+    VI tie;                                                                    \
+    for (int k = 0; k < W; k++) {                                              \
+      s0[k] = *ssq;                                                            \
+      h[k] = half;                                                             \
+      total[k] = 0;                                                            \
+      tie[k] = 0;                                                              \
+    }                                                                          \
     for (int v = 0; v < BLOCK / W; v++) {                                      \
       VD q = d[v] / s;                                                         \
       VD sq = q * q;                                                           \
       memcpy(t + W * v, &sq, sizeof sq);                                       \
+      VD r = (s0 + sq) - s0; /* what adding sq adds */                         \
+      VD err = (VD)((VI)(sq - r) & magnitude);                                 \
+      tie |= (VI)(err == h);                                                   \
+      total += r;                                                              \
     }                                                                          \
-    return BLOCK_SQUARES;                                                      \
+    long long any_tie = 0;                                                     \
+    double sum = 0;                                                            \
+    for (int k = 0; k < W; k++) {                                              \
+      any_tie |= tie[k];                                                       \
+      sum += total[k];                                                         \
+    }                                                                          \
+    sum += *ssq;                                                               \
+    if (any_tie || !(sum < top))                                               \
+      return BLOCK_SQUARES;                                                    \
+    *ssq = sum;                                                                \
+    return BLOCK_SUMMED;                                                       \
   }
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -174,7 +232,8 @@ static bool lane_block(lane *l, block_kind_fn kind_of, double *t, double *out) {
     return false;
   int64_t len = l->n - l->i;
   if (len >= BLOCK) {
-    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    block_kind k =
+        kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, &l->s.ssq, t);
     if (k != BLOCK_SLOW) {
       l->i += BLOCK;
       return k == BLOCK_SQUARES;
