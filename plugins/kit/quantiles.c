@@ -457,13 +457,14 @@ out:
  * the same bits.  Zeros compare equal here, as in a sort of floats; the
  * sign of a zero found is decided afterwards from the whole array, as
  * before (value_of). */
-#define FR_SAMPLE_MAX 2048
+#define FR_SAMPLE_MAX 16384
 #define FR_LANES 8 /* floats per vector step; each scratch's spare room */
 
 /* A bracket's ends, what the pass counts against them, and its copies. */
 typedef struct fr_bracket {
   float lo, hi;
-  size_t lt_lo, le_lo, lt_hi, le_hi; /* elements < lo, <= lo, < hi, <= hi */
+  size_t lt_lo, le_lo, lt_hi, le_hi; /* elements < lo, <= lo, < hi, <= hi
+                                        (lt_hi from the others and k) */
   float *copy; /* the elements with lo < x < hi, in array order */
   size_t k;    /* how many there were (> cap: the scratch overflowed) */
 } fr_bracket;
@@ -485,7 +486,6 @@ static void fr_scan(fr_pass *f, const unsigned char *p, size_t from,
       fr_bracket *r = &f->br[b];
       r->lt_lo += x < r->lo;
       r->le_lo += x <= r->lo;
-      r->lt_hi += x < r->hi;
       r->le_hi += x <= r->hi;
       r->copy[r->k < f->cap ? r->k : f->cap] = x; /* kept when inside */
       r->k += (x > r->lo) & (x < r->hi);          /* &: no branch */
@@ -515,18 +515,17 @@ static void fr_order_init(void) {
 typedef float fr_v8f __attribute__((vector_size(32)));
 typedef int32_t fr_v8i __attribute__((vector_size(32)));
 
-/* One bracket's part of a vector step: its four compares of x counted
- * (-1 where true, so subtracted), and the lanes strictly inside packed
- * to its scratch at *k (clamped to cap: the spare room takes the rest). */
+/* One bracket's part of a vector step: its compares of x counted (-1
+ * where true, so subtracted), and the lanes strictly inside packed to its
+ * scratch at *k (clamped to cap: the spare room takes the rest). */
 __attribute__((target("avx2"))) static inline void
 fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k,
         size_t cap) {
-  fr_v8i le_lo = x <= lo, lt_hi = x < hi;
+  fr_v8i le_lo = x <= lo;
   count[0] -= x < lo;
   count[1] -= le_lo;
-  count[2] -= lt_hi;
-  count[3] -= x <= hi;
-  unsigned mask = (unsigned)_mm256_movemask_ps((__m256)(~le_lo & lt_hi));
+  count[2] -= x <= hi;
+  unsigned mask = (unsigned)_mm256_movemask_ps((__m256)(~le_lo & (x < hi)));
   __m128i order = _mm_loadl_epi64((const __m128i *)fr_order[mask]);
   __m256 packed =
       _mm256_permutevar8x32_ps((__m256)x, _mm256_cvtepu8_epi32(order));
@@ -545,7 +544,7 @@ fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   const fr_v8f zero = {0};
   fr_v8f lo0 = zero + f->br[0].lo, hi0 = zero + f->br[0].hi;
   fr_v8f lo1 = zero + f->br[1].lo, hi1 = zero + f->br[1].hi;
-  fr_v8i c0[4] = {{0}}, c1[4] = {{0}}, nan = {0};
+  fr_v8i c0[3] = {{0}}, c1[3] = {{0}}, nan = {0};
   float *copy0 = f->br[0].copy, *copy1 = f->br[1].copy;
   size_t k0 = f->br[0].k, k1 = f->br[1].k, cap = f->cap, i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -556,11 +555,9 @@ fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
     nan |= x != x;
   }
   for (int l = 0; l < 8; l++) {
-    size_t *r0[4] = {&f->br[0].lt_lo, &f->br[0].le_lo, &f->br[0].lt_hi,
-                     &f->br[0].le_hi};
-    size_t *r1[4] = {&f->br[1].lt_lo, &f->br[1].le_lo, &f->br[1].lt_hi,
-                     &f->br[1].le_hi};
-    for (int c = 0; c < 4; c++) {
+    size_t *r0[3] = {&f->br[0].lt_lo, &f->br[0].le_lo, &f->br[0].le_hi};
+    size_t *r1[3] = {&f->br[1].lt_lo, &f->br[1].le_lo, &f->br[1].le_hi};
+    for (int c = 0; c < 3; c++) {
       *r0[c] += (uint32_t)c0[c][l];
       *r1[c] += (uint32_t)c1[c][l];
     }
@@ -705,7 +702,12 @@ static bool fr_keys(const fr_bracket *b, np_qpos pos, uint32_t *ka,
  * scratch overflowed (nothing set), -1 out of memory. */
 static int quantiles_f32_bracket(const unsigned char *p, size_t n,
                                  const double *q, double *out, size_t m) {
-  size_t s = n / 16 < FR_SAMPLE_MAX ? n / 16 : FR_SAMPLE_MAX;
+  /* a larger sample for a larger array: fewer copies (their number
+   * shrinks as 1 / sqrt(s)) for a sort that stays small beside the pass */
+  size_t s = n / 128 > FR_SAMPLE_MAX ? FR_SAMPLE_MAX
+             : n / 128 > 1024        ? n / 128
+             : n / 16 < 1024         ? n / 16
+                                     : 1024;
   fr_pass f = {.cap = n / 16};
   uint32_t *sample = malloc(2 * s * sizeof *sample);
   f.br[0].copy = malloc((f.cap + FR_LANES) * sizeof(float));
@@ -730,6 +732,9 @@ static int quantiles_f32_bracket(const unsigned char *p, size_t n,
     fr_bracket_of(&f.br[j], sample, s, pos[j].lo, n);
   }
   fr_scan_best(&f, p, n);
+  for (int b = 0; b < 2; b++) /* below hi: at or below lo, or inside */
+    f.br[b].lt_hi =
+        f.br[b].lo < f.br[b].hi ? f.br[b].le_lo + f.br[b].k : f.br[b].lt_lo;
   rc = 1;
   if (f.nan) {
     for (size_t j = 0; j < m; j++)
