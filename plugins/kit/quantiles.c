@@ -458,7 +458,13 @@ out:
  * sign of a zero found is decided afterwards from the whole array, as
  * before (value_of). */
 #define FR_SAMPLE_MAX 16384
-#define FR_LANES 8 /* floats per vector step; each scratch's spare room */
+#define FR_CHUNK 1024 /* floats between the vector pass's room checks */
+
+static int fr_squeeze; /* rk_squeeze_bracket */
+
+void rk_squeeze_bracket(int how) {
+  fr_squeeze = how;
+}
 
 /* A bracket's ends, what the pass counts against them, and its copies. */
 typedef struct fr_bracket {
@@ -517,10 +523,9 @@ typedef int32_t fr_v8i __attribute__((vector_size(32)));
 
 /* One bracket's part of a vector step: its compares of x counted (-1
  * where true, so subtracted), and the lanes strictly inside packed to its
- * scratch at *k (clamped to cap: the spare room takes the rest). */
+ * scratch at *k. */
 __attribute__((target("avx2"))) static inline void
-fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k,
-        size_t cap) {
+fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k) {
   fr_v8i le_lo = x <= lo;
   count[0] -= x < lo;
   count[1] -= le_lo;
@@ -529,7 +534,7 @@ fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k,
   __m128i order = _mm_loadl_epi64((const __m128i *)fr_order[mask]);
   __m256 packed =
       _mm256_permutevar8x32_ps((__m256)x, _mm256_cvtepu8_epi32(order));
-  _mm256_storeu_ps(copy + (*k < cap ? *k : cap), packed);
+  _mm256_storeu_ps(copy + *k, packed);
   *k += (size_t)__builtin_popcount(mask);
 }
 
@@ -538,7 +543,9 @@ fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k,
  * AVX2 with the GCC/Clang `target` attribute and chosen at run time).
  * The compares are the scalar ones, lane by lane, so the counts and the
  * copies (in array order) are the same.  Counts are kept in 32-bit lanes:
- * at most n / 8 <= 2^29 per lane. */
+ * at most n / 8 <= 2^29 per lane.  The room left is checked once per
+ * chunk of FR_CHUNK floats, not per store; a scratch full after a chunk
+ * ends the pass (the caller then selects over the whole array). */
 __attribute__((target("avx2"))) static void
 fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   const fr_v8f zero = {0};
@@ -547,12 +554,15 @@ fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   fr_v8i c0[3] = {{0}}, c1[3] = {{0}}, nan = {0};
   float *copy0 = f->br[0].copy, *copy1 = f->br[1].copy;
   size_t k0 = f->br[0].k, k1 = f->br[1].k, cap = f->cap, i = 0;
-  for (; i + 8 <= n; i += 8) {
-    fr_v8f x;
-    memcpy(&x, p + i * sizeof(float), sizeof x);
-    fr_step(x, lo0, hi0, c0, copy0, &k0, cap);
-    fr_step(x, lo1, hi1, c1, copy1, &k1, cap);
-    nan |= x != x;
+  while (n - i >= 8 && k0 <= cap && k1 <= cap) { /* a chunk at a time */
+    size_t end = i + (n - i >= FR_CHUNK ? FR_CHUNK : (n - i) / 8 * 8);
+    for (; i < end; i += 8) {
+      fr_v8f x;
+      memcpy(&x, p + i * sizeof(float), sizeof x);
+      fr_step(x, lo0, hi0, c0, copy0, &k0);
+      fr_step(x, lo1, hi1, c1, copy1, &k1);
+      nan |= x != x;
+    }
   }
   for (int l = 0; l < 8; l++) {
     size_t *r0[3] = {&f->br[0].lt_lo, &f->br[0].le_lo, &f->br[0].le_hi};
@@ -565,7 +575,8 @@ fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   }
   f->br[0].k = k0;
   f->br[1].k = k1;
-  fr_scan(f, p, i, n);
+  if (k0 <= cap && k1 <= cap) /* else the caller falls back: stop here */
+    fr_scan(f, p, i, n);
 }
 
 static void fr_scan_best(fr_pass *f, const unsigned char *p, size_t n) {
@@ -600,16 +611,19 @@ static void sort_keys(uint32_t *key, uint32_t *tmp, size_t s) {
  * standard deviations of the sample quantile's position,
  * sqrt(p (1 - p) s), and a few more. */
 static size_t fr_margin(double p, size_t s) {
+  if (fr_squeeze == RK_BRACKET_NO_MARGIN)
+    return 0;
   return (size_t)(3 * sqrt(p * (1 - p) * (double)s)) + 4;
 }
 
 /* The ends of the bracket of rank r from the sorted sample keys. */
-static void fr_bracket_of(fr_bracket *b, const uint32_t *sorted, size_t s,
-                          size_t r, size_t n) {
+static size_t fr_bracket_of(fr_bracket *b, const uint32_t *sorted, size_t s,
+                            size_t r, size_t n) {
   double frac = ((double)r + 0.5) / (double)n;
   size_t c = (size_t)(frac * (double)s), m = fr_margin(frac, s);
   b->lo = c >= m ? key_value(sorted[c - m]) : -INFINITY;
   b->hi = c + m < s ? key_value(sorted[c + m]) : INFINITY;
+  return m;
 }
 
 static int cmp_u32(const void *a, const void *b) {
@@ -708,12 +722,10 @@ static int quantiles_f32_bracket(const unsigned char *p, size_t n,
              : n / 128 > 1024        ? n / 128
              : n / 16 < 1024         ? n / 16
                                      : 1024;
-  fr_pass f = {.cap = n / 16};
+  fr_pass f = {0};
   uint32_t *sample = malloc(2 * s * sizeof *sample);
-  f.br[0].copy = malloc((f.cap + FR_LANES) * sizeof(float));
-  f.br[1].copy = malloc((f.cap + FR_LANES) * sizeof(float));
   int rc = -1;
-  if (!sample || !f.br[0].copy || !f.br[1].copy)
+  if (!sample)
     goto out;
   /* one element from each of s equal stretches, at a fixed pseudo-random
    * place in it: no period of the data lines up with the sample */
@@ -727,10 +739,22 @@ static int quantiles_f32_bracket(const unsigned char *p, size_t n,
   }
   sort_keys(sample, sample + s, s);
   np_qpos pos[2];
+  size_t widest = 0;
   for (size_t j = 0; j < 2; j++) {
     pos[j] = np_quantile_pos(n, q[j < m ? j : 0]);
-    fr_bracket_of(&f.br[j], sample, s, pos[j].lo, n);
+    size_t w = fr_bracket_of(&f.br[j], sample, s, pos[j].lo, n);
+    widest = w > widest ? w : widest;
   }
+  /* room for 1.5 times the copies a bracket of 2 widest sample positions
+   * holds on average; + FR_CHUNK: what a chunk may add before the check */
+  f.cap = (size_t)((double)n * 3.0 * (double)widest / (double)s);
+  f.cap = f.cap < n ? f.cap : n;
+  if (fr_squeeze == RK_BRACKET_NO_ROOM)
+    f.cap = 0;
+  f.br[0].copy = malloc((f.cap + FR_CHUNK) * sizeof(float));
+  f.br[1].copy = malloc((f.cap + FR_CHUNK) * sizeof(float));
+  if (!f.br[0].copy || !f.br[1].copy)
+    goto out;
   fr_scan_best(&f, p, n);
   for (int b = 0; b < 2; b++) /* below hi: at or below lo, or inside */
     f.br[b].lt_hi =

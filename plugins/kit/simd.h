@@ -15,4 +15,11 @@ void rk_allow_avx2(bool on);
  * rk_allow_avx2 not turned off. */
 bool rk_use_avx2(void);
 
+/* For tests: makes rk_tensor_quantiles' sampled brackets miss their ranks
+ * (RK_BRACKET_NO_MARGIN: each bracket one sample wide) or its scratch
+ * overflow (RK_BRACKET_NO_ROOM), so that its fallback to the radix
+ * selection runs; 0 restores them.  The answers are the same. */
+enum { RK_BRACKET_NO_MARGIN = 1, RK_BRACKET_NO_ROOM = 2 };
+void rk_squeeze_bracket(int how);
+
 #endif

@@ -114,8 +114,9 @@ static void check_tensor_quantiles(const unsigned char *bytes, size_t n) {
   /* one or two quantiles at a time (PoorWeightInitialization's 5 % and
    * 95 %) take the sampled bracket and its one pass, with and without
    * AVX2: every pair of the q above, and each alone */
-  for (int avx2 = 0; avx2 < 2; avx2++) {
-    rk_allow_avx2(avx2);
+  for (int avx2 = 0; avx2 < 2 * 3; avx2++) {
+    rk_allow_avx2(avx2 % 2); /* and brackets that miss, scratch that fills */
+    rk_squeeze_bracket(avx2 / 2);
     for (size_t a = 0; a < M; a++)
       for (size_t b = a; b < M; b++) {
         double two[2] = {q[a], q[b]}, got[2];
@@ -131,6 +132,7 @@ static void check_tensor_quantiles(const unsigned char *bytes, size_t n) {
       }
   }
   rk_allow_avx2(true);
+  rk_squeeze_bracket(0);
 }
 
 static float f32_bits(uint32_t b) {
