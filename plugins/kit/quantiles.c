@@ -5,6 +5,7 @@
 #include "smrules/rulekit.h"
 
 #include "npmath.h"
+#include "simd.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -439,13 +440,359 @@ out:
   return rc;
 }
 
+/* ---- float32 tensors: a sampled bracket and one vector pass ----
+ *
+ * The radix selection above makes two passes over the floats, each with
+ * a table access per element: about 1.4 ns per element.  For one or two
+ * quantiles (PoorWeightInitialization asks for the 5 % and the 95 %) a
+ * sorted sample of the floats names, for each quantile, two floats
+ * lo <= hi that bracket its ranks with a margin of sample positions (Floyd
+ * and Rivest's selection).  One pass, eight floats at a time, counts the
+ * elements below and at each bracket's ends and copies those strictly
+ * inside it into a scratch array of bounded size, one per bracket.  The
+ * counts then say whether a rank is an end (its value known), inside (it
+ * is found among the copies) or missed.  A miss (an unlucky sample, data
+ * made to defeat it) or a full scratch falls back to the radix selection
+ * over the whole array: an order statistic is a value, so both ways give
+ * the same bits.  Zeros compare equal here, as in a sort of floats; the
+ * sign of a zero found is decided afterwards from the whole array, as
+ * before (value_of). */
+#define FR_SAMPLE_MAX 16384
+#define FR_CHUNK 1024 /* floats between the vector pass's room checks */
+
+static int fr_squeeze; /* rk_squeeze_bracket */
+
+void rk_squeeze_bracket(int how) {
+  fr_squeeze = how;
+}
+
+/* A bracket's ends, what the pass counts against them, and its copies. */
+typedef struct fr_bracket {
+  float lo, hi;
+  size_t lt_lo, le_lo, lt_hi, le_hi; /* elements < lo, <= lo, < hi, <= hi
+                                        (lt_hi from the others and k) */
+  float *copy; /* the elements with lo < x < hi, in array order */
+  size_t k;    /* how many there were (> cap: the scratch overflowed) */
+} fr_bracket;
+
+typedef struct fr_pass {
+  fr_bracket br[2]; /* one quantile: the same bracket twice */
+  size_t cap;       /* room in each scratch */
+  bool nan;
+} fr_pass;
+
+/* The pass over p[from..to), element by element (the portable pass, and
+ * the vector pass's tail). */
+static void fr_scan(fr_pass *f, const unsigned char *p, size_t from,
+                    size_t to) {
+  for (size_t i = from; i < to; i++) {
+    float x;
+    memcpy(&x, p + i * sizeof x, sizeof x);
+    for (int b = 0; b < 2; b++) {
+      fr_bracket *r = &f->br[b];
+      r->lt_lo += x < r->lo;
+      r->le_lo += x <= r->lo;
+      r->le_hi += x <= r->hi;
+      r->copy[r->k < f->cap ? r->k : f->cap] = x; /* kept when inside */
+      r->k += (x > r->lo) & (x < r->hi);          /* &: no branch */
+    }
+    f->nan |= x != x;
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#include <pthread.h>
+
+/* fr_order[mask]: the lanes set in mask, in order, as byte indices: the
+ * permutation that packs the inside lanes of a vector to its front. */
+static uint8_t fr_order[256][8];
+static pthread_once_t fr_order_once = PTHREAD_ONCE_INIT;
+
+static void fr_order_init(void) {
+  for (int m = 0; m < 256; m++) {
+    int k = 0;
+    for (int lane = 0; lane < 8; lane++)
+      if (m >> lane & 1)
+        fr_order[m][k++] = (uint8_t)lane;
+  }
+}
+
+typedef float fr_v8f __attribute__((vector_size(32)));
+typedef int32_t fr_v8i __attribute__((vector_size(32)));
+
+/* One bracket's part of a vector step: its compares of x counted (-1
+ * where true, so subtracted), and the lanes strictly inside packed to its
+ * scratch at *k. */
+__attribute__((target("avx2"))) static inline void
+fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k) {
+  fr_v8i le_lo = x <= lo;
+  count[0] -= x < lo;
+  count[1] -= le_lo;
+  count[2] -= x <= hi;
+  unsigned mask = (unsigned)_mm256_movemask_ps((__m256)(~le_lo & (x < hi)));
+  __m128i order = _mm_loadl_epi64((const __m128i *)fr_order[mask]);
+  __m256 packed =
+      _mm256_permutevar8x32_ps((__m256)x, _mm256_cvtepu8_epi32(order));
+  _mm256_storeu_ps(copy + *k, packed);
+  *k += (size_t)__builtin_popcount(mask);
+}
+
+/* The same pass eight floats at a time on AVX2 machines (the build
+ * targets the x86-64 baseline: these functions alone are compiled for
+ * AVX2 with the GCC/Clang `target` attribute and chosen at run time).
+ * The compares are the scalar ones, lane by lane, so the counts and the
+ * copies (in array order) are the same.  Counts are kept in 32-bit lanes:
+ * at most n / 8 <= 2^29 per lane.  The room left is checked once per
+ * chunk of FR_CHUNK floats, not per store; a scratch full after a chunk
+ * ends the pass (the caller then selects over the whole array). */
+__attribute__((target("avx2"))) static void
+fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
+  const fr_v8f zero = {0};
+  fr_v8f lo0 = zero + f->br[0].lo, hi0 = zero + f->br[0].hi;
+  fr_v8f lo1 = zero + f->br[1].lo, hi1 = zero + f->br[1].hi;
+  fr_v8i c0[3] = {{0}}, c1[3] = {{0}}, nan = {0};
+  float *copy0 = f->br[0].copy, *copy1 = f->br[1].copy;
+  size_t k0 = f->br[0].k, k1 = f->br[1].k, cap = f->cap, i = 0;
+  while (n - i >= 8 && k0 <= cap && k1 <= cap) { /* a chunk at a time */
+    size_t end = i + (n - i >= FR_CHUNK ? FR_CHUNK : (n - i) / 8 * 8);
+    for (; i < end; i += 8) {
+      fr_v8f x;
+      memcpy(&x, p + i * sizeof(float), sizeof x);
+      fr_step(x, lo0, hi0, c0, copy0, &k0);
+      fr_step(x, lo1, hi1, c1, copy1, &k1);
+      nan |= x != x;
+    }
+  }
+  for (int l = 0; l < 8; l++) {
+    size_t *r0[3] = {&f->br[0].lt_lo, &f->br[0].le_lo, &f->br[0].le_hi};
+    size_t *r1[3] = {&f->br[1].lt_lo, &f->br[1].le_lo, &f->br[1].le_hi};
+    for (int c = 0; c < 3; c++) {
+      *r0[c] += (uint32_t)c0[c][l];
+      *r1[c] += (uint32_t)c1[c][l];
+    }
+    f->nan |= nan[l] != 0;
+  }
+  f->br[0].k = k0;
+  f->br[1].k = k1;
+  if (k0 <= cap && k1 <= cap) /* else the caller falls back: stop here */
+    fr_scan(f, p, i, n);
+}
+
+static void fr_scan_best(fr_pass *f, const unsigned char *p, size_t n) {
+  if (rk_use_avx2()) {
+    pthread_once(&fr_order_once, fr_order_init);
+    fr_scan_avx2(f, p, n);
+  } else {
+    fr_scan(f, p, 0, n);
+  }
+}
+#else
+static void fr_scan_best(fr_pass *f, const unsigned char *p, size_t n) {
+  fr_scan(f, p, 0, n);
+}
+#endif
+
+/* Sorts s keys by three 11-bit digits, least significant first. */
+static void sort_keys(uint32_t *key, uint32_t *tmp, size_t s) {
+  for (unsigned shift = 0; shift < 32; shift += 11) {
+    uint32_t count[2049] = {0};
+    for (size_t i = 0; i < s; i++)
+      count[(key[i] >> shift & 2047) + 1]++;
+    for (int d = 0; d < 2048; d++)
+      count[d + 1] += count[d];
+    for (size_t i = 0; i < s; i++)
+      tmp[count[key[i] >> shift & 2047]++] = key[i];
+    memcpy(key, tmp, s * sizeof *key);
+  }
+}
+
+/* Sample positions on either side of the one for rank fraction p: three
+ * standard deviations of the sample quantile's position,
+ * sqrt(p (1 - p) s), and a few more. */
+static size_t fr_margin(double p, size_t s) {
+  if (fr_squeeze == RK_BRACKET_NO_MARGIN)
+    return 0;
+  return (size_t)(3 * sqrt(p * (1 - p) * (double)s)) + 4;
+}
+
+/* The ends of the bracket of rank r from the sorted sample keys. */
+static size_t fr_bracket_of(fr_bracket *b, const uint32_t *sorted, size_t s,
+                            size_t r, size_t n) {
+  double frac = ((double)r + 0.5) / (double)n;
+  size_t c = (size_t)(frac * (double)s), m = fr_margin(frac, s);
+  b->lo = c >= m ? key_value(sorted[c - m]) : -INFINITY;
+  b->hi = c + m < s ? key_value(sorted[c + m]) : INFINITY;
+  return m;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+static uint32_t key_of(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  return f32_key(bits);
+}
+
+/* The keys at ranks idx[0] <= idx[ni - 1] (ni <= 2) among bracket b's
+ * copies.  Their keys lie between b's ends' keys: 4096 bins spread over
+ * that span count them, and the few in the wanted bins are sorted.  0, or
+ * -1 out of memory. */
+static int inside_keys(const fr_bracket *b, const size_t *idx, size_t ni,
+                       uint32_t *key) {
+  uint32_t klo = key_of(b->lo), span = key_of(b->hi) - klo;
+  unsigned shift = 0;
+  while ((span >> shift) >= TOP_BINS)
+    shift++;
+  uint32_t *hist = calloc(TOP_BINS, sizeof *hist);
+  if (!hist)
+    return -1;
+  for (size_t i = 0; i < b->k; i++)
+    hist[(key_of(b->copy[i]) - klo) >> shift]++;
+  uint32_t first = 0, last;
+  size_t before = 0; /* copies in the bins below `first` */
+  while (before + hist[first] <= idx[0])
+    before += hist[first++];
+  size_t room = hist[first], upto = before + hist[first];
+  for (last = first; upto <= idx[ni - 1];)
+    room += hist[++last], upto += hist[last];
+  uint32_t *in = malloc((room + 1) * sizeof *in); /* + 1: the spare slot */
+  if (!in) {
+    free(hist);
+    return -1;
+  }
+  size_t got = 0;
+  for (size_t i = 0; i < b->k; i++) { /* no branch: append, keep or not */
+    uint32_t kx = key_of(b->copy[i]);
+    in[got] = kx;
+    got += ((kx - klo) >> shift) - first <= last - first;
+  }
+  qsort(in, got, sizeof *in, cmp_u32);
+  for (size_t j = 0; j < ni; j++)
+    key[j] = in[idx[j] - before];
+  free(in);
+  free(hist);
+  return 0;
+}
+
+/* Where rank r is: 0 outside the bracket (missed), 1 an end of it (its
+ * key in *key), 2 strictly inside (its rank among the copies in *inner). */
+static int fr_where(const fr_bracket *b, size_t r, uint32_t *key,
+                    size_t *inner) {
+  if (r < b->lt_lo || r >= b->le_hi)
+    return 0;
+  if (r < b->le_lo || r >= b->lt_hi) {
+    *key = key_of(r < b->le_lo ? b->lo : b->hi);
+    return 1;
+  }
+  *inner = r - b->le_lo;
+  return 2;
+}
+
+/* The keys at ranks pos.lo and pos.hi by bracket b: true, false when
+ * missed (or out of memory). */
+static bool fr_keys(const fr_bracket *b, np_qpos pos, uint32_t *ka,
+                    uint32_t *kb) {
+  size_t inner[2], ninner = 0;
+  uint32_t got[2];
+  int wa = fr_where(b, pos.lo, ka, &inner[0]);
+  int wb = fr_where(b, pos.hi, kb, &inner[wa == 2]);
+  if (!wa || !wb)
+    return false;
+  ninner = (wa == 2) + (wb == 2);
+  if (ninner && inside_keys(b, inner, ninner, got) != 0)
+    return false;
+  if (wa == 2)
+    *ka = got[0];
+  if (wb == 2)
+    *kb = got[wa == 2];
+  return true;
+}
+
+/* 1 with out[0..m) set (m is 1 or 2), 0 when a bracket missed or a
+ * scratch overflowed (nothing set), -1 out of memory. */
+static int quantiles_f32_bracket(const unsigned char *p, size_t n,
+                                 const double *q, double *out, size_t m) {
+  /* a larger sample for a larger array: fewer copies (their number
+   * shrinks as 1 / sqrt(s)) for a sort that stays small beside the pass */
+  size_t s = n / 128 > FR_SAMPLE_MAX ? FR_SAMPLE_MAX
+             : n / 128 > 1024        ? n / 128
+             : n / 16 < 1024         ? n / 16
+                                     : 1024;
+  fr_pass f = {0};
+  uint32_t *sample = malloc(2 * s * sizeof *sample);
+  int rc = -1;
+  if (!sample)
+    goto out;
+  /* one element from each of s equal stretches, at a fixed pseudo-random
+   * place in it: no period of the data lines up with the sample */
+  uint64_t h = 0x9e3779b97f4a7c15u;
+  for (size_t t = 0; t < s; t++) {
+    h ^= h << 13;
+    h ^= h >> 7;
+    h ^= h << 17;
+    size_t from = t * n / s, len = (t + 1) * n / s - from;
+    sample[t] = key_at(p, from + (size_t)((h >> 32) * len >> 32));
+  }
+  sort_keys(sample, sample + s, s);
+  np_qpos pos[2];
+  size_t widest = 0;
+  for (size_t j = 0; j < 2; j++) {
+    pos[j] = np_quantile_pos(n, q[j < m ? j : 0]);
+    size_t w = fr_bracket_of(&f.br[j], sample, s, pos[j].lo, n);
+    widest = w > widest ? w : widest;
+  }
+  /* room for 1.5 times the copies a bracket of 2 widest sample positions
+   * holds on average; + FR_CHUNK: what a chunk may add before the check */
+  f.cap = (size_t)((double)n * 3.0 * (double)widest / (double)s);
+  f.cap = f.cap < n ? f.cap : n;
+  if (fr_squeeze == RK_BRACKET_NO_ROOM)
+    f.cap = 0;
+  f.br[0].copy = malloc((f.cap + FR_CHUNK) * sizeof(float));
+  f.br[1].copy = malloc((f.cap + FR_CHUNK) * sizeof(float));
+  if (!f.br[0].copy || !f.br[1].copy)
+    goto out;
+  fr_scan_best(&f, p, n);
+  for (int b = 0; b < 2; b++) /* below hi: at or below lo, or inside */
+    f.br[b].lt_hi =
+        f.br[b].lo < f.br[b].hi ? f.br[b].le_lo + f.br[b].k : f.br[b].lt_lo;
+  rc = 1;
+  if (f.nan) {
+    for (size_t j = 0; j < m; j++)
+      out[j] = NAN;
+    goto out;
+  }
+  uint32_t ka[2], kb[2];
+  for (size_t j = 0; j < m && rc == 1; j++)
+    if (f.br[j].k > f.cap || !fr_keys(&f.br[j], pos[j], &ka[j], &kb[j]))
+      rc = 0;
+  for (size_t j = 0; j < m && rc == 1; j++) {
+    double a = value_of(p, n, ka[j], pos[j].lo);
+    out[j] = np_quantile_lerp(
+        pos[j], a,
+        pos[j].hi > pos[j].lo ? value_of(p, n, kb[j], pos[j].hi) : a);
+  }
+out:
+  free(sample);
+  free(f.br[0].copy);
+  free(f.br[1].copy);
+  return rc;
+}
+
 int rk_tensor_quantiles(const smrules_tensor *t, const double *q, double *out,
                         size_t m) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   bool strings = t->dtype == SMRULES_DT_STRING || (t->strings && !t->data);
   if (!strings && t->dtype == SMRULES_DT_FLOAT && t->data &&
-      t->count >= RADIX_MIN_N && (uint64_t)t->count <= UINT32_MAX)
+      t->count >= RADIX_MIN_N && (uint64_t)t->count <= UINT32_MAX) {
+    if ((m == 1 || m == 2) &&
+        quantiles_f32_bracket(t->data, (size_t)t->count, q, out, m) == 1)
+      return 0;
     return quantiles_f32(t->data, (size_t)t->count, q, out, m);
+  }
 #endif
   double *x = rk_values(t);
   if (!x && t->count > 0)

@@ -745,6 +745,10 @@ static bool use_avx2(void) {
   return avx2_allowed && __builtin_cpu_supports("avx2");
 }
 
+bool rk_use_avx2(void) {
+  return use_avx2();
+}
+
 static bool allclose_f32(const unsigned char *pa, const unsigned char *pb,
                          int64_t n, double rtol, double atol, double *worst,
                          bool *nonfinite) {
@@ -755,6 +759,10 @@ static bool allclose_f32(const unsigned char *pa, const unsigned char *pb,
 #else
 void rk_allow_avx2(bool on) {
   (void)on;
+}
+
+bool rk_use_avx2(void) {
+  return false;
 }
 #define allclose_f32 allclose_finite_f32
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "simd.h"
 #include "smrules/rulekit.h"
 #include "unit.h"
 
@@ -97,19 +98,41 @@ static void check_tensor_quantiles(const unsigned char *bytes, size_t n) {
   t.nbytes = n * sizeof(float);
   double out[M];
   CHECK_EQ_INT(rk_tensor_quantiles(&t, q, out, M), 0);
-  double *ref = malloc(n * sizeof *ref);
+  double *ref = malloc(n * sizeof *ref), want[M];
   for (size_t j = 0; j < M; j++) {
     for (size_t i = 0; i < n; i++) {
       float f;
       memcpy(&f, bytes + i * sizeof f, sizeof f);
       ref[i] = f;
     }
-    double want = rk_quantile(ref, n, q[j]);
-    if (!same_bits(out[j], want))
-      printf("  n=%zu q=%g: got %.17g, want %.17g\n", n, q[j], out[j], want);
-    CHECK(same_bits(out[j], want));
+    want[j] = rk_quantile(ref, n, q[j]);
+    if (!same_bits(out[j], want[j]))
+      printf("  n=%zu q=%g: got %.17g, want %.17g\n", n, q[j], out[j], want[j]);
+    CHECK(same_bits(out[j], want[j]));
   }
   free(ref);
+  /* one or two quantiles at a time (PoorWeightInitialization's 5 % and
+   * 95 %) take the sampled bracket and its one pass, with and without
+   * AVX2: every pair of the q above, and each alone */
+  for (int avx2 = 0; avx2 < 2 * 3; avx2++) {
+    rk_allow_avx2(avx2 % 2); /* and brackets that miss, scratch that fills */
+    rk_squeeze_bracket(avx2 / 2);
+    for (size_t a = 0; a < M; a++)
+      for (size_t b = a; b < M; b++) {
+        double two[2] = {q[a], q[b]}, got[2];
+        size_t m = a == b ? 1 : 2;
+        CHECK_EQ_INT(rk_tensor_quantiles(&t, two, got, m), 0);
+        if (!same_bits(got[0], want[a]) ||
+            (m == 2 && !same_bits(got[1], want[b]))) {
+          printf("  n=%zu q=%g,%g avx2 %d: got %.17g %.17g, want %.17g "
+                 "%.17g\n",
+                 n, q[a], q[b], avx2, got[0], got[1], want[a], want[b]);
+          CHECK(0);
+        }
+      }
+  }
+  rk_allow_avx2(true);
+  rk_squeeze_bracket(0);
 }
 
 static float f32_bits(uint32_t b) {

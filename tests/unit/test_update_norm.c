@@ -135,8 +135,46 @@ static void test_decided(void) {
   CHECK(same_bits(got, one_by_one(a, b, 200)) && isfinite(got));
 }
 
+/* Squares exactly halfway between two doubles of the sum's binade: the
+ * sum rounds to its even neighbour, which a block cannot know without the
+ * sum before it, so such blocks must be added one by one.  Differences of
+ * 1 and 1 make the sum 2 (ulp 2^-51) with scale 1; then 2^-26 squares to
+ * 2^-52, half an ulp (a tie), and 3 * 2^-27 to 1.125 ulps, which rounds
+ * to one ulp and flips the sum's last bit, so ties round both ways.
+ * Another stretch climbs through binades (squares of 1): the sum crosses
+ * 4, 8, 16, ... inside blocks. */
+static void test_ties(void) {
+  enum { N = 20000 };
+  static float a[N], b[N];
+  static const float small[] = {0x1p-26f, 0x3p-27f, 0x1p-26f, 0};
+  for (int round = 0; round < 20; round++) {
+    for (int i = 0; i < N; i++) {
+      b[i] = 0;
+      a[i] = i < 2                    ? 1.0f
+             : round % 2 && i > N / 2 ? (uniform() < 0.3 ? 1.0f : 0x1p-26f)
+                                      : small[(int)(uniform() * 4)];
+    }
+    int64_t len = N - (int64_t)(uniform() * 64);
+    update_pair p[4];
+    double want = one_by_one(a, b, len), got[4];
+    for (int k = 0; k < 4; k++) { /* the lone lane, and four together */
+      p[k] = (update_pair){(void *)a, (void *)b, len};
+    }
+    for (int avx2 = 0; avx2 < 2; avx2++) {
+      update_norm_allow_avx2(avx2);
+      update_norms_f32(p, 1, got);
+      CHECK(same_bits(got[0], want));
+      update_norms_f32(p, 4, got);
+      for (int k = 0; k < 4; k++)
+        CHECK(same_bits(got[k], want));
+    }
+    update_norm_allow_avx2(true);
+  }
+}
+
 int main(void) {
   TEST_RUN(test_alone);
+  TEST_RUN(test_ties);
   TEST_RUN(test_together);
   TEST_RUN(test_decided);
   return TEST_REPORT("test_update_norm");

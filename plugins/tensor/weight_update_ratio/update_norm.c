@@ -15,24 +15,89 @@
  *   which leaves a sum >= 1 unchanged, as skipping it does);
  * - otherwise (a NaN, an infinity, a new largest difference): added
  *   element by element with ssq_add, so rescaling and the decided cases
- *   keep their order. */
+ *   keep their order.
+ *
+ * A block of squares is usually added without the chain at all.  The sum
+ * s >= 1 and each square q <= 1, so s + q rounds to s plus q rounded to a
+ * multiple of ulp(s), the spacing of doubles in s's binade [2^e, 2^(e+1)):
+ * the same multiple whatever s is in that binade, except when q lies
+ * exactly halfway between two multiples (then the even neighbour of s + q
+ * wins, which depends on s).  So with 2^e the bottom of the binade of the
+ * sum before the block, r = (2^e + q) - 2^e is what adding q adds
+ * (Fast2Sum: exact, as is q - r, which shows a tie); the r are multiples
+ * of ulp(2^e) that add exactly in any order while their total stays below
+ * 2^e; and when no q was a tie and the sum plus their total is still below
+ * 2^(e+1), every sum along the chain was in that binade and the chain ends
+ * at exactly the sum plus the total.  Otherwise (a tie, or the sum
+ * reaching the next binade: about once per binade of a norm) the squares
+ * are added one by one as before.  The adds are independent, and 2^e is
+ * kept per lane (redone only after a block that was not summed), so one
+ * norm runs at the speed of the arithmetic, not at the latency of an
+ * add. */
 #include "update_norm.h"
 
 #include <string.h>
 
 #define LANES 4  /* add_in_order names four accumulators */
-#define BLOCK 32 /* elements per lane per round */
+#define BLOCK 64 /* elements per lane per round */
 
 typedef long long v2i __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
 typedef float v2f __attribute__((vector_size(8)));
 
-typedef enum block_kind { BLOCK_ZERO, BLOCK_SQUARES, BLOCK_SLOW } block_kind;
+typedef enum block_kind {
+  BLOCK_ZERO,
+  BLOCK_SUMMED,
+  BLOCK_SQUARES,
+  BLOCK_SLOW
+} block_kind;
 
-/* A block's kind; for BLOCK_SQUARES its squares in t. */
+/* A block's kind; for BLOCK_SUMMED the new sum in *ssq, for
+ * BLOCK_SQUARES its squares in t, to be added to *ssq in order.  base is
+ * 2^e, the bottom of the binade *ssq is taken to be in (checked). */
 typedef block_kind (*block_kind_fn)(const unsigned char *a,
                                     const unsigned char *b, double scale,
-                                    double *t);
+                                    double base, double *ssq, double *t);
+
+/* 2^e with 2^e <= s < 2^(e+1) (s >= 1). */
+static double binade_base(double s) {
+  uint64_t bits;
+  memcpy(&bits, &s, sizeof bits);
+  bits &= 0x7ff0000000000000u;
+  memcpy(&s, &bits, sizeof bits);
+  return s;
+}
+
+/* The squares of a block whose differences are all finite and at most
+ * scale, one by one: the same operations as the vector code, so the same
+ * bits (for the rare block that is added in order). */
+static void block_squares(const unsigned char *a, const unsigned char *b,
+                          double scale, double *t) {
+  for (int i = 0; i < BLOCK; i++) {
+    float x, y;
+    memcpy(&x, a + 4 * i, sizeof x);
+    memcpy(&y, b + 4 * i, sizeof y);
+    double q = fabs((double)x - (double)y) / scale;
+    t[i] = q * q;
+  }
+}
+
+/* What the squares of vector v of a block add to a sum in base's binade
+ * (a statement expression, GCC/Clang: it updates ok and tie of the
+ * function it is used in). */
+#define ADDED(a, b, W, v, VD, VI, VF, CVT)                                     \
+  ({                                                                           \
+    VF x_, y_;                                                                 \
+    memcpy(&x_, (a) + 4 * (W) * (v), sizeof x_);                               \
+    memcpy(&y_, (b) + 4 * (W) * (v), sizeof y_);                               \
+    VD d_ = (VD)((VI)(CVT(x_) - CVT(y_)) & magnitude); /* fabs */              \
+    ok &= (VI)(d_ <= s);                               /* false for NaN */     \
+    VD q_ = d_ / s;                                                            \
+    VD sq_ = q_ * q_;                                                          \
+    VD r_ = (s0 + sq_) - s0; /* what adding sq_ adds */                        \
+    tie |= (VI)((VD)((VI)(sq_ - r_) & magnitude) == h);                        \
+    r_;                                                                        \
+  })
 
 /* One definition for both vector widths: GCC/Clang vector extensions.
  * ATTR is empty for the baseline build (SSE2 on x86-64, whatever the
@@ -44,9 +109,10 @@ typedef block_kind (*block_kind_fn)(const unsigned char *a,
  * is zero exactly when the two floats are equal, NaN never), so a block of
  * unchanged weights costs one compare per vector.  Otherwise the
  * differences are formed as doubles, W at a time. */
-#define DEFINE_BLOCK_KIND(NAME, W, VD, VI, VF, EW, EF, ES, ATTR)               \
+#define DEFINE_BLOCK_KIND(NAME, W, VD, VI, VF, CVT, EW, EF, ES, ATTR)          \
   ATTR static block_kind NAME(const unsigned char *a, const unsigned char *b,  \
-                              double scale, double *t) {                       \
+                              double scale, double base, double *ssq,          \
+                              double *t) {                                     \
     ES equal;                                                                  \
     for (int k = 0; k < EW; k++)                                               \
       equal[k] = -1;                                                           \
@@ -61,48 +127,58 @@ typedef block_kind (*block_kind_fn)(const unsigned char *a,
       all_equal &= equal[k];                                                   \
     if (all_equal)                                                             \
       return BLOCK_ZERO;                                                       \
-    VD d[BLOCK / W], s;                                                        \
-    VI ok, magnitude;                                                          \
+    VD s, s0, h, total, total2; /* two: a shorter chain of adds */             \
+    VI ok, tie, magnitude;                                                     \
     for (int k = 0; k < W; k++) {                                              \
       s[k] = scale;                                                            \
+      s0[k] = base;                                                            \
+      h[k] = base * 0x1p-53; /* half an ulp in base's binade */                \
+      total[k] = total2[k] = 0;                                                \
       ok[k] = -1;                                                              \
+      tie[k] = 0;                                                              \
       magnitude[k] = INT64_MAX;                                                \
     }                                                                          \
-    for (int v = 0; v < BLOCK / W; v++) {                                      \
-      VF x, y;                                                                 \
-      memcpy(&x, a + 4 * W * v, sizeof x);                                     \
-      memcpy(&y, b + 4 * W * v, sizeof y);                                     \
-      VD diff =                                                                \
-          __builtin_convertvector(x, VD) - __builtin_convertvector(y, VD);     \
-      d[v] = (VD)((VI)diff & magnitude); /* fabs */                            \
-      ok &= (VI)(d[v] <= s);             /* false for NaN */                   \
+    for (int v = 0; v < BLOCK / W; v += 2) {                                   \
+      total += ADDED(a, b, W, v, VD, VI, VF, CVT);                             \
+      total2 += ADDED(a, b, W, v + 1, VD, VI, VF, CVT);                        \
     }                                                                          \
-    long long all_ok = -1;                                                     \
-    for (int k = 0; k < W; k++)                                                \
+    total += total2;                                                           \
+    long long all_ok = -1, any_tie = 0;                                        \
+    double sum = 0;                                                            \
+    for (int k = 0; k < W; k++) {                                              \
       all_ok &= ok[k];                                                         \
+      any_tie |= tie[k];                                                       \
+      sum += total[k];                                                         \
+    }                                                                          \
     if (!all_ok) /* also when scale is 0: some d > 0 */                        \
       return BLOCK_SLOW;                                                       \
-    for (int v = 0; v < BLOCK / W; v++) {                                      \
-      VD q = d[v] / s;                                                         \
-      VD sq = q * q;                                                           \
-      memcpy(t + W * v, &sq, sizeof sq);                                       \
+    double start = *ssq;                                                       \
+    sum += start;                                                              \
+    if (!any_tie && start >= base && sum < 2 * base) {                         \
+      *ssq = sum;                                                              \
+      return BLOCK_SUMMED;                                                     \
     }                                                                          \
+    block_squares(a, b, scale, t);                                             \
     return BLOCK_SQUARES;                                                      \
   }
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4s __attribute__((vector_size(16)));
-DEFINE_BLOCK_KIND(block_kind_v2, 2, v2d, v2i, v2f, 4, v4f, v4s, )
+#define CVT_V2(x) __builtin_convertvector(x, v2d)
+DEFINE_BLOCK_KIND(block_kind_v2, 2, v2d, v2i, v2f, CVT_V2, 4, v4f, v4s, )
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* The build targets the x86-64 baseline, so this copy is compiled for
  * AVX2 with the GCC/Clang `target` attribute and used only where
  * __builtin_cpu_supports says the CPU has it. */
+#include <immintrin.h>
 typedef long long v4i __attribute__((vector_size(32)));
 typedef double v4d __attribute__((vector_size(32)));
 typedef float v8f __attribute__((vector_size(32)));
 typedef int32_t v8s __attribute__((vector_size(32)));
-DEFINE_BLOCK_KIND(block_kind_v4, 4, v4d, v4i, v4f, 8, v8f, v8s,
+/* GCC splits __builtin_convertvector of four floats into halves. */
+#define CVT_V4(x) ((v4d)_mm256_cvtps_pd((__m128)(x)))
+DEFINE_BLOCK_KIND(block_kind_v4, 4, v4d, v4i, v4f, CVT_V4, 8, v8f, v8s,
                   __attribute__((target("avx2"))))
 
 static bool avx2_allowed = true;
@@ -130,9 +206,11 @@ typedef struct lane {
   const unsigned char *a, *b;
   int64_t n, i;
   scaled_ssq s;
-  size_t job; /* index into pairs and out */
-  bool live;  /* has a norm to finish */
-  bool done;  /* out[job] written (a NaN or inf decided it) */
+  double base; /* binade_base(s.ssq), unless rebase */
+  bool rebase; /* s.ssq changed outside a block: base is to be redone */
+  size_t job;  /* index into pairs and out */
+  bool live;   /* has a norm to finish */
+  bool done;   /* out[job] written (a NaN or inf decided it) */
 } lane;
 
 static double difference(const lane *l, int64_t i) {
@@ -163,6 +241,7 @@ static void lane_start(lane *l, const update_pair *pairs, size_t n,
               .b = p->b,
               .n = p->n,
               .s = SCALED_SSQ_INIT,
+              .base = 1,
               .job = (*next)++,
               .live = true};
 }
@@ -172,14 +251,21 @@ static void lane_start(lane *l, const update_pair *pairs, size_t n,
 static bool lane_block(lane *l, block_kind_fn kind_of, double *t, double *out) {
   if (!l->live)
     return false;
+  if (l->rebase) { /* a branch, not a data dependence on the sum */
+    l->base = binade_base(l->s.ssq);
+    l->rebase = false;
+  }
   int64_t len = l->n - l->i;
   if (len >= BLOCK) {
-    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale, t);
+    block_kind k = kind_of(l->a + 4 * l->i, l->b + 4 * l->i, l->s.scale,
+                           l->base, &l->s.ssq, t);
     if (k != BLOCK_SLOW) {
       l->i += BLOCK;
+      l->rebase = k == BLOCK_SQUARES; /* then the sum changes after this */
       return k == BLOCK_SQUARES;
     }
   }
+  l->rebase = true;
   add_one_by_one(l, l->i + (len < BLOCK ? len : BLOCK), out);
   return false;
 }

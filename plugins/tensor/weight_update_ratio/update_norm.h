@@ -4,10 +4,12 @@
  * The norm is scaled, so that large weights do not overflow: the running
  * sum of squares of |a_i - b_i| / scale, rescaled whenever a larger
  * difference raises the scale.  Every difference is added in element
- * order: the reported ratios' bits depend on that order, so a norm is one
- * chain of dependent adds.  A single norm is bound by the latency of that
- * chain; several norms computed together (update_norms_f32) run their
- * chains side by side, which is where the speed comes from. */
+ * order: the reported ratios' bits depend on that order
+ * (docs/rules/WeightUpdateRatio.md), so a norm is one chain of dependent
+ * adds.  update_norms_f32 gives the bits of that chain without waiting on
+ * it: within a binade of the sum, what each add adds does not depend on
+ * the sum (update_norm.c), so a block's adds are independent; several
+ * norms computed together also run side by side. */
 #ifndef WUR_UPDATE_NORM_H
 #define WUR_UPDATE_NORM_H
 
