@@ -144,6 +144,14 @@ int smr_data_value_head(smr_trial *t, const char *name, int64_t step, int mode,
   return smr_data_value(t, name, step, mode, NULL, out, loc, err);
 }
 
+int smr_data_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
+                        const int64_t *at, size_t nruns, size_t run_elems,
+                        size_t elem_size, void *dest) {
+  smr_trial_reader_enter(t); /* live: trial.h */
+  return smr_trial_value_runs(t, name, step, mode, at, nruns, run_elems,
+                              elem_size, dest);
+}
+
 static int reduction_read(smr_trial *t, const char *name, int64_t step,
                           int mode, const char *worker, int reduction, bool abs,
                           double *out, bool *saved, smr_error *err) {

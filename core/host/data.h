@@ -51,6 +51,12 @@ int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
 int smr_data_value_head(smr_trial *t, const char *name, int64_t step, int mode,
                         size_t max_elems, smr_tensor *out, smr_value_loc *loc,
                         smr_error *err);
+/* Runs of elements of the default worker's value (smr_trial_value_runs:
+ * SMR_OK, or an error, and then the caller reads the value whole, which
+ * says why it cannot be read, if it cannot). */
+int smr_data_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
+                        const int64_t *at, size_t nruns, size_t run_elems,
+                        size_t elem_size, void *dest);
 /* The saved reduction when present (*saved true), else computed from the
  * value. */
 int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,

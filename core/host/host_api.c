@@ -256,6 +256,15 @@ static int api_value_head(smrules_trial *t, const char *name, int64_t step,
   return value_out(t, name, step, mode, max_elems, out);
 }
 
+static int api_value_runs(smrules_trial *t, const char *name, int64_t step,
+                          int mode, const int64_t *at, size_t nruns,
+                          size_t run_elems, size_t elem_size, void *dest) {
+  return smr_data_value_runs(T(t), name, step, mode, at, nruns, run_elems,
+                             elem_size, dest) == SMR_OK
+             ? SMRULES_OK
+             : SMRULES_ERR;
+}
+
 static void api_release(smrules_tensor *t) {
   host_tensor *h = t->host_;
   if (h) {
@@ -658,6 +667,7 @@ static const smrules_api API = {
     .rule_failure = smr_api_rule_failure,
     .live_workers = api_live_workers,
     .value_head = api_value_head,
+    .value_runs = api_value_runs,
 };
 
 const smrules_api *smr_host_api(void) {

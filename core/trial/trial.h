@@ -210,6 +210,16 @@ int smr_trial_value(smr_trial *t, const char *name, int64_t step, int mode,
  * there.  Nothing is reported; err is not set. */
 int smr_trial_value_head(smr_trial *t, const char *name, int64_t step, int mode,
                          size_t max_elems, smr_tensor *out, smr_value_loc *loc);
+/* Runs of the default worker's value at (step, mode) without reading the
+ * rest of its record: nruns runs of run_elems elements of elem_size
+ * bytes each, from elements at[0..nruns-1], copied back to back into
+ * dest.  SMR_OK, or SMR_ERR_FORMAT when the runs cannot be read that way
+ * (a remote or TensorBoard trial, a record only a whole read can check, a
+ * run outside the value, another element size): the caller reads the
+ * value whole. */
+int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
+                         const int64_t *at, size_t nruns, size_t run_elems,
+                         size_t elem_size, void *dest);
 /* A reduction: the saved one when present (*saved = true), else computed
  * from the value. */
 int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,

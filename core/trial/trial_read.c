@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "format/dtype.h"
 #include "format/event.h"
 #include "format/record.h"
 #include "source/source.h"
@@ -516,8 +517,20 @@ static bool head_framing_ok(const uint8_t *hdr, const uint8_t *ftr,
          smr_le32(ftr) == SMR_SMDEBUG_DATA_CRC;
 }
 
+/* head_of_entry, also giving where the elements lie in the payload
+ * (*content_at, *content_len; NULL: not wanted). */
+static int head_of_entry_at(smr_trial *t, const smr_entry *e, const char *tag,
+                            size_t max_elems, smr_tensor *out,
+                            uint64_t *content_at, uint64_t *content_len);
+
 static int head_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
                          size_t max_elems, smr_tensor *out) {
+  return head_of_entry_at(t, e, tag, max_elems, out, NULL, NULL);
+}
+
+static int head_of_entry_at(smr_trial *t, const smr_entry *e, const char *tag,
+                            size_t max_elems, smr_tensor *out,
+                            uint64_t *content_at, uint64_t *content_len) {
   uint64_t start = (uint64_t)e->start, length = (uint64_t)e->length;
   uint64_t want = SMR_RECORD_HEADER + HEAD_FIELDS + max_elems * HEAD_ELEM_MAX;
   /* remote: two round trips would cost more than the record cache's
@@ -549,6 +562,10 @@ static int head_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
         rc = SMR_ERR_FORMAT;
       }
       free(name);
+      if (content_at)
+        *content_at = at;
+      if (content_len)
+        *content_len = dlen;
     }
   }
   free(tail);
@@ -569,6 +586,64 @@ int smr_trial_value_head(smr_trial *t, const char *name, int64_t step, int mode,
   int rc = e ? head_of_entry(t, e, name, max_elems, out) : SMR_ERR_FORMAT;
   if (rc == SMR_OK)
     fill_loc(loc, &es.v[0]);
+  smr_entries_free(&es);
+  return rc;
+}
+
+/* The runs' bytes, read where the head says the elements lie: the head
+ * is read again (a few KB) so that the runs are those of the record the
+ * index names now, its framing and tag checked as value_head checks them;
+ * every run must lie inside the elements. */
+static int runs_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
+                         const int64_t *at, size_t nruns, size_t run_elems,
+                         size_t elem_size, uint8_t *dest) {
+  smr_tensor h;
+  uint64_t cat = 0, clen = 0;
+  memset(&h, 0, sizeof h);
+  if (head_of_entry_at(t, e, tag, 1, &h, &cat, &clen) != SMR_OK)
+    return SMR_ERR_FORMAT;
+  /* h holds the first elements only: the count is the shape's */
+  uint64_t count = 1;
+  for (int d = 0; d < h.ndim && d < SMR_MAX_DIMS; d++)
+    count = h.shape[d] < 0 ||
+                    (h.shape[d] && count > UINT64_MAX / (uint64_t)h.shape[d])
+                ? 0
+                : count * (uint64_t)h.shape[d];
+  bool ok = !h.strings && smr_dtype_size(h.dtype) == elem_size && count > 0 &&
+            clen / elem_size == count && clen % elem_size == 0;
+  smr_tensor_release(&h);
+  for (size_t i = 0; ok && i < nruns; i++) {
+    ok = at[i] >= 0 && (uint64_t)at[i] <= count &&
+         run_elems <= count - (uint64_t)at[i];
+    uint64_t n = (uint64_t)run_elems * elem_size;
+    uint8_t *run = ok ? read_copy(t, e->event_file,
+                                  (uint64_t)e->start + SMR_RECORD_HEADER + cat +
+                                      (uint64_t)at[i] * elem_size,
+                                  n)
+                      : NULL;
+    ok = run != NULL;
+    if (run)
+      memcpy(dest + i * n, run, n);
+    free(run);
+  }
+  return ok ? SMR_OK : SMR_ERR_FORMAT;
+}
+
+int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
+                         const int64_t *at, size_t nruns, size_t run_elems,
+                         size_t elem_size, void *dest) {
+  smr_entries es;
+  smr_error err;
+  smr_error_clear(&err);
+  if (!nruns || !run_elems || !elem_size || run_elems > HEAD_MAX_ELEMS ||
+      nruns > 64 || lookup(t, name, step, mode, NULL, &es, &err) != SMR_OK)
+    return SMR_ERR_FORMAT;
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+  int rc =
+      e && !t->tb && !smr_source_is_remote(t->src) && !e->problem &&
+              e->event_file
+          ? runs_of_entry(t, e, name, at, nruns, run_elems, elem_size, dest)
+          : SMR_ERR_FORMAT;
   smr_entries_free(&es);
   return rc;
 }

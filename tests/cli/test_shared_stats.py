@@ -45,6 +45,13 @@
    healthy_mlp_digits with --jobs 1 AllZero finds counts filled (none
    before); on two_workers_ddp nothing is filled across modes; results
    equal those of each rule alone with --jobs 1 and 2.
+10. A rule whose turn found every statistic it asked for in the cache
+   (it read nothing) stays one that reads values only for statistics: on
+   a trial of ReLU outputs alone (ten steps, two outputs), AllZero listed
+   before DeadRelu with --jobs 1 finds all 18 counts of steps 1-9 filled
+   by DeadRelu's reads (10 before: it went first again after each turn
+   that read nothing, and read them itself every other step); results
+   equal those of each rule alone with --jobs 1 and 2.
 """
 
 import json
@@ -407,6 +414,51 @@ def check_filled_across_modes(c, tmp):
                 same_as_alone(sc, rule, got, alone)
 
 
+def write_relu_trial(folder, steps=10):
+    """A trial of two float32 ReLU outputs of 4,096 elements a step, half
+    of them zero, changing at every step."""
+    import struct
+    for step in range(steps):
+        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
+        blob, payload = b"", []
+        for k, name in enumerate(("l1.relu_output_0", "l2.relu_output_0")):
+            v = [0.0 if i % 2 else 1.0 + ((i * 7 + step * 13 + k) % 97) / 8.0
+                 for i in range(4096)]
+            rec = lib.f32_record(name, struct.pack("<%df" % len(v), *v), len(v), step)
+            payload.append({"tensorname": name, "start_idx": len(blob),
+                            "length": len(rec)})
+            blob += rec
+        index = json.dumps({"meta": {"mode": "TRAIN", "mode_step": step,
+                                     "event_file_name": event_rel},
+                            "tensor_payload": payload, "shape_payload": []})
+        for rel, data in ((event_rel, blob),
+                          ("index/000000000/%012d_worker_0.json" % step,
+                           index.encode())):
+            path = os.path.join(folder, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+    open(os.path.join(folder, "training_job_end.ts"), "wb").close()
+
+
+def check_stats_only_kept(c, tmp):
+    path = os.path.join(tmp, "relu-only")
+    write_relu_trial(path)
+    alone = results_alone(path, ("AllZero", "DeadRelu"), tmp)
+    both = write(os.path.join(tmp, "az-dr-relu.yaml"),
+                 "rules:\n  - rule: AllZero\n  - rule: DeadRelu\n")
+    for jobs in ("1", "2"):
+        r = run_counted(path, both, jobs, os.path.join(tmp, "out-az-dr-relu"))
+        sc = c.scope("AllZero before DeadRelu on ReLU outputs alone, --jobs %s" % jobs, r)
+        sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
+        m = COUNTS.search(r.err)
+        if jobs == "1" and sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
+            sc.eq("counts AllZero found filled by DeadRelu's reads", int(m.group(2)), 18)
+        got = rule_results(r)
+        for rule in ("AllZero", "DeadRelu"):
+            same_as_alone(sc, rule, got, alone)
+
+
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-shared-stats-")
@@ -419,6 +471,7 @@ def main():
         check_filled_from_values(c, tmp)
         check_stats_only_last(c, tmp)
         check_filled_across_modes(c, tmp)
+        check_stats_only_kept(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

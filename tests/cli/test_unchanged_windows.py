@@ -18,7 +18,10 @@ The violations and triggered steps are exactly these with --jobs 1 and 2;
 and UnchangedTensor over r/active alone reads, in bytes of trial files
 (smrules_read_bytes_total in --metrics-file), less than 1.5 times its six
 records plus the index and collection files (each record once and the
-first bytes of some; reading the previous value again made it about 2).
+first bytes of some; reading the previous value again made it about 2),
+and less than four records and three records' first bytes and windows:
+its first elements are zero at every step, so only the windows read alone
+(api->value_runs) prove steps 3-5 changed, where it read each whole.
 """
 
 import os
@@ -36,6 +39,10 @@ N = 20000
 ZEROS = 2000
 STEPS = 6
 TENSORS = ["r/active", "r/last_changes", "r/close", "r/frozen"]
+# What a value's first elements and its windows read without the rest of
+# the record: value_head's first bytes (up to 5.2 KB) and last bytes, and
+# value_runs' first bytes again with its four runs of 16 elements.
+HEAD_READS = 12 * 1024
 
 
 def values(name, step):
@@ -123,6 +130,16 @@ def main():
             limit = 1.5 * active + other + 4096
             sc.ok(got < limit, "read %d bytes, less than %d (records %d, index %d)"
                   % (got, limit, active, other))
+            # steps 3-5 are proved changed by the windows alone
+            # (api->value_runs), their records not read whole: four records
+            # are (step 2 compared with steps 1 and 0, whose windows were
+            # not kept, and step 1 again for whether it has a value), then
+            # the first bytes and the windows of steps 3-5 (reading them
+            # whole too was 7 records and more)
+            record = active // STEPS
+            limit = 4 * record + 3 * HEAD_READS + other + 4096
+            sc.ok(got < limit, "read %d bytes, less than four records and "
+                  "three heads with their windows: %d" % (got, limit))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()

@@ -4,7 +4,8 @@
  * value's first elements; a small record, a string tensor and a trial with
  * real payload checksums are read whole; a record cut short, one whose
  * length checksum is damaged and one whose metadata after the elements is
- * damaged get the same status from value_head as from value. */
+ * damaged get the same status from value_head as from value.  value_runs
+ * gives the value's elements where asked and refuses what it cannot. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,8 +238,65 @@ static void test_damaged_records(void) {
   CHECK_EQ_INT(system(cmd), 0);
 }
 
+/* value_runs of name at step: runs at `at` are the value's elements there,
+ * for every dtype; a run past the value's end, another element size and
+ * a small record (only a whole read may check it) are refused. */
+static void test_value_runs(void) {
+  char dir[] = "/tmp/smrules-value-head-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  write_trial(dir, 0);
+  smrules_trial *t = open_trial(dir);
+  const smrules_api *api = smr_host_api();
+  CHECK(SMRULES_API_HAS(api, value_runs));
+  for (size_t k = 0; t && k < NDT; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "big/%zu", k);
+    smrules_tensor v;
+    CHECK_EQ_INT(api->value(t, name, 2, SMRULES_MODE_GLOBAL, &v), SMRULES_OK);
+    size_t size = smr_dtype_size(dtypes[k]);
+    int64_t at[4] = {0, 1234, BIG / 2 + 7, BIG - 16};
+    uint8_t runs[4 * 16 * 16];
+    memset(runs, 0xA5, sizeof runs);
+    CHECK_EQ_INT(
+        api->value_runs(t, name, 2, SMRULES_MODE_GLOBAL, at, 4, 16, size, runs),
+        SMRULES_OK);
+    for (int r = 0; r < 4; r++)
+      CHECK(memcmp(runs + (size_t)r * 16 * size,
+                   (const uint8_t *)v.data + (size_t)at[r] * size,
+                   16 * size) == 0);
+    api->release(&v);
+    int64_t past[1] = {BIG - 15}, neg[1] = {-1};
+    CHECK_EQ_INT(api->value_runs(t, name, 2, SMRULES_MODE_GLOBAL, past, 1, 16,
+                                 size, runs),
+                 SMRULES_ERR);
+    CHECK_EQ_INT(api->value_runs(t, name, 2, SMRULES_MODE_GLOBAL, neg, 1, 16,
+                                 size, runs),
+                 SMRULES_ERR);
+    CHECK_EQ_INT(api->value_runs(t, name, 2, SMRULES_MODE_GLOBAL, at, 1, 16,
+                                 size + 1, runs),
+                 SMRULES_ERR);
+    snprintf(name, sizeof name, "small/%zu", k);
+    CHECK_EQ_INT(
+        api->value_runs(t, name, 2, SMRULES_MODE_GLOBAL, at, 1, 4, size, runs),
+        SMRULES_ERR);
+  }
+  int64_t at0[1] = {0};
+  uint8_t one[64];
+  CHECK_EQ_INT(
+      api->value_runs(t, "big/0", 7, SMRULES_MODE_GLOBAL, at0, 1, 4, 4, one),
+      SMRULES_ERR); /* no such step */
+  CHECK_EQ_INT(
+      api->value_runs(t, "strings", 1, SMRULES_MODE_GLOBAL, at0, 1, 1, 1, one),
+      SMRULES_ERR);
+  smr_trial_close((smr_trial *)t);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  CHECK_EQ_INT(system(cmd), 0);
+}
+
 int main(void) {
   TEST_RUN(test_every_dtype);
+  TEST_RUN(test_value_runs);
   TEST_RUN(test_real_checksums_read_whole);
   TEST_RUN(test_damaged_records);
   return TEST_REPORT("test_value_head");

@@ -597,6 +597,21 @@ typedef struct smrules_api {
    * or checksum only a whole read can check).  Release with release. */
   int (*value_head)(smrules_trial *t, const char *name, int64_t step, int mode,
                     size_t max_elems, smrules_tensor *out);
+
+  /* Appended: test SMRULES_API_HAS(api, value_runs). */
+  /* Runs of a value's elements without reading the rest of a large
+   * record: nruns (at most 64) runs of run_elems (at most 4096) elements
+   * of elem_size bytes each (the value's dtype's size), starting at
+   * elements at[0..nruns-1], copied back to back into dest (nruns *
+   * run_elems * elem_size bytes).  SMRULES_OK; SMRULES_ERR when they
+   * cannot be read that way (a remote trial, a record only a whole read
+   * can check, a run outside the value, another dtype): read the value
+   * with value(), which says why when it cannot be read either.  The
+   * runs are as value() would give them; nothing checks the record's
+   * payload checksum (value() does). */
+  int (*value_runs)(smrules_trial *t, const char *name, int64_t step, int mode,
+                    const int64_t *at, size_t nruns, size_t run_elems,
+                    size_t elem_size, void *dest);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

@@ -64,6 +64,11 @@ typedef struct state {
   const settings *s;
   rk_step_cache steps; /* what the trial holds, not rule state */
   prefix *prefixes;    /* PREFIX_SLOTS, allocated when first needed */
+  /* The windows of the current value when it was not read whole but its
+   * windows alone were (current_value, api->value_runs): compared and
+   * kept as those of a value read whole are. */
+  bool have_runs;
+  unsigned char runs[WINDOWS * WINDOW_ELEMS * sizeof(double)];
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -142,11 +147,13 @@ static void prefix_keep(state *st, const char *name, int64_t step,
   p->shape.count = cur->count;
   size_t n = cur->count < PREFIX_ELEMS ? (size_t)cur->count : PREFIX_ELEMS;
   memcpy(p->bytes, cur->data, n * size);
-  p->windows = whole && has_windows(cur->count) ? WINDOWS : 0;
+  p->windows =
+      (whole || st->have_runs) && has_windows(cur->count) ? WINDOWS : 0;
   for (int w = 0; w < p->windows; w++)
     memcpy(p->window[w],
-           (const unsigned char *)cur->data +
-               (size_t)window_at(cur->count, w) * size,
+           whole ? (const unsigned char *)cur->data +
+                       (size_t)window_at(cur->count, w) * size
+                 : st->runs + (size_t)w * WINDOW_ELEMS * size,
            WINDOW_ELEMS * size);
 }
 
@@ -166,6 +173,38 @@ static bool run_differs(const settings *s, const smrules_tensor *cur,
   a.data = kept;
   b.data = (const unsigned char *)cur->data + (size_t)at * elem_size(cur);
   return !rk_allclose(&a, &b, s->rtol, s->atol, s->equal_nan, NULL);
+}
+
+/* Whether the windows kept in p differ from the current value's windows
+ * read alone (st->runs). */
+static bool runs_differ(const state *st, const prefix *p,
+                        const smrules_tensor *cur) {
+  smrules_tensor runs = *cur;
+  runs.data = st->runs;
+  for (int w = 0; w < p->windows; w++)
+    if (run_differs(st->s, &runs, p->window[w], (int64_t)w * WINDOW_ELEMS,
+                    WINDOW_ELEMS))
+      return true;
+  return false;
+}
+
+/* The current value's windows alone (api->value_runs) into st->runs:
+ * true when read.  Worth it only for a value whose first elements did
+ * not prove a change (a ReLU output's inactive units) and whose previous
+ * value's windows are kept. */
+static bool read_runs(state *st, smrules_trial *t, const char *name, int64_t g,
+                      const smrules_tensor *head) {
+  size_t size = elem_size(head);
+  if (!size || !has_windows(head->count) ||
+      !SMRULES_API_HAS(rk_api, value_runs))
+    return false;
+  int64_t at[WINDOWS];
+  for (int w = 0; w < WINDOWS; w++)
+    at[w] = window_at(head->count, w);
+  st->have_runs =
+      rk_api->value_runs(t, name, g, SMRULES_MODE_GLOBAL, at, WINDOWS,
+                         WINDOW_ELEMS, size, st->runs) == SMRULES_OK;
+  return st->have_runs;
 }
 
 /* True when the kept elements of `name` at `step` prove that value not
@@ -190,7 +229,7 @@ static bool prefix_differs(state *st, const char *name, int64_t step,
     if (run_differs(s, cur, p->window[w], window_at(cur->count, w),
                     WINDOW_ELEMS))
       return true;
-  return false;
+  return !whole && st->have_runs && runs_differ(st, p, cur);
 }
 
 /* A numeric value of `name` at global step g, or false. */
@@ -267,6 +306,14 @@ static bool current_value(state *st, smrules_trial *t, const char *name,
     *read = false;
     return true;
   }
+  /* the first elements prove nothing: the windows alone may */
+  prefix *p = prefix_slot(st, name, prev);
+  if (p && p->windows && read_runs(st, t, name, g, v) &&
+      prefix_differs(st, name, prev, v, false)) {
+    *read = false;
+    return true;
+  }
+  st->have_runs = false;
   rk_api->release(v);
   return numeric_value(t, name, g, v);
 }
@@ -354,6 +401,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
   }
   free(steps);
   prefix_keep(st, name, g, &cur, whole); /* for the steps looking back at g */
+  st->have_runs = false;
   rk_api->release(&cur);
   return rc;
 }
