@@ -425,6 +425,39 @@ def check_hooks(c0, res):
              res[name].get("hook_walks"), 0)
 
 
+REPLACED = r"""
+import json, sys, torch, torch.nn as nn
+import smrules.torch as smd
+from smrules.trials import create_trial
+torch.manual_seed(3)
+model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+hook = smd.Hook(out_dir=sys.argv[1], save_config=smd.SaveConfig(save_interval=1),
+                include_collections=["weights", "losses"])
+hook.register_module(model)
+x = torch.randn(5, 4)
+want = {}
+for step in range(3):
+    if step == 2:  # a parameter replaced between steps
+        model[2].weight = nn.Parameter(torch.full((2, 3), 7.5))
+    want[step] = model[2].weight.detach().clone()
+    model(x).sum().backward()
+hook.close()
+t = create_trial(sys.argv[1])
+got = {s: t.tensor("Sequential_2.weight").value(s) for s in range(3)}
+print(json.dumps({"equal": [bool((got[s] == want[s].numpy()).all()) for s in range(3)]}))
+"""
+
+
+def check_replaced_parameter(c0, tmp):
+    """The parameters are found once, at registration; one replaced later
+    (module.weight = nn.Parameter(...)) is saved as it is from then on."""
+    c = c0.scope("hooks on modules")
+    rc, so, se = pylib.run_py(REPLACED, [os.path.join(tmp, "replaced")])
+    if c.ok(rc == 0, "replaced parameter: script runs", se[-2000:]):
+        c.eq("replaced parameter: the saved weight at steps 0-2 is the module's",
+             json.loads(so).get("equal"), [True, True, True])
+
+
 def main():
     c = lib.Checker("test_torch_hook")
     why = pylib.package_problem()
@@ -513,6 +546,7 @@ def main():
             c.ok(ex["buffers_reused"] > 0, "exploding (queue bound 0): copies reuse written "
                  "buffers", "reused %s" % ex["buffers_reused"])
             check_hooks(c, res)
+            check_replaced_parameter(c, tmp)
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)
