@@ -69,6 +69,78 @@ crc_update_sse42(uint32_t crc, const uint8_t *p, size_t n) {
     c32 = __builtin_ia32_crc32qi(c32, *p++);
   return c32;
 }
+
+/* Three chains at once.  One crc32 instruction chain is bound by the
+ * instruction's latency (3 cycles for 8 bytes here), yet the CPU can start
+ * one every cycle: three independent chains over three consecutive blocks
+ * of a long buffer run about three times as fast.  The blocks' CRCs are
+ * then joined: the CRC register of A followed by B is the register of A
+ * carried over |B| zero bytes, xor B's register started from 0 (the CRC is
+ * linear), and "carried over L zero bytes" is a fixed linear map of the 32
+ * register bits, tabulated per byte of the register (crc_zeros_build).
+ * Adler's crc32c.c and Linux's crc32c-intel join their blocks the same
+ * way.  CRC_LONG blocks for long buffers, CRC_SHORT ones for the rest. */
+#define CRC_LONG 8192
+#define CRC_SHORT 256
+static uint32_t crc_long_zeros[4][256], crc_short_zeros[4][256];
+
+/* tab[k][b]: the register b << 8k carried over `len` zero bytes. */
+__attribute__((target("sse4.2"))) static void
+crc_zeros_build(uint32_t tab[4][256], size_t len) {
+  static const uint8_t zeros[CRC_LONG];
+  uint32_t bit[32];
+  for (int i = 0; i < 32; i++)
+    bit[i] = crc_update_sse42(1u << i, zeros, len);
+  for (int k = 0; k < 4; k++)
+    for (uint32_t b = 0; b < 256; b++) {
+      uint32_t v = 0;
+      for (int j = 0; j < 8; j++)
+        if (b & (1u << j))
+          v ^= bit[8 * k + j];
+      tab[k][b] = v;
+    }
+}
+
+static uint32_t crc_zeros_apply(const uint32_t tab[4][256], uint32_t c) {
+  return tab[0][c & 0xFF] ^ tab[1][(c >> 8) & 0xFF] ^ tab[2][(c >> 16) & 0xFF] ^
+         tab[3][c >> 24];
+}
+
+/* Blocks of `len` bytes, three at a time, while 3 * len bytes remain. */
+__attribute__((target("sse4.2"))) static uint32_t
+crc_blocks3(uint32_t crc, const uint8_t **pp, size_t *np, size_t len,
+            const uint32_t zeros[4][256]) {
+  const uint8_t *p = *pp;
+  size_t n = *np;
+  while (n >= 3 * len) {
+    uint64_t c0 = crc, c1 = 0, c2 = 0;
+    for (const uint8_t *end = p + len; p < end; p += 8) {
+      uint64_t a, b, c;
+      memcpy(&a, p, 8);
+      memcpy(&b, p + len, 8);
+      memcpy(&c, p + 2 * len, 8);
+      c0 = __builtin_ia32_crc32di(c0, a);
+      c1 = __builtin_ia32_crc32di(c1, b);
+      c2 = __builtin_ia32_crc32di(c2, c);
+    }
+    crc = crc_zeros_apply(zeros, (uint32_t)c0) ^ (uint32_t)c1;
+    crc = crc_zeros_apply(zeros, crc) ^ (uint32_t)c2;
+    p += 2 * len;
+    n -= 3 * len;
+  }
+  *pp = p;
+  *np = n;
+  return crc;
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc_update_sse42_3way(uint32_t crc, const uint8_t *p, size_t n) {
+  if (n >= 3 * CRC_SHORT) { /* short buffers (a record's length) go straight */
+    crc = crc_blocks3(crc, &p, &n, CRC_LONG, crc_long_zeros);
+    crc = crc_blocks3(crc, &p, &n, CRC_SHORT, crc_short_zeros);
+  }
+  return crc_update_sse42(crc, p, n);
+}
 #endif
 
 static uint32_t (*crc_impl)(uint32_t, const uint8_t *, size_t) = crc_update;
@@ -77,8 +149,11 @@ static void crc_choose(void) {
   crc_table_build();
 #ifdef SMR_CRC_INSTRUCTION
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("sse4.2"))
-    crc_impl = crc_update_sse42;
+  if (__builtin_cpu_supports("sse4.2")) {
+    crc_zeros_build(crc_long_zeros, CRC_LONG);
+    crc_zeros_build(crc_short_zeros, CRC_SHORT);
+    crc_impl = crc_update_sse42_3way;
+  }
 #endif
 }
 

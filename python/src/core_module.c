@@ -11,7 +11,11 @@
 #include <Python.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/common.h"
 #include "batch_ops.h"
@@ -487,9 +491,74 @@ static PyObject *mod_write_end_marker(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* Copies at least this large bypass the caches (copy_stream). */
+#define STREAM_COPY_MIN (128 * 1024)
+
+/* memcpy for the hook's copies of large tensors: the copy is read again only
+ * by the writer thread, on another core, after the step; stored through the
+ * caches it would push the model's weights and activations out of them
+ * (training then runs slower for the rest of the step) and read each
+ * destination line before overwriting it.  Non-temporal stores (SSE2, in
+ * every x86-64) write around the caches; the fence orders them before the
+ * buffer is handed to the writer thread.  Elsewhere: memcpy. */
+static void copy_stream(void *dst, const void *src, size_t n) {
+#if defined(__x86_64__) && defined(__SSE2__)
+  uint8_t *d = dst;
+  const uint8_t *s = src;
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15; /* align the stores */
+  if (head > n)
+    head = n;
+  memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  for (; n >= 64; d += 64, s += 64, n -= 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)s);
+    __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+    _mm_stream_si128((__m128i *)d, a);
+    _mm_stream_si128((__m128i *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(d + 48), e);
+  }
+  _mm_sfence();
+  memcpy(d, s, n);
+#else
+  memcpy(dst, src, n);
+#endif
+}
+
+static PyObject *mod_copy_into(PyObject *m, PyObject *args) {
+  Py_buffer dst, src;
+  if (!PyArg_ParseTuple(args, "w*y*:copy_into", &dst, &src))
+    return NULL;
+  PyObject *ret = NULL;
+  if (!PyBuffer_IsContiguous(&dst, 'C') || !PyBuffer_IsContiguous(&src, 'C'))
+    PyErr_SetString(PyExc_BufferError, "copy_into: both buffers must be "
+                                       "C-contiguous");
+  else if (dst.len != src.len)
+    PyErr_Format(PyExc_ValueError, "copy_into: %zd bytes into a buffer of %zd",
+                 src.len, dst.len);
+  else {
+    if (src.len >= STREAM_COPY_MIN) {
+      Py_BEGIN_ALLOW_THREADS copy_stream(dst.buf, src.buf, (size_t)src.len);
+      Py_END_ALLOW_THREADS
+    } else
+      memcpy(dst.buf, src.buf, (size_t)src.len);
+    ret = Py_None;
+    Py_INCREF(ret);
+  }
+  PyBuffer_Release(&dst);
+  PyBuffer_Release(&src);
+  return ret;
+}
+
 static PyMethodDef module_methods[] = {
     {"write_end_marker", mod_write_end_marker, METH_VARARGS,
      "write_end_marker(trial_dir): create training_job_end.ts."},
+    {"copy_into", mod_copy_into, METH_VARARGS,
+     "copy_into(dst, src): copy the bytes of the C-contiguous buffer src "
+     "into dst (writable, of the same length); a large copy bypasses the "
+     "caches."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef core_module = {

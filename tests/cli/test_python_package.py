@@ -275,6 +275,55 @@ def check_config(c, tmp):
     sc.eq("hook JSON: LocalPath", o["out_dir"], "/tmp/x")
 
 
+COPY = r"""
+import json, numpy as np
+from smrules import _core
+res = {}
+rng = np.random.default_rng(5)
+src = rng.integers(0, 256, 3 << 20, dtype=np.uint8)
+dst = np.zeros(3 << 20, np.uint8)
+bad = []
+# the plain copy and the one that bypasses the caches (128 KiB and up),
+# each at every alignment of the source and of the destination and with
+# every tail length
+for n in (0, 1, 15, 63, 64, 4097, (128 << 10) - 1, 128 << 10, (128 << 10) + 77, 1 << 20):
+    for so in (0, 1, 8, 15):
+        for do in (0, 3, 16):
+            dst[:] = 0
+            _core.copy_into(dst[do:do + n], src[so:so + n])
+            if not (np.array_equal(dst[do:do + n], src[so:so + n]) and not dst[:do].any()
+                    and not dst[do + n:].any()):
+                bad.append([n, so, do])
+res["bad"] = bad
+def err(fn):
+    try:
+        fn()
+        return "no error"
+    except Exception as e:
+        return type(e).__name__
+res["length"] = err(lambda: _core.copy_into(dst[:10], src[:11]))
+res["strided"] = err(lambda: _core.copy_into(dst[:10], src[:20:2]))
+res["readonly"] = err(lambda: _core.copy_into(bytes(10), src[:10]))
+print(json.dumps(res))
+"""
+
+
+def check_copy_into(c):
+    """_core.copy_into, the hook's copy of a tensor into its buffer: the
+    bytes land exactly, nothing around them is touched, at every
+    alignment, on both sides of the size where the stores bypass the
+    caches; and what it cannot copy is refused."""
+    rc, so, se = pylib.run_py(COPY, [])
+    if not c.ok(rc == 0, "copy_into script runs", se[-2000:]):
+        return
+    res = json.loads(so)
+    sc = c.scope("copy_into")
+    sc.eq("copies that differ (size, source offset, destination offset)", res["bad"], [])
+    sc.eq("lengths differ", res["length"], "ValueError")
+    sc.eq("a strided source", res["strided"], "ValueError")
+    sc.eq("a read-only destination", res["readonly"], "TypeError")
+
+
 def main():
     c = lib.Checker("test_python_package")
     why = pylib.package_problem()
@@ -285,6 +334,7 @@ def main():
         check_dtypes(c, os.path.join(tmp, "dtypes"))
         check_errors(c, os.path.join(tmp, "errors"))
         check_batch(c, tmp)
+        check_copy_into(c)
         check_install(c, os.path.join(tmp, "site"))
         check_config(c, tmp)
     finally:

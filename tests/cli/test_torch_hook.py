@@ -404,6 +404,60 @@ def check_errors(c, tmp, existing):
              (k, etype, words), got)
 
 
+def check_hooks(c0, res):
+    """What the hook leaves on the modules: after the first saving step a
+    submodule none of whose outputs or inputs a collection matches has no
+    forward hook (the ReLUs keep theirs: relu_activations; each also has
+    the truth's), unless save_tensor was used (healthy_cnn: its collections
+    may come later); and the parameters are not found again at each step
+    by walking the model (named_parameters)."""
+    c = c0.scope("hooks on modules")
+    mlp = {"top": 1, "layer1": 0, "layer1.fc": 0, "layer1.relu": 2, "layer2": 0,
+           "layer2.fc": 0, "layer2.relu": 2, "out": 0}
+    for name in ("healthy_mlp", "reduced", "deadrelu"):
+        c.eq("%s: forward hooks left on the modules" % name, res[name].get("forward_hooks"), mlp)
+    cnn = {"top": 1, "block1": 1, "block1.conv": 1, "block1.relu": 2, "block1.pool": 1,
+           "block2": 1, "block2.conv": 1, "block2.relu": 2, "block2.pool": 1, "head": 1}
+    c.eq("healthy_cnn (save_tensor): every module keeps its forward hook",
+         res["healthy_cnn"].get("forward_hooks"), cnn)
+    for name in ("healthy_mlp", "healthy_cnn", "reduced"):
+        c.eq("%s: the hook's named_parameters() walks during training" % name,
+             res[name].get("hook_walks"), 0)
+
+
+REPLACED = r"""
+import json, sys, torch, torch.nn as nn
+import smrules.torch as smd
+from smrules.trials import create_trial
+torch.manual_seed(3)
+model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+hook = smd.Hook(out_dir=sys.argv[1], save_config=smd.SaveConfig(save_interval=1),
+                include_collections=["weights", "losses"])
+hook.register_module(model)
+x = torch.randn(5, 4)
+want = {}
+for step in range(3):
+    if step == 2:  # a parameter replaced between steps
+        model[2].weight = nn.Parameter(torch.full((2, 3), 7.5))
+    want[step] = model[2].weight.detach().clone()
+    model(x).sum().backward()
+hook.close()
+t = create_trial(sys.argv[1])
+got = {s: t.tensor("Sequential_2.weight").value(s) for s in range(3)}
+print(json.dumps({"equal": [bool((got[s] == want[s].numpy()).all()) for s in range(3)]}))
+"""
+
+
+def check_replaced_parameter(c0, tmp):
+    """The parameters are found once, at registration; one replaced later
+    (module.weight = nn.Parameter(...)) is saved as it is from then on."""
+    c = c0.scope("hooks on modules")
+    rc, so, se = pylib.run_py(REPLACED, [os.path.join(tmp, "replaced")])
+    if c.ok(rc == 0, "replaced parameter: script runs", se[-2000:]):
+        c.eq("replaced parameter: the saved weight at steps 0-2 is the module's",
+             json.loads(so).get("equal"), [True, True, True])
+
+
 def main():
     c = lib.Checker("test_torch_hook")
     why = pylib.package_problem()
@@ -491,6 +545,8 @@ def main():
             # any batch when a short run ends: reuse 0 is then right)
             c.ok(ex["buffers_reused"] > 0, "exploding (queue bound 0): copies reuse written "
                  "buffers", "reused %s" % ex["buffers_reused"])
+            check_hooks(c, res)
+            check_replaced_parameter(c, tmp)
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)

@@ -160,6 +160,20 @@ class Truth:
 
 # ---------------------------------------------------------------- one run
 
+def count_hook_walks(model):
+    """How often the hook's own code calls model.named_parameters() (the
+    truth's calls are not counted)."""
+    calls = [0]
+    orig = model.named_parameters
+
+    def counted(*a, **kw):
+        if os.path.join("smrules", "torch", "") in sys._getframe(1).f_code.co_filename:
+            calls[0] += 1
+        return orig(*a, **kw)
+    model.named_parameters = counted
+    return calls
+
+
 def run(spec):
     """One training run.  spec: out, model (mlp|cnn), scenario (healthy,
     exploding, deadrelu, stalled), epochs, train_steps, eval_steps,
@@ -208,6 +222,7 @@ def run(spec):
     os.environ.pop("SMRULES_HOOK_QUEUE_MB", None)
     hook.register_module(model)
     hook.register_loss(loss_fn)
+    walks = count_hook_walks(model)
     relus = [n for n, m in model.named_modules() if isinstance(m, nn.ReLU)]
     truth = Truth(model, type(model).__name__ + "_", relus, reductions)
     loss_name = type(loss_fn).__name__ + "_output_0"
@@ -245,10 +260,14 @@ def run(spec):
                 truth.begin(g, "EVAL", ms["EVAL"], ms["EVAL"] % iv["EVAL"] == 0)
                 loss = loss_fn(model(xe), ye)
                 truth.loss(loss_name, loss)
+    # forward hooks per module while the hook is attached (the truth's own
+    # on the ReLUs included)
+    hooks = {n or "top": len(m._forward_hooks) for n, m in model.named_modules()}
     if spec.get("close", True):
         hook.close()
     # else: the interpreter's exit closes the trial
     return {"steps": truth.steps, "queue_peak": hook._writer.peak_bytes if hook._writer else 0,
+            "forward_hooks": hooks, "hook_walks": walks[0],
             "queue_bound": hook._queue_bytes,
             "buffers_reused": hook._writer.reused if hook._writer else 0}
 

@@ -85,6 +85,42 @@ static void test_crc_paths_agree(void) {
   CHECK_EQ_INT(smr_crc32c_table_extend(0, "123456789", 9), 0xE3069283u);
 }
 
+/* Long buffers, where the instruction path runs three chains over blocks
+ * of 256 and 8192 bytes and joins them: every length around the block
+ * sizes' multiples agrees with the table, and a known CRC of 64 KiB of
+ * zeros and of 0xFF bytes (crcmod's crc-32c, reflected, xor-out). */
+static void test_crc_long_paths_agree(void) {
+  size_t cap = 3 * 8192 * 3 + 3 * 256 * 2 + 64;
+  uint8_t *buf = malloc(cap + 16);
+  uint64_t x = 0x243F6A8885A308D3ull;
+  for (size_t i = 0; i < cap + 16; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    buf[i] = (uint8_t)x;
+  }
+  static const size_t base[] = {3 * 256,      3 * 256 * 2,
+                                3 * 8192,     3 * 8192 + 3 * 256,
+                                3 * 8192 * 2, 3 * 8192 * 3 + 3 * 256 * 2};
+  int bad = 0, n = 0;
+  for (size_t b = 0; b < sizeof base / sizeof *base; b++)
+    for (size_t d = 0; d < 24; d++)
+      for (size_t off = 0; off < 16; off += 5, n++) {
+        size_t len = base[b] - 12 + d;
+        bad += smr_crc32c_extend(0xDEADBEEFu, buf + off, len) !=
+               smr_crc32c_table_extend(0xDEADBEEFu, buf + off, len);
+      }
+  CHECK_EQ_INT(bad, 0);
+  CHECK(n > 400);
+  memset(buf, 0, 65536);
+  CHECK_EQ_INT(smr_crc32c(buf, 65536), smr_crc32c_table_extend(0, buf, 65536));
+  CHECK_EQ_INT(smr_crc32c(buf, 32), 0x8A9136AAu); /* RFC 3720 B.4 */
+  memset(buf, 0xFF, 65536);
+  CHECK_EQ_INT(smr_crc32c(buf, 32), 0x62A8AB43u); /* RFC 3720 B.4 */
+  CHECK_EQ_INT(smr_crc32c(buf, 65536), smr_crc32c_table_extend(0, buf, 65536));
+  free(buf);
+}
+
 static void test_mask_smdebug_constant(void) {
   /* smdebug's footer: masked CRC32C of the ASCII bytes "0x12345678". */
   CHECK_EQ_INT(smr_crc_mask(smr_crc32c("0x12345678", 10)),
@@ -295,6 +331,7 @@ int main(void) {
   TEST_RUN(test_crc_check_value);
   TEST_RUN(test_crc_extend);
   TEST_RUN(test_crc_paths_agree);
+  TEST_RUN(test_crc_long_paths_agree);
   TEST_RUN(test_mask_smdebug_constant);
   TEST_RUN(test_masked_length_table);
   TEST_RUN(test_worked_example_record);

@@ -142,10 +142,24 @@ class Hook:
         self._step_mode = (ModeKeys.GLOBAL, -1)
         self._step_open = False  # a step_begin was queued for the current step
         self._custom = {}
+        self._custom_used = False  # save_tensor was called (see _rehook)
         self._scalars = []
         self._module_names = {}
         self._model_names = {}  # top module -> class name (parameter prefix)
+        # top module -> [(saved name, owner module, attribute, parameter)]:
+        # its parameters, found once (see _parameters_of)
+        self._params = {}
         self._handles = []
+        # Forward hooks on submodules (module -> handle).  The first saving
+        # step notes which of them produced a tensor some collection matches
+        # (_probe); at the next step the others lose their hook (_prune):
+        # a tensor's collections are decided when its name is first seen,
+        # so a module none of whose names matched will never save, and its
+        # hook would run Python at every call for nothing.
+        self._sub_hooks = {}
+        self._probe = {}  # module -> produced a name a collection matches
+        self._probing = True  # until the first saving step has been probed
+        self._unhooked = []  # modules whose forward hook was removed
         self._grad_params = []  # (parameter, "gradient/<name>")
         self._grad_order = []  # indexes in _grad_params, as autograd reached them
         self._grads_queued = self._grads_saved = False
@@ -348,10 +362,68 @@ class Hook:
         self._model_names[module] = top
         self._handles.append(module.register_forward_pre_hook(self._forward_pre_hook))
         for sub in module.modules():
-            self._handles.append(sub.register_forward_hook(self._forward_hook))
+            handle = sub.register_forward_hook(self._forward_hook)
+            if sub is module:  # the top module's hook stays (see _prune)
+                self._handles.append(handle)
+            else:
+                self._sub_hooks[sub] = handle
+        self._params[module] = self._find_parameters(module, top)
         for pname, param in module.named_parameters():
             if param.requires_grad:
                 self._handles.append(self._grad_hook(param, top + "_" + pname))
+
+    @staticmethod
+    def _find_parameters(module, top):
+        out = []
+        for mname, sub in module.named_modules():
+            for attr, param in sub._parameters.items():
+                if param is not None:
+                    out.append((top + "_" + (mname + "." if mname else "") + attr, sub, attr,
+                                param))
+        # named_parameters() lists a parameter shared by two modules once
+        seen, unique = set(), []
+        for entry in out:
+            if id(entry[3]) not in seen:
+                seen.add(id(entry[3]))
+                unique.append(entry)
+        return unique
+
+    def _parameters_of(self, module):
+        """The (name, parameter) pairs module.named_parameters() gives,
+        without walking the module tree at every step: found at
+        registration, and found again if a parameter was replaced since
+        (module.fc.weight = nn.Parameter(...))."""
+        params = self._params.get(module)
+        if params is None or any(owner._parameters.get(attr) is not p
+                                 for _, owner, attr, p in params):
+            params = self._params[module] = self._find_parameters(
+                module, self._model_names.get(module, module._get_name()))
+        return params
+
+    def _prune(self):
+        """After the first saving step: submodules whose inputs and outputs
+        no collection matched lose their forward hook (see _sub_hooks)."""
+        self._probing = False
+        probe, self._probe = self._probe, {}
+        if self._custom_used:
+            return
+        for sub, matched in probe.items():
+            handle = self._sub_hooks.pop(sub, None)
+            if handle is None:
+                continue
+            if matched:
+                self._sub_hooks[sub] = handle
+            else:
+                handle.remove()
+                self._unhooked.append(sub)
+
+    def _rehook(self):
+        """save_tensor adds collections later: every submodule gets its
+        forward hook back, and none is removed again."""
+        self._custom_used = True
+        for sub in self._unhooked:
+            self._sub_hooks[sub] = sub.register_forward_hook(self._forward_hook)
+        self._unhooked = []
 
     def register_hook(self, module):
         self.register_module(module)
@@ -427,12 +499,13 @@ class Hook:
             self._grad_order = []
             self._step_mode = (self.mode, self.mode_steps[self.mode])
             self._colls_for_step = None
+            if self._probing and self._probe:  # the first saving step was probed
+                self._prune()
             if self._collections_for_step():
-                top = self._model_names.get(module, module._get_name())
-                for pname, param in module.named_parameters():
+                for name, _, _, param in self._parameters_of(module):
                     # param itself, not param.data (one tensor object
                     # fewer): the copy detaches it
-                    self._save_for_tensor(top + "_" + pname, param)
+                    self._save_for_tensor(name, param)
             if self.last_saved_step is not None and self._exported is None:
                 self._export_collections()
 
@@ -447,6 +520,18 @@ class Hook:
             self._write_all(name, outputs, OUTPUT_SUFFIX)
             self._flush_custom()
             self.last_saved_step = self.step
+            if self._probing and module in self._sub_hooks and not self._probe.get(module):
+                self._probe[module] = self._names_match(name)
+
+    def _names_match(self, module_name):
+        """Whether a name this module produced in this step (inputs and
+        outputs) belongs to a collection being saved."""
+        for suffix in (INPUT_SUFFIX, OUTPUT_SUFFIX):
+            key = module_name + suffix
+            for i in range(self._names_in_step.get(key, 0)):
+                if self._collections_with_tensor(key + str(i)):
+                    return True
+        return False
 
     def _write_all(self, module_name, value, suffix):
         key = module_name + suffix
@@ -532,6 +617,8 @@ class Hook:
             return
         if isinstance(collections_to_write, str):
             collections_to_write = [collections_to_write]
+        if not self._custom_used:
+            self._rehook()
         for cname in collections_to_write:
             self._custom[tensor_name] = (value, cname)
 
@@ -630,9 +717,11 @@ class Hook:
                         print(f"smrules hook: {e}", file=sys.stderr)
             finally:
                 self._busy -= 1
-                for h in self._handles:
+                for h in self._handles + list(self._sub_hooks.values()):
                     h.remove()
                 self._handles = []
+                self._sub_hooks = {}
+                self._unhooked = []
 
     def _close_at_exit(self):
         if os.getpid() != self._pid:  # a forked child (a DataLoader worker)

@@ -163,7 +163,18 @@ class WriterThread:
                 self.reused += 1
         if c is None:
             c = Copy(key)
-        c.tensor.copy_(v)
+        src = None
+        if c.array is not None and v.is_contiguous():
+            try:  # a CPU tensor's memory as NumPy sees it
+                src = v.numpy()
+            except (TypeError, RuntimeError):  # another device, conj/neg bits
+                pass
+        if src is not None:
+            # the bytes as they are (same dtype and shape), stored around
+            # the caches when large: see copy_into in python/src/core_module.c
+            _core.copy_into(c.array, src)
+        else:
+            c.tensor.copy_(v)
         return c
 
     def _recycle(self):
