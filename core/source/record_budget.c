@@ -1,0 +1,200 @@
+/* record_budget.c - records too large to be shared (SHARED_RECORD_MAX),
+ * within one byte budget for the process.
+ *
+ * A rule comparing two steps holds two records at once, and each rule
+ * thread used to keep the buffers it had read them into for its next
+ * read.  With records of 16 MB, two threads running such rules side by
+ * side held four (64 MB, peak RSS 71-76 MB) and kept them afterwards,
+ * whatever the trial's size.  Two things bound that now:
+ *
+ *  - the large buffers no range holds are kept in one list for every
+ *    thread (not per thread), only while the held and idle ones together
+ *    fit RECORD_BUDGET: a buffer let go beyond it is freed, and a read
+ *    that needs a new one frees idle ones until it fits.  A thread reuses
+ *    another's buffer as well as its own: its pages are already there;
+ *  - the scheduler admits a rule's turn only while the large records the
+ *    running turns held last time, and this one's, fit the budget
+ *    (core/run/schedule.c); one turn alone always runs.  A turn's bytes
+ *    are learned from its thread's peak (smr_source_turn_record_bytes).
+ *
+ * So the large records in memory stay within the budget, plus what one
+ * turn holds beyond its last turn's share (a rule reading more records
+ * in this step than in the last).  Records of at most SHARED_RECORD_MAX
+ * bytes are the shared records' (shared_records.c), under their own
+ * budget. */
+#include "source/record_budget.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "source/source.h"
+
+/* Two rules side by side, each comparing two steps of records of 12 MiB
+ * (the bench's CNN trial: its ReLU output and dense layer), fit; two
+ * such rules with records of 16 MB do not, and run one after the other:
+ * with the process's own ~12 MB, peak RSS stays under 64 MB
+ * (docs/kubernetes.md#record-memory). */
+#define RECORD_BUDGET ((size_t)50 << 20)
+
+static struct {
+  pthread_mutex_t mu;
+  record_buf *idle; /* given back most recently first */
+  size_t idle_bytes;
+  size_t held_bytes;        /* lent to ranges */
+  size_t largest;           /* the largest buffer taken so far */
+  _Atomic size_t in_memory; /* held + idle, read without the lock */
+} large = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Under large.mu, after held_bytes or idle_bytes changed. */
+static void update_in_memory(void) {
+  atomic_store_explicit(&large.in_memory, large.held_bytes + large.idle_bytes,
+                        memory_order_relaxed);
+}
+
+size_t record_budget_shared_bytes(size_t most) {
+  size_t used = atomic_load_explicit(&large.in_memory, memory_order_relaxed);
+  size_t left = used < RECORD_BUDGET ? RECORD_BUDGET - used : 0;
+  return left < most ? left : most;
+}
+
+/* This thread's large bytes held now, and at most since the last
+ * smr_source_turn_record_bytes. */
+static _Thread_local size_t thread_held, thread_peak;
+
+size_t smr_source_record_budget(void) {
+  return RECORD_BUDGET;
+}
+
+size_t smr_source_largest_record(void) {
+  pthread_mutex_lock(&large.mu);
+  size_t n = large.largest;
+  pthread_mutex_unlock(&large.mu);
+  return n;
+}
+
+size_t smr_source_turn_record_bytes(void) {
+  size_t peak = thread_peak;
+  thread_peak = thread_held;
+  return peak;
+}
+
+/* Under large.mu: the smallest idle buffer of at least len bytes, else the
+ * largest (too small: the caller frees it and maps one that fits, so
+ * that idle buffers do not pile up, one of each size read), taken off
+ * the list; NULL: none idle. */
+static record_buf *idle_pick(size_t len) {
+  record_buf **fit = NULL, **largest = NULL;
+  for (record_buf **q = &large.idle; *q; q = &(*q)->next) {
+    if ((*q)->cap >= len && (!fit || (*q)->cap < (*fit)->cap))
+      fit = q;
+    if (!largest || (*q)->cap > (*largest)->cap)
+      largest = q;
+  }
+  if (!fit)
+    fit = largest;
+  if (!fit)
+    return NULL;
+  record_buf *b = *fit;
+  *fit = b->next;
+  b->next = NULL;
+  large.idle_bytes -= b->cap;
+  update_in_memory();
+  return b;
+}
+
+/* Under large.mu: idle buffers off the list, oldest first, until `more`
+ * bytes held fit the budget; returned as a list for the caller to free
+ * outside the lock. */
+static record_buf *idle_trim(size_t more) {
+  record_buf *out = NULL;
+  while (large.idle &&
+         large.held_bytes + large.idle_bytes + more > RECORD_BUDGET) {
+    record_buf **last = &large.idle;
+    while ((*last)->next)
+      last = &(*last)->next;
+    record_buf *b = *last;
+    *last = NULL;
+    large.idle_bytes -= b->cap;
+    b->next = out;
+    out = b;
+  }
+  update_in_memory();
+  return out;
+}
+
+static void count_held(size_t cap) {
+  thread_held += cap;
+  if (thread_held > thread_peak)
+    thread_peak = thread_held;
+}
+
+record_buf *record_budget_take(size_t len) {
+  record_buf *drop = NULL;
+  pthread_mutex_lock(&large.mu);
+  record_buf *b = idle_pick(len);
+  if (b && b->cap < len) {
+    b->next = idle_trim(len);
+    drop = b;
+    b = NULL;
+  } else if (!b) {
+    drop = idle_trim(len);
+  }
+  pthread_mutex_unlock(&large.mu);
+  while (drop) {
+    record_buf *next = drop->next;
+    smr_record_buf_destroy(drop);
+    drop = next;
+  }
+  if (!b && !(b = smr_record_buf_new(len)))
+    return NULL;
+  pthread_mutex_lock(&large.mu);
+  large.held_bytes += b->cap;
+  if (b->cap > large.largest)
+    large.largest = b->cap;
+  update_in_memory();
+  pthread_mutex_unlock(&large.mu);
+  count_held(b->cap);
+  smr_shared_trim(); /* the shared records' share shrinks */
+  return b;
+}
+
+record_buf *record_budget_take_idle(size_t len) {
+  pthread_mutex_lock(&large.mu);
+  record_buf *b = idle_pick(len);
+  if (b && b->cap > 2 * len + 65536) { /* counts for more than it holds */
+    b->next = large.idle;
+    large.idle = b;
+    large.idle_bytes += b->cap;
+    b = NULL;
+  }
+  if (b && b->cap < len) { /* back where it was: none fits */
+    b->next = large.idle;
+    large.idle = b;
+    large.idle_bytes += b->cap;
+    b = NULL;
+  }
+  if (b)
+    large.held_bytes += b->cap;
+  update_in_memory();
+  pthread_mutex_unlock(&large.mu);
+  if (b)
+    count_held(b->cap);
+  return b;
+}
+
+void record_budget_give_back(record_buf *b) {
+  thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
+  pthread_mutex_lock(&large.mu);
+  large.held_bytes -= b->cap;
+  bool keep = large.held_bytes + large.idle_bytes + b->cap <= RECORD_BUDGET;
+  if (keep) {
+    b->next = large.idle;
+    large.idle = b;
+    large.idle_bytes += b->cap;
+  }
+  update_in_memory();
+  pthread_mutex_unlock(&large.mu);
+  if (!keep)
+    smr_record_buf_destroy(b);
+}
