@@ -33,9 +33,17 @@ record_buf *record_budget_take_idle(size_t len);
  * large buffers fit the budget, else freed. */
 void record_budget_give_back(record_buf *b);
 
+/* Every record buffer's memory, allocated (true) or released
+ * (shared_records.c's buf_alloc and buf_release_memory). */
+void record_budget_count(size_t cap, bool allocated);
+/* A shared record's buffer of cap bytes lent to a range of this thread
+ * (taken) or let go: it counts in the thread's turn as its own do. */
+void record_budget_shared_held(size_t cap, bool taken);
 /* What the shared records (shared_records.c) may keep, at most `most`
- * bytes: the budget less the large records held and idle, so that large
- * records in flight crowd the shared ones out rather than add to them. */
-size_t record_budget_shared_bytes(size_t most);
+ * bytes, when `theirs` of all record buffers are theirs: the budget less
+ * the other buffers (the large records held and idle, the records the
+ * rules hold), so that records in flight crowd the shared ones out
+ * rather than add to them. */
+size_t record_budget_shared_bytes(size_t most, size_t theirs);
 
 #endif

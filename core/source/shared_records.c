@@ -57,10 +57,12 @@ static bool buf_alloc(record_buf *b, size_t cap) {
     b->mapped = true;
   }
   b->cap = b->p ? cap : 0;
+  record_budget_count(b->cap, true);
   return b->p != NULL;
 }
 
 static void buf_release_memory(record_buf *b) {
+  record_budget_count(b->cap, false);
   if (b->mapped && b->p)
     munmap(b->p, b->cap);
   else
@@ -550,11 +552,18 @@ void smr_shared_withdraw(shared_rec *r) {
   pthread_mutex_unlock(&shared.mu);
 }
 
+/* Under shared.mu: the buffers of the records no range holds, and the
+ * spares (record_budget_shared_bytes). */
+static size_t shared_own_bytes(void) {
+  return shared.idle_bytes + shared.spare_bytes;
+}
+
 /* Under shared.mu: keeps b as a spare if that stays within the slack;
  * false: the caller frees it (outside the lock). */
 static bool spare_put(record_buf *b) {
   if (shared.idle_bytes + shared.spare_bytes + b->cap >
-      record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK))
+      record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK,
+                                 shared_own_bytes()))
     return false;
   b->next = shared.spare;
   shared.spare = b;
@@ -582,7 +591,9 @@ static record_buf *spare_take(uint64_t len) {
 static size_t shared_evict_locked(record_buf **out, size_t max) {
   size_t n = 0;
   for (shared_rec *r = next_idle(shared.oldest);
-       r && shared.idle_bytes > record_budget_shared_bytes(SHARED_BYTES) &&
+       r &&
+       shared.idle_bytes >
+           record_budget_shared_bytes(SHARED_BYTES, shared_own_bytes()) &&
        n < max;) {
     shared_rec *after = next_idle(r->next);
     record_buf *b = shared_drop(r);
@@ -599,6 +610,7 @@ static size_t shared_evict_locked(record_buf **out, size_t max) {
  * hold the bytes that make the memory bound), else are freed. */
 static void shared_give_back(void *lent) {
   shared_rec *r = lent;
+  record_budget_shared_held(r->b->cap, false);
   record_buf *out[8];
   size_t n = 0;
   pthread_mutex_lock(&shared.mu);
@@ -622,7 +634,8 @@ record_buf *smr_shared_recycle(uint64_t len) {
   record_buf *got = spare_take(len);
   for (shared_rec *r = next_idle(shared.oldest);
        r && !got && ndrop < sizeof drop / sizeof *drop &&
-       shared.idle_bytes + len > record_budget_shared_bytes(SHARED_BYTES);) {
+       shared.idle_bytes + len >
+           record_budget_shared_bytes(SHARED_BYTES, shared_own_bytes());) {
     shared_rec *after = next_idle(r->next);
     record_buf *b = shared_drop(r);
     if (b->cap >= len && b->cap <= 2 * len + 65536)
@@ -646,7 +659,8 @@ void smr_shared_trim(void) {
   n = shared_evict_locked(out, 8);
   while (shared.spare && n < sizeof out / sizeof *out &&
          shared.idle_bytes + shared.spare_bytes >
-             record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK)) {
+             record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK,
+                                        shared_own_bytes())) {
     record_buf *b = shared.spare;
     shared.spare = b->next;
     shared.spare_bytes -= b->cap;
@@ -691,6 +705,7 @@ shared_rec *smr_shared_take_named(const smr_source *src, const char *rel,
 }
 
 void smr_shared_lend(smr_range *out, shared_rec *r) {
+  record_budget_shared_held(r->b->cap, true);
   out->lent_ = r;
   out->give_back_ = shared_give_back;
   out->data = r->data;

@@ -20,7 +20,8 @@
 typedef struct record_buf {
   uint8_t *p;
   size_t cap;
-  bool mapped; /* p mapped (large buffers), not malloc'd */
+  bool mapped;       /* p mapped (large buffers), not malloc'd */
+  const void *owner; /* the thread that gave it back (record_budget.c) */
   struct record_buf *next;
 } record_buf;
 
