@@ -1,27 +1,35 @@
-/* record_budget.c - records too large to be shared (SHARED_RECORD_MAX),
- * within one byte budget for the process.
+/* record_budget.c - the memory of a run's records within one byte budget
+ * for the process (docs/kubernetes.md#record-memory).
  *
  * A rule comparing two steps holds two records at once, and each rule
  * thread used to keep the buffers it had read them into for its next
  * read.  With records of 16 MB, two threads running such rules side by
- * side held four (64 MB, peak RSS 71-76 MB) and kept them afterwards,
- * whatever the trial's size.  Two things bound that now:
+ * side held four (64 MB, peak RSS 71-77 MB) and kept them afterwards,
+ * whatever the trial's size.  Now:
  *
- *  - the large buffers no range holds are kept in one list for every
- *    thread (not per thread), only while the held and idle ones together
- *    fit RECORD_BUDGET: a buffer let go beyond it is freed, and a read
- *    that needs a new one frees idle ones until it fits.  A thread reuses
- *    another's buffer as well as its own: its pages are already there;
- *  - the scheduler admits a rule's turn only while the large records the
- *    running turns held last time, and this one's, fit the budget
- *    (core/run/schedule.c); one turn alone always runs.  A turn's bytes
- *    are learned from its thread's peak (smr_source_turn_record_bytes).
+ *  - every record buffer is counted (record_budget_count); the records
+ *    too large to be shared (more than SHARED_RECORD_MAX) are lent from
+ *    here, and those no range holds wait in one list for every thread,
+ *    kept only while all the buffers fit RECORD_BUDGET (or two of the
+ *    largest records, when that is more): a buffer let go
+ *    beyond it is freed, and a read that needs a new one frees idle ones
+ *    until it fits.  A thread takes back its own first, then another's
+ *    (whose pages are already there rather than faulted in anew);
+ *  - the shared records (shared_records.c) keep at most what the other
+ *    buffers leave of the budget (record_budget_shared_bytes), 28 MB and
+ *    8 MB of spares at most;
+ *  - the scheduler (core/run/schedule.c) admits a rule's turn only while
+ *    the bytes the running turns hold and this one's fit the budget; one
+ *    turn alone always runs.  A turn counts the most its unit's turns
+ *    held (its thread's peak, smr_source_turn_record_bytes: the large
+ *    records and the shared ones it held), and at least two of the
+ *    largest record read so far.
  *
- * So the large records in memory stay within the budget, plus what one
- * turn holds beyond its last turn's share (a rule reading more records
- * in this step than in the last).  Records of at most SHARED_RECORD_MAX
- * bytes are the shared records' (shared_records.c), under their own
- * budget. */
+ * So the records in memory stay within the budget, or within what one
+ * turn holds when that is more, plus what a turn holds beyond the most
+ * its rule held before and two of the largest records (a rule holding
+ * three at once for the first time, or the turns begun before the first
+ * large record was read). */
 #include "source/record_budget.h"
 
 #include <pthread.h>
@@ -32,9 +40,8 @@
 
 /* Two rules side by side, each comparing two steps of records of 12 MiB
  * (the bench's CNN trial: its ReLU output and dense layer), fit; two
- * such rules with records of 16 MB do not, and run one after the other:
- * with the process's own ~12 MB, peak RSS stays under 64 MB
- * (docs/kubernetes.md#record-memory). */
+ * such rules with records of 16 MB do not, and run one after the other.
+ * With the process's own 8-12 MB, peak RSS stays under 64 MB. */
 #define RECORD_BUDGET ((size_t)50 << 20)
 
 static struct {
@@ -42,7 +49,7 @@ static struct {
   record_buf *idle; /* given back most recently first */
   size_t idle_bytes;
   size_t held_bytes;        /* lent to ranges */
-  size_t largest;           /* the largest buffer taken so far */
+  _Atomic size_t largest;   /* the largest buffer taken so far */
   _Atomic size_t in_memory; /* held + idle, read without the lock */
   /* Every record buffer's bytes, large or not, shared or not: idle large
    * buffers are kept only within the budget of them all. */
@@ -66,17 +73,28 @@ static void update_in_memory(void) {
                         memory_order_relaxed);
 }
 
+/* The buffers' bound: the budget, or what one turn holding two of the
+ * largest records needs when that is more (records of 40 MB: a turn
+ * holds 80 MB alone, and its buffers wait for the next turn instead of
+ * being mapped and faulted in anew at every read, 0.7 -> 1.2 s of CPU
+ * for the twenty rules).  The scheduler admits turns within the budget
+ * alone (smr_source_record_budget). */
+static size_t bound(void) {
+  size_t two = 2 * atomic_load_explicit(&large.largest, memory_order_relaxed);
+  return two > RECORD_BUDGET ? two : RECORD_BUDGET;
+}
+
 size_t record_budget_shared_bytes(size_t most, size_t theirs) {
   size_t used = atomic_load_explicit(&large.in_memory, memory_order_relaxed);
   size_t all = all_bytes(), others = all > theirs ? all - theirs : 0;
   if (others > used)
     used = others;
-  size_t left = used < RECORD_BUDGET ? RECORD_BUDGET - used : 0;
+  size_t left = used < bound() ? bound() - used : 0;
   return left < most ? left : most;
 }
 
-/* This thread's large bytes held now, and at most since the last
- * smr_source_turn_record_bytes. */
+/* The record bytes this thread's ranges hold now (large ones and shared
+ * ones), and the most since the last smr_source_turn_record_bytes. */
 static _Thread_local size_t thread_held, thread_peak;
 
 size_t smr_source_record_budget(void) {
@@ -84,10 +102,7 @@ size_t smr_source_record_budget(void) {
 }
 
 size_t smr_source_largest_record(void) {
-  pthread_mutex_lock(&large.mu);
-  size_t n = large.largest;
-  pthread_mutex_unlock(&large.mu);
-  return n;
+  return atomic_load_explicit(&large.largest, memory_order_relaxed);
 }
 
 size_t smr_source_turn_record_bytes(void) {
@@ -135,9 +150,8 @@ static record_buf *idle_pick(size_t len, bool own_only) {
 static record_buf *idle_trim(size_t more) {
   record_buf *out = NULL;
   size_t all = all_bytes();
-  while (large.idle &&
-         (large.held_bytes + large.idle_bytes + more > RECORD_BUDGET ||
-          all + more > RECORD_BUDGET)) {
+  while (large.idle && (large.held_bytes + large.idle_bytes + more > bound() ||
+                        all + more > bound())) {
     record_buf **last = &large.idle;
     while ((*last)->next)
       last = &(*last)->next;
@@ -223,8 +237,8 @@ void record_budget_give_back(record_buf *b) {
   thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
   pthread_mutex_lock(&large.mu);
   large.held_bytes -= b->cap;
-  bool keep = large.held_bytes + large.idle_bytes + b->cap <= RECORD_BUDGET &&
-              all_bytes() <= RECORD_BUDGET;
+  bool keep = large.held_bytes + large.idle_bytes + b->cap <= bound() &&
+              all_bytes() <= bound();
   if (keep) {
     b->owner = &thread_mark;
     b->next = large.idle;

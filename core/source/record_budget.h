@@ -1,10 +1,12 @@
-/* record_budget.h - private to core/source/: the buffers of records too
- * large to be shared (more than SHARED_RECORD_MAX bytes), held by ranges
- * and kept idle for the next such read, within one byte budget for the
- * process (record_budget.c says why).  smr_record_buf_take and
- * smr_record_buf_give_back (shared_records.c) hand such buffers here;
- * the scheduler learns from smr_source_turn_record_bytes (source.h) how
- * many bytes a rule's turn held, and admits turns within
+/* record_budget.h - private to core/source/: a run's record buffers within
+ * one byte budget for the process (record_budget.c says how and why).
+ * The buffers of records too large to be shared (more than
+ * SHARED_RECORD_MAX bytes), held by ranges and kept idle for the next
+ * read, are lent from here (smr_record_buf_take and
+ * smr_record_buf_give_back in shared_records.c hand them over); every
+ * buffer is counted; the shared records keep what the others leave.  The
+ * scheduler learns from smr_source_turn_record_bytes (source.h) how many
+ * bytes a rule's turn held, and admits turns within
  * smr_source_record_budget. */
 #ifndef SMR_RECORD_BUDGET_H
 #define SMR_RECORD_BUDGET_H
@@ -29,8 +31,8 @@ record_buf *record_budget_take(size_t len);
  * ReLU output of 6.3 MB is read into the buffers of the 12 MiB ones
  * between their reads, as when each thread kept its own. */
 record_buf *record_budget_take_idle(size_t len);
-/* A range let go of a large buffer: kept idle while the held and idle
- * large buffers fit the budget, else freed. */
+/* A range let go of a large buffer: kept idle while the record buffers
+ * fit the budget, else freed. */
 void record_budget_give_back(record_buf *b);
 
 /* Every record buffer's memory, allocated (true) or released
