@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The memory a run's records take is bounded as docs/kubernetes.md#record-memory
-says: records too large to be shared (more than 7 MB), held by the rules
-and kept idle, within a budget of 50 MB for the process (the scheduler
-admits a rule's turn only while the large records the running turns hold
-fit it; one turn alone always runs), and the shared records in what the
-large ones leave of the budget, at most 28 + 8 MB.
+says: every record buffer within a budget of 50 MB for the process, or two
+of the largest records when that is more (the scheduler admits a rule's
+turn only while the records the running turns hold fit it; one turn
+alone always runs), the shared records in what the others leave of it,
+at most 28 + 8 MB.
 
 A trial of four TRAIN steps, each with a weight and its gradient of
 4,000,000 float32 (records of 16 MB) or of 8,000,000 (32 MB: two are more
