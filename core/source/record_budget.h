@@ -35,6 +35,10 @@ record_buf *record_budget_take_idle(size_t len);
  * fit the budget, else freed. */
 void record_budget_give_back(record_buf *b);
 
+/* Whether a thread's pool may keep a mapped buffer given back (one of
+ * the records up to SHARED_RECORD_MAX, read unshared): the record
+ * buffers fit the budget. */
+bool record_budget_may_keep(void);
 /* Every record buffer's memory, allocated (true) or released
  * (shared_records.c's buf_alloc and buf_release_memory). */
 void record_budget_count(size_t cap, bool allocated);

@@ -133,7 +133,8 @@ void smr_record_buf_give_back(void *lent) {
   }
   buf_pool *pool = thread_pool();
   if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
-      pool->bytes + b->cap > POOL_BYTES) {
+      pool->bytes + b->cap > POOL_BYTES ||
+      (b->mapped && !record_budget_may_keep())) {
     buf_destroy(b);
     return;
   }
