@@ -16,8 +16,9 @@
  *    until it fits.  A thread takes back its own first, then another's
  *    (whose pages are already there rather than faulted in anew);
  *  - the shared records (shared_records.c) keep at most what the other
- *    buffers leave of the budget (record_budget_shared_bytes), 28 MB and
- *    8 MB of spares at most;
+ *    buffers leave of the budget, less room for two of the largest
+ *    records (record_budget_shared_bytes), 28 MB and 8 MB of spares at
+ *    most; a thread's pool keeps a mapped buffer only within the budget;
  *  - the scheduler (core/run/schedule.c) admits a rule's turn only while
  *    the bytes the running turns hold and this one's fit the budget; one
  *    turn alone always runs.  A turn counts the most its unit's turns
