@@ -22,8 +22,8 @@
  *  - the scheduler (core/run/schedule.c) admits a rule's turn only while
  *    the bytes the running turns hold and this one's fit the budget; one
  *    turn alone always runs.  A turn counts the most its unit's turns
- *    held (its thread's peak, smr_source_turn_record_bytes: the large
- *    records and the shared ones it held), and at least two of the
+ *    held (its thread's peak of large records,
+ *    smr_source_turn_record_bytes), and at least two of the
  *    largest record read so far.
  *
  * So the records in memory stay within the budget, or within what one
@@ -99,8 +99,8 @@ size_t record_budget_shared_bytes(size_t most, size_t theirs) {
   return left < most ? left : most;
 }
 
-/* The record bytes this thread's ranges hold now (large ones and shared
- * ones), and the most since the last smr_source_turn_record_bytes. */
+/* The large record bytes this thread's ranges hold now, and the most
+ * since the last smr_source_turn_record_bytes. */
 static _Thread_local size_t thread_held, thread_peak;
 
 size_t smr_source_record_budget(void) {
@@ -176,13 +176,6 @@ static void count_held(size_t cap) {
   thread_held += cap;
   if (thread_held > thread_peak)
     thread_peak = thread_held;
-}
-
-void record_budget_shared_held(size_t cap, bool taken) {
-  if (taken)
-    count_held(cap);
-  else
-    thread_held = thread_held > cap ? thread_held - cap : 0;
 }
 
 record_buf *record_budget_take(size_t len) {

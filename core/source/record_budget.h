@@ -42,9 +42,6 @@ bool record_budget_may_keep(void);
 /* Every record buffer's memory, allocated (true) or released
  * (shared_records.c's buf_alloc and buf_release_memory). */
 void record_budget_count(size_t cap, bool allocated);
-/* A shared record's buffer of cap bytes lent to a range of this thread
- * (taken) or let go: it counts in the thread's turn as its own do. */
-void record_budget_shared_held(size_t cap, bool taken);
 /* What the shared records (shared_records.c) may keep, at most `most`
  * bytes, when `theirs` of all record buffers are theirs: the budget less
  * the other buffers (the large records held and idle, the records the

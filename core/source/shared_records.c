@@ -611,7 +611,6 @@ static size_t shared_evict_locked(record_buf **out, size_t max) {
  * hold the bytes that make the memory bound), else are freed. */
 static void shared_give_back(void *lent) {
   shared_rec *r = lent;
-  record_budget_shared_held(r->b->cap, false);
   record_buf *out[8];
   size_t n = 0;
   pthread_mutex_lock(&shared.mu);
@@ -706,7 +705,6 @@ shared_rec *smr_shared_take_named(const smr_source *src, const char *rel,
 }
 
 void smr_shared_lend(smr_range *out, shared_rec *r) {
-  record_budget_shared_held(r->b->cap, true);
   out->lent_ = r;
   out->give_back_ = shared_give_back;
   out->data = r->data;
