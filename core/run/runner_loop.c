@@ -13,6 +13,7 @@
 #include "profiler/profiler.h"
 #include "run/runner_int.h"
 #include "run/schedule.h"
+#include "source/source.h"
 #include "trial/trial.h"
 
 /* ---------------------------------------------------------- the loop */
@@ -360,6 +361,22 @@ static bool turn_stats_only(void *arg, size_t u) {
   return r->v[u]->stats_only;
 }
 
+/* The large records the unit's turn held at most (its thread, after the
+ * turn: smr_sched.turn_bytes). */
+static size_t turn_record_bytes(void *arg, size_t u) {
+  (void)arg;
+  (void)u;
+  return smr_source_turn_record_bytes();
+}
+
+/* What a rule's turn is expected to hold at least, once records too large
+ * to be shared have been read (smr_sched.turn_bytes_floor): two of the
+ * largest, as a rule comparing a step with the one before holds. */
+static size_t turn_bytes_floor(void *arg) {
+  (void)arg;
+  return 2 * smr_source_largest_record();
+}
+
 /* In lock step, the read-ahead reaches at most `window` steps past the
  * slowest rule (smr_sched.slowest_moved). */
 static void read_ahead_horizon(void *arg, size_t pos) {
@@ -416,6 +433,11 @@ static void choose_order(smr_runner *r, smr_sched *s) {
    * the cache would not bound them: read-ahead belongs to lock step. */
   smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
   smr_trial_share_records(r->trial, lock && positional > 1);
+  if (lock && !cached) { /* a local trial's records, read by the rules */
+    s->budget = smr_source_record_budget();
+    s->turn_bytes = turn_record_bytes;
+    s->turn_bytes_floor = turn_bytes_floor;
+  }
   if (lock && cached) {
     r->window = s->lag + half;
     s->slowest_moved = read_ahead_horizon;

@@ -13,6 +13,7 @@ typedef struct unit_state {
   bool running, done;
   bool stats_only; /* its last turn read values only for statistics */
   double cost;     /* seconds its recent turns took (a moving average) */
+  size_t bytes;    /* most large records a turn of it held (smr_sched.budget) */
 } unit_state;
 
 typedef struct sched_run {
@@ -54,6 +55,31 @@ static bool goes_before(const unit_state *a, const unit_state *b) {
   return a->cost > b->cost;
 }
 
+/* The bytes a turn of u counts against the budget: the most its turns
+ * held, and at least the floor (a rule that held nothing yet may hold
+ * records at its next step: WeightUpdateRatio holds none at its first
+ * step, two from then on).  Asked anew each time, also of the running
+ * turns: one begun before the first large record was read counts as
+ * large from then on. */
+static size_t reservation(const unit_state *u, size_t floor) {
+  return u->bytes > floor ? u->bytes : floor;
+}
+
+/* Whether u's turn fits the byte budget beside the running ones; one turn
+ * alone always runs, so some thread can always go on. */
+static bool within_budget(const sched_run *r, const unit_state *u) {
+  if (!r->s->budget)
+    return true;
+  size_t floor = r->s->turn_bytes_floor ? r->s->turn_bytes_floor(r->s->arg) : 0;
+  size_t sum = 0, running = 0;
+  for (size_t i = 0; i < r->s->units; i++)
+    if (r->u[i].running) {
+      running++;
+      sum += reservation(&r->u[i], floor);
+    }
+  return !running || sum + reservation(u, floor) <= r->s->budget;
+}
+
 /* The unit a free thread takes now, or -1 when every candidate is running
  * or too far ahead.  Whole units go in configuration order; in lock step
  * see goes_before.  The slowest unit is always a candidate when it is not
@@ -67,7 +93,8 @@ static long pick(const sched_run *r) {
       continue;
     if (!lock_step(r) || !positional(r, i))
       return (long)i;
-    if (u->pos - lo < lag && (best < 0 || goes_before(u, &r->u[best])))
+    if (u->pos - lo < lag && (best < 0 || goes_before(u, &r->u[best])) &&
+        within_budget(r, u))
       best = (long)i;
   }
   return best;
@@ -107,7 +134,11 @@ static void *worker(void *arg) {
     double took = turn_clock(r->s) - began;
     bool stats_only =
         r->s->stats_only && r->s->stats_only(r->s->arg, (size_t)i);
+    size_t bytes =
+        r->s->turn_bytes ? r->s->turn_bytes(r->s->arg, (size_t)i) : 0;
     pthread_mutex_lock(&r->mu);
+    if (bytes > u->bytes)
+      u->bytes = bytes;
     u->stats_only = stats_only;
     u->cost = u->cost ? 0.75 * u->cost + 0.25 * took : took;
     size_t before = slowest(r);

@@ -53,6 +53,18 @@ typedef struct smr_sched {
    * statistics cache for them (trial/stats_cache.h): on the bench's cnn
    * trial the twelve rules read 2.4 GB instead of 2.8-3.2. */
   bool (*stats_only)(void *arg, size_t u);
+  /* Optional, lock step: a byte budget for the large records the turns
+   * running side by side hold (0: none), and, called by the thread of a
+   * turn once it ended, the bytes it held at most.  A turn begins only
+   * while its unit's bytes last turn and those of the turns running fit
+   * the budget, or when no other turn runs (source.h,
+   * smr_source_record_budget). */
+  size_t budget;
+  size_t (*turn_bytes)(void *arg, size_t u);
+  /* With budget: the least a turn is expected to hold (NULL: 0), asked
+   * each time a turn may begin; a unit reserves the most of that and of
+   * what its turns held before. */
+  size_t (*turn_bytes_floor)(void *arg);
 } smr_sched;
 
 /* Run every unit to its end with `jobs` threads (the caller's thread

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "source/record_budget.h"
 #include "source/shared_records.h"
 #include "source/source.h"
 
@@ -56,10 +57,12 @@ static bool buf_alloc(record_buf *b, size_t cap) {
     b->mapped = true;
   }
   b->cap = b->p ? cap : 0;
+  record_budget_count(b->cap, true);
   return b->p != NULL;
 }
 
 static void buf_release_memory(record_buf *b) {
+  record_budget_count(b->cap, false);
   if (b->mapped && b->p)
     munmap(b->p, b->cap);
   else
@@ -108,12 +111,30 @@ static buf_pool *thread_pool(void) {
   return pool;
 }
 
+record_buf *smr_record_buf_new(size_t len) {
+  record_buf *b = calloc(1, sizeof *b);
+  if (b && !buf_alloc(b, len)) {
+    free(b);
+    b = NULL;
+  }
+  return b;
+}
+
+void smr_record_buf_destroy(record_buf *b) {
+  buf_destroy(b);
+}
+
 /* Back to this thread's pool, or freed when the pool is full. */
 void smr_record_buf_give_back(void *lent) {
   record_buf *b = lent;
+  if (record_budget_large(b->cap)) {
+    record_budget_give_back(b);
+    return;
+  }
   buf_pool *pool = thread_pool();
   if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
-      pool->bytes + b->cap > POOL_BYTES) {
+      pool->bytes + b->cap > POOL_BYTES ||
+      (b->mapped && !record_budget_may_keep())) {
     buf_destroy(b);
     return;
   }
@@ -138,6 +159,12 @@ static record_buf **best_fit(buf_pool *pool, size_t len) {
 /* A buffer of at least `len` bytes, owned by the caller until given
  * back (smr_record_buf_give_back). */
 record_buf *smr_record_buf_take(size_t len) {
+  if (record_budget_large(len))
+    return record_budget_take(len);
+  record_buf *idle =
+      len >= SHARED_RECORD_MAX / 4 ? record_budget_take_idle(len) : NULL;
+  if (idle)
+    return idle;
   buf_pool *pool = len <= KEEP_MAX ? thread_pool() : NULL;
   record_buf **pick = pool ? best_fit(pool, len) : NULL;
   record_buf *b = NULL;
@@ -526,11 +553,18 @@ void smr_shared_withdraw(shared_rec *r) {
   pthread_mutex_unlock(&shared.mu);
 }
 
+/* Under shared.mu: the buffers of the records no range holds, and the
+ * spares (record_budget_shared_bytes). */
+static size_t shared_own_bytes(void) {
+  return shared.idle_bytes + shared.spare_bytes;
+}
+
 /* Under shared.mu: keeps b as a spare if that stays within the slack;
  * false: the caller frees it (outside the lock). */
 static bool spare_put(record_buf *b) {
   if (shared.idle_bytes + shared.spare_bytes + b->cap >
-      SHARED_BYTES + SHARED_SLACK)
+      record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK,
+                                 shared_own_bytes()))
     return false;
   b->next = shared.spare;
   shared.spare = b;
@@ -558,7 +592,10 @@ static record_buf *spare_take(uint64_t len) {
 static size_t shared_evict_locked(record_buf **out, size_t max) {
   size_t n = 0;
   for (shared_rec *r = next_idle(shared.oldest);
-       r && shared.idle_bytes > SHARED_BYTES && n < max;) {
+       r &&
+       shared.idle_bytes >
+           record_budget_shared_bytes(SHARED_BYTES, shared_own_bytes()) &&
+       n < max;) {
     shared_rec *after = next_idle(r->next);
     record_buf *b = shared_drop(r);
     if (!spare_put(b))
@@ -597,7 +634,8 @@ record_buf *smr_shared_recycle(uint64_t len) {
   record_buf *got = spare_take(len);
   for (shared_rec *r = next_idle(shared.oldest);
        r && !got && ndrop < sizeof drop / sizeof *drop &&
-       shared.idle_bytes + len > SHARED_BYTES;) {
+       shared.idle_bytes + len >
+           record_budget_shared_bytes(SHARED_BYTES, shared_own_bytes());) {
     shared_rec *after = next_idle(r->next);
     record_buf *b = shared_drop(r);
     if (b->cap >= len && b->cap <= 2 * len + 65536)
@@ -610,6 +648,27 @@ record_buf *smr_shared_recycle(uint64_t len) {
   for (size_t i = 0; i < ndrop; i++)
     buf_destroy(drop[i]);
   return got;
+}
+
+/* Large records in flight leave the shared ones less room
+ * (record_budget.c): idle records and spares beyond it go. */
+void smr_shared_trim(void) {
+  record_buf *out[16];
+  size_t n = 0;
+  pthread_mutex_lock(&shared.mu);
+  n = shared_evict_locked(out, 8);
+  while (shared.spare && n < sizeof out / sizeof *out &&
+         shared.idle_bytes + shared.spare_bytes >
+             record_budget_shared_bytes(SHARED_BYTES + SHARED_SLACK,
+                                        shared_own_bytes())) {
+    record_buf *b = shared.spare;
+    shared.spare = b->next;
+    shared.spare_bytes -= b->cap;
+    out[n++] = b;
+  }
+  pthread_mutex_unlock(&shared.mu);
+  for (size_t i = 0; i < n; i++)
+    buf_destroy(out[i]);
 }
 
 /* A closed source's records are no longer found by name: another source

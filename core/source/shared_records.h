@@ -20,7 +20,8 @@
 typedef struct record_buf {
   uint8_t *p;
   size_t cap;
-  bool mapped; /* p mapped (large buffers), not malloc'd */
+  bool mapped;       /* p mapped (large buffers), not malloc'd */
+  const void *owner; /* the thread that gave it back (record_budget.c) */
   struct record_buf *next;
 } record_buf;
 
@@ -30,6 +31,10 @@ record_buf *smr_record_buf_take(size_t len);
 /* Back to this thread's pool, or freed when the pool is full; the
  * signature of smr_range.give_back_. */
 void smr_record_buf_give_back(void *lent);
+/* A buffer of its own of at least `len` bytes (NULL: out of memory), and
+ * its end: for record_budget.c, which keeps the large ones. */
+record_buf *smr_record_buf_new(size_t len);
+void smr_record_buf_destroy(record_buf *b);
 /* pread of n bytes at off, whole: the bytes read (fewer at an error, with
  * *e its errno, or at the end of the file, *e 0). */
 uint64_t smr_pread_whole(int fd, uint8_t *p, uint64_t n, uint64_t off, int *e);
@@ -87,6 +92,9 @@ void smr_shared_withdraw(shared_rec *r);
 record_buf *smr_shared_recycle(uint64_t len);
 /* Lend a held record's bytes to a range (given back on its release). */
 void smr_shared_lend(smr_range *out, shared_rec *r);
+/* Drops the records no range holds and the spare buffers beyond what the
+ * large records in flight leave them (record_budget.h). */
+void smr_shared_trim(void);
 /* A source is closed: its records are no longer found by its name. */
 void smr_shared_forget_source(const smr_source *src);
 

@@ -150,6 +150,15 @@ void smr_source_share_records(smr_source *s, bool on);
  * them at exit). */
 void smr_source_shared_counts(uint64_t *reads, uint64_t *hits);
 bool smr_source_is_remote(const smr_source *s);
+/* Records too large to be shared are held, and kept idle for the next
+ * read, within a byte budget for the process (record_budget.c): the
+ * budget, and the bytes of such records the calling thread's ranges held
+ * at most since its last call (a rule's turn; the scheduler admits turns
+ * by it). */
+size_t smr_source_record_budget(void);
+size_t smr_source_turn_record_bytes(void);
+/* The largest such record's buffer so far (0: none yet). */
+size_t smr_source_largest_record(void);
 
 /* ---- locations, before a source is opened ---- */
 

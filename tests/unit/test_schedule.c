@@ -299,6 +299,97 @@ static void test_slowest_moved(void) {
     CHECK_EQ_INT(g_moves[i], i + 1);
 }
 
+/* The byte budget (smr_sched.budget): each unit's turns "hold" g_bytes[u]
+ * while they run; the sum over the turns running at once, of units whose
+ * bytes the scheduler knew when the turn began (not their first turn, or
+ * a floor that covers them), stays within the budget unless a turn runs
+ * alone.  An invariant checked at every turn's start, whatever the
+ * timing. */
+static size_t g_bytes[MAX_UNITS], g_floor, g_budget_held, g_budget_max;
+static size_t g_budget_turns[MAX_UNITS];
+static int g_budget_running, g_budget_max_running;
+static pthread_mutex_t g_budget_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool run_budgeted(void *arg, size_t u, size_t *pos, size_t limit) {
+  pthread_mutex_lock(&g_budget_mu);
+  bool known = g_budget_turns[u]++ > 0 || g_floor >= g_bytes[u];
+  size_t counted = known ? g_bytes[u] : 0;
+  g_budget_held += counted;
+  g_budget_running++;
+  if (g_budget_running > g_budget_max_running)
+    g_budget_max_running = g_budget_running;
+  if (g_budget_running > 1 && g_budget_held > g_budget_max)
+    g_budget_max = g_budget_held;
+  pthread_mutex_unlock(&g_budget_mu);
+  bool done = run_unit(arg, u, pos, limit);
+  pthread_mutex_lock(&g_budget_mu);
+  g_budget_held -= counted;
+  g_budget_running--;
+  pthread_mutex_unlock(&g_budget_mu);
+  return done;
+}
+
+static size_t budget_turn_bytes(void *arg, size_t u) {
+  (void)arg;
+  return g_bytes[u];
+}
+
+static size_t budget_floor(void *arg) {
+  (void)arg;
+  return g_floor;
+}
+
+static void run_budget(probe *p, size_t n, int jobs, size_t budget) {
+  memset(g_budget_turns, 0, sizeof g_budget_turns);
+  g_budget_held = g_budget_max = 0;
+  g_budget_running = g_budget_max_running = 0;
+  smr_sched s = {.units = n,
+                 .positional = p->positional,
+                 .jobs = jobs,
+                 .block = 1,
+                 .lag = 2,
+                 .run = run_budgeted,
+                 .budget = budget,
+                 .turn_bytes = budget_turn_bytes,
+                 .turn_bytes_floor = budget_floor,
+                 .arg = p};
+  smr_sched_run(&s);
+}
+
+static void test_budget_learned(void) {
+  probe p;
+  setup(&p, 4, 12);
+  size_t bytes[4] = {60, 60, 10, 0};
+  for (size_t i = 0; i < 4; i++) {
+    g_bytes[i] = bytes[i];
+    p.delay_ns[i] = 200000;
+  }
+  g_floor = 0;
+  run_budget(&p, 4, 3, 100);
+  CHECK(!p.overlap);
+  CHECK(g_budget_max <= 100);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_INT(p.pos_now[i], 12);
+}
+
+/* A floor as large as half the budget: no two turns at once, not even the
+ * first ones; a unit larger than the budget still runs (alone). */
+static void test_budget_floor(void) {
+  probe p;
+  setup(&p, 4, 6);
+  size_t bytes[4] = {150, 10, 0, 40};
+  for (size_t i = 0; i < 4; i++) {
+    g_bytes[i] = bytes[i];
+    p.delay_ns[i] = 200000;
+  }
+  g_floor = 60;
+  run_budget(&p, 4, 3, 100);
+  CHECK(!p.overlap);
+  CHECK_EQ_INT(g_budget_max_running, 1);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_INT(p.pos_now[i], 6);
+}
+
 int main(void) {
   TEST_RUN(test_slowest_moved);
   TEST_RUN(test_whole_units_in_order);
@@ -309,5 +400,7 @@ int main(void) {
   TEST_RUN(test_lag_bound_two_threads);
   TEST_RUN(test_non_positional_whole);
   TEST_RUN(test_whole_units_many_threads);
+  TEST_RUN(test_budget_learned);
+  TEST_RUN(test_budget_floor);
   return TEST_REPORT("test_schedule");
 }
