@@ -374,14 +374,16 @@ def check_unchanged_counts(c, tmp):
                   str(u.get("status")))
 
 
-def check_stats_only_last(c, tmp):
-    path = os.path.join(TRIALS, "dead_relu_negative_bias")
+def allzero_after_deadrelu(c, tmp, path, name, label):
+    """AllZero listed before DeadRelu on the trial in PATH, --jobs 1 and 2:
+    with --jobs 1 AllZero finds all 18 counts filled by DeadRelu's reads,
+    and both rules' results equal each rule's alone."""
     alone = results_alone(path, ("AllZero", "DeadRelu"), tmp)
-    both = write(os.path.join(tmp, "az-dr.yaml"),
+    both = write(os.path.join(tmp, name + ".yaml"),
                  "rules:\n  - rule: AllZero\n  - rule: DeadRelu\n")
     for jobs in ("1", "2"):
-        r = run_counted(path, both, jobs, os.path.join(tmp, "out-az-dr"))
-        sc = c.scope("AllZero before DeadRelu, --jobs %s" % jobs, r)
+        r = run_counted(path, both, jobs, os.path.join(tmp, "out-" + name))
+        sc = c.scope("%s, --jobs %s" % (label, jobs), r)
         sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
         m = COUNTS.search(r.err)
         if jobs == "1" and sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
@@ -389,6 +391,11 @@ def check_stats_only_last(c, tmp):
         got = rule_results(r)
         for rule in ("AllZero", "DeadRelu"):
             same_as_alone(sc, rule, got, alone)
+
+
+def check_stats_only_last(c, tmp):
+    allzero_after_deadrelu(c, tmp, os.path.join(TRIALS, "dead_relu_negative_bias"),
+                           "az-dr", "AllZero before DeadRelu")
 
 
 def check_filled_across_modes(c, tmp):
@@ -444,19 +451,8 @@ def write_relu_trial(folder, steps=10):
 def check_stats_only_kept(c, tmp):
     path = os.path.join(tmp, "relu-only")
     write_relu_trial(path)
-    alone = results_alone(path, ("AllZero", "DeadRelu"), tmp)
-    both = write(os.path.join(tmp, "az-dr-relu.yaml"),
-                 "rules:\n  - rule: AllZero\n  - rule: DeadRelu\n")
-    for jobs in ("1", "2"):
-        r = run_counted(path, both, jobs, os.path.join(tmp, "out-az-dr-relu"))
-        sc = c.scope("AllZero before DeadRelu on ReLU outputs alone, --jobs %s" % jobs, r)
-        sc.ok(r.rc in (0, 1), "exit 0 or 1", str(r.rc))
-        m = COUNTS.search(r.err)
-        if jobs == "1" and sc.ok(m, "cache counts printed", r.err.strip()[-300:]):
-            sc.eq("counts AllZero found filled by DeadRelu's reads", int(m.group(2)), 18)
-        got = rule_results(r)
-        for rule in ("AllZero", "DeadRelu"):
-            same_as_alone(sc, rule, got, alone)
+    allzero_after_deadrelu(c, tmp, path, "az-dr-relu",
+                           "AllZero before DeadRelu on ReLU outputs alone")
 
 
 def main():
