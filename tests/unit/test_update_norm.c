@@ -111,6 +111,31 @@ static void test_together(void) {
   }
 }
 
+/* Pairs large enough to run alone (ALONE_MIN, 65536 elements, and more,
+ * lengths not a multiple of a block) mixed with small ones that share the
+ * lanes. */
+static void test_large_and_small(void) {
+  static const int64_t large[] = {65535, 65536, 65537, 70001, 131072, 200003};
+  for (int round = 0; round < 24; round++) {
+    size_t count = 1 + (size_t)(uniform() * 6);
+    int64_t len[16];
+    int kind[16];
+    for (size_t k = 0; k < count; k++) {
+      len[k] = uniform() < 0.5 ? large[(int)(uniform() * 6)]
+                               : (int64_t)(uniform() * 3000);
+      kind[k] = (int)(uniform() * KINDS);
+    }
+    check_pairs(len, kind, count);
+  }
+  /* and one large enough for the prefetches (PREFETCH_MIN, 2^22) beside a
+   * small one */
+  int64_t len[2] = {((int64_t)1 << 22) + 37, 999};
+  for (int kind = 0; kind < KINDS; kind++) {
+    int kinds[2] = {kind, MOVES};
+    check_pairs(len, kinds, 2);
+  }
+}
+
 /* What the decided cases give, and where the first one wins. */
 static void test_decided(void) {
   float a[200] = {0}, b[200] = {0};
@@ -176,6 +201,7 @@ int main(void) {
   TEST_RUN(test_alone);
   TEST_RUN(test_ties);
   TEST_RUN(test_together);
+  TEST_RUN(test_large_and_small);
   TEST_RUN(test_decided);
   return TEST_REPORT("test_update_norm");
 }
