@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "simd.h"
 #include "smrules/rulekit.h"
 #include "unit.h"
 
@@ -230,8 +231,16 @@ static void test_round_half_away(void) {
   CHECK_EQ_INT(wrong, 0);
 }
 
+/* The class indices with and without the AVX2 rows (rows of 8 to 15). */
+static void test_argmax_both(void) {
+  test_argmax();
+  rk_allow_avx2(false);
+  test_argmax();
+  rk_allow_avx2(true);
+}
+
 int main(void) {
-  TEST_RUN(test_argmax);
+  TEST_RUN(test_argmax_both);
   TEST_RUN(test_channel_sums);
   TEST_RUN(test_round_half_away);
   return TEST_REPORT("test_rulekit_kernels");
