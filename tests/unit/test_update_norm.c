@@ -158,6 +158,23 @@ static void test_decided(void) {
   b[190] = 0;
   update_norms_f32(&p, 1, &got);
   CHECK(same_bits(got, one_by_one(a, b, 200)) && isfinite(got));
+  /* an infinity unchanged between the steps: inf - inf is NaN, which
+   * decides the norm, also in a block whose floats are all equal (with
+   * and without AVX2, alone and beside another pair) */
+  memcpy(a, b, sizeof a);
+  a[70] = b[70] = INFINITY;
+  a[140] = b[140] = -INFINITY;
+  float c[64] = {0}, d[64] = {0};
+  update_pair two[2] = {p, {(void *)c, (void *)d, 64}};
+  for (int avx2 = 0; avx2 < 2; avx2++) {
+    double both[2];
+    update_norm_allow_avx2(avx2);
+    update_norms_f32(&p, 1, &got);
+    CHECK(isnan(got) && isnan(one_by_one(a, b, 200)));
+    update_norms_f32(two, 2, both);
+    CHECK(isnan(both[0]) && same_bits(both[1], 0.0));
+  }
+  update_norm_allow_avx2(true);
 }
 
 /* Squares exactly halfway between two doubles of the sum's binade: the

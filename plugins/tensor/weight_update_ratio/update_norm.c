@@ -125,10 +125,12 @@ static void block_squares(const unsigned char *a, const unsigned char *b,
  * which is chosen at run time.  No FMA is enabled, and -std=c11 keeps the
  * compiler from contracting (d / s) * (d / s).
  *
- * First the floats are compared as they are, EW at a time (a difference
- * is zero exactly when the two floats are equal, NaN never), so a block of
- * unchanged weights costs one compare per vector.  Otherwise the
- * differences are formed as doubles, W at a time. */
+ * First the floats' differences are compared with zero, EW at a time (a
+ * difference of floats is zero exactly when the difference of their
+ * doubles is: the two are equal and finite; NaN never, and equal
+ * infinities neither, whose difference is NaN, which decides the norm),
+ * so a block of unchanged weights costs a subtraction and a compare per
+ * vector.  Otherwise the differences are formed as doubles, W at a time. */
 #define DEFINE_BLOCK_KIND(NAME, W, VD, VI, VF, CVT, EW, EF, ES, ATTR)          \
   ATTR static block_kind NAME(const unsigned char *a, const unsigned char *b,  \
                               double scale, double base, double *ssq,          \
@@ -140,7 +142,7 @@ static void block_squares(const unsigned char *a, const unsigned char *b,
       EF x, y;                                                                 \
       memcpy(&x, a + 4 * EW * v, sizeof x);                                    \
       memcpy(&y, b + 4 * EW * v, sizeof y);                                    \
-      equal &= (ES)(x == y);                                                   \
+      equal &= (ES)(x - y == 0);                                               \
     }                                                                          \
     int all_equal = -1;                                                        \
     for (int k = 0; k < EW; k++)                                               \
