@@ -175,6 +175,13 @@ $(BUILD)/tests/test_update_norm: tests/unit/test_update_norm.c tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests/unit $(LDFLAGS_ALL) -o $@ $< $(UPDATE_NORM).c -lm
 
+# No kernel returns with the YMM upper halves in use (the rule kit's,
+# WeightUpdateRatio's and the host's statistics).
+$(BUILD)/tests/test_simd_state: tests/unit/test_simd_state.c tests/unit/unit.h $(UPDATE_NORM).c $(UPDATE_NORM).h $(LIB) $(PLUGKIT)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Iplugins/kit -Iplugins/tensor/weight_update_ratio -Itests/unit $(LDFLAGS_ALL) \
+	  -o $@ $< $(UPDATE_NORM).c $(PLUGKIT) $(LIB) $(LIBS)
+
 # The stand-in training job of the demo and the live tests.
 $(BUILD)/demo-trainer: examples/trainer/demo_trainer.c $(LIB)
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)

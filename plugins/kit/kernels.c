@@ -156,12 +156,63 @@ static void argmax_f32_four(const unsigned char *p, int64_t last, double *out) {
                     : (double)at[j];
 }
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "simd.h"
+
+/* Rows of 8 to 15 elements (a batch's scores of ten classes) one at a
+ * time on AVX2 machines: the first eight elements and the last eight
+ * (overlapping) in two vectors; the row's largest value m is their
+ * lanes' maximum, and the row's first maximum the first element equal to
+ * m (== : -0 and +0 tie as in the reference): the lowest bit of the two
+ * vectors' masks of lanes equal to m, put at their elements' places
+ * (without a branch: where the maximum lies is anyone's guess, and a
+ * mispredicted branch also throws away the loads in flight).  A row with
+ * a NaN is answered by
+ * argmax_f32_short (its first NaN).  The build targets the x86-64
+ * baseline, so this function is compiled for AVX2 with the GCC/Clang
+ * `target` attribute and chosen at run time. */
+__attribute__((target("avx2"))) static void
+argmax_f32_rows_avx2(const unsigned char *p, int64_t last, size_t rows,
+                     double *out) {
+  size_t stride = 4 * (size_t)last, tail = 4 * (size_t)(last - 8);
+  for (size_t r = 0; r < rows; r++, p += stride) {
+    __m256 a = _mm256_loadu_ps((const float *)p);
+    __m256 b = _mm256_loadu_ps((const float *)(p + tail));
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q),
+                              _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(nan)) {
+      out[r] = (double)argmax_f32_short(p, last);
+      continue;
+    }
+    __m256 m = _mm256_max_ps(a, b);
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_max_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    unsigned in_a =
+        (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a, m, _CMP_EQ_OQ));
+    unsigned in_b =
+        (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(b, m, _CMP_EQ_OQ));
+    /* element j of b is the row's last - 8 + j; where the two overlap
+     * they hold the same elements, so the same bits */
+    out[r] = (double)__builtin_ctz(in_a | in_b << (last - 8));
+  }
+}
+#endif
+
 static double *argmax_f32(const smrules_tensor *t, int64_t last, size_t *n) {
   size_t rows = (size_t)(t->count / last);
   double *v = malloc(rows * sizeof *v);
   *n = v ? rows : 0;
   const unsigned char *p = t->data;
   size_t stride = 4 * (size_t)last, r = 0;
+#if defined(__x86_64__)
+  if (v && last >= 8 && last < SHORT_ROW && rk_use_avx2()) {
+    argmax_f32_rows_avx2(p, last, rows, v);
+    return v;
+  }
+#endif
   if (v && last < SHORT_ROW)
     for (; r + 4 <= rows; r += 4)
       argmax_f32_four(p + r * stride, last, v + r);

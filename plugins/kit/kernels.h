@@ -1,5 +1,5 @@
 /* kernels.h - helpers of the rule kit that only some built-in rules use
- * (class indices; the per-unit activity of DeadRelu and
+ * (class indices and their rounding; the per-unit activity of DeadRelu and
  * SaturatedActivation; CheckInputImages' channel sums).  Not installed:
  * third-party plugins see
  * rulekit.h's general helpers only.  The code is in
@@ -8,10 +8,25 @@
 #ifndef RK_KERNELS_H
 #define RK_KERNELS_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "smrules/rulekit.h"
+
+/* rk_round_half_away inline, for loops over every label: round()'s result
+ * bit for bit (halves away from zero, the sign of a zero kept; NaN,
+ * infinities and |v| >= 2^52, all integers already, returned as they are)
+ * without a call into libm per element, which the x86-64 baseline makes. */
+static inline double rk_round_half_away_inline(double v) {
+  if (!(fabs(v) < 0x1p52))
+    return v;
+  double t = (double)(int64_t)v; /* toward zero */
+  double f = v - t;              /* exact: |v| < 2^52 */
+  t += f >= 0.5 ? 1.0 : f <= -0.5 ? -1.0 : 0.0;
+  return copysign(t, v);
+}
 
 /* Class indices: argmax over the last axis when rank >= 2 and the last
  * dimension > 1 (NumPy's argmax: first maximum, first NaN wins), else the

@@ -545,8 +545,18 @@ fr_step(fr_v8f x, fr_v8f lo, fr_v8f hi, fr_v8i *count, float *copy, size_t *k) {
  * copies (in array order) are the same.  Counts are kept in 32-bit lanes:
  * at most n / 8 <= 2^29 per lane.  The room left is checked once per
  * chunk of FR_CHUNK floats, not per store; a scratch full after a chunk
- * ends the pass (the caller then selects over the whole array). */
-__attribute__((target("avx2"))) static void
+ * ends the pass (the caller then selects over the whole array).  Returns
+ * where the vector steps stopped.
+ *
+ * The scalar rest is scanned by the caller, not from here: GCC compiled a
+ * call at the end of this function as a jump (a tail call) without the
+ * vzeroupper it puts before every return, so the upper halves of the YMM
+ * registers stayed in use after the pass, and every SSE instruction of the
+ * thread afterwards (other rules' kernels, the reader's decoding) ran up
+ * to twice as slow on this AMD Zen 4 until something cleared them
+ * (bench/README.md, section 14).  test_rulekit_kernels checks that no
+ * kernel returns with them in use. */
+__attribute__((target("avx2"))) static size_t
 fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   const fr_v8f zero = {0};
   fr_v8f lo0 = zero + f->br[0].lo, hi0 = zero + f->br[0].hi;
@@ -575,14 +585,15 @@ fr_scan_avx2(fr_pass *f, const unsigned char *p, size_t n) {
   }
   f->br[0].k = k0;
   f->br[1].k = k1;
-  if (k0 <= cap && k1 <= cap) /* else the caller falls back: stop here */
-    fr_scan(f, p, i, n);
+  return i;
 }
 
 static void fr_scan_best(fr_pass *f, const unsigned char *p, size_t n) {
   if (rk_use_avx2()) {
     pthread_once(&fr_order_once, fr_order_init);
-    fr_scan_avx2(f, p, n);
+    size_t i = fr_scan_avx2(f, p, n);
+    if (f->br[0].k <= f->cap && f->br[1].k <= f->cap) /* else: fall back */
+      fr_scan(f, p, i, n);
   } else {
     fr_scan(f, p, 0, n);
   }

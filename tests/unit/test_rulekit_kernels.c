@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "simd.h"
 #include "smrules/rulekit.h"
 #include "unit.h"
 
@@ -174,8 +175,73 @@ static void test_channel_sums(void) {
   CHECK(cases > 700);
 }
 
+/* rk_round_half_away_inline against round(), bit for bit: halves both
+ * ways, the largest double below a half, signed zeros, subnormals, the
+ * edge of 2^52, infinities, NaN and random doubles of every binade. */
+static bool same_round(double v) {
+  double want = round(v), got = rk_round_half_away_inline(v);
+  if (isnan(want))
+    return isnan(got);
+  return memcmp(&want, &got, sizeof want) == 0;
+}
+
+static void test_round_half_away(void) {
+  static const double odd[] = {0.0,
+                               -0.0,
+                               0.5,
+                               -0.5,
+                               1.5,
+                               -1.5,
+                               2.5,
+                               -2.5,
+                               0.49999999999999994,
+                               -0.49999999999999994,
+                               0.5000000000000001,
+                               4.9e-324,
+                               -4.9e-324,
+                               2.2250738585072014e-308,
+                               0x1p52 - 0.5,
+                               -(0x1p52 - 0.5),
+                               0x1p52 - 1.5,
+                               0x1p52,
+                               0x1p52 + 1,
+                               0x1p53,
+                               9.0e18,
+                               -9.3e18,
+                               1e300,
+                               INFINITY,
+                               -INFINITY,
+                               NAN};
+  int wrong = 0;
+  for (size_t i = 0; i < sizeof odd / sizeof *odd; i++)
+    wrong += !same_round(odd[i]);
+  for (int k = -70; k <= 70; k++) { /* around every half */
+    double h = k + 0.5;
+    wrong += !same_round(h) + !same_round(nextafter(h, INFINITY)) +
+             !same_round(nextafter(h, -INFINITY));
+  }
+  for (int i = 0; i < 200000; i++) { /* any bits */
+    uint64_t bits = next();
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    wrong += !same_round(v);
+    v = ldexp((double)(next() >> 11), -(int)(next() % 60)); /* near 0-2^53 */
+    wrong += !same_round(v) + !same_round(-v);
+  }
+  CHECK_EQ_INT(wrong, 0);
+}
+
+/* The class indices with and without the AVX2 rows (rows of 8 to 15). */
+static void test_argmax_both(void) {
+  test_argmax();
+  rk_allow_avx2(false);
+  test_argmax();
+  rk_allow_avx2(true);
+}
+
 int main(void) {
-  TEST_RUN(test_argmax);
+  TEST_RUN(test_argmax_both);
   TEST_RUN(test_channel_sums);
+  TEST_RUN(test_round_half_away);
   return TEST_REPORT("test_rulekit_kernels");
 }

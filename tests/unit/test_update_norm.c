@@ -111,6 +111,31 @@ static void test_together(void) {
   }
 }
 
+/* Pairs large enough to run alone (ALONE_MIN, 65536 elements, and more,
+ * lengths not a multiple of a block) mixed with small ones that share the
+ * lanes. */
+static void test_large_and_small(void) {
+  static const int64_t large[] = {65535, 65536, 65537, 70001, 131072, 200003};
+  for (int round = 0; round < 24; round++) {
+    size_t count = 1 + (size_t)(uniform() * 6);
+    int64_t len[16];
+    int kind[16];
+    for (size_t k = 0; k < count; k++) {
+      len[k] = uniform() < 0.5 ? large[(int)(uniform() * 6)]
+                               : (int64_t)(uniform() * 3000);
+      kind[k] = (int)(uniform() * KINDS);
+    }
+    check_pairs(len, kind, count);
+  }
+  /* and one large enough for the prefetches (PREFETCH_MIN, 2^22) beside a
+   * small one */
+  int64_t len[2] = {((int64_t)1 << 22) + 37, 999};
+  for (int kind = 0; kind < KINDS; kind++) {
+    int kinds[2] = {kind, MOVES};
+    check_pairs(len, kinds, 2);
+  }
+}
+
 /* What the decided cases give, and where the first one wins. */
 static void test_decided(void) {
   float a[200] = {0}, b[200] = {0};
@@ -133,6 +158,23 @@ static void test_decided(void) {
   b[190] = 0;
   update_norms_f32(&p, 1, &got);
   CHECK(same_bits(got, one_by_one(a, b, 200)) && isfinite(got));
+  /* an infinity unchanged between the steps: inf - inf is NaN, which
+   * decides the norm, also in a block whose floats are all equal (with
+   * and without AVX2, alone and beside another pair) */
+  memcpy(a, b, sizeof a);
+  a[70] = b[70] = INFINITY;
+  a[140] = b[140] = -INFINITY;
+  float c[64] = {0}, d[64] = {0};
+  update_pair two[2] = {p, {(void *)c, (void *)d, 64}};
+  for (int avx2 = 0; avx2 < 2; avx2++) {
+    double both[2];
+    update_norm_allow_avx2(avx2);
+    update_norms_f32(&p, 1, &got);
+    CHECK(isnan(got) && isnan(one_by_one(a, b, 200)));
+    update_norms_f32(two, 2, both);
+    CHECK(isnan(both[0]) && same_bits(both[1], 0.0));
+  }
+  update_norm_allow_avx2(true);
 }
 
 /* Squares exactly halfway between two doubles of the sum's binade: the
@@ -176,6 +218,7 @@ int main(void) {
   TEST_RUN(test_alone);
   TEST_RUN(test_ties);
   TEST_RUN(test_together);
+  TEST_RUN(test_large_and_small);
   TEST_RUN(test_decided);
   return TEST_REPORT("test_update_norm");
 }

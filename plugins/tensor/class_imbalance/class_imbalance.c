@@ -48,10 +48,16 @@ typedef struct klass {
   int64_t id, count, predicted, correct;
 } klass;
 
+/* Classes 0 .. SLOTS - 1 are found by index (a batch's labels come in any
+ * order, and a binary search per label mispredicts its branches); others
+ * by a binary search. */
+#define SLOTS 256
+
 typedef struct state {
   const settings *s;
   klass *v; /* sorted by id */
   size_t n;
+  uint32_t slot[SLOTS]; /* 1 + the index in v of class id, or 0 */
 } state;
 
 static void destroy(void *p) {
@@ -73,6 +79,8 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
 
 /* The entry of class `id`, inserted in order when new (NULL: no memory). */
 static klass *class_of(state *st, int64_t id) {
+  if (id >= 0 && id < SLOTS && st->slot[id])
+    return &st->v[st->slot[id] - 1];
   size_t lo = 0, hi = st->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -90,6 +98,9 @@ static klass *class_of(state *st, int64_t id) {
   memmove(v + lo + 1, v + lo, (st->n - lo) * sizeof *v);
   v[lo] = (klass){id, 0, 0, 0};
   st->n++;
+  for (size_t i = lo; i < st->n; i++) /* the entries that moved, and it */
+    if (v[i].id >= 0 && v[i].id < SLOTS)
+      st->slot[v[i].id] = (uint32_t)(i + 1);
   return &v[lo];
 }
 
@@ -139,7 +150,7 @@ static size_t gather(smrules_trial *t, const char *regex, int64_t g,
 static bool accumulate(state *st, const double *y, const double *yhat,
                        size_t n) {
   for (size_t i = 0; i < n; i++) {
-    double c = rk_round_half_away(y[i]);
+    double c = rk_round_half_away_inline(y[i]);
     if (!(fabs(c) < 9.0e18)) /* not a class: NaN, infinite or huge */
       continue;
     klass *k = class_of(st, (int64_t)c);
@@ -148,7 +159,7 @@ static bool accumulate(state *st, const double *y, const double *yhat,
     k->count++;
     if (yhat) {
       k->predicted++;
-      k->correct += rk_round_half_away(yhat[i]) == c;
+      k->correct += rk_round_half_away_inline(yhat[i]) == c;
     }
   }
   return true;
@@ -228,12 +239,17 @@ static char *save_state(smrules_ctx *ctx, void *p) {
   return rk_text_take(&t);
 }
 
-static int load_state(smrules_ctx *ctx, void *p, const char *text) {
-  state *st = p;
-  rk_scan sc = {text, false};
+static void forget_classes(state *st) {
   free(st->v);
   st->v = NULL;
   st->n = 0;
+  memset(st->slot, 0, sizeof st->slot);
+}
+
+static int load_state(smrules_ctx *ctx, void *p, const char *text) {
+  state *st = p;
+  rk_scan sc = {text, false};
+  forget_classes(st);
   bool ok = rk_scan_word(&sc, "v1");
   while (ok && rk_scan_word(&sc, "C")) {
     int64_t id;
@@ -250,9 +266,7 @@ static int load_state(smrules_ctx *ctx, void *p, const char *text) {
   }
   if (ok && rk_scan_end(&sc))
     return 0;
-  free(st->v);
-  st->v = NULL;
-  st->n = 0;
+  forget_classes(st);
   rk_api->log(ctx, SMRULES_LOG_WARNING,
               "stored state unreadable; evaluating from the start");
   return -1;

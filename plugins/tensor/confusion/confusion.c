@@ -142,8 +142,8 @@ static bool to_pairs(smrules_ctx *ctx, const state *st, const vec *y,
                      const vec *yhat, pair *out) {
   double k = st->fixed_k ? (double)st->s->category_no : 4.0e18;
   for (size_t i = 0; i < y->n; i++) {
-    double a = rk_round_half_away(y->v[i]);
-    double b = rk_round_half_away(yhat->v[i]);
+    double a = rk_round_half_away_inline(y->v[i]);
+    double b = rk_round_half_away_inline(yhat->v[i]);
     if (!(a >= 0 && a < k && b >= 0 && b < k)) {
       rk_api->log(ctx, SMRULES_LOG_WARNING,
                   "step skipped: label %g / prediction %g is not a class in "
