@@ -267,8 +267,18 @@ int smr_writer_step_begin(smr_writer *w, int64_t step, int mode,
  * is written from where it is. */
 #define OUT_CAP 65536
 
-/* Write the `n` pieces of `iov` (changed on the way) to the event file,
- * with one writev() when the system takes them all at once. */
+/* At most this many bytes a write call.  A buffered write of 2 MiB or
+ * more at a 2 MiB boundary lets the kernel put it in 2 MiB page-cache
+ * folios; on a virtual machine whose free memory is reported to its host
+ * in blocks of that size (virtio-balloon's free page reporting, order 9),
+ * those folios come from blocks the host has taken back, and each of
+ * their pages then faults in the host: writing 3.2 MB to a new file in one
+ * writev() cost 5.8 ms of CPU there, in writes of up to 1 MiB 1.4 ms
+ * (bench/README.md section 9). */
+#define WRITE_MAX (1u << 20)
+
+/* Write the `n` pieces of `iov` (changed on the way) to the event file, in
+ * writev() calls of up to WRITE_MAX bytes. */
 static bool write_pieces(smr_writer *w, struct iovec *iov, int n) {
   int i = 0;
   while (i < n) {
@@ -276,7 +286,17 @@ static bool write_pieces(smr_writer *w, struct iovec *iov, int n) {
       i++;
       continue;
     }
-    ssize_t k = writev(w->ev, iov + i, n - i);
+    struct iovec part[HELD_MAX]; /* the pieces within WRITE_MAX bytes */
+    int m = 0;
+    size_t total = 0;
+    for (int j = i; j < n && total < WRITE_MAX; j++) {
+      size_t len = iov[j].iov_len;
+      if (len > WRITE_MAX - total)
+        len = WRITE_MAX - total;
+      part[m++] = (struct iovec){iov[j].iov_base, len};
+      total += len;
+    }
+    ssize_t k = writev(w->ev, part, m);
     w->event_writes++;
     if (k < 0 && errno == EINTR)
       continue;
@@ -322,7 +342,9 @@ static void out_put(smr_writer *w, const uint8_t *data, size_t len) {
     return;
   bool ok = true;
   if (len >= OUT_CAP && w->hold) {
-    if (w->n_held + 2 > HELD_MAX) /* room for out's bytes and this piece */
+    /* room for out's bytes, this piece and out's bytes after it (the
+     * flush's hold_out) */
+    if (w->n_held + 3 > HELD_MAX)
       ok = out_write(w, NULL, 0);
     if (ok) {
       hold_out(w);

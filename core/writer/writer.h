@@ -57,8 +57,9 @@ int smr_write_end_marker(const char *trial_dir, smr_error *err);
 
 /* With `on`, the large pieces of a step's records (tensors' contents of 64
  * KiB and more) wait in the caller's memory beside the buffered small ones
- * and go to the event file together, in one writev() per 64 KiB of small
- * pieces or 255 pieces, instead of one writev() per large tensor.  The
+ * and go to the event file together, in writev() calls of up to 1 MiB (as
+ * every write of the event files), instead of one writev() per large
+ * tensor.  The
  * caller must then leave every tensor's data in place and unchanged until
  * smr_writer_flush, the step's end or smr_writer_close has returned.  A
  * write that fails while pieces were held is reported by the call that
