@@ -11,7 +11,11 @@
  * hands the record over in pieces (event_encode.h), the small ones gather in
  * a buffer and a large one (a tensor's content) goes to writev() beside it
  * straight from the caller's memory; the CRC, when computed, runs over the
- * pieces.  The file's bytes are the same as encoding the record whole. */
+ * pieces.  The file's bytes are the same as encoding the record whole.
+ * A caller that keeps its tensors' memory until it says so (the PyTorch
+ * hook's write queue, smr_writer_hold_pieces) lets the large pieces wait
+ * beside the small ones, so that a step's records go to the file in one
+ * writev() rather than one per large tensor. */
 #include "writer/writer.h"
 
 #include <errno.h>
@@ -27,6 +31,9 @@
 #include "format/record.h"
 #include "writer/event_encode.h"
 
+/* Pieces held at once by smr_writer_hold_pieces (IOV_MAX is 1024). */
+#define HELD_MAX 256
+
 struct smr_writer {
   char *dir;    /* trial directory */
   char *worker; /* worker name as given */
@@ -38,9 +45,17 @@ struct smr_writer {
   int ev;       /* event .tmp file; -1 until the step's first tensor */
   uint8_t *out; /* what is not yet written to it (OUT_CAP bytes) */
   size_t out_len;
-  char *ev_rel;  /* its final path relative to the trial directory */
-  bool ev_error; /* a write to it failed: the step is discarded */
-  int ev_errno;  /* why */
+  /* smr_writer_hold_pieces: the pieces waiting to be written, in order:
+   * parts of `out` (up to out_len; out[seg..out_len) not listed yet) and
+   * large pieces in the caller's memory */
+  bool hold;
+  struct iovec held[HELD_MAX];
+  int n_held;
+  size_t seg;
+  uint64_t event_writes; /* write calls made to event files */
+  char *ev_rel;          /* its final path relative to the trial directory */
+  bool ev_error;         /* a write to it failed: the step is discarded */
+  int ev_errno;          /* why */
   int64_t offset;
   smr_index_tensor *tensors;
   size_t n_tensors, cap_tensors;
@@ -203,6 +218,8 @@ static void step_reset(smr_writer *w) {
   w->ev_rel = NULL;
   w->ev = -1;
   w->out_len = 0;
+  w->n_held = 0;
+  w->seg = 0;
   w->ev_error = false;
   w->ev_errno = 0;
   w->offset = 0;
@@ -250,17 +267,37 @@ int smr_writer_step_begin(smr_writer *w, int64_t step, int mode,
  * is written from where it is. */
 #define OUT_CAP 65536
 
-/* Write the buffered bytes and then `len` bytes at `data` (may be 0), with
- * one writev() when the system takes it all at once. */
-static bool out_write(smr_writer *w, const uint8_t *data, size_t len) {
-  struct iovec iov[2] = {{w->out, w->out_len}, {(void *)data, len}};
+/* At most this many bytes a write call.  A buffered write of 2 MiB or
+ * more at a 2 MiB boundary lets the kernel put it in 2 MiB page-cache
+ * folios; on a virtual machine whose free memory is reported to its host
+ * in blocks of that size (virtio-balloon's free page reporting, order 9),
+ * those folios come from blocks the host has taken back, and each of
+ * their pages then faults in the host: writing 3.2 MB to a new file in one
+ * writev() cost 5.8 ms of CPU there, in writes of up to 1 MiB 1.4 ms
+ * (bench/README.md section 9). */
+#define WRITE_MAX (1u << 20)
+
+/* Write the `n` pieces of `iov` (changed on the way) to the event file, in
+ * writev() calls of up to WRITE_MAX bytes. */
+static bool write_pieces(smr_writer *w, struct iovec *iov, int n) {
   int i = 0;
-  while (i < 2) {
+  while (i < n) {
     if (iov[i].iov_len == 0) {
       i++;
       continue;
     }
-    ssize_t k = writev(w->ev, iov + i, 2 - i);
+    struct iovec part[HELD_MAX]; /* the pieces within WRITE_MAX bytes */
+    int m = 0;
+    size_t total = 0;
+    for (int j = i; j < n && total < WRITE_MAX; j++) {
+      size_t len = iov[j].iov_len;
+      if (len > WRITE_MAX - total)
+        len = WRITE_MAX - total;
+      part[m++] = (struct iovec){iov[j].iov_base, len};
+      total += len;
+    }
+    ssize_t k = writev(w->ev, part, m);
+    w->event_writes++;
     if (k < 0 && errno == EINTR)
       continue;
     if (k <= 0) {
@@ -269,29 +306,59 @@ static bool out_write(smr_writer *w, const uint8_t *data, size_t len) {
       return false;
     }
     size_t done = (size_t)k; /* whole entries, then part of one */
-    for (; i < 2 && done >= iov[i].iov_len; i++)
+    for (; i < n && done >= iov[i].iov_len; i++)
       done -= iov[i].iov_len;
-    if (i < 2) {
+    if (i < n) {
       iov[i].iov_base = (uint8_t *)iov[i].iov_base + done;
       iov[i].iov_len -= done;
     }
   }
-  w->out_len = 0;
   return true;
 }
 
-/* Append `len` bytes to the event file (buffered when small). */
+/* The bytes of `out` not yet among the held pieces join them. */
+static void hold_out(smr_writer *w) {
+  if (w->out_len > w->seg)
+    w->held[w->n_held++] = (struct iovec){w->out + w->seg, w->out_len - w->seg};
+  w->seg = w->out_len;
+}
+
+/* Write the held pieces, the buffered bytes and then `len` bytes at `data`
+ * (may be 0); nothing is held afterwards, whether it succeeded or not. */
+static bool out_write(smr_writer *w, const uint8_t *data, size_t len) {
+  hold_out(w);
+  if (len)
+    w->held[w->n_held++] = (struct iovec){(void *)data, len};
+  bool ok = write_pieces(w, w->held, w->n_held);
+  w->n_held = 0;
+  w->seg = w->out_len = 0;
+  return ok;
+}
+
+/* Append `len` bytes to the event file (buffered when small; when large,
+ * written at once, or held with what comes before it). */
 static void out_put(smr_writer *w, const uint8_t *data, size_t len) {
   if (w->ev_error)
     return;
   bool ok = true;
-  if (len >= OUT_CAP)
+  if (len >= OUT_CAP && w->hold) {
+    /* room for out's bytes, this piece and out's bytes after it (the
+     * flush's hold_out) */
+    if (w->n_held + 3 > HELD_MAX)
+      ok = out_write(w, NULL, 0);
+    if (ok) {
+      hold_out(w);
+      w->held[w->n_held++] = (struct iovec){(void *)data, len};
+    }
+  } else if (len >= OUT_CAP)
     ok = out_write(w, data, len);
   else {
     if (w->out_len + len > OUT_CAP)
       ok = out_write(w, NULL, 0);
-    memcpy(w->out + w->out_len, data, len);
-    w->out_len += len;
+    if (ok) {
+      memcpy(w->out + w->out_len, data, len);
+      w->out_len += len;
+    }
   }
   if (!ok) {
     w->ev_error = true;
@@ -311,7 +378,7 @@ static int finish_event_file(smr_writer *w, smr_error *err) {
                        "step %lld discarded after a failed write",
                        (long long)w->step);
   } else {
-    bool flushed = w->out_len == 0 || out_write(w, NULL, 0);
+    bool flushed = (w->out_len == 0 && w->n_held == 0) || out_write(w, NULL, 0);
     rc = finish_file(w->ev, flushed, errno, tmp, path, w->ev_rel, err);
   }
   w->ev = -1;
@@ -530,6 +597,34 @@ int smr_writer_shape(smr_writer *w, const char *name, int ndim,
   if (ndim > 0)
     memcpy(s->shape, shape, (size_t)ndim * sizeof *shape);
   return SMR_OK;
+}
+
+/* ---- held pieces ---- */
+
+void smr_writer_hold_pieces(smr_writer *w, int on) {
+  if (!on && w->n_held && !w->ev_error && !out_write(w, NULL, 0)) {
+    w->ev_error = true; /* reported by the step's end */
+    w->ev_errno = errno;
+  }
+  w->hold = on != 0;
+}
+
+int smr_writer_flush(smr_writer *w, smr_error *err) {
+  if (w->ev < 0 || w->n_held == 0)
+    return SMR_OK;
+  if (w->ev_error)
+    return smr_error_set(err, SMR_ERR_IO, w->ev_rel, w->offset,
+                         "an earlier write to this file failed");
+  if (!out_write(w, NULL, 0)) {
+    w->ev_error = true;
+    w->ev_errno = errno;
+    return io_error(err, w->ev_rel, "write file");
+  }
+  return SMR_OK;
+}
+
+uint64_t smr_writer_event_writes(const smr_writer *w) {
+  return w->event_writes;
 }
 
 /* ---- other files ---- */

@@ -55,4 +55,20 @@ int smr_writer_close(smr_writer *w, smr_error *err);
 /* Create <trial_dir>/training_job_end.ts. */
 int smr_write_end_marker(const char *trial_dir, smr_error *err);
 
+/* With `on`, the large pieces of a step's records (tensors' contents of 64
+ * KiB and more) wait in the caller's memory beside the buffered small ones
+ * and go to the event file together, in writev() calls of up to 1 MiB (as
+ * every write of the event files), instead of one writev() per large
+ * tensor.  The
+ * caller must then leave every tensor's data in place and unchanged until
+ * smr_writer_flush, the step's end or smr_writer_close has returned.  A
+ * write that fails while pieces were held is reported by the call that
+ * wrote them (a later tensor, the flush or the step's end), and the step is
+ * discarded as with any failed write.  Turning it off writes what is held. */
+void smr_writer_hold_pieces(smr_writer *w, int on);
+/* Write the pieces held so far (nothing to do without hold_pieces). */
+int smr_writer_flush(smr_writer *w, smr_error *err);
+/* The write() and writev() calls made to event files so far. */
+uint64_t smr_writer_event_writes(const smr_writer *w);
+
 #endif

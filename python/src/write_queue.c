@@ -58,7 +58,8 @@ typedef struct {
   bool stopping;
   int err_status; /* the first failure: its smr status and message */
   char *err_msg;
-  double cpu_seconds; /* the thread's CPU time, when it ended */
+  double cpu_seconds;              /* the thread's CPU time, when it ended */
+  unsigned long long event_writes; /* its writes to event files, at the end */
 } WriteQueueObject;
 
 /* ---- the thread (no GIL, no Python) ---- */
@@ -81,6 +82,9 @@ static int run_op(WriteQueueObject *q, const batch_op *op, smr_error *err) {
     int rc = smr_writer_open(q->dir, q->worker, 0, &q->w, err);
     if (rc != SMR_OK)
       return rc;
+    /* a batch's arrays stay in place until it is written and flushed (see
+     * wq_thread): a step's records go out in one writev */
+    smr_writer_hold_pieces(q->w, 1);
   }
   if (op->kind == 'c')
     return smr_writer_collections_json(q->w, op->name, (size_t)op->len, err);
@@ -111,6 +115,16 @@ static void *wq_thread(void *arg) {
     int rc = SMR_OK;
     for (Py_ssize_t i = 0; i < b->n && rc == SMR_OK && !failed; i++)
       rc = run_op(q, &b->parsed[i], &err);
+    /* the writer may hold pieces of this batch's arrays, which reap() gives
+     * back: they are written (or dropped after a failure) before that */
+    if (q->w) {
+      smr_error ferr = {0};
+      int frc = smr_writer_flush(q->w, &ferr);
+      if (rc == SMR_OK && frc != SMR_OK) {
+        rc = frc;
+        err = ferr;
+      }
+    }
     pthread_mutex_lock(&q->mu);
     if (rc != SMR_OK)
       keep_error(q, &err);
@@ -125,6 +139,8 @@ static void *wq_thread(void *arg) {
   pthread_mutex_unlock(&q->mu);
   if (q->w) { /* nobody else touches it once stopping */
     smr_error err = {0};
+    /* (a step the hook left open is written by the close: not counted) */
+    q->event_writes = smr_writer_event_writes(q->w);
     if (smr_writer_close(q->w, &err) != SMR_OK) {
       pthread_mutex_lock(&q->mu);
       keep_error(q, &err);
@@ -397,6 +413,10 @@ static PyObject *wq_cpu(WriteQueueObject *self, void *closure) {
   return PyFloat_FromDouble(self->joined ? self->cpu_seconds : 0.0);
 }
 
+static PyObject *wq_event_writes(WriteQueueObject *self, void *closure) {
+  return PyLong_FromUnsignedLongLong(self->joined ? self->event_writes : 0);
+}
+
 static PyMethodDef wq_methods[] = {
     {"submit", (PyCFunction)wq_submit, METH_VARARGS,
      "submit(ops, nbytes, token): queue a batch of operations (Writer.batch's, "
@@ -417,6 +437,10 @@ static PyGetSetDef wq_getset[] = {
      (void *)1},
     {"cpu_seconds", (getter)wq_cpu, NULL,
      "the thread's CPU time, once closed (0 before)", NULL},
+    {"event_writes", (getter)wq_event_writes, NULL,
+     "the write calls the thread made to event files, once closed (0 "
+     "before)",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject WriteQueueType = {

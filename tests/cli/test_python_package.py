@@ -151,6 +151,7 @@ res["collections_json"] = pytorch_collections().to_json(1)
 q.submit([("collections", res["collections_json"]), ("end_marker",)], 0, "last")
 tokens += q.close()
 res["tokens"] = tokens
+res["queue_event_writes"] = q.event_writes
 res["peak"] = q.peak_bytes
 res["batch_bytes"] = [sum(op[2].nbytes for op in ops[cut[i]:cut[i + 1]] if op[0] == "tensor")
                       for i in range(3)]
@@ -460,6 +461,10 @@ def check_write_queue(c, res, per_call, queue, qerr):
           q.get("collections/000000000/worker_0_collections.json", b"").decode(),
           res.get("collections_json"))
     sc.ok(q.get("training_job_end.ts") == b"", "end marker", "files: %s" % sorted(q))
+    # each step's records (its 280 KB array among small ones, a step cut
+    # across two batches) reach the event file in one writev, not one per
+    # large array and one for the rest
+    sc.eq("one write per step's event file", res.get("queue_event_writes"), 3)
     sc.eq("written batches handed back, in order", res.get("tokens"),
           ["batch0", "batch1", "batch2", "last"])
     sc.eq("bound 0: one batch queued at a time (peak = the largest)", res.get("peak"),
