@@ -52,6 +52,7 @@ static struct {
   size_t held_bytes;        /* lent to ranges */
   _Atomic size_t largest;   /* the largest buffer taken so far */
   _Atomic size_t in_memory; /* held + idle, read without the lock */
+  _Atomic size_t held;      /* held_bytes, read without the lock */
   /* Every record buffer's bytes, large or not, shared or not: idle large
    * buffers are kept only within the budget of them all. */
   _Atomic size_t all_bytes;
@@ -72,6 +73,7 @@ static size_t all_bytes(void) {
 static void update_in_memory(void) {
   atomic_store_explicit(&large.in_memory, large.held_bytes + large.idle_bytes,
                         memory_order_relaxed);
+  atomic_store_explicit(&large.held, large.held_bytes, memory_order_relaxed);
 }
 
 /* The buffers' bound: the budget, or what one turn holding two of the
@@ -109,6 +111,11 @@ size_t smr_source_record_budget(void) {
 
 size_t smr_source_largest_record(void) {
   return atomic_load_explicit(&large.largest, memory_order_relaxed);
+}
+
+bool smr_source_record_fits(size_t len) {
+  return atomic_load_explicit(&large.held, memory_order_relaxed) + len <=
+         RECORD_BUDGET;
 }
 
 size_t smr_source_turn_record_bytes(void) {

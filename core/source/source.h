@@ -159,6 +159,10 @@ size_t smr_source_record_budget(void);
 size_t smr_source_turn_record_bytes(void);
 /* The largest such record's buffer so far (0: none yet). */
 size_t smr_source_largest_record(void);
+/* Whether a record of len bytes more, read now beside the records held,
+ * stays within the budget: work that may be left to later (a comparison
+ * with another trial, host/value_pairs.c) is done now only then. */
+bool smr_source_record_fits(size_t len);
 
 /* ---- locations, before a source is opened ---- */
 
