@@ -114,8 +114,7 @@ size_t smr_source_largest_record(void) {
 }
 
 bool smr_source_record_fits(size_t len) {
-  return atomic_load_explicit(&large.held, memory_order_relaxed) + len <=
-         RECORD_BUDGET;
+  return all_bytes() + len <= RECORD_BUDGET;
 }
 
 size_t smr_source_turn_record_bytes(void) {
