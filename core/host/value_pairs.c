@@ -36,6 +36,9 @@
 #define NEVER INT64_MIN
 /* Registrations at most: beyond them a rule's work is done when asked. */
 #define REGS_MAX 64
+/* The other trial's record is about as large as the value in hand: its
+ * header, and the page its buffer is rounded to, besides. */
+#define EXTRA_SLACK ((size_t)64 << 10)
 
 typedef struct reg {
   smr_pair_key k;
@@ -232,21 +235,30 @@ static result_slot *next_wanted(size_t *i, smr_trial *t, const char *name,
 void smr_value_pairs_offer(smr_trial *t, const char *name, int64_t step,
                            int mode, const smr_tensor *v,
                            const smr_value_loc *loc) {
-  /* the other trial's record beside those held must stay within the
-   * record budget (docs/kubernetes.md#record-memory); else the rule reads
-   * both in its own turn, which the scheduler admits by it */
-  if (!atomic_load_explicit(&P.nregs, memory_order_relaxed) ||
-      !smr_source_record_fits(v->nbytes))
+  if (!atomic_load_explicit(&P.nregs, memory_order_relaxed))
     return;
   pthread_mutex_lock(&P.mu);
   result_slot *s;
   for (size_t i = 0; (s = next_wanted(&i, t, name, step, mode)); i++) {
     smr_pair_key k = s->r->k;
     pthread_mutex_unlock(&P.mu);
+    /* The other trial's record is read beside what the running turns
+     * reserve only when it fits the record budget
+     * (docs/kubernetes.md#record-memory); else the rule reads both in its
+     * own turn, which the scheduler admits by them. */
+    size_t extra = v->nbytes + EXTRA_SLACK;
+    bool fits = smr_source_extra_begin(extra);
     unsigned char out[SMR_PAIR_RESULT_MAX];
     memset(out, 0, sizeof out);
-    int rc = pair_with(&k, name, step, mode, v, loc, out);
+    int rc = fits ? pair_with(&k, name, step, mode, v, loc, out) : SMR_OK;
+    if (fits)
+      smr_source_extra_end(extra);
     pthread_mutex_lock(&P.mu);
+    if (!fits) { /* left to the rule */
+      slot_clear(s);
+      pthread_cond_broadcast(&P.done);
+      continue;
+    }
     s->status = rc;
     memcpy(s->result, out, sizeof out);
     s->pending = false;
