@@ -51,6 +51,7 @@ typedef struct result_slot {
   char *name;
   int64_t step;
   bool pending; /* a thread is doing the work */
+  bool refused; /* the work did not fit the record budget: the rule's */
   int status;
   unsigned char result[SMR_PAIR_RESULT_MAX];
 } result_slot;
@@ -166,14 +167,18 @@ static int pair_with(const smr_pair_key *k, const char *name, int64_t step,
 
 /* Both values read here: the rule's trial's as read for statistics (a
  * read another rule's would have served: run/schedule.h orders the rule
- * after those). */
+ * after those), unless another rule's read left the work to it for want
+ * of room (own): with two threads, each running turn reserves two of the
+ * largest records and the other trial's large records do not fit beside
+ * two of them; then going after the readers only made the rule's long
+ * turns the last of each step. */
 static int pair_read(const smr_pair_key *k, const char *name, int64_t step,
-                     int mode, void *result) {
+                     int mode, bool own, void *result) {
   smr_tensor a;
   smr_value_loc la;
   smr_error e;
   smr_error_clear(&e);
-  int depth = smr_data_reads_for_stats(1);
+  int depth = smr_data_reads_for_stats(own ? 0 : 1);
   int rc = smr_data_value(k->t, name, step, mode, NULL, &a, &la, &e);
   smr_data_reads_for_stats(depth);
   if (rc == SMR_ERR_USAGE)
@@ -201,6 +206,11 @@ int smr_value_pair(const smr_pair_key *k, const char *name, int64_t step,
       pthread_cond_wait(&P.done, &P.mu);
   }
   P.asked++;
+  bool own = s && s->refused;
+  if (own) {
+    slot_clear(s);
+    s = NULL;
+  }
   if (s) {
     int rc = s->status;
     memcpy(result, s->result, size);
@@ -211,7 +221,7 @@ int smr_value_pair(const smr_pair_key *k, const char *name, int64_t step,
   }
   pthread_mutex_unlock(&P.mu);
   unsigned char out[SMR_PAIR_RESULT_MAX];
-  int rc = pair_read(k, name, step, mode, out);
+  int rc = pair_read(k, name, step, mode, own, out);
   memcpy(result, out, size);
   return rc;
 }
@@ -254,8 +264,9 @@ void smr_value_pairs_offer(smr_trial *t, const char *name, int64_t step,
     if (fits)
       smr_source_extra_end(extra);
     pthread_mutex_lock(&P.mu);
-    if (!fits) { /* left to the rule */
-      slot_clear(s);
+    if (!fits) { /* left to the rule, which reads both when it asks */
+      s->pending = false;
+      s->refused = true;
       pthread_cond_broadcast(&P.done);
       continue;
     }
