@@ -7,6 +7,7 @@
 
 #include "base/warn.h"
 #include "base/workers.h"
+#include "host/value_pairs.h"
 
 /* ------------------------------------------------------ read failures */
 
@@ -30,11 +31,24 @@ static int answer(int rc, const smr_error *err) {
 /* -------------------------------------------------------------- reads */
 
 /* This thread's reads (smr_data_reads); stats_depth > 0 while a value is
- * read for statistics. */
+ * read for statistics, quiet while reads are not counted. */
 static _Thread_local struct {
   int stats_depth;
+  bool quiet;
   uint64_t values, for_stats;
 } reads;
+
+int smr_data_reads_for_stats(int depth) {
+  int was = reads.stats_depth;
+  reads.stats_depth = depth;
+  return was;
+}
+
+bool smr_data_reads_quiet(bool quiet) {
+  bool was = reads.quiet;
+  reads.quiet = quiet;
+  return was;
+}
 
 void smr_data_reads_reset(void) {
   reads.values = reads.for_stats = 0;
@@ -124,11 +138,16 @@ int smr_data_value(smr_trial *t, const char *name, int64_t step, int mode,
     loc = &own;
   int rc = smr_trial_value(t, name, step, mode, worker, out, loc, err);
   if (rc == SMR_OK && !worker) {
+    bool global = same_as_global(t, mode, loc);
     fill_wanted(t, name, step, mode, out);
-    if (same_as_global(t, mode, loc))
+    if (global)
       fill_wanted(t, name, loc->step, SMR_MODE_GLOBAL, out);
+    /* SimilarAcrossRuns' comparisons (value_pairs.h) */
+    smr_value_pairs_offer(t, name, step, mode, out, loc);
+    if (global)
+      smr_value_pairs_offer(t, name, loc->step, SMR_MODE_GLOBAL, out, loc);
   }
-  if (rc == SMR_OK)
+  if (rc == SMR_OK && !reads.quiet)
     *(reads.stats_depth ? &reads.for_stats : &reads.values) += 1;
   return answer(rc, err);
 }

@@ -35,6 +35,12 @@
  * it: run/schedule.h).  Reads done on helper threads are not counted. */
 void smr_data_reads_reset(void);
 void smr_data_reads(uint64_t *values, uint64_t *for_stats);
+/* This thread's reads from now on count as read for statistics while
+ * depth > 0; the previous depth is returned, to be set back. */
+int smr_data_reads_for_stats(int depth);
+/* The same for reads not counted at all (another trial's, read for a
+ * rule while another rule's turn runs: value_pairs.c). */
+bool smr_data_reads_quiet(bool quiet);
 
 /* Warn once about an unreadable value (err) and answer
  * SMR_TENSOR_UNAVAILABLE_FOR_STEP. */

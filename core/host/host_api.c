@@ -11,6 +11,7 @@
 #include "format/dtype.h"
 #include "host/data.h"
 #include "host/host_int.h"
+#include "host/value_pairs.h"
 
 /* The SDK's dtype numbers are the one dtype table's (format/dtype.c):
  * smrules_tensor.dtype is handed over unchanged.  A row added to the
@@ -263,6 +264,56 @@ static int api_value_runs(smrules_trial *t, const char *name, int64_t step,
                              elem_size, dest) == SMR_OK
              ? SMRULES_OK
              : SMRULES_ERR;
+}
+
+/* pair_value: the plugin's fn called with the values as the SDK's
+ * tensors (value_pairs.h). */
+static void to_sdk(const smr_tensor *v, const smr_value_loc *loc,
+                   smrules_tensor *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = v->dtype;
+  out->ndim = v->ndim;
+  memcpy(out->shape, v->shape, sizeof out->shape);
+  out->count = v->count;
+  out->data = v->data;
+  out->nbytes = v->nbytes;
+  out->strings = (const uint8_t *const *)v->strings;
+  out->string_lens = v->string_lens;
+  out->step = loc->step;
+  out->mode = loc->mode;
+  out->mode_step = loc->mode_step;
+  out->wall_time = v->wall_time;
+  out->worker = loc->worker;
+}
+
+static int call_pair_fn(const void *fn, const void *arg, const smr_tensor *a,
+                        const smr_value_loc *la, const smr_tensor *b,
+                        const smr_value_loc *lb, void *result) {
+  smrules_pair_fn f;
+  memcpy(&f, &fn, sizeof f); /* a function pointer kept as data */
+  smrules_tensor ta, tb;
+  to_sdk(a, la, &ta);
+  to_sdk(b, lb, &tb);
+  return f(&ta, &tb, arg, result) == SMRULES_OK ? SMR_OK : SMR_ERR_USAGE;
+}
+
+static int api_pair_value(smrules_ctx *c, smrules_trial *other,
+                          const char *name, int64_t step, int mode,
+                          smrules_pair_fn fn, const void *arg, void *result,
+                          size_t result_size) {
+  if (!c || !other || !name || !fn || !result ||
+      result_size > SMRULES_PAIR_RESULT_MAX)
+    return SMRULES_ERR;
+  const void *f;
+  memcpy(&f, &fn, sizeof f);
+  smr_pair_key k = {.owner = c,
+                    .t = T((smrules_trial *)c->trial),
+                    .other = (smr_trial *)other,
+                    .call = call_pair_fn,
+                    .fn = f,
+                    .arg = arg};
+  int rc = smr_value_pair(&k, name, step, mode, result, result_size);
+  return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
 }
 
 static void api_release(smrules_tensor *t) {
@@ -668,6 +719,7 @@ static const smrules_api API = {
     .live_workers = api_live_workers,
     .value_head = api_value_head,
     .value_runs = api_value_runs,
+    .pair_value = api_pair_value,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -10,6 +10,7 @@
 #include "base/jsonw.h"
 #include "base/warn.h"
 #include "host/host_int.h"
+#include "host/value_pairs.h"
 
 static int log_level = SMRULES_LOG_WARNING;
 /* A log line is cut at 1023 bytes (smr_ctx_log's buffer); a rule prints
@@ -57,6 +58,7 @@ void smr_ctx_free(smrules_ctx *c) {
   release_events(c);
   smr_strv_free(&c->param_texts);
   free(c->rule_params);
+  smr_value_pairs_forget(c); /* before its other trials close */
   for (size_t i = 0; i < c->nothers; i++) {
     smr_trial_close(c->others[i]);
     free(c->other_paths[i]);

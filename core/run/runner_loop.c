@@ -377,6 +377,19 @@ static size_t turn_bytes_floor(void *arg) {
   return 2 * smr_source_largest_record();
 }
 
+/* What the running turns reserve (smr_sched.turns_reserved), and the
+ * records held beyond any turn's (smr_sched.extra_bytes): a rule's work
+ * done in another's turn (host/value_pairs.c) fits between them. */
+static void turns_reserved(void *arg, size_t bytes) {
+  (void)arg;
+  smr_source_set_turns_reserved(bytes);
+}
+
+static size_t extra_record_bytes(void *arg) {
+  (void)arg;
+  return smr_source_extra_bytes();
+}
+
 /* In lock step, the read-ahead reaches at most `window` steps past the
  * slowest rule (smr_sched.slowest_moved). */
 static void read_ahead_horizon(void *arg, size_t pos) {
@@ -437,6 +450,8 @@ static void choose_order(smr_runner *r, smr_sched *s) {
     s->budget = smr_source_record_budget();
     s->turn_bytes = turn_record_bytes;
     s->turn_bytes_floor = turn_bytes_floor;
+    s->turns_reserved = turns_reserved;
+    s->extra_bytes = extra_record_bytes;
   }
   if (lock && cached) {
     r->window = s->lag + half;

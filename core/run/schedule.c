@@ -65,19 +65,44 @@ static size_t reservation(const unit_state *u, size_t floor) {
   return u->bytes > floor ? u->bytes : floor;
 }
 
-/* Whether u's turn fits the byte budget beside the running ones; one turn
- * alone always runs, so some thread can always go on. */
+/* What the running turns reserve, and how many run. */
+static size_t running_reserved(const sched_run *r, size_t floor,
+                               size_t *running) {
+  size_t sum = 0;
+  *running = 0;
+  for (size_t i = 0; i < r->s->units; i++)
+    if (r->u[i].running) {
+      ++*running;
+      sum += reservation(&r->u[i], floor);
+    }
+  return sum;
+}
+
+static size_t bytes_floor(const sched_run *r) {
+  return r->s->turn_bytes_floor ? r->s->turn_bytes_floor(r->s->arg) : 0;
+}
+
+/* Whether u's turn fits the byte budget beside the running ones and the
+ * extra reads; one turn alone always runs, so some thread can always go
+ * on. */
 static bool within_budget(const sched_run *r, const unit_state *u) {
   if (!r->s->budget)
     return true;
-  size_t floor = r->s->turn_bytes_floor ? r->s->turn_bytes_floor(r->s->arg) : 0;
-  size_t sum = 0, running = 0;
-  for (size_t i = 0; i < r->s->units; i++)
-    if (r->u[i].running) {
-      running++;
-      sum += reservation(&r->u[i], floor);
-    }
+  size_t floor = bytes_floor(r), running;
+  size_t sum = running_reserved(r, floor, &running);
+  if (r->s->extra_bytes)
+    sum += r->s->extra_bytes(r->s->arg);
   return !running || sum + reservation(u, floor) <= r->s->budget;
+}
+
+/* Under r->mu, after a turn began or ended: what the running turns
+ * reserve, for the reads beyond them (smr_sched.turns_reserved). */
+static void tell_reserved(const sched_run *r) {
+  if (r->s->budget && r->s->turns_reserved) {
+    size_t running;
+    r->s->turns_reserved(r->s->arg,
+                         running_reserved(r, bytes_floor(r), &running));
+  }
 }
 
 /* The unit a free thread takes now, or -1 when every candidate is running
@@ -127,6 +152,7 @@ static void *worker(void *arg) {
     }
     unit_state *u = &r->u[i];
     u->running = true;
+    tell_reserved(r);
     size_t pos = u->pos, limit = turn_limit(r, (size_t)i, pos);
     pthread_mutex_unlock(&r->mu);
     double began = turn_clock(r->s);
@@ -147,6 +173,7 @@ static void *worker(void *arg) {
       finished = true;
     u->pos = pos;
     u->running = false;
+    tell_reserved(r);
     if (finished) {
       u->done = true;
       r->left--;

@@ -65,6 +65,12 @@ typedef struct smr_sched {
    * each time a turn may begin; a unit reserves the most of that and of
    * what its turns held before. */
   size_t (*turn_bytes_floor)(void *arg);
+  /* With budget, optional: told what the running turns reserve each time
+   * a turn begins or ends, and asked the bytes held beyond any turn's
+   * (reads a thread does for another rule, source.h's
+   * smr_source_extra_begin), which a turn's admission counts too. */
+  void (*turns_reserved)(void *arg, size_t bytes);
+  size_t (*extra_bytes)(void *arg);
 } smr_sched;
 
 /* Run every unit to its end with `jobs` threads (the caller's thread

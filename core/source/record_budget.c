@@ -111,6 +111,35 @@ size_t smr_source_largest_record(void) {
   return atomic_load_explicit(&large.largest, memory_order_relaxed);
 }
 
+/* Extra reads (smr_source_extra_begin): the bytes reserved for them, the
+ * running turns' reservations, and whether this thread reads as extra. */
+static _Atomic size_t extra_reserved, turns_reserved;
+static _Thread_local bool reading_extra;
+
+void smr_source_set_turns_reserved(size_t bytes) {
+  atomic_store_explicit(&turns_reserved, bytes, memory_order_relaxed);
+}
+
+size_t smr_source_extra_bytes(void) {
+  return atomic_load_explicit(&extra_reserved, memory_order_relaxed);
+}
+
+bool smr_source_extra_begin(size_t len) {
+  size_t turns = atomic_load_explicit(&turns_reserved, memory_order_relaxed);
+  size_t extra = atomic_load_explicit(&extra_reserved, memory_order_relaxed);
+  do {
+    if (turns + extra + len > RECORD_BUDGET)
+      return false;
+  } while (!atomic_compare_exchange_weak(&extra_reserved, &extra, extra + len));
+  reading_extra = true;
+  return true;
+}
+
+void smr_source_extra_end(size_t len) {
+  reading_extra = false;
+  atomic_fetch_sub(&extra_reserved, len);
+}
+
 size_t smr_source_turn_record_bytes(void) {
   size_t peak = thread_peak;
   thread_peak = thread_held;
@@ -173,6 +202,8 @@ static record_buf *idle_trim(size_t more) {
 }
 
 static void count_held(size_t cap) {
+  if (reading_extra) /* reserved already: not the turn's */
+    return;
   thread_held += cap;
   if (thread_held > thread_peak)
     thread_peak = thread_held;
@@ -237,7 +268,8 @@ bool record_budget_may_keep(void) {
 }
 
 void record_budget_give_back(record_buf *b) {
-  thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
+  if (!reading_extra)
+    thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
   pthread_mutex_lock(&large.mu);
   large.held_bytes -= b->cap;
   bool keep = large.held_bytes + large.idle_bytes + b->cap <= bound() &&

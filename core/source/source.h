@@ -159,6 +159,19 @@ size_t smr_source_record_budget(void);
 size_t smr_source_turn_record_bytes(void);
 /* The largest such record's buffer so far (0: none yet). */
 size_t smr_source_largest_record(void);
+/* Reads beyond a turn's own: work a thread may do now for another rule
+ * or leave to it (a comparison with another trial's value,
+ * host/value_pairs.c).  smr_source_extra_begin reserves len bytes when
+ * they fit the budget beside what the running turns reserve (the
+ * scheduler says, smr_source_set_turns_reserved) and the other extra
+ * reads; false: leave the work.  Until smr_source_extra_end(len), this
+ * thread's large records count as extra, not as its turn's (the
+ * scheduler counts the extra bytes of every thread against the budget:
+ * smr_source_extra_bytes). */
+bool smr_source_extra_begin(size_t len);
+void smr_source_extra_end(size_t len);
+size_t smr_source_extra_bytes(void);
+void smr_source_set_turns_reserved(size_t bytes);
 
 /* ---- locations, before a source is opened ---- */
 

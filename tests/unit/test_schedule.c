@@ -390,6 +390,76 @@ static void test_budget_floor(void) {
     CHECK_EQ_INT(p.pos_now[i], 6);
 }
 
+/* Bytes held beyond any turn (smr_sched.extra_bytes: a read one rule
+ * does for another) count against the budget when a turn begins: turns
+ * of 30 that fit two at a time in 100 run one at a time beside 60 extra.
+ * What the running turns reserve is told each time a turn begins or ends
+ * (smr_sched.turns_reserved): never more than the turns that may run at
+ * once, and nothing once every turn is over. */
+static size_t g_extra, g_reserved_last, g_reserved_max, g_reserved_calls;
+
+static size_t budget_extra(void *arg) {
+  (void)arg;
+  return g_extra;
+}
+
+static void budget_reserved(void *arg, size_t bytes) {
+  (void)arg;
+  g_reserved_last = bytes;
+  g_reserved_calls++;
+  if (bytes > g_reserved_max)
+    g_reserved_max = bytes;
+}
+
+static void run_budget_extra(probe *p, size_t n, size_t extra) {
+  memset(g_budget_turns, 0, sizeof g_budget_turns);
+  g_budget_held = g_budget_max = 0;
+  g_budget_running = g_budget_max_running = 0;
+  g_extra = extra;
+  g_reserved_last = g_reserved_max = g_reserved_calls = 0;
+  smr_sched s = {.units = n,
+                 .positional = p->positional,
+                 .jobs = 3,
+                 .block = 1,
+                 .lag = 2,
+                 .run = run_budgeted,
+                 .budget = 100,
+                 .turn_bytes = budget_turn_bytes,
+                 .turn_bytes_floor = budget_floor,
+                 .turns_reserved = budget_reserved,
+                 .extra_bytes = budget_extra,
+                 .arg = p};
+  smr_sched_run(&s);
+}
+
+static void test_budget_extra(void) {
+  probe p;
+  setup(&p, 4, 6);
+  for (size_t i = 0; i < 4; i++) {
+    g_bytes[i] = 30;
+    p.delay_ns[i] = 200000;
+  }
+  g_floor = 30;
+  run_budget_extra(&p, 4, 60);
+  CHECK(!p.overlap);
+  CHECK_EQ_INT(g_budget_max_running, 1);
+  CHECK_EQ_INT(g_reserved_max, 30);
+  CHECK_EQ_INT(g_reserved_last, 0);
+  CHECK(g_reserved_calls >= 2 * 4 * 6);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_INT(p.pos_now[i], 6);
+
+  setup(&p, 4, 6);
+  for (size_t i = 0; i < 4; i++)
+    p.delay_ns[i] = 200000;
+  run_budget_extra(&p, 4, 0);
+  CHECK(!p.overlap);
+  CHECK(g_reserved_max <= 90); /* three threads, 30 each */
+  CHECK_EQ_INT(g_reserved_last, 0);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_EQ_INT(p.pos_now[i], 6);
+}
+
 int main(void) {
   TEST_RUN(test_slowest_moved);
   TEST_RUN(test_whole_units_in_order);
@@ -398,6 +468,7 @@ int main(void) {
   TEST_RUN(test_lock_step_stats_only_last);
   TEST_RUN(test_early_stop);
   TEST_RUN(test_lag_bound_two_threads);
+  TEST_RUN(test_budget_extra);
   TEST_RUN(test_non_positional_whole);
   TEST_RUN(test_whole_units_many_threads);
   TEST_RUN(test_budget_learned);

@@ -192,6 +192,14 @@ typedef struct smrules_tensor {
   void *host_; /* owned by the host; release with api->release() */
 } smrules_tensor;
 
+/* The work of api->pair_value on a value of this rule's trial (a) and
+ * the same tensor's of another trial (b): writes at most
+ * SMRULES_PAIR_RESULT_MAX bytes at result; returns SMRULES_OK, or
+ * nonzero for a pair it cannot work on (pair_value answers SMRULES_ERR). */
+#define SMRULES_PAIR_RESULT_MAX 64
+typedef int (*smrules_pair_fn)(const smrules_tensor *a, const smrules_tensor *b,
+                               const void *arg, void *result);
+
 /* Reductions, with smdebug's meaning (NumPy over every element, NaN
  * included; population std and variance; vector norms): what
  * SMRULES_Q_RED(r) and SMRULES_Q_ABS_RED(r) ask for. */
@@ -612,6 +620,26 @@ typedef struct smrules_api {
   int (*value_runs)(smrules_trial *t, const char *name, int64_t step, int mode,
                     const int64_t *at, size_t nruns, size_t run_elems,
                     size_t elem_size, void *dest);
+
+  /* Appended: test SMRULES_API_HAS(api, pair_value). */
+  /* fn over a pair of values: `name` at `step` in `mode` of this rule's
+   * trial (a) and of `other` (b, a trial from open_trial), default
+   * worker: SMRULES_OK and fn's result_size bytes (at most
+   * SMRULES_PAIR_RESULT_MAX) at result; or the status value() gives for
+   * the first of a, b that cannot be read (with its warning; b is not
+   * read when a cannot be); SMRULES_ERR when fn returned nonzero.  The host may
+   * call fn ahead, on another thread, while another rule has a in
+   * memory: once a rule has asked for `name`, a read of it at a later
+   * step does the work then and keeps the result for this call, so that
+   * the trial is not read a second time for it (SimilarAcrossRuns).  So
+   * fn must depend only on its arguments (a, b, arg), write only result,
+   * and be safe to run on several threads at once; the tensors are the
+   * host's (do not release them).  Ask for a step's tensors in
+   * increasing step order for the work to be done ahead.  SMRULES_ERR
+   * for a result_size above the maximum. */
+  int (*pair_value)(smrules_ctx *ctx, smrules_trial *other, const char *name,
+                    int64_t step, int mode, smrules_pair_fn fn, const void *arg,
+                    void *result, size_t result_size);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

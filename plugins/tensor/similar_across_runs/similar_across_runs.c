@@ -1,6 +1,7 @@
 /* SimilarAcrossRuns (docs/rules/SimilarAcrossRuns.md): tensors of this trial
  * that differ from the same tensor at the same global step of another
  * (reference) trial. */
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "smrules/rulekit.h"
@@ -49,25 +50,57 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   return 0;
 }
 
-/* Compares one tensor at g: -1 not compared, 0 similar, 1 violation. */
-static int compare(smrules_ctx *ctx, smrules_trial *base, smrules_trial *other,
-                   const char *name, int64_t g) {
+/* What one comparison found (api->pair_value's result). */
+typedef struct comparison {
+  double max_abs_diff;
+  bool differs, same_shape;
+} comparison;
+
+/* The comparison of a (this trial) with b (the reference), on any thread
+ * (api->pair_value). */
+static int compare_pair(const smrules_tensor *a, const smrules_tensor *b,
+                        const void *arg, void *result) {
+  (void)arg;
+  comparison *c = result;
+  c->differs = !rk_allclose(a, b, RTOL, ATOL, true, &c->max_abs_diff);
+  c->same_shape = rk_same_shape(a, b);
+  return SMRULES_OK;
+}
+
+/* Both values read here (a host without pair_value). */
+static int compare_read(smrules_trial *base, smrules_trial *other,
+                        const char *name, int64_t g, comparison *c) {
   smrules_tensor a, b;
   if (rk_value(base, name, g, &a) != 0)
-    return -1;
-  int rc = -1;
-  if (rk_value(other, name, g, &b) == 0) {
-    double diff;
-    rc = !rk_allclose(&a, &b, RTOL, ATOL, true, &diff);
-    if (rc) {
-      smrules_json *j = rk_violation(ctx, name);
-      rk_api->json_num(j, "max_abs_diff", diff);
-      rk_api->json_bool(j, "same_shape", rk_same_shape(&a, &b));
-    }
+    return SMRULES_ERR;
+  int rc = rk_value(other, name, g, &b);
+  if (rc == 0) {
+    compare_pair(&a, &b, NULL, c);
     rk_api->release(&b);
   }
   rk_api->release(&a);
   return rc;
+}
+
+/* Compares one tensor at g: -1 not compared, 0 similar, 1 violation.
+ * The host does the comparison while another rule has this trial's
+ * value in memory when it can (api->pair_value), so that this trial is
+ * not read a second time for it. */
+static int compare(smrules_ctx *ctx, smrules_trial *base, smrules_trial *other,
+                   const char *name, int64_t g) {
+  comparison c;
+  int rc = SMRULES_API_HAS(rk_api, pair_value)
+               ? rk_api->pair_value(ctx, other, name, g, SMRULES_MODE_GLOBAL,
+                                    compare_pair, NULL, &c, sizeof c)
+               : compare_read(base, other, name, g, &c);
+  if (rc != SMRULES_OK)
+    return -1;
+  if (c.differs) {
+    smrules_json *j = rk_violation(ctx, name);
+    rk_api->json_num(j, "max_abs_diff", c.max_abs_diff);
+    rk_api->json_bool(j, "same_shape", c.same_shape);
+  }
+  return c.differs;
 }
 
 static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
