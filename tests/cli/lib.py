@@ -695,3 +695,31 @@ def f32_record(name, content, count, step, real_crc=False, mode_meta=True, wall_
     head = struct.pack("<Q", len(event))
     footer = masked_crc32c(event) if real_crc else SMDEBUG_FOOTER
     return head + struct.pack("<I", masked_crc32c(head)) + event + struct.pack("<I", footer)
+
+
+def write_step(folder, step, records, mode="TRAIN", mode_step=None):
+    """Writes step `step` of worker_0 as smdebug lays it out (docs/formats.md):
+    the event file holding `records`, a list of (tensor name, TFRecord bytes)
+    in file order, and its index file.  Returns (event file bytes, index file
+    bytes)."""
+    event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
+    blob, payload = b"", []
+    for name, rec in records:
+        payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
+        blob += rec
+    index = json.dumps({"meta": {"mode": mode,
+                                 "mode_step": step if mode_step is None else mode_step,
+                                 "event_file_name": event_rel},
+                        "tensor_payload": payload, "shape_payload": []}).encode()
+    for rel, data in ((event_rel, blob), ("index/000000000/%012d_worker_0.json" % step, index)):
+        path = os.path.join(folder, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return blob, index
+
+
+def write_end_marker(folder):
+    """The file smdebug writes when training ends (docs/formats.md)."""
+    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
+        pass

@@ -78,3 +78,16 @@ def tensor(trial, name, step, worker=None, mode=None, values=True):
 
 def load_jsonl(text):
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def torch_checker(name):
+    """The Checker of a test that needs the package and torch; it finishes
+    at once, failing with the reason, when either is missing."""
+    c = lib.Checker(name)
+    why = package_problem()
+    if not c.ok(why is None, "package imports", why or ""):
+        c.finish()
+    if not c.ok(has_module("torch"), "torch is installed for %s" % PYTHON,
+                "python3-torch is missing: sh .ci/deps.sh"):
+        c.finish()
+    return c

@@ -65,13 +65,7 @@ def row(out, label):
 
 
 def main():
-    c = lib.Checker("test_hook_bench_verdict")
-    why = pylib.package_problem()
-    if not c.ok(why is None, "package imports", why or ""):
-        c.finish()
-    if not c.ok(pylib.has_module("torch"), "torch is installed for %s" % pylib.PYTHON,
-                "python3-torch is missing: sh .ci/deps.sh"):
-        c.finish()
+    c = pylib.torch_checker("test_hook_bench_verdict")
     tmp = tempfile.mkdtemp(prefix="smr-hookbench-")
     files_row = "save_interval 1 / raw files (layout)"
     margin_row = "  margin: cost - 1.2 x baseline, ms"

@@ -87,23 +87,9 @@ def write_trial(folder, reference):
     """The trial; returns its files' bytes."""
     total = 0
     for step in range(STEPS):
-        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
-        blob, payload = b"", []
-        for name, rec in tensors(step, reference):
-            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
-            blob += rec
-        index = json.dumps({"meta": {"mode": "TRAIN", "mode_step": step,
-                                     "event_file_name": event_rel},
-                            "tensor_payload": payload, "shape_payload": []}).encode()
-        for rel, data in ((event_rel, blob),
-                          ("index/000000000/%012d_worker_0.json" % step, index)):
-            path = os.path.join(folder, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-            total += len(data)
-    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
-        pass
+        blob, index = lib.write_step(folder, step, list(tensors(step, reference)))
+        total += len(blob) + len(index)
+    lib.write_end_marker(folder)
     return total
 
 

@@ -459,13 +459,7 @@ def check_replaced_parameter(c0, tmp):
 
 
 def main():
-    c = lib.Checker("test_torch_hook")
-    why = pylib.package_problem()
-    if not c.ok(why is None, "package imports", why or ""):
-        c.finish()
-    if not c.ok(pylib.has_module("torch"), "torch is installed for %s" % pylib.PYTHON,
-                "python3-torch is missing: sh .ci/deps.sh"):
-        c.finish()
+    c = pylib.torch_checker("test_torch_hook")
     tmp = tempfile.mkdtemp(prefix="smr-torch-")
     try:
         live = start_live(tmp)

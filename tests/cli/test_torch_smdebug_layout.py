@@ -112,13 +112,7 @@ def records(data):
 
 
 def main():
-    c = lib.Checker("test_torch_smdebug_layout")
-    why = pylib.package_problem()
-    if not c.ok(why is None, "package imports", why or ""):
-        c.finish()
-    if not c.ok(pylib.has_module("torch"), "torch is installed for %s" % pylib.PYTHON,
-                "python3-torch is missing: sh .ci/deps.sh"):
-        c.finish()
+    c = pylib.torch_checker("test_torch_smdebug_layout")
     s = c.scope("layout")
     tmp = tempfile.mkdtemp(prefix="smr-layout-")
     try:

@@ -20,7 +20,6 @@ footers.
 """
 
 import filecmp
-import json
 import os
 import shutil
 import struct
@@ -58,25 +57,9 @@ TENSORS = ["w/changing", "w/frozen", "w/tail_changes", "w/then_frozen"]
 
 def write_trial(folder, real_crc):
     for step in range(STEPS):
-        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
-        blob, payload = b"", []
-        for name in TENSORS:
-            rec = record(name, values(name, step), step, real_crc)
-            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
-            blob += rec
-        files = {
-            event_rel: blob,
-            "index/000000000/%012d_worker_0.json" % step: json.dumps(
-                {"meta": {"mode": "TRAIN", "mode_step": step, "event_file_name": event_rel},
-                 "tensor_payload": payload, "shape_payload": []}).encode(),
-        }
-        for rel, data in files.items():
-            path = os.path.join(folder, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
-        pass
+        lib.write_step(folder, step,
+                       [(name, record(name, values(name, step), step, real_crc)) for name in TENSORS])
+    lib.write_end_marker(folder)
 
 
 def main():

@@ -59,29 +59,12 @@ def values(name, step):
 def write_trial(folder):
     """The trial; returns (bytes of r/active's records, bytes of the other
     files smrules reads: indexes and the end marker)."""
-    import json
     active, other = 0, 0
     for step in range(STEPS):
-        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
-        blob, payload = b"", []
-        for name in TENSORS:
-            rec = record(name, values(name, step), step, False)
-            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
-            if name == "r/active":
-                active += len(rec)
-            blob += rec
-        index = json.dumps({"meta": {"mode": "TRAIN", "mode_step": step,
-                                     "event_file_name": event_rel},
-                            "tensor_payload": payload, "shape_payload": []}).encode()
-        other += len(index)
-        for rel, data in ((event_rel, blob),
-                          ("index/000000000/%012d_worker_0.json" % step, index)):
-            path = os.path.join(folder, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
-        pass
+        records = [(name, record(name, values(name, step), step, False)) for name in TENSORS]
+        active += sum(len(rec) for name, rec in records if name == "r/active")
+        other += len(lib.write_step(folder, step, records)[1])
+    lib.write_end_marker(folder)
     return active, other
 
 

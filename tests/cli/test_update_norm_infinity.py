@@ -49,31 +49,15 @@ def record(name, floats, step):
 
 def write_trial(folder):
     for step in range(STEPS):
-        event_rel = "events/%012d/%012d_worker_0.tfevents" % (step, step)
-        blob, payload = b"", []
-        for name in TENSORS:
-            rec = record(name, values(name, step), step)
-            payload.append({"tensorname": name, "start_idx": len(blob), "length": len(rec)})
-            blob += rec
-        files = {
-            event_rel: blob,
-            "index/000000000/%012d_worker_0.json" % step: json.dumps(
-                {"meta": {"mode": "TRAIN", "mode_step": step, "event_file_name": event_rel},
-                 "tensor_payload": payload, "shape_payload": []}).encode(),
-        }
-        for rel, data in files.items():
-            path = os.path.join(folder, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
+        lib.write_step(folder, step,
+                       [(name, record(name, values(name, step), step)) for name in TENSORS])
     coll = os.path.join(folder, "collections/000000000/worker_0_collections.json")
     os.makedirs(os.path.dirname(coll), exist_ok=True)
     with open(coll, "w") as f:
         json.dump({"collections": {"weights": {"name": "weights", "include_regex": ["^w/"],
                                                "tensor_names": []}},
                    "_meta": {"num_workers": 1}}, f)
-    with open(os.path.join(folder, "training_job_end.ts"), "wb"):
-        pass
+    lib.write_end_marker(folder)
 
 
 def main():
