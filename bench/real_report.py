@@ -58,7 +58,11 @@ def read(path):
     """{trial: bytes}, {when: "l1 l5 l15"}, {row: {config: [(wall, cpu,
     rss_kb) by round]}}; a malformed line is an error naming it."""
     nbytes, load, runs = {}, {}, {}
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit("%s: %s" % (path, e.strerror))
+    with f:
         for n, line in enumerate(f, 1):
             w = line.split()
             try:
@@ -111,8 +115,8 @@ def report(path):
           " toss) between;")
     print("   peak RSS is the largest of the rounds")
     if has_base:
-        print("   this - REAL_BASE: the rounds' differences, median [quartiles], MET the rounds where"
-              " this was faster")
+        print("   this - REAL_BASE: the rounds' differences, median [quartiles], MET the rounds"
+              " where this was faster")
     print(FMT % ("BENCHMARK", "MEASURED", "BASELINE", "RATIO [QUARTILES]", "MET", "TARGET",
                  "VERDICT"))
     results = []
@@ -147,7 +151,8 @@ def report(path):
                          "< %d" % RSS_MB, "PASS" if rss < RSS_MB else "MISS"))
             if config == "this":
                 m, q1, q3 = quartiles(ratios)
-                results += [("real_%s_ratio" % row, "%.3f" % m), ("real_%s_ratio_q1" % row, "%.3f" % q1),
+                results += [("real_%s_ratio" % row, "%.3f" % m),
+                            ("real_%s_ratio_q1" % row, "%.3f" % q1),
                             ("real_%s_ratio_q3" % row, "%.3f" % q3),
                             ("real_%s_cpu_ratio" % row, "%.3f" % cratio),
                             ("real_%s_rss_mb" % row, "%.1f" % rss)]
@@ -157,9 +162,9 @@ def report(path):
             me, base = runs[row]["this"], runs[row]["base"]
             for i, what in ((0, "wall"), (1, "cpu")):
                 d = [a[i] - b[i] for a, b in zip(me, base)]
-                print(FMT % ("%s: this - REAL_BASE, %s s" % (label, what), "%+.3f" % quartiles(d)[0],
-                             "-", spread(d, "%+.3f"), "%d/%d" % (sum(x < 0 for x in d), len(d)),
-                             "-", "info"))
+                print(FMT % ("%s: this - REAL_BASE, %s s" % (label, what),
+                             "%+.3f" % quartiles(d)[0], "-", spread(d, "%+.3f"),
+                             "%d/%d" % (sum(x < 0 for x in d), len(d)), "-", "info"))
                 results.append(("real_%s_minus_base_%s_s" % (row, what), "%.4f" % quartiles(d)[0]))
     for k, v in results:
         print("RESULT %s %s" % (k, v))

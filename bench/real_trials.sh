@@ -43,10 +43,11 @@ BENCH_NAME=real_trials
 SUMMARY_WIDTH=22
 # die, result, get, run_once, summarise
 . "$ROOT/bench/lib.sh"
-for f in "$SMRULES" "$B/bench/scale_gen" "$B/bench/cnn_gen" /usr/bin/time \
-  ${BASE_SMRULES:+"$BASE_SMRULES"}; do
+for f in "$SMRULES" "$B/bench/scale_gen" "$B/bench/cnn_gen" /usr/bin/time; do
   [ -x "$f" ] || die "missing $f (run 'make bench')"
 done
+[ -z "$BASE_SMRULES" ] || [ -x "$BASE_SMRULES" ] ||
+  die "REAL_BASE: missing $BASE_SMRULES (run 'make all' in that build's tree)"
 base=${BENCH_DIR:-/tmp}
 # the cnn trial and its copy (SimilarAcrossRuns' reference run)
 need_kb=$(((REAL_FW_STEPS * 21000 > REAL_CNN_STEPS * 124000 ?

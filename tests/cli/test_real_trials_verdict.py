@@ -41,7 +41,8 @@ def dump(path, this, cat, base=None, rss_kb=None):
             if base:
                 runs.append(("base", base[i], 51200))
             for c, wall, rss in runs:
-                f.write("run cnn_all20 %s %d %.4f %.3f %.3f %d\n" % (c, i, wall, wall / 2, 0.0, rss))
+                f.write("run cnn_all20 %s %d %.4f %.3f %.3f %d\n"
+                        % (c, i, wall, wall / 2, 0.0, rss))
         f.write("load end 0.50 0.50 0.50\n")
 
 
@@ -124,6 +125,9 @@ def main():
             f.write("bytes cnn 1220000000\nrun cnn_all20 this 0 0.35 x 0 100\n")
         rc, out, err = report(p)
         s.ok(rc != 0 and "bad.txt:2:" in err, "an error naming line 2", err + out)
+        rc, out, err = report(os.path.join(tmp, "absent.txt"))
+        s.ok(rc != 0 and "absent.txt: No such file" in err and "Traceback" not in err,
+             "a missing file: one line saying so", err + out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
