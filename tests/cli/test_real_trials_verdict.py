@@ -13,7 +13,11 @@ The ratio to `cat` is taken round by round, and the verdict counts rounds:
   PASS, each round at 3.8x its own cat;
 - peak RSS is judged on its largest round, not the median;
 - with REAL_BASE's rounds: its rows and the paired this - REAL_BASE;
-- a malformed rounds file is an error naming its line."""
+- a malformed rounds file is an error naming its line;
+- the bench itself on tiny trials (1 step each, 2 rounds, REAL_BASE the
+  same build): every row and REAL_BASE's, the rounds each configuration
+  first in turn, and `--report` of REAL_DUMP's file prints the same table
+  (what is checked is the table's shape, never a time)."""
 
 import os
 import shutil
@@ -59,6 +63,47 @@ def row(out, label):
         if line.startswith(label):
             return line[len(label):].split()
     return None
+
+
+def tiny_run(c, tmp):
+    s = c.scope("the bench on tiny trials")
+    smrules = os.path.abspath(os.path.join(lib.ROOT, lib.SMRULES))
+    build = os.path.relpath(os.path.dirname(smrules), lib.ROOT)
+    rounds = os.path.join(tmp, "rounds.txt")
+    env = dict(os.environ, REAL_FW_STEPS="1", REAL_CNN_STEPS="1", REAL_REPEAT="2",
+               REAL_BASE=os.path.dirname(smrules), REAL_DUMP=rounds, BENCH_DIR=tmp)
+    try:
+        p = subprocess.run(["bash", BENCH, build], capture_output=True, text=True, env=env,
+                           timeout=lib.TIMEOUT * 10)
+    except subprocess.TimeoutExpired:
+        s.ok(False, "the bench finishes (hang guard)")
+        return
+    if not s.ok(p.returncode == 0, "the bench runs", p.stderr[-2000:] + p.stdout[-2000:]):
+        return
+    out = p.stdout
+    for label in ("fw 20 grads: VG alone", "fw 20 grads: twelve rules", "cnn: twelve rules",
+                  ROW, "cnn: DeadRelu alone"):
+        r = row(out, label + " (wall s)")
+        want = ("info",) if "DeadRelu" in label else ("PASS", "MISS", "UNSURE")
+        s.ok(r is not None and r[-1] in want, label + ": a wall row, verdict one of %s" % (want,),
+             out)
+        s.ok(row(out, "REAL_BASE's " + label + " (wall s)") is not None,
+             label + ": REAL_BASE's row", out)
+        r = row(out, label + ": this - REAL_BASE, wall s")
+        s.ok(r is not None and r[-2] == "-" and r[-1] == "info",
+             label + ": this - REAL_BASE", out)
+    firsts = {}
+    with open(rounds) as f:
+        for line in f:
+            w = line.split()
+            if w[0] == "run":
+                firsts.setdefault((w[1], w[3]), w[2])
+    s.ok(len(firsts) == 10 and all(firsts[(r, "0")] == "this" and firsts[(r, "1")] == "cat"
+                                   for r, _ in firsts),
+         "5 rows x 2 rounds; this first in round 0, cat in round 1", str(firsts))
+    rc, again, err = report(rounds)
+    s.ok(rc == 0 and again.strip() == out[out.index("== summary 12"):].strip(),
+         "--report on REAL_DUMP's file prints the same table", err + again)
 
 
 def main():
@@ -128,6 +173,7 @@ def main():
         rc, out, err = report(os.path.join(tmp, "absent.txt"))
         s.ok(rc != 0 and "absent.txt: No such file" in err and "Traceback" not in err,
              "a missing file: one line saying so", err + out)
+        tiny_run(c, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     c.finish()
