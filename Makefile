@@ -235,7 +235,9 @@ $(BUILD)/tests/plugins/composite.so: tests/cli/plugins/composite.c $(SDK_HDR) $(
 UNIT_PLUGINS = $(BUILD)/plugins/profiler_report.so
 $(BUILD)/tests/test_old_host: | $(UNIT_PLUGINS)
 
-unit: $(UNIT_BIN) $(TEST_PLUGINS) $(UNIT_PLUGINS)
+# (the trial generators: tests/cli/test_real_trials_verdict.py runs bench
+# section 12 on tiny trials)
+unit: $(UNIT_BIN) $(TEST_PLUGINS) $(UNIT_PLUGINS) $(BUILD)/bench/scale_gen $(BUILD)/bench/cnn_gen
 
 # The whole suite: unit tests and CLI end-to-end tests, normal build and
 # then the ASan/UBSan build.  tests/run.sh prints the closing tally.

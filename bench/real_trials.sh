@@ -9,27 +9,45 @@
 #        pass every 10 TRAIN steps; REAL_CNN_STEPS TRAIN steps, default 20 =
 #        1.2 GB)
 #
-# Each row and its `cat` run in turn (A B A B, REAL_REPEAT pairs, default 5;
-# medians), warm page cache.  Prints its own table; can run alone:
-#   make all bench && bench/real_trials.sh build
+# REAL_REPEAT rounds (default 12), warm page cache: a round runs a row's
+# smrules and its `cat` back to back, in turn first, and the row's ratio is
+# taken round by round; bench/real_report.py prints the table, with a
+# verdict only when 3 rounds in 4 agree (else UNSURE).  REAL_BASE=DIR runs
+# DIR/smrules (another build) in the same rounds for a paired before/after;
+# REAL_DUMP=FILE keeps the rounds, `bench/real_trials.sh --report FILE`
+# prints their table again.  Can run alone:
+#   make all build/bench/scale_gen build/bench/cnn_gen &&
+#   bench/real_trials.sh build
 # Exit status 1 when a step failed to run; a missed target is a MISS row.
 set -u
 
-BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --report ]; then
+  [ $# -eq 2 ] || { echo "usage: bench/real_trials.sh --report ROUNDS" >&2; exit 2; }
+  exec python3 "$ROOT/bench/real_report.py" "$2"
+fi
+BUILD=${1:-build}
 B=$ROOT/$BUILD
 SMRULES=$B/smrules
 REAL_FW_STEPS=${REAL_FW_STEPS:-50}
 REAL_CNN_STEPS=${REAL_CNN_STEPS:-20}
-REAL_REPEAT=${REAL_REPEAT:-5}
+REAL_REPEAT=${REAL_REPEAT:-12}
+REAL_BASE=${REAL_BASE:-}
+BASE_SMRULES=
+if [ -n "$REAL_BASE" ]; then
+  case $REAL_BASE in /*) ;; *) REAL_BASE=$PWD/$REAL_BASE ;; esac
+  BASE_SMRULES=$REAL_BASE/smrules
+fi
 
 BENCH_NAME=real_trials
 SUMMARY_WIDTH=22
-# die, result, get, calc, calc1, median, run_once, summarise, verdict
+# die, result, get, run_once, summarise
 . "$ROOT/bench/lib.sh"
 for f in "$SMRULES" "$B/bench/scale_gen" "$B/bench/cnn_gen" /usr/bin/time; do
   [ -x "$f" ] || die "missing $f (run 'make bench')"
 done
+[ -z "$BASE_SMRULES" ] || [ -x "$BASE_SMRULES" ] ||
+  die "REAL_BASE: missing $BASE_SMRULES (run 'make all' in that build's tree)"
 base=${BENCH_DIR:-/tmp}
 # the cnn trial and its copy (SimilarAcrossRuns' reference run)
 need_kb=$(((REAL_FW_STEPS * 21000 > REAL_CNN_STEPS * 124000 ?
@@ -42,25 +60,37 @@ trap 'rm -rf "$TMP"' EXIT
 trap 'exit 130' INT TERM
 RESULTS=$TMP/results
 : >"$RESULTS"
+ROUNDS=$TMP/rounds # what bench/real_report.py reads
+echo "load start $(cut -d' ' -f1-3 /proc/loadavg)" >"$ROUNDS"
 
-# pair NAME TRIAL RULES_YAML: the rules and `cat` of TRIAL's event files in
-# turn; the cat rows are NAME_cat.
+# pair NAME TRIAL RULES_YAML: REAL_REPEAT rounds of the rules, `cat` of
+# TRIAL's event files (and REAL_BASE's rules), back to back, the first of
+# them in turn; the cat rows are NAME_cat, REAL_BASE's NAME_base.
 pair() {
-  local name=$1 dir=$2 rules=$3 i
-  # each side a one-line script, so that both start the same way (cat needs
-  # a shell for its glob)
+  local name=$1 dir=$2 rules=$3 i j c configs=(this cat)
+  [ -z "$BASE_SMRULES" ] || configs+=(base)
+  # each a one-line script, so that all start the same way (cat needs a
+  # shell for its glob)
   echo "cat '$dir'/events/*/*.tfevents >/dev/null" >"$TMP/cat.sh"
   echo "exec '$SMRULES' run --trial '$dir' --rules '$rules' --fresh" \
-    "--output '$TMP/out-$name'" >"$TMP/$name.sh"
+    "--output '$TMP/out-$name'" >"$TMP/this.sh"
+  echo "exec '$BASE_SMRULES' run --trial '$dir' --rules '$rules' --fresh" \
+    "--output '$TMP/out-$name-base'" >"$TMP/base.sh"
   sh "$TMP/cat.sh" # warm the page cache
-  : >"$TMP/times.$name"
-  : >"$TMP/times.${name}_cat"
+  for c in "${configs[@]}"; do : >"$TMP/times.$c"; done
   for ((i = 0; i < REAL_REPEAT; i++)); do
-    run_once "$name" sh "$TMP/$name.sh"
-    run_once "${name}_cat" sh "$TMP/cat.sh"
+    for ((j = 0; j < ${#configs[@]}; j++)); do
+      c=${configs[(i + j) % ${#configs[@]}]}
+      run_once "$c" sh "$TMP/$c.sh"
+      echo "run $name $c $i $(tail -n 1 "$TMP/times.$c")" >>"$ROUNDS"
+    done
   done
+  cp "$TMP/times.this" "$TMP/times.$name"
   summarise "$name"
-  summarise "${name}_cat"
+  for c in "${configs[@]:1}"; do
+    cp "$TMP/times.$c" "$TMP/times.${name}_$c"
+    summarise "${name}_$c"
+  done
 }
 
 rules_yaml() { # rules_yaml FILE RULE...: each rule with its defaults
@@ -90,6 +120,7 @@ FW=$TMP/fw
 "$B/bench/scale_gen" "$FW" "$REAL_FW_STEPS" 20 262144 1 0 >/dev/null ||
   die "scale_gen failed"
 result fw_bytes "$(cat "$FW"/events/*/*.tfevents | wc -c)"
+echo "bytes fw $(get fw_bytes)" >>"$ROUNDS"
 pair fw_vg "$FW" "$TMP/vg.yaml"
 pair fw_twelve "$FW" "$TWELVE"
 rm -rf "$FW"
@@ -97,6 +128,7 @@ rm -rf "$FW"
 CNN=$TMP/cnn
 "$B/bench/cnn_gen" "$CNN" "$REAL_CNN_STEPS" >/dev/null || die "cnn_gen failed"
 result cnn_bytes "$(cat "$CNN"/events/*/*.tfevents | wc -c)"
+echo "bytes cnn $(get cnn_bytes)" >>"$ROUNDS"
 # The twentieth rule compares the trial with another run's, as a user
 # would: a copy in another folder (the same bytes, so every tensor is
 # compared in full: the worst case), whose reads are the rule's own.
@@ -112,36 +144,8 @@ pair cnn_deadrelu "$CNN" "$TMP/deadrelu.yaml"
 rm -rf "$CNN" "$TMP/cnn-other"
 
 # ------------------------------------------------------------- summary
-row() { printf '%-42s %-10s %-12s %-8s %-8s %s\n' "$@"; }
-gbps() { calc1 "$(get "${1}_bytes") / 1e9 / $(get "${2}_cat_wall")"; }
-echo
-echo "== summary 12 (load average $(cut -d' ' -f1-3 /proc/loadavg) at the" \
-  "end; cat of the event files: fw $(gbps fw fw_vg) GB/s, cnn" \
-  "$(gbps cnn cnn_twelve) GB/s)"
-row BENCHMARK MEASURED BASELINE RATIO TARGET VERDICT
-# ratio_row LABEL NAME TRIAL TARGET: wall time against the same-run cat,
-# then CPU seconds per GB of event files and peak RSS.
-ratio_row() {
-  local w cw r gb
-  w=$(get "${2}_wall")
-  cw=$(get "${2}_cat_wall")
-  r=$(calc "$w / $cw")
-  gb=$(calc "$(get "${3}_bytes") / 1e9")
-  if [ "$4" = - ]; then
-    row "$1 (wall s)" "$w" "cat $cw" "$r" "-" "info"
-  else
-    row "$1 (wall s)" "$w" "cat $cw" "$r" "<= $4x" "$(verdict "$r" "<=" "$4")"
-  fi
-  row "$1 (cpu s per GB)" "$(calc "$(get "${2}_cpu") / $gb")" \
-    "cat $(calc "$(get "${2}_cat_cpu") / $gb")" \
-    "$(calc "$(get "${2}_cpu") / $(get "${2}_cat_cpu")")" "-" "info"
-  local m
-  m=$(calc1 "$(get "${2}_rss") / 1024")
-  row "$1 peak RSS MB" "$m" "-" "-" "< 64" "$(verdict "$m" "<" 64)"
-}
-ratio_row "fw 20 grads: VG alone" fw_vg fw 1.25
-ratio_row "fw 20 grads: twelve rules" fw_twelve fw 3
-ratio_row "cnn: twelve rules" cnn_twelve cnn 3
-ratio_row "cnn: all twenty rules" cnn_all20 cnn 4
-ratio_row "cnn: DeadRelu alone" cnn_deadrelu cnn -
+echo "load end $(cut -d' ' -f1-3 /proc/loadavg)" >>"$ROUNDS"
+[ -z "${REAL_DUMP:-}" ] || cp "$ROUNDS" "$REAL_DUMP" ||
+  die "cannot write REAL_DUMP=$REAL_DUMP"
+python3 "$ROOT/bench/real_report.py" "$ROUNDS" || die "bench/real_report.py failed"
 exit 0
