@@ -458,6 +458,49 @@ def check_replaced_parameter(c0, tmp):
              json.loads(so).get("equal"), [True, True, True])
 
 
+ODD = r"""
+import json, sys, torch, torch.nn as nn
+import smrules.torch as smd
+from smrules.trials import create_trial
+torch.manual_seed(4)
+class T(nn.Module):  # a view: not contiguous
+    def forward(self, x):
+        self.last = x.detach().t().clone()
+        return x.t()
+class B(nn.Module):  # a dtype NumPy has not
+    def forward(self, x):
+        return x.to(torch.bfloat16)
+model = nn.Sequential(nn.Linear(4, 3), T(), B())
+hook = smd.Hook(out_dir=sys.argv[1], save_config=smd.SaveConfig(save_interval=1), save_all=True)
+hook.register_module(model)
+want = {}
+for step in range(3):  # from step 1 the copies land in reused buffers
+    out = model(torch.randn(5, 4))
+    want[step] = (model[1].last.numpy(), out.detach().float().numpy().copy())
+hook.close()
+t = create_trial(sys.argv[1])
+res = {}
+for s in range(3):
+    wt, wb = want[s]
+    transposed = t.tensor("1_output_0").value(s)
+    bf = t.tensor("2_output_0").value(s)
+    res[s] = [list(transposed.shape) == [3, 5], bool((transposed == wt).all()),
+              list(bf.shape) == [3, 5], bool((bf.astype("float32") == wb).all())]
+print(json.dumps({"equal": [res[s] for s in range(3)]}))
+"""
+
+
+def check_odd_tensors(c0, tmp):
+    """Outputs saved whole that are not a contiguous CPU array NumPy can
+    view (a transposed view; bfloat16, saved as float32): their values, at
+    the first step (new buffers) and later ones (reused buffers)."""
+    c = c0.scope("hooks on modules")
+    rc, so, se = pylib.run_py(ODD, [os.path.join(tmp, "odd")])
+    if c.ok(rc == 0, "non-contiguous and bfloat16 outputs: script runs", se[-2000:]):
+        c.eq("non-contiguous and bfloat16 outputs: shapes and values at steps 0-2",
+             json.loads(so).get("equal"), [[True] * 4] * 3)
+
+
 def main():
     c = pylib.torch_checker("test_torch_hook")
     tmp = tempfile.mkdtemp(prefix="smr-torch-")
@@ -541,6 +584,7 @@ def main():
                  "buffers", "reused %s" % ex["buffers_reused"])
             check_hooks(c, res)
             check_replaced_parameter(c, tmp)
+            check_odd_tensors(c, tmp)
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)

@@ -555,7 +555,13 @@ class Hook:
             due = self._colls_for_step or ()
             colls = [c for c in self._collections_with_tensor(name) if c in due]
             plan = self._plans[name] = _plan(colls) if colls else None
-        if plan is not None:
+        if plan is _RAW:  # the usual plan, without _write_planned's steps
+            if value is None or value.numel() == 0:
+                return
+            if not self._step_open:
+                self._begin_step_if_needed()
+            (self._writer or self._writer_thread()).put_raw(name, value, time.time())
+        elif plan is not None:
             self._write_planned(name, value, plan)
 
     def _write_tensor(self, name, value, colls):
@@ -818,7 +824,12 @@ def _plan(colls):
         for pair in c.reduction_config.wanted():
             if pair not in reductions:
                 reductions.append(pair)
+    if raw and not shape and not reductions:
+        return _RAW  # one object: _save_for_tensor tests it by identity
     return raw, shape, tuple(reductions)
+
+
+_RAW = (True, False, ())  # saved whole, nothing else (see _save_for_tensor)
 
 
 class _RawOnly:
