@@ -297,23 +297,54 @@ static int call_pair_fn(const void *fn, const void *arg, const smr_tensor *a,
   return f(&ta, &tb, arg, result) == SMRULES_OK ? SMR_OK : SMR_ERR_USAGE;
 }
 
-static int api_pair_value(smrules_ctx *c, smrules_trial *other,
-                          const char *name, int64_t step, int mode,
-                          smrules_pair_fn fn, const void *arg, void *result,
-                          size_t result_size) {
+static void call_pair_merge(const void *merge, const void *arg, void *into,
+                            const void *part) {
+  smrules_pair_merge_fn m;
+  memcpy(&m, &merge, sizeof m); /* a function pointer kept as data */
+  m(into, part, arg);
+}
+
+/* pair_value and pair_value_parts (merge NULL: the former). */
+static int pair_value(smrules_ctx *c, smrules_trial *other, const char *name,
+                      int64_t step, int mode, smrules_pair_fn fn,
+                      smrules_pair_merge_fn merge, const void *arg,
+                      void *result, size_t result_size) {
   if (!c || !other || !name || !fn || !result ||
       result_size > SMRULES_PAIR_RESULT_MAX)
     return SMRULES_ERR;
-  const void *f;
+  const void *f, *m = NULL;
   memcpy(&f, &fn, sizeof f);
+  if (merge)
+    memcpy(&m, &merge, sizeof m);
   smr_pair_key k = {.owner = c,
                     .t = T((smrules_trial *)c->trial),
                     .other = (smr_trial *)other,
                     .call = call_pair_fn,
                     .fn = f,
-                    .arg = arg};
+                    .arg = arg,
+                    .merge_call = merge ? call_pair_merge : NULL,
+                    .merge = m};
   int rc = smr_value_pair(&k, name, step, mode, result, result_size);
   return rc == SMR_OK || rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
+}
+
+static int api_pair_value(smrules_ctx *c, smrules_trial *other,
+                          const char *name, int64_t step, int mode,
+                          smrules_pair_fn fn, const void *arg, void *result,
+                          size_t result_size) {
+  return pair_value(c, other, name, step, mode, fn, NULL, arg, result,
+                    result_size);
+}
+
+static int api_pair_value_parts(smrules_ctx *c, smrules_trial *other,
+                                const char *name, int64_t step, int mode,
+                                smrules_pair_fn fn, smrules_pair_merge_fn merge,
+                                const void *arg, void *result,
+                                size_t result_size) {
+  if (!merge)
+    return SMRULES_ERR;
+  return pair_value(c, other, name, step, mode, fn, merge, arg, result,
+                    result_size);
 }
 
 static void api_release(smrules_tensor *t) {
@@ -720,6 +751,7 @@ static const smrules_api API = {
     .value_head = api_value_head,
     .value_runs = api_value_runs,
     .pair_value = api_pair_value,
+    .pair_value_parts = api_pair_value_parts,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "format/dtype.h"
 #include "host/data.h"
 #include "source/source.h"
 
@@ -64,14 +65,18 @@ static struct {
   result_slot ring[RESULT_SLOTS];
   size_t next; /* the slot the next result replaces */
   uint64_t ahead, taken, asked;
+  uint64_t streamed; /* of ahead: the other trial's value read in pieces */
 } P = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
-/* SMRULES_STATS_CACHE=1: how many results were computed ahead, on stderr
- * at exit (benchmarks, tests). */
+/* SMRULES_STATS_CACHE=1: how many results were computed ahead (and of
+ * those, with the other trial's value read in pieces), on stderr at exit
+ * (benchmarks, tests). */
 static void print_counts(void) {
-  fprintf(stderr, "smrules: value pairs: asked=%llu ahead=%llu taken=%llu\n",
+  fprintf(stderr,
+          "smrules: value pairs: asked=%llu ahead=%llu taken=%llu "
+          "streamed=%llu\n",
           (unsigned long long)P.asked, (unsigned long long)P.ahead,
-          (unsigned long long)P.taken);
+          (unsigned long long)P.taken, (unsigned long long)P.streamed);
 }
 
 static void count_at_exit(void) {
@@ -86,7 +91,8 @@ static size_t name_slot(const char *name) {
 
 static bool same_key(const smr_pair_key *a, const smr_pair_key *b) {
   return a->owner == b->owner && a->t == b->t && a->other == b->other &&
-         a->call == b->call && a->fn == b->fn && a->arg == b->arg;
+         a->call == b->call && a->fn == b->fn && a->arg == b->arg &&
+         a->merge_call == b->merge_call && a->merge == b->merge;
 }
 
 /* Under P.mu: the registration of k in mode, made when new (NULL when
@@ -163,6 +169,70 @@ static int pair_with(const smr_pair_key *k, const char *name, int64_t step,
   rc = k->call(k->fn, k->arg, a, la, &b, &lb, result);
   smr_tensor_release(&b);
   return rc;
+}
+
+/* The other trial's value read in pieces of at most PIECE_BYTES: all
+ * the memory the work done ahead needs beside the value in hand, whatever
+ * the record budget leaves (with two threads, each running turn reserves
+ * two of the largest records, and a whole record of the other trial did
+ * not fit beside them: the rule read both values itself). */
+#define PIECE_BYTES ((size_t)1 << 20)
+
+typedef struct streaming {
+  const smr_pair_key *k;
+  const smr_tensor *a;
+  const smr_value_loc *la;
+  size_t runs;
+  unsigned char result[SMR_PAIR_RESULT_MAX];
+} streaming;
+
+/* One run of elements: the work on a's and b's at the same offset, as
+ * 1-D values of one length, folded into the result so far. */
+static int streamed_piece(void *arg, uint64_t off, const uint8_t *bytes,
+                          size_t len) {
+  streaming *s = arg;
+  smr_tensor pa = *s->a, pb = *s->a; /* views: never released */
+  int64_t n = (int64_t)(len / smr_dtype_size(s->a->dtype));
+  pa.ndim = pb.ndim = 1;
+  memset(pa.shape, 0, sizeof pa.shape);
+  pa.shape[0] = n;
+  memcpy(pb.shape, pa.shape, sizeof pb.shape);
+  pa.count = pb.count = n;
+  pa.nbytes = pb.nbytes = len;
+  pa.data = s->a->data + off;
+  pb.data = bytes;
+  pa.owner_ = pb.owner_ = NULL;
+  pa.release_ = pb.release_ = NULL;
+  unsigned char part[SMR_PAIR_RESULT_MAX];
+  memset(part, 0, sizeof part);
+  int rc = s->k->call(s->k->fn, s->k->arg, &pa, s->la, &pb, s->la, part);
+  if (rc != SMR_OK)
+    return rc;
+  if (s->runs++)
+    s->k->merge_call(s->k->merge, s->k->arg, s->result, part);
+  else
+    memcpy(s->result, part, sizeof part);
+  return SMR_OK;
+}
+
+/* The work with a in hand and the other trial's value in pieces: true
+ * and the result when the other trial's record is the plain case
+ * smr_trial_value_pieces checks and the work took every run; false
+ * otherwise (nothing decided: the whole value is read, by the normal
+ * path, which also warns of what is wrong with it). */
+static bool pair_streamed(const smr_pair_key *k, const char *name, int64_t step,
+                          int mode, const smr_tensor *a,
+                          const smr_value_loc *la, void *result) {
+  if (!k->merge_call)
+    return false;
+  streaming s = {.k = k, .a = a, .la = la};
+  smr_trial_reader_enter(k->other); /* live: trial.h, as data.c's reads */
+  if (smr_trial_value_pieces(k->other, name, step, mode, a, PIECE_BYTES,
+                             streamed_piece, &s, NULL) != SMR_OK ||
+      !s.runs)
+    return false;
+  memcpy(result, s.result, SMR_PAIR_RESULT_MAX);
+  return true;
 }
 
 /* Both values read here: the rule's trial's as read for statistics (a
@@ -256,13 +326,18 @@ void smr_value_pairs_offer(smr_trial *t, const char *name, int64_t step,
      * reserve only when it fits the record budget
      * (docs/kubernetes.md#record-memory); else the rule reads both in its
      * own turn, which the scheduler admits by them. */
-    size_t extra = v->nbytes + EXTRA_SLACK;
-    bool fits = smr_source_extra_begin(extra);
     unsigned char out[SMR_PAIR_RESULT_MAX];
     memset(out, 0, sizeof out);
-    int rc = fits ? pair_with(&k, name, step, mode, v, loc, out) : SMR_OK;
-    if (fits)
-      smr_source_extra_end(extra);
+    int rc = SMR_OK;
+    bool streamed = pair_streamed(&k, name, step, mode, v, loc, out);
+    bool fits = streamed;
+    if (!fits) {
+      size_t extra = v->nbytes + EXTRA_SLACK;
+      fits = smr_source_extra_begin(extra);
+      rc = fits ? pair_with(&k, name, step, mode, v, loc, out) : SMR_OK;
+      if (fits)
+        smr_source_extra_end(extra);
+    }
     pthread_mutex_lock(&P.mu);
     if (!fits) { /* left to the rule, which reads both when it asks */
       s->pending = false;
@@ -274,6 +349,7 @@ void smr_value_pairs_offer(smr_trial *t, const char *name, int64_t step,
     memcpy(s->result, out, sizeof out);
     s->pending = false;
     P.ahead++;
+    P.streamed += streamed;
     pthread_cond_broadcast(&P.done);
   }
   pthread_mutex_unlock(&P.mu);

@@ -29,14 +29,23 @@ typedef int (*smr_pair_call)(const void *fn, const void *arg,
                              const smr_tensor *b, const smr_value_loc *lb,
                              void *result);
 
+/* Folds part, the work's result on the next run of elements, into into
+ * (merge: the plugin's merge function). */
+typedef void (*smr_pair_merge_call)(const void *merge, const void *arg,
+                                    void *into, const void *part);
+
 /* Who asks: a rule (owner, its context) pairing trial t with other.  Its
  * registration and any result kept for it go with
- * smr_value_pairs_forget(owner). */
+ * smr_value_pairs_forget(owner).  With merge (else NULL), work done ahead
+ * reads the other trial's value in pieces (smr_trial_value_pieces) and
+ * folds the work on each run of elements with merge_call. */
 typedef struct smr_pair_key {
   const void *owner;
   smr_trial *t, *other;
   smr_pair_call call;
   const void *fn, *arg;
+  smr_pair_merge_call merge_call;
+  const void *merge;
 } smr_pair_key;
 
 /* The result of the work for `name` at `step` in `mode` (default

@@ -648,6 +648,77 @@ int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
+/* Whether h (a value_head of one element) is like's value: the same
+ * dtype as stored and decoded (float32 or float64: the record's bytes are
+ * the elements), shape, and clen bytes of elements. */
+static bool pieces_match(const smr_tensor *h, const smr_tensor *like,
+                         uint64_t clen) {
+  if (h->strings || like->strings || !like->data ||
+      (like->dtype != SMR_DT_FLOAT && like->dtype != SMR_DT_DOUBLE) ||
+      h->dtype != like->dtype || h->stored_dtype != like->stored_dtype ||
+      h->ndim != like->ndim || like->count <= 0 ||
+      clen != (uint64_t)like->nbytes ||
+      like->nbytes != (size_t)like->count * smr_dtype_size(like->dtype))
+    return false;
+  for (int d = 0; d < like->ndim && d < SMR_MAX_DIMS; d++)
+    if (h->shape[d] != like->shape[d])
+      return false;
+  return true;
+}
+
+/* The elements' bytes in pieces, read where the head says they lie. */
+static int pieces_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
+                           const smr_tensor *like, size_t piece,
+                           smr_piece_fn each, void *arg) {
+  smr_tensor h;
+  uint64_t cat = 0, clen = 0;
+  memset(&h, 0, sizeof h);
+  if (head_of_entry_at(t, e, tag, 1, &h, &cat, &clen) != SMR_OK)
+    return SMR_ERR_FORMAT;
+  bool ok = pieces_match(&h, like, clen);
+  smr_tensor_release(&h);
+  size_t esize = smr_dtype_size(like->dtype);
+  piece -= piece % esize;
+  if (!ok || !piece)
+    return SMR_ERR_FORMAT;
+  uint64_t at = (uint64_t)e->start + SMR_RECORD_HEADER + cat;
+  for (uint64_t off = 0; off < clen;) {
+    size_t len = clen - off < piece ? (size_t)(clen - off) : piece;
+    smr_range r;
+    smr_error err;
+    smr_error_clear(&err);
+    if (smr_source_read_range(t->src, e->event_file, at + off, len, &r, &err) !=
+        SMR_OK)
+      return SMR_ERR_FORMAT;
+    int rc = r.len == len ? each(arg, off, r.data, len) : SMR_ERR_FORMAT;
+    smr_range_release(&r);
+    if (rc != SMR_OK)
+      return rc;
+    off += len;
+  }
+  return SMR_OK;
+}
+
+int smr_trial_value_pieces(smr_trial *t, const char *name, int64_t step,
+                           int mode, const smr_tensor *like, size_t piece,
+                           smr_piece_fn each, void *arg, smr_value_loc *loc) {
+  smr_entries es;
+  smr_error err;
+  smr_error_clear(&err);
+  if (!piece || !each || !like ||
+      lookup(t, name, step, mode, NULL, &es, &err) != SMR_OK)
+    return SMR_ERR_FORMAT;
+  const smr_entry *e = find_kind(&es, SMR_ENTRY_RAW, 0, false);
+  int rc = e && !t->tb && !smr_source_is_remote(t->src) && !e->problem &&
+                   e->event_file
+               ? pieces_of_entry(t, e, name, like, piece, each, arg)
+               : SMR_ERR_FORMAT;
+  if (rc == SMR_OK && loc)
+    fill_loc(loc, &es.v[0]);
+  smr_entries_free(&es);
+  return rc;
+}
+
 int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,
                         const char *worker, int reduction, bool abs,
                         double *out, bool *saved, smr_value_loc *loc,

@@ -5,9 +5,10 @@ so this trial is not read a second time for it, and its results are
 exactly those it gives alone.
 
 Two trials of four steps, the reference a copy of the base but for:
-  big/w      2.1 M float32 (8.4 MB records: above what the shared records
-             keep, so a second read of it is a read of the file); the same
-             in both trials
+  big/w      3.2 M float32 (12.8 MB records: above what the shared records
+             keep, so a second read of it is a read of the file; with two
+             threads, too large for a whole reference record to fit beside
+             the running turns' reservations); the same in both trials
   r/same     the same in both
   r/diff     differs from step 2 on: fires
   r/shape    1,000 elements in the base, 999 in the reference: fires with
@@ -16,6 +17,13 @@ Two trials of four steps, the reference a copy of the base but for:
   r/badA     the base's record at step 2 is corrupt: not compared, warned
   r/badB     the reference's record at step 3 is corrupt: not compared,
              warned
+  m/diff     620,000 float32: the reference differs by 0.5 from step 2 on
+             (in the second MiB), both hold a NaN at step 3 (in the third):
+             fires with max_abs_diff 0.5
+  m/badB     64,000 float32 with real checksums, the reference's at step 3
+             failing: not compared, warned
+  m/tagB     the reference's record at step 2 names another tensor: not
+             compared, warned
 Checked, with --jobs 1 and 2: SimilarAcrossRuns alone, and beside a Lua
 rule that reads every value (a rule reading values, so SimilarAcrossRuns
 goes after it at each step), gives the same report and result files, the
@@ -40,7 +48,9 @@ import lib  # noqa: E402
 
 NAME = "test_similar_pairs"
 STEPS = 4
-BIG = array.array("f", [(i % 97) / 8.0 for i in range(1000)]) * 2100
+BIG = array.array("f", [(i % 97) / 8.0 for i in range(1000)]) * 3200
+MID = array.array("f", [(i % 89) / 4.0 for i in range(1000)]) * 620
+MEDIUM = array.array("f", [(i % 31) / 2.0 for i in range(1000)]) * 64
 SMALL = [float(i % 13) - 6.0 for i in range(1000)]
 
 READER = """function invoke_at_step(step)
@@ -80,6 +90,26 @@ def tensors(step, reference):
         if bad:
             rec[-40] ^= 0x55  # a payload byte: the data checksum fails
         out.append((name, bytes(rec)))
+    # read in pieces of the reference beside the value in hand: a
+    # difference in the second of three pieces, and at step 3 a NaN in
+    # both in the third (that piece compared element by element)
+    mid = array.array("f", MID)
+    if reference and step >= 2:
+        mid[300000] += 0.5
+    if step == 3:
+        mid[600000] = float("nan")
+    out.append(("m/diff", lib.f32_record("m/diff", mid.tobytes(), len(mid), step)))
+    # the reference's records only a whole read checks: a real checksum
+    # that fails (step 3), another tensor's name (step 2)
+    rec = bytearray(lib.f32_record("m/badB", MEDIUM.tobytes(), len(MEDIUM), step,
+                                   real_crc=True))
+    if reference and step == 3:
+        rec[len(rec) // 2] ^= 0x55
+    out.append(("m/badB", bytes(rec)))
+    rec = lib.f32_record("m/tagB", MEDIUM.tobytes(), len(MEDIUM), step)
+    if reference and step == 2:
+        rec = rec.replace(b"m/tagB", b"m/tagX")
+    out.append(("m/tagB", rec))
     return out
 
 
@@ -112,7 +142,8 @@ def files_of(folder):
 
 
 WARNINGS = re.compile(r"^smrules: warning: .*$", re.M)
-PAIRS = re.compile(r"value pairs: asked=(\d+) ahead=(\d+) taken=(\d+)")
+PAIRS = re.compile(r"value pairs: asked=(\d+) ahead=(\d+) taken=(\d+)"
+                   r"(?: streamed=(\d+))?")
 
 
 def main():
@@ -151,11 +182,18 @@ def main():
             sc.eq("triggered steps", det.get("triggered_steps"), [0, 1, 2, 3])
             viol = {v["tensor"]: v.get("same_shape")
                     for v in det.get("last_trigger", {}).get("violations", [])}
-            sc.eq("violations at step 3", viol, {"r/diff": True, "r/shape": False})
+            sc.eq("violations at step 3", viol,
+                  {"r/diff": True, "r/shape": False, "m/diff": True})
+            mdiff = [v.get("max_abs_diff")
+                     for v in det.get("last_trigger", {}).get("violations", [])
+                     if v["tensor"] == "m/diff"]
+            sc.eq("m/diff's largest difference at step 3", mdiff, [0.5])
             warned = sorted(WARNINGS.findall(r.err))
             sc.ok(any("r/badA" in w or "000000000002" in w for w in warned)
                   and any("000000000003" in w for w in warned),
                   "warns of both corrupt records", warned)
+            sc.ok(len(warned) >= 4 and any("m/tagB" in w or "m/tagX" in w for w in warned),
+                  "warns of the reference's corrupt m/badB and m/tagB too", warned)
 
             r2, files2, _ = got["beside", jobs]
             sc = c.scope("--jobs %s, beside a rule reading every value" % jobs, r2)
@@ -168,9 +206,18 @@ def main():
             sc.ok(m is not None and int(m.group(2)) > 0 and m.group(2) == m.group(3),
                   "results computed ahead while the reader had the values, and taken",
                   m.group(0) if m else r2.err[-300:])
+            # big/w's records are as large as the largest: with two
+            # threads, a whole reference record never fitted the record
+            # budget beside the running turns' reservations, and
+            # SimilarAcrossRuns read both values itself
+            sc.ok(m is not None and int(m.group(4) or 0) > 0,
+                  "the reference's values read in pieces beside the value in hand",
+                  m.group(0) if m else r2.err[-300:])
 
-        # bytes read, --jobs 1 (two threads read a record side by side at
-        # times, each its own copy)
+        # bytes read, --jobs 1 (with two threads, how many steps the
+        # reader reads before SimilarAcrossRuns first asks, which it then
+        # reads itself, is a matter of timing: there, the reference's
+        # records were read in pieces, below)
         alone, beside = got["reader", "1"][2], got["beside", "1"][2]
         sc = c.scope("bytes read, --jobs 1", got["beside", "1"][0])
         sc.ok(alone is not None and beside is not None, "smrules_read_bytes_total")

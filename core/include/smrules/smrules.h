@@ -199,6 +199,10 @@ typedef struct smrules_tensor {
 #define SMRULES_PAIR_RESULT_MAX 64
 typedef int (*smrules_pair_fn)(const smrules_tensor *a, const smrules_tensor *b,
                                const void *arg, void *result);
+/* pair_value_parts' merge: `part`, the result of fn on the next run of
+ * elements, folded into `into`, the result so far (see pair_value_parts). */
+typedef void (*smrules_pair_merge_fn)(void *into, const void *part,
+                                      const void *arg);
 
 /* Reductions, with smdebug's meaning (NumPy over every element, NaN
  * included; population std and variance; vector norms): what
@@ -640,6 +644,20 @@ typedef struct smrules_api {
   int (*pair_value)(smrules_ctx *ctx, smrules_trial *other, const char *name,
                     int64_t step, int mode, smrules_pair_fn fn, const void *arg,
                     void *result, size_t result_size);
+
+  /* Appended: test SMRULES_API_HAS(api, pair_value_parts). */
+  /* pair_value, for work that runs element by element: the host may also
+   * call fn on runs of elements at the same offsets of a and b (1-D
+   * tensors of equal length, a and b of one dtype and shape) and fold
+   * the runs' results in order with merge(result so far, next run's
+   * result, arg), so that b's record is read in pieces beside a instead
+   * of whole (SimilarAcrossRuns: the maximum difference and whether any
+   * element differs).  The answer must be the same as fn on the whole
+   * values; merge, like fn, on any thread. */
+  int (*pair_value_parts)(smrules_ctx *ctx, smrules_trial *other,
+                          const char *name, int64_t step, int mode,
+                          smrules_pair_fn fn, smrules_pair_merge_fn merge,
+                          const void *arg, void *result, size_t result_size);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

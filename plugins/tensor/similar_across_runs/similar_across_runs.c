@@ -67,6 +67,20 @@ static int compare_pair(const smrules_tensor *a, const smrules_tensor *b,
   return SMRULES_OK;
 }
 
+/* The comparison of a run of elements folded into the runs' before it
+ * (api->pair_value_parts): the largest difference of either, and a run
+ * that differs makes the whole differ; the runs are of values of one
+ * shape. */
+static void merge_pair(void *into, const void *part, const void *arg) {
+  (void)arg;
+  comparison *c = into;
+  const comparison *p = part;
+  if (p->max_abs_diff > c->max_abs_diff)
+    c->max_abs_diff = p->max_abs_diff;
+  c->differs |= p->differs;
+  c->same_shape &= p->same_shape;
+}
+
 /* Both values read here (a host without pair_value). */
 static int compare_read(smrules_trial *base, smrules_trial *other,
                         const char *name, int64_t g, comparison *c) {
@@ -84,15 +98,21 @@ static int compare_read(smrules_trial *base, smrules_trial *other,
 
 /* Compares one tensor at g: -1 not compared, 0 similar, 1 violation.
  * The host does the comparison while another rule has this trial's
- * value in memory when it can (api->pair_value), so that this trial is
- * not read a second time for it. */
+ * value in memory when it can (api->pair_value_parts, reading the
+ * reference in pieces beside it), so that this trial is not read a second
+ * time for it. */
 static int compare(smrules_ctx *ctx, smrules_trial *base, smrules_trial *other,
                    const char *name, int64_t g) {
   comparison c;
-  int rc = SMRULES_API_HAS(rk_api, pair_value)
-               ? rk_api->pair_value(ctx, other, name, g, SMRULES_MODE_GLOBAL,
-                                    compare_pair, NULL, &c, sizeof c)
-               : compare_read(base, other, name, g, &c);
+  int rc;
+  if (SMRULES_API_HAS(rk_api, pair_value_parts))
+    rc = rk_api->pair_value_parts(ctx, other, name, g, SMRULES_MODE_GLOBAL,
+                                  compare_pair, merge_pair, NULL, &c, sizeof c);
+  else if (SMRULES_API_HAS(rk_api, pair_value))
+    rc = rk_api->pair_value(ctx, other, name, g, SMRULES_MODE_GLOBAL,
+                            compare_pair, NULL, &c, sizeof c);
+  else
+    rc = compare_read(base, other, name, g, &c);
   if (rc != SMRULES_OK)
     return -1;
   if (c.differs) {
