@@ -340,6 +340,81 @@ static size_t steps_upto(const int64_t *all, size_t n, int64_t g) {
   return lo;
 }
 
+/* An earlier value is compared with the current one in pieces of
+ * PIECE_ELEMS elements read one by one (api->value_pieces), up to the
+ * first piece that is not allclose: when the kept elements proved nothing
+ * (a ReLU output's inactive units are zero at every step, and its four
+ * runs may all fall on them), the first difference still comes early,
+ * and the previous value of 6-13 MB was read whole for it.  Worth it only
+ * for a value of more than one piece. */
+#define PIECE_ELEMS ((size_t)1 << 16)
+
+/* Bytes per element of a value read whole (0 for strings). */
+static size_t value_elem_size(const smrules_tensor *v) {
+  return v->count > 0 && !v->strings && v->dtype != SMRULES_DT_STRING
+             ? v->nbytes / (size_t)v->count
+             : 0;
+}
+
+typedef struct piece_cmp {
+  const settings *s;
+  const smrules_tensor *cur;  /* read whole */
+  const smrules_tensor *prev; /* value_pieces' *out: dtype and shape */
+  bool numeric;               /* prev is a numeric value */
+  bool close;                 /* every piece so far is allclose */
+} piece_cmp;
+
+/* One piece of the earlier value against the same elements of cur, as
+ * rk_allclose(prev, cur) compares them; stops at the first that is not
+ * allclose (or, at the first piece, when the shapes differ). */
+static int compare_piece(void *arg, int64_t first,
+                         const smrules_tensor *piece) {
+  piece_cmp *pc = arg;
+  const smrules_tensor *cur = pc->cur;
+  if (first == 0 && !rk_is_numeric(pc->prev)) {
+    pc->numeric = false;
+    return SMRULES_ERR;
+  }
+  if (first == 0 && !rk_same_shape(pc->prev, cur))
+    pc->close = false;
+  size_t size = value_elem_size(cur);
+  smrules_tensor b = {.dtype = cur->dtype, .ndim = 1, .count = piece->count};
+  b.shape[0] = piece->count;
+  if (pc->close && size && first + piece->count <= cur->count) {
+    b.data = (const unsigned char *)cur->data + (size_t)first * size;
+    b.nbytes = (size_t)piece->count * size;
+    pc->close = rk_allclose(piece, &b, pc->s->rtol, pc->s->atol,
+                            pc->s->equal_nan, NULL);
+  }
+  return pc->close ? SMRULES_OK : SMRULES_ERR;
+}
+
+/* Whether the value of `name` at `step` is allclose to cur (read whole):
+ * 1 or 0, or -1 when it has no numeric value there. */
+static int earlier_close(state *st, smrules_trial *t, const char *name,
+                         int64_t step, const smrules_tensor *cur) {
+  const settings *s = st->s;
+  smrules_tensor prev;
+  if (cur->count > (int64_t)PIECE_ELEMS && value_elem_size(cur) &&
+      SMRULES_API_HAS(rk_api, value_pieces)) {
+    piece_cmp pc = {
+        .s = s, .cur = cur, .prev = &prev, .numeric = true, .close = true};
+    int rc = rk_api->value_pieces(t, name, step, SMRULES_MODE_GLOBAL,
+                                  PIECE_ELEMS, compare_piece, &pc, &prev);
+    if (rc == SMRULES_OK)
+      return pc.numeric ? pc.close : -1;
+    if (rc != SMRULES_ERR)
+      return -1; /* not there: value() says the same */
+    /* not in pieces (the record, the trial): value() reads it, and warns
+     * when it cannot */
+  }
+  if (!numeric_value(t, name, step, &prev))
+    return -1; /* only reductions or shapes saved there */
+  bool same = rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
+  rk_api->release(&prev);
+  return same;
+}
+
 /* Compares the value at g (`cur`) with the values at the previous saved
  * steps of the tensor (the first `k` entries of `all`), newest first, until
  * num_steps steps (g included) were seen.  Returns -1 when there are
@@ -353,7 +428,6 @@ static int compare_back(state *st, smrules_trial *t, const char *name,
   bool same = true;
   int64_t g = steps[want - 1];
   for (size_t i = k; i-- > 0 && have < want;) {
-    smrules_tensor prev;
     if (all[i] >= g)
       continue;
     if (!same) { /* changed: only whether enough steps have values matters */
@@ -367,10 +441,10 @@ static int compare_back(state *st, smrules_trial *t, const char *name,
       steps[want - 1 - have++] = all[i];
       continue;
     }
-    if (!numeric_value(t, name, all[i], &prev))
-      continue; /* only reductions or shapes saved there */
-    same = rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
-    rk_api->release(&prev);
+    int close = earlier_close(st, t, name, all[i], cur);
+    if (close < 0)
+      continue; /* no numeric value there */
+    same = close;
     steps[want - 1 - have++] = all[i];
   }
   return have < want ? -1 : same;
