@@ -6,8 +6,8 @@
  * reads no more of the record; a value that is not there gets value()'s
  * status; what it cannot read in pieces (a small record, a string tensor,
  * real payload checksums, a damaged record, a file cut short while the
- * pieces are read) is answered SMRULES_ERR, and value() then gives the
- * status it always gave. */
+ * pieces are read, a TensorBoard trial) is answered SMRULES_ERR, and value()
+ * then gives the status it always gave. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,10 +375,73 @@ static void test_damaged_records(void) {
   remove_dir(dir);
 }
 
+/* A TensorBoard event file of scalars "loss" at steps 0-2, as PyTorch's
+ * SummaryWriter writes it: Event{wall_time=1, step=2, summary=5{value=1
+ * {tag=1, simple_value=2}}}. */
+static void write_tb_trial(const char *dir) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/events.out.tfevents.1700000000.host", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  for (int step = 0; f && step < 3; step++) {
+    uint8_t value[32], ev[64];
+    size_t n = 0, m = 0;
+    value[n++] = 0x0A; /* tag */
+    value[n++] = 4;
+    memcpy(value + n, "loss", 4);
+    n += 4;
+    value[n++] = 0x15; /* simple_value, fixed32 */
+    float x = 1.5f - (float)step;
+    memcpy(value + n, &x, 4);
+    n += 4;
+    ev[m++] = 0x09; /* wall_time, fixed64 */
+    double wt = 1700000000.0 + step;
+    memcpy(ev + m, &wt, 8);
+    m += 8;
+    if (step) {
+      ev[m++] = 0x10; /* step */
+      ev[m++] = (uint8_t)step;
+    }
+    ev[m++] = 0x2A; /* summary */
+    ev[m++] = (uint8_t)(n + 2);
+    ev[m++] = 0x0A; /* value */
+    ev[m++] = (uint8_t)n;
+    memcpy(ev + m, value, n);
+    m += n;
+    uint8_t hdr[SMR_RECORD_HEADER], ftr[SMR_RECORD_FOOTER];
+    smr_record_header(hdr, m);
+    smr_record_footer(ftr, ev, m, 1);
+    fwrite(hdr, 1, sizeof hdr, f);
+    fwrite(ev, 1, m, f);
+    fwrite(ftr, 1, sizeof ftr, f);
+  }
+  if (f)
+    fclose(f);
+}
+
+/* A TensorBoard trial's values are in memory, never read in pieces. */
+static void test_tensorboard_trial(void) {
+  char dir[] = "/tmp/smrules-value-pieces-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  write_tb_trial(dir);
+  smrules_trial *t = open_trial(dir);
+  const smrules_api *api = smr_host_api();
+  smrules_tensor v;
+  CHECK_EQ_INT(api->value(t, "loss", 1, SMRULES_MODE_GLOBAL, &v), SMRULES_OK);
+  CHECK(v.count == 1 && api->get(&v, 0) == 0.5);
+  api->release(&v);
+  int calls;
+  CHECK_EQ_INT(pieces(t, "loss", 1, 1, 0, &calls), SMRULES_ERR);
+  CHECK_EQ_INT(calls, 0);
+  smr_trial_close((smr_trial *)t);
+  remove_dir(dir);
+}
+
 int main(void) {
   TEST_RUN(test_pieces_cover_the_value);
   TEST_RUN(test_stop_reads_no_more);
   TEST_RUN(test_what_it_cannot_do);
   TEST_RUN(test_damaged_records);
+  TEST_RUN(test_tensorboard_trial);
   return TEST_REPORT("test_value_pieces");
 }
