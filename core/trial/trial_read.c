@@ -727,21 +727,23 @@ static int pieces_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
   if (!ok || !piece)
     return SMR_ERR_FORMAT;
   uint64_t at = (uint64_t)e->start + SMR_RECORD_HEADER + cat;
-  for (uint64_t off = 0; off < clen;) {
+  /* every piece into one buffer of the caller's thread: not the record
+   * pools' (source.h, smr_source_read_into) */
+  uint8_t *buf = malloc(clen < piece ? (size_t)clen : piece);
+  int rc = buf ? SMR_OK : SMR_ERR_NOMEM;
+  for (uint64_t off = 0; rc == SMR_OK && off < clen;) {
     size_t len = clen - off < piece ? (size_t)(clen - off) : piece;
-    smr_range r;
     smr_error err;
     smr_error_clear(&err);
-    if (smr_source_read_range(t->src, e->event_file, at + off, len, &r, &err) !=
-        SMR_OK)
-      return SMR_ERR_FORMAT;
-    int rc = r.len == len ? each(arg, off, r.data, len) : SMR_ERR_FORMAT;
-    smr_range_release(&r);
+    rc = smr_source_read_into(t->src, e->event_file, at + off, len, buf, &err);
     if (rc != SMR_OK)
-      return rc;
+      rc = SMR_ERR_FORMAT;
+    else
+      rc = each(arg, off, buf, len);
     off += len;
   }
-  return SMR_OK;
+  free(buf);
+  return rc == SMR_ERR_NOMEM ? SMR_ERR_FORMAT : rc;
 }
 
 int smr_trial_value_pieces(smr_trial *t, const char *name, int64_t step,
