@@ -237,7 +237,8 @@ int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
  * SMR_ERR_FORMAT for any other value, before any call or, when a piece
  * cannot be read, after some: the caller reads the value whole (which
  * says why when it cannot); or each's nonzero status, which stops the
- * reads. */
+ * reads (SMR_ERR_USAGE without piece or each).  The pieces are read into
+ * one buffer of the call (smr_source_read_into), not the record pools. */
 typedef int (*smr_piece_fn)(void *arg, uint64_t off, const uint8_t *bytes,
                             size_t len);
 int smr_trial_value_pieces(smr_trial *t, const char *name, int64_t step,
