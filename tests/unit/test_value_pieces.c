@@ -18,6 +18,7 @@
 #include "format/record.h"
 #include "host/rulectx.h"
 #include "smrules/smrules.h"
+#include "source/source.h"
 #include "trial/trial.h"
 #include "unit.h"
 #include "writer/writer.h"
@@ -437,11 +438,49 @@ static void test_tensorboard_trial(void) {
   remove_dir(dir);
 }
 
+/* smr_source_read_into: the range's bytes in the caller's memory,
+ * counted as read; a range past the end, a missing file and a link out of
+ * the folder are errors, as smr_source_read_range's are. */
+static void test_read_into(void) {
+  char dir[] = "/tmp/smrules-value-pieces-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[512];
+  snprintf(path, sizeof path, "%s/f.bin", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  uint8_t bytes[10000];
+  for (size_t i = 0; i < sizeof bytes; i++)
+    bytes[i] = (uint8_t)(i * 7 + 3);
+  if (f) {
+    fwrite(bytes, 1, sizeof bytes, f);
+    fclose(f);
+  }
+  snprintf(path, sizeof path, "%s/out", dir);
+  CHECK_EQ_INT(symlink("/etc/passwd", path), 0);
+  smr_source *src = NULL;
+  smr_error e;
+  CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
+  uint8_t got[4000];
+  memset(got, 0, sizeof got);
+  CHECK_EQ_INT(smr_source_read_into(src, "f.bin", 5000, 4000, got, &e), SMR_OK);
+  CHECK(memcmp(got, bytes + 5000, 4000) == 0);
+  CHECK_EQ_INT(smr_source_bytes_read(src), 4000);
+  CHECK_EQ_INT(smr_source_read_into(src, "f.bin", 7000, 4000, got, &e),
+               SMR_ERR_FORMAT);
+  CHECK(smr_source_read_into(src, "none.bin", 0, 10, got, &e) != SMR_OK);
+  CHECK(smr_source_read_into(src, "out", 0, 10, got, &e) != SMR_OK);
+  CHECK(smr_source_read_into(src, "../f.bin", 0, 10, got, &e) != SMR_OK);
+  CHECK_EQ_INT(smr_source_bytes_read(src), 4000);
+  smr_source_close(src);
+  remove_dir(dir);
+}
+
 int main(void) {
   TEST_RUN(test_pieces_cover_the_value);
   TEST_RUN(test_stop_reads_no_more);
   TEST_RUN(test_what_it_cannot_do);
   TEST_RUN(test_damaged_records);
   TEST_RUN(test_tensorboard_trial);
+  TEST_RUN(test_read_into);
   return TEST_REPORT("test_value_pieces");
 }
