@@ -171,6 +171,22 @@ int smr_data_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
                               elem_size, dest);
 }
 
+int smr_data_value_pieces(smr_trial *t, const char *name, int64_t step,
+                          int mode, size_t piece, size_t piece_elems,
+                          smr_piece_fn each, void *arg, smr_tensor *head,
+                          smr_value_loc *loc) {
+  smr_trial_reader_enter(t); /* live: trial.h */
+  int rc = smr_trial_value_pieces(t, name, step, mode, NULL, piece, piece_elems,
+                                  each, arg, head, loc);
+  if (rc == SMR_DATA_PIECES_STOP)
+    rc = SMR_OK;
+  /* in place of a value read: the scheduler orders the rule as one
+   * (smr_data_reads) */
+  if (rc == SMR_OK && !reads.quiet)
+    *(reads.stats_depth ? &reads.for_stats : &reads.values) += 1;
+  return rc;
+}
+
 static int reduction_read(smr_trial *t, const char *name, int64_t step,
                           int mode, const char *worker, int reduction, bool abs,
                           double *out, bool *saved, smr_error *err) {

@@ -63,6 +63,14 @@ int smr_data_value_head(smr_trial *t, const char *name, int64_t step, int mode,
 int smr_data_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
                         const int64_t *at, size_t nruns, size_t run_elems,
                         size_t elem_size, void *dest);
+/* The default worker's value in pieces (smr_trial_value_pieces, with
+ * its statuses), counted as a value read when they were read: SMR_OK when
+ * every piece was handed over or each returned SMR_DATA_PIECES_STOP. */
+#define SMR_DATA_PIECES_STOP 1
+int smr_data_value_pieces(smr_trial *t, const char *name, int64_t step,
+                          int mode, size_t piece, size_t piece_elems,
+                          smr_piece_fn each, void *arg, smr_tensor *head,
+                          smr_value_loc *loc);
 /* The saved reduction when present (*saved true), else computed from the
  * value. */
 int smr_data_reduction(smr_trial *t, const char *name, int64_t step, int mode,

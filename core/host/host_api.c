@@ -266,6 +266,78 @@ static int api_value_runs(smrules_trial *t, const char *name, int64_t step,
              : SMRULES_ERR;
 }
 
+/* value_pieces: the plugin's fn called with each piece as a 1-D tensor,
+ * *out filled from the value's head before the first. */
+#define PIECES_MAX_BYTES ((size_t)4 << 20)
+
+typedef struct piece_call {
+  smrules_piece_fn fn;
+  void *arg;
+  smr_tensor head;
+  smr_value_loc loc;
+  smrules_tensor *out;
+  bool told; /* *out filled */
+} piece_call;
+
+static void piece_out(piece_call *pc) {
+  smrules_tensor *out = pc->out;
+  memset(out, 0, sizeof *out);
+  out->dtype = pc->head.dtype;
+  out->ndim = pc->head.ndim;
+  memcpy(out->shape, pc->head.shape, sizeof out->shape);
+  out->count = pc->head.count;
+  out->step = pc->loc.step;
+  out->mode = pc->loc.mode;
+  out->mode_step = pc->loc.mode_step;
+  out->wall_time = pc->head.wall_time;
+  out->worker = pc->loc.worker;
+  pc->told = true;
+}
+
+/* The worker's name of value_pieces' *out, kept after the call: this
+ * thread's until its next call. */
+static _Thread_local char pieces_worker[sizeof(((smr_value_loc *)0)->worker)];
+
+static int hand_piece(void *arg, uint64_t off, const uint8_t *bytes,
+                      size_t len) {
+  piece_call *pc = arg;
+  if (!pc->told)
+    piece_out(pc);
+  size_t size = smr_dtype_size(pc->head.dtype);
+  smrules_tensor p = *pc->out;
+  p.ndim = 1;
+  memset(p.shape, 0, sizeof p.shape);
+  p.shape[0] = p.count = (int64_t)(len / size);
+  p.data = bytes;
+  p.nbytes = len;
+  return pc->fn(pc->arg, (int64_t)(off / size), &p) == SMRULES_OK
+             ? SMR_OK
+             : SMR_DATA_PIECES_STOP;
+}
+
+static int api_value_pieces(smrules_trial *t, const char *name, int64_t step,
+                            int mode, size_t piece_elems, smrules_piece_fn fn,
+                            void *arg, smrules_tensor *out) {
+  if (!out)
+    return SMRULES_ERR;
+  memset(out, 0, sizeof *out);
+  if (!t || !name || !fn || !piece_elems)
+    return SMRULES_ERR;
+  piece_call pc = {.fn = fn, .arg = arg, .out = out};
+  int rc =
+      smr_data_value_pieces(T(t), name, step, mode, PIECES_MAX_BYTES,
+                            piece_elems, hand_piece, &pc, &pc.head, &pc.loc);
+  if (rc != SMR_OK) {
+    memset(out, 0, sizeof *out);
+    return rc <= SMR_STEP_UNAVAILABLE ? rc : SMRULES_ERR;
+  }
+  if (!pc.told) /* a value has a piece at least: never */
+    piece_out(&pc);
+  snprintf(pieces_worker, sizeof pieces_worker, "%s", pc.loc.worker);
+  out->worker = pieces_worker;
+  return SMRULES_OK;
+}
+
 /* pair_value: the plugin's fn called with the values as the SDK's
  * tensors (value_pairs.h). */
 static void to_sdk(const smr_tensor *v, const smr_value_loc *loc,
@@ -752,6 +824,7 @@ static const smrules_api API = {
     .value_runs = api_value_runs,
     .pair_value = api_pair_value,
     .pair_value_parts = api_pair_value_parts,
+    .value_pieces = api_value_pieces,
 };
 
 const smrules_api *smr_host_api(void) {

@@ -227,8 +227,8 @@ static bool pair_streamed(const smr_pair_key *k, const char *name, int64_t step,
     return false;
   streaming s = {.k = k, .a = a, .la = la};
   smr_trial_reader_enter(k->other); /* live: trial.h, as data.c's reads */
-  if (smr_trial_value_pieces(k->other, name, step, mode, a, PIECE_BYTES,
-                             streamed_piece, &s, NULL) != SMR_OK ||
+  if (smr_trial_value_pieces(k->other, name, step, mode, a, PIECE_BYTES, 0,
+                             streamed_piece, &s, NULL, NULL) != SMR_OK ||
       !s.runs)
     return false;
   memcpy(result, s.result, SMR_PAIR_RESULT_MAX);

@@ -76,6 +76,27 @@ int smr_source_read_range_aligned(smr_source *s, const char *rel, uint64_t off,
   return rc;
 }
 
+int smr_source_read_into(smr_source *s, const char *rel, uint64_t off,
+                         uint64_t len, void *dest, smr_error *err) {
+  int rc;
+  if (s->ops->read_into) {
+    rc = s->ops->read_into(s, rel, off, len, dest, err);
+  } else {
+    smr_range r;
+    rc = s->ops->read_range(s, rel, off, len, &r, err);
+    if (rc == SMR_OK && r.len != len)
+      rc = smr_error_set(err, SMR_ERR_FORMAT, rel, (int64_t)off,
+                         "read %zu of %llu bytes", r.len,
+                         (unsigned long long)len);
+    if (rc == SMR_OK)
+      memcpy(dest, r.data, (size_t)len);
+    smr_range_release(&r);
+  }
+  if (rc == SMR_OK)
+    atomic_fetch_add_explicit(&s->bytes_read_, len, memory_order_relaxed);
+  return rc;
+}
+
 uint64_t smr_source_bytes_read(const smr_source *s) {
   return atomic_load_explicit(&s->bytes_read_, memory_order_relaxed);
 }

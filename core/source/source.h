@@ -71,6 +71,9 @@ typedef struct smr_source_ops {
   int (*read_range_aligned)(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, uint64_t align_at, smr_range *out,
                             smr_error *err);
+  /* smr_source_read_into (NULL: read_range, then a copy) */
+  int (*read_into)(smr_source *s, const char *rel, uint64_t off, uint64_t len,
+                   void *dest, smr_error *err);
 } smr_source_ops;
 
 struct smr_source {
@@ -122,6 +125,14 @@ void smr_range_release(smr_range *r);
 int smr_source_read_range_aligned(smr_source *s, const char *rel, uint64_t off,
                                   uint64_t len, uint64_t align_at,
                                   smr_range *out, smr_error *err);
+
+/* [off, off + len) of a file read into the caller's memory, never shared
+ * nor pooled: pieces of a record read one after the other into one buffer
+ * (trial_read.c), which in the shared records would only push out whole
+ * records other rules are about to ask for, and take fresh pages of
+ * memory each time.  Errors as smr_source_read_range's. */
+int smr_source_read_into(smr_source *s, const char *rel, uint64_t off,
+                         uint64_t len, void *dest, smr_error *err);
 
 /* Like smr_source_list, but only paths that sort after `start_after`
  * (NULL: everything).  S3 lists in key order, so it reads only the

@@ -373,6 +373,37 @@ static int local_read_range_aligned(smr_source *s, const char *rel,
   return SMR_OK;
 }
 
+static int local_read_into(smr_source *s, const char *rel, uint64_t off,
+                           uint64_t len, void *dest, smr_error *err) {
+  int fd = open_beneath(s, rel, O_RDONLY);
+  if (fd < 0)
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
+                         open_error(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  if (off >= size || len > size - off) {
+    close(fd);
+    return smr_error_set(err, SMR_ERR_FORMAT, rel,
+                         (int64_t)(off < size ? off : size),
+                         "range [%llu, +%llu] lies outside the %llu-byte file",
+                         (unsigned long long)off, (unsigned long long)len,
+                         (unsigned long long)size);
+  }
+  int e = 0;
+  uint64_t got = len ? smr_pread_whole(fd, dest, len, off, &e) : 0;
+  close(fd);
+  if (got < len)
+    return e ? smr_error_set(err, SMR_ERR_IO, rel, (int64_t)(off + got),
+                             "read failed: %s", strerror(e))
+             : smr_error_set(err, SMR_ERR_FORMAT, rel, (int64_t)(off + got),
+                             "the file shrank while it was read");
+  return SMR_OK;
+}
+
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   return local_read_range_aligned(s, rel, off, len, SMR_NO_ALIGN, out, err);
@@ -388,6 +419,7 @@ static const smr_source_ops LOCAL_OPS = {
     .read_range = local_read_range,
     .share_records = local_share_records,
     .read_range_aligned = local_read_range_aligned,
+    .read_into = local_read_into,
 };
 
 /* ---------------------------------------------------------- the kind */

@@ -221,19 +221,30 @@ int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
                          const int64_t *at, size_t nruns, size_t run_elems,
                          size_t elem_size, void *dest);
 /* The elements of the default worker's value at (step, mode) streamed in
- * pieces of at most `piece` bytes, without holding its record: each(arg,
+ * pieces of at most `piece` bytes (and piece_elems elements, unless 0),
+ * without holding its record: each(arg,
  * offset, bytes, len) for every piece in order (offset and len in bytes,
  * whole elements).  Only where the record is the plain case
  * smr_trial_value_head checks (local, framing, tag, the fields around the
- * elements) and its value is float32 or float64 with like's dtype, stored
- * dtype, shape and byte count: else SMR_ERR_FORMAT before any call, and
- * the caller reads the value whole (which says why when it cannot).
- * each's nonzero status stops the reads and is returned. */
+ * elements) and its value numeric, at least one element, its
+ * tensor_content the elements; with `like` (may be NULL), also float32 or
+ * float64 with like's dtype, stored dtype, shape and byte count.  Before
+ * the first call, *head (may be NULL) gets the value as smr_trial_value
+ * decodes it but its elements (data NULL, count and nbytes the whole
+ * value's) and *loc (may be NULL) where it was found.  Returns SMR_OK; the
+ * status smr_trial_value gives, without reading, for a value that is not
+ * there (SMR_TENSOR_UNAVAILABLE_FOR_STEP, SMR_STEP_UNAVAILABLE, ...);
+ * SMR_ERR_FORMAT for any other value, before any call or, when a piece
+ * cannot be read, after some: the caller reads the value whole (which
+ * says why when it cannot); or each's nonzero status, which stops the
+ * reads (SMR_ERR_USAGE without piece or each).  The pieces are read into
+ * one buffer of the call (smr_source_read_into), not the record pools. */
 typedef int (*smr_piece_fn)(void *arg, uint64_t off, const uint8_t *bytes,
                             size_t len);
 int smr_trial_value_pieces(smr_trial *t, const char *name, int64_t step,
                            int mode, const smr_tensor *like, size_t piece,
-                           smr_piece_fn each, void *arg, smr_value_loc *loc);
+                           size_t piece_elems, smr_piece_fn each, void *arg,
+                           smr_tensor *head, smr_value_loc *loc);
 /* A reduction: the saved one when present (*saved = true), else computed
  * from the value. */
 int smr_trial_reduction(smr_trial *t, const char *name, int64_t step, int mode,

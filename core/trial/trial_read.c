@@ -590,25 +590,41 @@ int smr_trial_value_head(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
-/* The runs' bytes, read where the head says the elements lie: the head
- * is read again (a few KB) so that the runs are those of the record the
- * index names now, its framing and tag checked as value_head checks them;
- * every run must lie inside the elements. */
+/* The element count of a value from its shape (0 when a size is
+ * negative or the product does not fit). */
+static uint64_t shape_count(const smr_tensor *h) {
+  uint64_t count = 1;
+  for (int d = 0; d < h->ndim && d < SMR_MAX_DIMS; d++)
+    count = h->shape[d] < 0 ||
+                    (h->shape[d] && count > UINT64_MAX / (uint64_t)h->shape[d])
+                ? 0
+                : count * (uint64_t)h->shape[d];
+  return count;
+}
+
+/* The head of an entry's value (*h, holding its first element; release
+ * it) and where its elements lie in the payload (*cat, *clen bytes),
+ * read again from the record's first and last bytes (a few KB) so that
+ * the bytes read next are those of the record the index names now, its
+ * framing and tag checked as value_head checks them. */
+static bool content_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
+                             smr_tensor *h, uint64_t *cat, uint64_t *clen) {
+  memset(h, 0, sizeof *h);
+  *cat = *clen = 0;
+  return head_of_entry_at(t, e, tag, 1, h, cat, clen) == SMR_OK;
+}
+
+/* The runs' bytes, read where the head says the elements lie; every run
+ * must lie inside the elements. */
 static int runs_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
                          const int64_t *at, size_t nruns, size_t run_elems,
                          size_t elem_size, uint8_t *dest) {
   smr_tensor h;
-  uint64_t cat = 0, clen = 0;
-  memset(&h, 0, sizeof h);
-  if (head_of_entry_at(t, e, tag, 1, &h, &cat, &clen) != SMR_OK)
+  uint64_t cat, clen;
+  if (!content_of_entry(t, e, tag, &h, &cat, &clen))
     return SMR_ERR_FORMAT;
   /* h holds the first elements only: the count is the shape's */
-  uint64_t count = 1;
-  for (int d = 0; d < h.ndim && d < SMR_MAX_DIMS; d++)
-    count = h.shape[d] < 0 ||
-                    (h.shape[d] && count > UINT64_MAX / (uint64_t)h.shape[d])
-                ? 0
-                : count * (uint64_t)h.shape[d];
+  uint64_t count = shape_count(&h);
   bool ok = !h.strings && smr_dtype_size(h.dtype) == elem_size && count > 0 &&
             clen / elem_size == count && clen % elem_size == 0;
   smr_tensor_release(&h);
@@ -648,12 +664,21 @@ int smr_trial_value_runs(smr_trial *t, const char *name, int64_t step, int mode,
   return rc;
 }
 
-/* Whether h (a value_head of one element) is like's value: the same
- * dtype as stored and decoded (float32 or float64: the record's bytes are
- * the elements), shape, and clen bytes of elements. */
+/* Whether h (a value_head of one element) is a value whose clen bytes
+ * of tensor_content are its elements as decoded: a numeric dtype stored
+ * as itself, at least one element.  With like, also like's value: float32
+ * or float64 of the same dtype, stored dtype and shape. */
 static bool pieces_match(const smr_tensor *h, const smr_tensor *like,
                          uint64_t clen) {
-  if (h->strings || like->strings || !like->data ||
+  size_t size = smr_dtype_size(h->dtype);
+  uint64_t count = shape_count(h);
+  if (h->strings || h->dtype == SMR_DT_STRING || !size ||
+      h->dtype != h->stored_dtype || count == 0 || clen % size ||
+      clen / size != count)
+    return false;
+  if (!like)
+    return true;
+  if (like->strings || !like->data ||
       (like->dtype != SMR_DT_FLOAT && like->dtype != SMR_DT_DOUBLE) ||
       h->dtype != like->dtype || h->stored_dtype != like->stored_dtype ||
       h->ndim != like->ndim || like->count <= 0 ||
@@ -666,55 +691,81 @@ static bool pieces_match(const smr_tensor *h, const smr_tensor *like,
   return true;
 }
 
+/* The value as smr_trial_value_pieces describes it before its pieces:
+ * h's, without elements. */
+static void pieces_head(const smr_tensor *h, uint64_t clen, smr_tensor *out) {
+  memset(out, 0, sizeof *out);
+  out->dtype = h->dtype;
+  out->stored_dtype = h->stored_dtype;
+  out->ndim = h->ndim;
+  memcpy(out->shape, h->shape, sizeof out->shape);
+  out->count = (int64_t)shape_count(h);
+  out->nbytes = (size_t)clen;
+  out->step = h->step;
+  out->wall_time = h->wall_time;
+  out->mode = h->mode;
+  out->mode_step = h->mode_step;
+}
+
 /* The elements' bytes in pieces, read where the head says they lie. */
 static int pieces_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
                            const smr_tensor *like, size_t piece,
-                           smr_piece_fn each, void *arg) {
+                           size_t piece_elems, smr_piece_fn each, void *arg,
+                           smr_tensor *head) {
   smr_tensor h;
-  uint64_t cat = 0, clen = 0;
-  memset(&h, 0, sizeof h);
-  if (head_of_entry_at(t, e, tag, 1, &h, &cat, &clen) != SMR_OK)
+  uint64_t cat, clen;
+  if (!content_of_entry(t, e, tag, &h, &cat, &clen))
     return SMR_ERR_FORMAT;
   bool ok = pieces_match(&h, like, clen);
+  if (ok && head)
+    pieces_head(&h, clen, head);
+  size_t esize = ok ? smr_dtype_size(h.dtype) : 1;
   smr_tensor_release(&h);
-  size_t esize = smr_dtype_size(like->dtype);
   piece -= piece % esize;
+  if (piece_elems && piece_elems < piece / esize)
+    piece = piece_elems * esize;
   if (!ok || !piece)
     return SMR_ERR_FORMAT;
   uint64_t at = (uint64_t)e->start + SMR_RECORD_HEADER + cat;
-  for (uint64_t off = 0; off < clen;) {
+  /* every piece into one buffer of the caller's thread: not the record
+   * pools' (source.h, smr_source_read_into) */
+  uint8_t *buf = malloc(clen < piece ? (size_t)clen : piece);
+  int rc = buf ? SMR_OK : SMR_ERR_NOMEM;
+  for (uint64_t off = 0; rc == SMR_OK && off < clen;) {
     size_t len = clen - off < piece ? (size_t)(clen - off) : piece;
-    smr_range r;
     smr_error err;
     smr_error_clear(&err);
-    if (smr_source_read_range(t->src, e->event_file, at + off, len, &r, &err) !=
-        SMR_OK)
-      return SMR_ERR_FORMAT;
-    int rc = r.len == len ? each(arg, off, r.data, len) : SMR_ERR_FORMAT;
-    smr_range_release(&r);
+    rc = smr_source_read_into(t->src, e->event_file, at + off, len, buf, &err);
     if (rc != SMR_OK)
-      return rc;
+      rc = SMR_ERR_FORMAT;
+    else
+      rc = each(arg, off, buf, len);
     off += len;
   }
-  return SMR_OK;
+  free(buf);
+  return rc == SMR_ERR_NOMEM ? SMR_ERR_FORMAT : rc;
 }
 
 int smr_trial_value_pieces(smr_trial *t, const char *name, int64_t step,
                            int mode, const smr_tensor *like, size_t piece,
-                           smr_piece_fn each, void *arg, smr_value_loc *loc) {
+                           size_t piece_elems, smr_piece_fn each, void *arg,
+                           smr_tensor *head, smr_value_loc *loc) {
   smr_entries es;
   smr_error err;
   smr_error_clear(&err);
-  if (!piece || !each || !like ||
-      lookup(t, name, step, mode, NULL, &es, &err) != SMR_OK)
-    return SMR_ERR_FORMAT;
+  if (!piece || !each)
+    return SMR_ERR_USAGE;
+  int rc = lookup(t, name, step, mode, NULL, &es, &err);
+  if (rc != SMR_OK) /* not there: value()'s status; anything else: read it */
+    return rc <= SMR_STEP_UNAVAILABLE ? rc : SMR_ERR_FORMAT;
   const smr_entry *e = find_kind(&es, SMR_ENTRY_RAW, 0, false);
-  int rc = e && !t->tb && !smr_source_is_remote(t->src) && !e->problem &&
-                   e->event_file
-               ? pieces_of_entry(t, e, name, like, piece, each, arg)
-               : SMR_ERR_FORMAT;
-  if (rc == SMR_OK && loc)
+  if (loc)
     fill_loc(loc, &es.v[0]);
+  rc = !e ? SMR_TENSOR_UNAVAILABLE_FOR_STEP /* as smr_trial_value */
+       : !t->tb && !smr_source_is_remote(t->src) && !e->problem && e->event_file
+           ? pieces_of_entry(t, e, name, like, piece, piece_elems, each, arg,
+                             head)
+           : SMR_ERR_FORMAT;
   smr_entries_free(&es);
   return rc;
 }

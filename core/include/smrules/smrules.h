@@ -204,6 +204,14 @@ typedef int (*smrules_pair_fn)(const smrules_tensor *a, const smrules_tensor *b,
 typedef void (*smrules_pair_merge_fn)(void *into, const void *part,
                                       const void *arg);
 
+/* api->value_pieces' callback: elements [first, first + piece->count) of
+ * the value (row-major), as a 1-D tensor of the value's dtype whose data
+ * is valid during the call only (step, mode, mode_step, wall_time and
+ * worker the value's).  SMRULES_OK to be handed the next piece; anything
+ * else stops the reads. */
+typedef int (*smrules_piece_fn)(void *arg, int64_t first,
+                                const smrules_tensor *piece);
+
 /* Reductions, with smdebug's meaning (NumPy over every element, NaN
  * included; population std and variance; vector norms): what
  * SMRULES_Q_RED(r) and SMRULES_Q_ABS_RED(r) ask for. */
@@ -658,6 +666,32 @@ typedef struct smrules_api {
                           const char *name, int64_t step, int mode,
                           smrules_pair_fn fn, smrules_pair_merge_fn merge,
                           const void *arg, void *result, size_t result_size);
+
+  /* Appended: test SMRULES_API_HAS(api, value_pieces). */
+  /* A value's elements handed to fn(arg, first, piece) in order, in
+   * pieces of piece_elems elements (fewer when that is more than 4 MiB,
+   * the last one shorter), read from the record piece by piece, so that
+   * work that may stop early (UnchangedTensor: the first elements that
+   * are not allclose) reads only the pieces it was handed.  Before the
+   * first call, *out gets the value as value() gives it but its elements
+   * (data NULL; dtype, shape, count, step, mode, wall_time, worker; no
+   * release needed).  SMRULES_OK when every piece was handed over or fn
+   * stopped them; the status value() gives, without a warning, for a value
+   * that is not there (SMRULES_TENSOR_UNAVAILABLE_FOR_STEP, ...);
+   * SMRULES_ERR when it cannot be read in pieces: a remote or TensorBoard
+   * trial, a record of less than about 16 KB, a string tensor, one with no
+   * element, elements in typed fields, a real payload checksum (only a
+   * whole read checks it), any layout value_head would read whole, a
+   * damaged record, or a piece that could not be read (then possibly after
+   * some pieces: forget them).  Then read the value with value(), which
+   * gives its status, and its warning when the record is damaged.  As
+   * with value_head, the record's framing, name, dtype, shape and the
+   * fields around the elements are checked from its first and last bytes;
+   * with smdebug's constant payload checksum there is nothing else a whole
+   * read checks. */
+  int (*value_pieces)(smrules_trial *t, const char *name, int64_t step,
+                      int mode, size_t piece_elems, smrules_piece_fn fn,
+                      void *arg, smrules_tensor *out);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

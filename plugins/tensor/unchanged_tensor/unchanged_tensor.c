@@ -69,6 +69,12 @@ typedef struct state {
    * kept as those of a value read whole are. */
   bool have_runs;
   unsigned char runs[WINDOWS * WINDOW_ELEMS * sizeof(double)];
+  /* The current value's first piece when it was read alone
+   * (first_pieces_differ; PIECE_ELEMS elements of at most 8 bytes,
+   * allocated when first needed), and the earlier step it proved
+   * changed, or -1. */
+  unsigned char *piece;
+  int64_t piece_proved;
 } state;
 
 static int init(smrules_ctx *ctx, const void *s, void **out) {
@@ -79,6 +85,7 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
     return SMRULES_ERR;
   }
   st->s = cfg;
+  st->piece_proved = -1;
   rk_step_cache_init(&st->steps);
   if (!cfg->collection_names.n && !cfg->tensor_regex.n)
     rk_api->log(ctx, SMRULES_LOG_WARNING,
@@ -94,6 +101,7 @@ static void destroy(void *p) {
   for (size_t i = 0; st->prefixes && i < PREFIX_SLOTS; i++)
     free(st->prefixes[i].name);
   free(st->prefixes);
+  free(st->piece);
   free(st);
 }
 
@@ -278,6 +286,142 @@ static int64_t shape_count(const smrules_tensor *v) {
   return (int64_t)n;
 }
 
+/* An earlier value is compared with the current one in pieces of
+ * PIECE_ELEMS elements read one by one (api->value_pieces), up to the
+ * first piece that is not allclose: when the kept elements proved nothing
+ * (a ReLU output's inactive units are zero at every step, and its four
+ * runs may all fall on them), the first difference still comes early,
+ * and the previous value of 6-13 MB was read whole for it.  Worth it only
+ * for a value of more than one piece. */
+#define PIECE_ELEMS ((size_t)1 << 16)
+
+/* Bytes per element of a value read whole (0 for strings). */
+static size_t value_elem_size(const smrules_tensor *v) {
+  return v->count > 0 && !v->strings && v->dtype != SMRULES_DT_STRING
+             ? v->nbytes / (size_t)v->count
+             : 0;
+}
+
+typedef struct piece_cmp {
+  const settings *s;
+  const smrules_tensor *cur;  /* the current value: dtype and shape */
+  const unsigned char *elems; /* its first `held` elements, `size` bytes */
+  int64_t held;               /* each (all of them when read whole) */
+  size_t size;
+  const smrules_tensor *prev; /* value_pieces' *out: dtype and shape */
+  bool numeric;               /* prev is a numeric value */
+  bool close;                 /* every piece so far is allclose */
+} piece_cmp;
+
+/* One piece of the earlier value against the same elements of cur, as
+ * rk_allclose(prev, cur) compares them; stops at the first that is not
+ * allclose (or, at the first piece, when the shapes differ), and at the
+ * first past the elements of cur held (then nothing is proved). */
+static int compare_piece(void *arg, int64_t first,
+                         const smrules_tensor *piece) {
+  piece_cmp *pc = arg;
+  const smrules_tensor *cur = pc->cur;
+  if (first == 0 && !rk_is_numeric(pc->prev)) {
+    pc->numeric = false;
+    return SMRULES_ERR;
+  }
+  if (first == 0 && !rk_same_shape(pc->prev, cur))
+    pc->close = false;
+  if (!pc->close || first + piece->count > pc->held)
+    return SMRULES_ERR;
+  smrules_tensor b = {.dtype = cur->dtype, .ndim = 1, .count = piece->count};
+  b.shape[0] = piece->count;
+  b.data = pc->elems + (size_t)first * pc->size;
+  b.nbytes = (size_t)piece->count * pc->size;
+  pc->close =
+      rk_allclose(piece, &b, pc->s->rtol, pc->s->atol, pc->s->equal_nan, NULL);
+  return pc->close ? SMRULES_OK : SMRULES_ERR;
+}
+
+/* Whether the value of `name` at `step` is allclose to cur (read whole):
+ * 1 or 0, or -1 when it has no numeric value there. */
+static int earlier_close(state *st, smrules_trial *t, const char *name,
+                         int64_t step, const smrules_tensor *cur) {
+  const settings *s = st->s;
+  smrules_tensor prev;
+  if (cur->count > (int64_t)PIECE_ELEMS && value_elem_size(cur) &&
+      SMRULES_API_HAS(rk_api, value_pieces)) {
+    piece_cmp pc = {.s = s,
+                    .cur = cur,
+                    .elems = cur->data,
+                    .held = cur->count,
+                    .size = value_elem_size(cur),
+                    .prev = &prev,
+                    .numeric = true,
+                    .close = true};
+    int rc = rk_api->value_pieces(t, name, step, SMRULES_MODE_GLOBAL,
+                                  PIECE_ELEMS, compare_piece, &pc, &prev);
+    if (rc == SMRULES_OK)
+      return pc.numeric ? pc.close : -1;
+    if (rc != SMRULES_ERR)
+      return -1; /* not there: value() says the same */
+    /* not in pieces (the record, the trial): value() reads it, and warns
+     * when it cannot */
+  }
+  if (!numeric_value(t, name, step, &prev))
+    return -1; /* only reductions or shapes saved there */
+  bool same = rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
+  rk_api->release(&prev);
+  return same;
+}
+
+/* value_pieces' callback keeping the first piece of a value in st->piece
+ * (then stopping). */
+typedef struct first_piece {
+  unsigned char *buf;
+  int64_t count;
+  size_t size;
+} first_piece;
+
+static int keep_first_piece(void *arg, int64_t first,
+                            const smrules_tensor *piece) {
+  first_piece *fp = arg;
+  size_t size = piece->count > 0 ? piece->nbytes / (size_t)piece->count : 0;
+  if (first == 0 && size && size <= sizeof(double) &&
+      (size_t)piece->count <= PIECE_ELEMS) {
+    memcpy(fp->buf, piece->data, piece->nbytes);
+    fp->count = piece->count;
+    fp->size = size;
+  }
+  return SMRULES_ERR; /* the first piece only */
+}
+
+/* True when the first pieces of the value of `name` at g (head: its
+ * dtype and shape) and of the earlier value at `prev` prove the two not
+ * allclose, each read alone (api->value_pieces): a ReLU output whose
+ * first elements and windows are those of the earlier value, read whole
+ * for a difference that its first piece shows. */
+static bool first_pieces_differ(state *st, smrules_trial *t, const char *name,
+                                int64_t prev, int64_t g,
+                                const smrules_tensor *head) {
+  if (head->count <= (int64_t)PIECE_ELEMS ||
+      !SMRULES_API_HAS(rk_api, value_pieces) ||
+      (!st->piece && !(st->piece = malloc(PIECE_ELEMS * sizeof(double)))))
+    return false;
+  first_piece fp = {.buf = st->piece};
+  smrules_tensor cur, old;
+  if (rk_api->value_pieces(t, name, g, SMRULES_MODE_GLOBAL, PIECE_ELEMS,
+                           keep_first_piece, &fp, &cur) != SMRULES_OK ||
+      !fp.count || cur.dtype != head->dtype || !rk_same_shape(&cur, head))
+    return false;
+  piece_cmp pc = {.s = st->s,
+                  .cur = &cur,
+                  .elems = st->piece,
+                  .held = fp.count,
+                  .size = fp.size,
+                  .prev = &old,
+                  .numeric = true,
+                  .close = true};
+  return rk_api->value_pieces(t, name, prev, SMRULES_MODE_GLOBAL, PIECE_ELEMS,
+                              compare_piece, &pc, &old) == SMRULES_OK &&
+         pc.numeric && !pc.close;
+}
+
 /* The value of `name` at g for compare_back, as numeric_value reads it,
  * or only its first elements when they already prove it not allclose to
  * the kept first elements of `prev`, the newest saved step before g
@@ -310,6 +454,12 @@ static bool current_value(state *st, smrules_trial *t, const char *name,
   prefix *p = prefix_slot(st, name, prev);
   if (p && p->windows && read_runs(st, t, name, g, v) &&
       prefix_differs(st, name, prev, v, false)) {
+    *read = false;
+    return true;
+  }
+  /* nor the windows: the first pieces may */
+  if (first_pieces_differ(st, t, name, prev, g, v)) {
+    st->piece_proved = prev;
     *read = false;
     return true;
   }
@@ -353,7 +503,6 @@ static int compare_back(state *st, smrules_trial *t, const char *name,
   bool same = true;
   int64_t g = steps[want - 1];
   for (size_t i = k; i-- > 0 && have < want;) {
-    smrules_tensor prev;
     if (all[i] >= g)
       continue;
     if (!same) { /* changed: only whether enough steps have values matters */
@@ -361,16 +510,17 @@ static int compare_back(state *st, smrules_trial *t, const char *name,
         steps[want - 1 - have++] = all[i];
       continue;
     }
-    if (prefix_differs(st, name, all[i], cur,
-                       whole)) { /* kept: it had a value */
+    if (all[i] == st->piece_proved ||
+        prefix_differs(st, name, all[i], cur,
+                       whole)) { /* kept, or read: it had a value */
       same = false;
       steps[want - 1 - have++] = all[i];
       continue;
     }
-    if (!numeric_value(t, name, all[i], &prev))
-      continue; /* only reductions or shapes saved there */
-    same = rk_allclose(&prev, cur, s->rtol, s->atol, s->equal_nan, NULL);
-    rk_api->release(&prev);
+    int close = earlier_close(st, t, name, all[i], cur);
+    if (close < 0)
+      continue; /* no numeric value there */
+    same = close;
     steps[want - 1 - have++] = all[i];
   }
   return have < want ? -1 : same;
@@ -402,6 +552,7 @@ static int check_tensor(smrules_ctx *ctx, state *st, smrules_trial *t,
   free(steps);
   prefix_keep(st, name, g, &cur, whole); /* for the steps looking back at g */
   st->have_runs = false;
+  st->piece_proved = -1;
   rk_api->release(&cur);
   return rc;
 }
