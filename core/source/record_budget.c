@@ -120,15 +120,20 @@ void smr_source_set_turns_reserved(size_t bytes) {
   atomic_store_explicit(&turns_reserved, bytes, memory_order_relaxed);
 }
 
+/* The large records rules keep past their turn (record_budget_keep). */
+static _Atomic size_t kept_bytes;
+
 size_t smr_source_extra_bytes(void) {
-  return atomic_load_explicit(&extra_reserved, memory_order_relaxed);
+  return atomic_load_explicit(&extra_reserved, memory_order_relaxed) +
+         atomic_load_explicit(&kept_bytes, memory_order_relaxed);
 }
 
 bool smr_source_extra_begin(size_t len) {
   size_t turns = atomic_load_explicit(&turns_reserved, memory_order_relaxed);
   size_t extra = atomic_load_explicit(&extra_reserved, memory_order_relaxed);
+  size_t kept = atomic_load_explicit(&kept_bytes, memory_order_relaxed);
   do {
-    if (turns + extra + len > RECORD_BUDGET)
+    if (turns + kept + extra + len > RECORD_BUDGET)
       return false;
   } while (!atomic_compare_exchange_weak(&extra_reserved, &extra, extra + len));
   reading_extra = true;
@@ -267,9 +272,27 @@ bool record_budget_may_keep(void) {
   return all_bytes() <= bound();
 }
 
-void record_budget_give_back(record_buf *b) {
-  if (!reading_extra)
+bool record_budget_keep(record_buf *b) {
+  if (b->kept)
+    return true;
+  size_t two = 2 * atomic_load_explicit(&large.largest, memory_order_relaxed);
+  size_t kept = atomic_load_explicit(&kept_bytes, memory_order_relaxed);
+  do {
+    if (kept + b->cap + two > RECORD_BUDGET)
+      return false;
+  } while (!atomic_compare_exchange_weak(&kept_bytes, &kept, kept + b->cap));
+  b->kept = true;
+  if (!reading_extra) /* no longer this turn's */
     thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
+  return true;
+}
+
+void record_budget_give_back(record_buf *b) {
+  if (b->kept) /* the run's, not the turn's (record_budget_keep) */
+    atomic_fetch_sub(&kept_bytes, b->cap);
+  else if (!reading_extra)
+    thread_held = thread_held > b->cap ? thread_held - b->cap : 0;
+  b->kept = false;
   pthread_mutex_lock(&large.mu);
   large.held_bytes -= b->cap;
   bool keep = large.held_bytes + large.idle_bytes + b->cap <= bound() &&

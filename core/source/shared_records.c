@@ -144,6 +144,14 @@ void smr_record_buf_give_back(void *lent) {
   pool->bytes += b->cap;
 }
 
+bool smr_range_keep(smr_range *r) {
+  /* a range longer than the shared records was read into a buffer lent
+   * by record_budget_take */
+  if (r->give_back_ != smr_record_buf_give_back || r->len <= SHARED_RECORD_MAX)
+    return false;
+  return record_budget_keep(r->lent_);
+}
+
 /* The smallest free buffer that holds `len` bytes, else the largest. */
 static record_buf **best_fit(buf_pool *pool, size_t len) {
   record_buf **fit = NULL, **largest = NULL;

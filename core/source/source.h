@@ -111,6 +111,13 @@ int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
                           uint64_t len, smr_range *out, smr_error *err);
 void smr_range_release(smr_range *r);
+/* The range stays held past the rule's turn that read it, to be used at
+ * a later one (api->value_keep): true when it is a record read into a
+ * buffer of its own (larger than the records the rules share) and now
+ * counted in the run's record budget rather than the turn's, which the
+ * scheduler then leaves out of the room for turns; false: nothing
+ * changed (a shared or remote record, or no room). */
+bool smr_range_keep(smr_range *r);
 /* smr_source_read_range, and where the bytes are read into a buffer (a
  * local file), byte `align_at` of the range lands on an address that is a
  * multiple of SMR_VALUE_ALIGN: tensor elements there are aligned for
