@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """WeightUpdateRatio reads a large weight once per step
-(docs/rules/WeightUpdateRatio.md#reads): at step s it needs w_s and w_p, and
+(docs/rules/WeightUpdateRatio.md#how-it-is-evaluated): at step s it needs w_s and w_p, and
 w_p is the w_s it read at the step before, which it keeps (api->value_keep)
 when the host does not keep records of that size for the rules anyway.
 Before, every large weight was read twice, once as w_s and again as w_p.
