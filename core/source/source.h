@@ -173,7 +173,8 @@ size_t smr_source_largest_record(void);
  * scheduler says, smr_source_set_turns_reserved) and the other extra
  * reads; false: leave the work.  Until smr_source_extra_end(len), this
  * thread's large records count as extra, not as its turn's (the
- * scheduler counts the extra bytes of every thread against the budget:
+ * scheduler counts the extra bytes of every thread against the budget,
+ * with the records kept past their turn (smr_range_keep):
  * smr_source_extra_bytes). */
 bool smr_source_extra_begin(size_t len);
 void smr_source_extra_end(size_t len);

@@ -18,7 +18,13 @@
  * malloc'd buffer did for records at multiples of 64.
  *
  * A record kept is found by its name (source, file, range) without
- * opening the file again; once its source is closed, by no other. */
+ * opening the file again; once its source is closed, by no other.
+ *
+ * A large record a rule keeps past its turn (smr_range_keep, the SDK's
+ * value_keep) moves from the thread's turn bytes to the run's, which the
+ * scheduler leaves out of the budget; it is kept only while a turn
+ * holding two of the largest records still fits, and leaves the count
+ * when released. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -339,6 +345,57 @@ static void test_file_cut_while_read_in_parts(void) {
           failed);
 }
 
+/* A range of len bytes of events.bin, read unshared. */
+static void read_big(smr_source *src, uint64_t off, uint64_t len,
+                     smr_range *r) {
+  smr_error e;
+  CHECK_EQ_INT(smr_source_read_range(src, "events.bin", off, len, r, &e),
+               SMR_OK);
+}
+
+static void test_kept_range_counts_in_the_run(void) {
+  smr_source *src = NULL;
+  smr_error e;
+  CHECK_EQ_INT(smr_source_local_open(dir, &src, &e), SMR_OK);
+  size_t extra0 = smr_source_extra_bytes();
+  /* a record the rules share (at most 7 MiB): nothing to keep */
+  smr_range small;
+  read_big(src, 0, RECORD, &small);
+  CHECK(!smr_range_keep(&small));
+  CHECK(smr_source_extra_bytes() == extra0);
+  smr_range_release(&small);
+  /* records of 8 MiB: kept while three more fit the budget (the one
+   * kept, and a turn's two of the largest) */
+  enum { MAX_KEPT = 8 };
+  smr_range kept[MAX_KEPT];
+  int n = 0;
+  size_t budget = smr_source_record_budget(), cap = 0;
+  for (; n < MAX_KEPT; n++) {
+    read_big(src, 0, 2 * RECORD, &kept[n]);
+    (void)smr_source_turn_record_bytes();
+    size_t before = smr_source_extra_bytes() - extra0;
+    bool fits = before + 3 * smr_source_largest_record() <= budget;
+    bool ok = smr_range_keep(&kept[n]);
+    CHECK(ok == fits);
+    if (!ok) {
+      smr_range_release(&kept[n]);
+      break;
+    }
+    cap = smr_source_extra_bytes() - extra0 - before;
+    CHECK(cap >= 2 * RECORD && cap <= smr_source_largest_record());
+    CHECK(smr_range_keep(&kept[n])); /* counted once */
+    CHECK(smr_source_extra_bytes() - extra0 == before + cap);
+    /* no longer the turn's: the next turn begins with none held */
+    (void)smr_source_turn_record_bytes();
+    CHECK(smr_source_turn_record_bytes() == 0);
+  }
+  CHECK(n >= 2 && n < MAX_KEPT);
+  while (n > 0)
+    smr_range_release(&kept[--n]);
+  CHECK(smr_source_extra_bytes() == extra0);
+  smr_source_close(src);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -351,6 +408,7 @@ int main(void) {
   TEST_RUN(test_kept_record_served_by_name);
   TEST_RUN(test_parts_land_in_place);
   TEST_RUN(test_file_cut_while_read_in_parts);
+  TEST_RUN(test_kept_range_counts_in_the_run);
   char path[64];
   snprintf(path, sizeof path, "%s/events.bin", dir);
   unlink(path);
