@@ -180,6 +180,12 @@ bool smr_source_extra_begin(size_t len);
 void smr_source_extra_end(size_t len);
 size_t smr_source_extra_bytes(void);
 void smr_source_set_turns_reserved(size_t bytes);
+/* How many rule turns may run side by side (the runner's threads, at
+ * most its rules; 1 until set): a record is kept past its turn
+ * (smr_range_keep) only while each of them still has room for two of the
+ * largest records, so that keeping it never runs turns one after the
+ * other that would have run side by side. */
+void smr_source_set_turn_slots(size_t n);
 
 /* ---- locations, before a source is opened ---- */
 

@@ -22,9 +22,9 @@
  *
  * A large record a rule keeps past its turn (smr_range_keep, the SDK's
  * value_keep) moves from the thread's turn bytes to the run's, which the
- * scheduler leaves out of the budget; it is kept only while a turn
- * holding two of the largest records still fits, and leaves the count
- * when released. */
+ * scheduler leaves out of the budget; it is kept only while every turn
+ * that may run side by side can still hold two of the largest records,
+ * and leaves the count when released. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -353,6 +353,43 @@ static void read_big(smr_source *src, uint64_t off, uint64_t len,
                SMR_OK);
 }
 
+/* Keeps 8 MiB records until the budget says no, with `slots` turns side
+ * by side; returns how many were kept. */
+static int keep_until_refused(smr_source *src, size_t slots) {
+  enum { MAX_KEPT = 8 };
+  smr_range kept[MAX_KEPT];
+  int n = 0;
+  size_t extra0 = smr_source_extra_bytes(), budget = smr_source_record_budget();
+  smr_source_set_turn_slots(slots);
+  for (; n < MAX_KEPT; n++) {
+    read_big(src, 0, 2 * RECORD, &kept[n]);
+    (void)smr_source_turn_record_bytes();
+    size_t before = smr_source_extra_bytes() - extra0;
+    size_t largest = smr_source_largest_record();
+    /* the one kept, and two of the largest for each turn slot */
+    bool fits = before + (1 + 2 * slots) * largest <= budget;
+    bool ok = smr_range_keep(&kept[n]);
+    CHECK(ok == fits);
+    if (!ok) {
+      smr_range_release(&kept[n]);
+      break;
+    }
+    size_t cap = smr_source_extra_bytes() - extra0 - before;
+    CHECK(cap >= 2 * RECORD && cap <= largest);
+    CHECK(smr_range_keep(&kept[n])); /* counted once */
+    CHECK(smr_source_extra_bytes() - extra0 == before + cap);
+    /* no longer the turn's: the next turn begins with none held */
+    (void)smr_source_turn_record_bytes();
+    CHECK(smr_source_turn_record_bytes() == 0);
+  }
+  int got = n;
+  while (n > 0)
+    smr_range_release(&kept[--n]);
+  CHECK(smr_source_extra_bytes() == extra0);
+  smr_source_set_turn_slots(1);
+  return got;
+}
+
 static void test_kept_range_counts_in_the_run(void) {
   smr_source *src = NULL;
   smr_error e;
@@ -364,35 +401,11 @@ static void test_kept_range_counts_in_the_run(void) {
   CHECK(!smr_range_keep(&small));
   CHECK(smr_source_extra_bytes() == extra0);
   smr_range_release(&small);
-  /* records of 8 MiB: kept while three more fit the budget (the one
-   * kept, and a turn's two of the largest) */
-  enum { MAX_KEPT = 8 };
-  smr_range kept[MAX_KEPT];
-  int n = 0;
-  size_t budget = smr_source_record_budget(), cap = 0;
-  for (; n < MAX_KEPT; n++) {
-    read_big(src, 0, 2 * RECORD, &kept[n]);
-    (void)smr_source_turn_record_bytes();
-    size_t before = smr_source_extra_bytes() - extra0;
-    bool fits = before + 3 * smr_source_largest_record() <= budget;
-    bool ok = smr_range_keep(&kept[n]);
-    CHECK(ok == fits);
-    if (!ok) {
-      smr_range_release(&kept[n]);
-      break;
-    }
-    cap = smr_source_extra_bytes() - extra0 - before;
-    CHECK(cap >= 2 * RECORD && cap <= smr_source_largest_record());
-    CHECK(smr_range_keep(&kept[n])); /* counted once */
-    CHECK(smr_source_extra_bytes() - extra0 == before + cap);
-    /* no longer the turn's: the next turn begins with none held */
-    (void)smr_source_turn_record_bytes();
-    CHECK(smr_source_turn_record_bytes() == 0);
-  }
-  CHECK(n >= 2 && n < MAX_KEPT);
-  while (n > 0)
-    smr_range_release(&kept[--n]);
-  CHECK(smr_source_extra_bytes() == extra0);
+  /* 50 MiB: with one turn at a time, 4 records of 8 MiB are kept beside
+   * it; with two side by side, 2; with three, none */
+  CHECK_EQ_INT(keep_until_refused(src, 1), 4);
+  CHECK_EQ_INT(keep_until_refused(src, 2), 2);
+  CHECK_EQ_INT(keep_until_refused(src, 3), 0);
   smr_source_close(src);
 }
 
