@@ -74,7 +74,23 @@ static void buf_release_memory(record_buf *b) {
 typedef struct buf_pool {
   record_buf *free;
   size_t n, bytes;
+  size_t spares; /* of them mapped, of at most SPARE_MAPPED_MAX bytes */
 } buf_pool;
+
+/* A thread's pool keeps one mapped buffer of at most SPARE_MAPPED_MAX
+ * bytes even beyond the budget, and lends a mapped buffer to no record
+ * it would hold more than twice over.  SimilarAcrossRuns reads its
+ * reference in pieces of 1 MiB (host/value_pairs.c), each given back
+ * before the next is read; a piece's buffer, lent to a small record, was
+ * dropped with it beyond the budget, and over the budget a piece's own
+ * was unmapped: on the bench's CNN trial the twenty rules mapped and
+ * faulted in 141 buffers of 1 MiB (36k of the run's 57k page faults),
+ * now none. */
+#define SPARE_MAPPED_MAX (((size_t)1 << 20) + 4096)
+
+static bool spare_sized(const record_buf *b) {
+  return b->mapped && b->cap <= SPARE_MAPPED_MAX;
+}
 
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -132,9 +148,10 @@ void smr_record_buf_give_back(void *lent) {
     return;
   }
   buf_pool *pool = thread_pool();
+  bool spare = pool && spare_sized(b) && !pool->spares;
   if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
       pool->bytes + b->cap > POOL_BYTES ||
-      (b->mapped && !record_budget_may_keep())) {
+      (b->mapped && !record_budget_may_keep() && !spare)) {
     buf_destroy(b);
     return;
   }
@@ -142,6 +159,7 @@ void smr_record_buf_give_back(void *lent) {
   pool->free = b;
   pool->n++;
   pool->bytes += b->cap;
+  pool->spares += spare_sized(b);
 }
 
 bool smr_range_keep(smr_range *r) {
@@ -152,10 +170,13 @@ bool smr_range_keep(smr_range *r) {
   return record_budget_keep(r->lent_);
 }
 
-/* The smallest free buffer that holds `len` bytes, else the largest. */
+/* The smallest free buffer that holds `len` bytes, else the largest;
+ * a mapped one only for a record of about its size. */
 static record_buf **best_fit(buf_pool *pool, size_t len) {
   record_buf **fit = NULL, **largest = NULL;
   for (record_buf **q = &pool->free; *q; q = &(*q)->next) {
+    if ((*q)->mapped && (*q)->cap > 2 * len + 65536)
+      continue;
     if ((*q)->cap >= len && (!fit || (*q)->cap < (*fit)->cap))
       fit = q;
     if (!largest || (*q)->cap > (*largest)->cap)
@@ -181,6 +202,7 @@ record_buf *smr_record_buf_take(size_t len) {
     *pick = b->next;
     pool->n--;
     pool->bytes -= b->cap;
+    pool->spares -= spare_sized(b);
   } else if (!(b = calloc(1, sizeof *b))) {
     return NULL;
   }
