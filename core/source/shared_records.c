@@ -78,14 +78,14 @@ typedef struct buf_pool {
 } buf_pool;
 
 /* A thread's pool keeps one mapped buffer of at most SPARE_MAPPED_MAX
- * bytes even beyond the budget, and lends a mapped buffer to no record
- * it would hold more than twice over.  SimilarAcrossRuns reads its
- * reference in pieces of 1 MiB (host/value_pairs.c), each given back
- * before the next is read; a piece's buffer, lent to a small record, was
- * dropped with it beyond the budget, and over the budget a piece's own
- * was unmapped: on the bench's CNN trial the twenty rules mapped and
- * faulted in 141 buffers of 1 MiB (36k of the run's 57k page faults),
- * now none. */
+ * bytes even beyond the budget.  SimilarAcrossRuns reads its reference
+ * in pieces of 1 MiB (host/value_pairs.c), each given back before the
+ * next is read, and over the budget each piece's buffer was unmapped: on
+ * the bench's CNN trial the twenty rules mapped and faulted in 141
+ * buffers of 1 MiB (36k of the run's ~60k page faults), now about 50.
+ * (Lending such a buffer to no smaller record as well mapped none, but
+ * those records then grew malloc's heap, which keeps its pages: peak RSS
+ * 62-67 MB in 2 of 12 rounds.) */
 #define SPARE_MAPPED_MAX (((size_t)1 << 20) + 4096)
 
 static bool spare_sized(const record_buf *b) {
@@ -170,13 +170,10 @@ bool smr_range_keep(smr_range *r) {
   return record_budget_keep(r->lent_);
 }
 
-/* The smallest free buffer that holds `len` bytes, else the largest;
- * a mapped one only for a record of about its size. */
+/* The smallest free buffer that holds `len` bytes, else the largest. */
 static record_buf **best_fit(buf_pool *pool, size_t len) {
   record_buf **fit = NULL, **largest = NULL;
   for (record_buf **q = &pool->free; *q; q = &(*q)->next) {
-    if ((*q)->mapped && (*q)->cap > 2 * len + 65536)
-      continue;
     if ((*q)->cap >= len && (!fit || (*q)->cap < (*fit)->cap))
       fit = q;
     if (!largest || (*q)->cap > (*largest)->cap)
