@@ -428,6 +428,11 @@ static void api_release(smrules_tensor *t) {
   memset(t, 0, sizeof *t);
 }
 
+static int api_value_keep(smrules_tensor *t) {
+  host_tensor *h = t ? t->host_ : NULL;
+  return h && smr_trial_value_keep(&h->t) ? SMRULES_OK : SMRULES_ERR;
+}
+
 /* A reduction the value has not (strings) is not saved at the step. */
 static int reduction_out(int rc) {
   return rc == SMR_ERR_USAGE ? SMRULES_TENSOR_UNAVAILABLE_FOR_STEP : rc;
@@ -825,6 +830,7 @@ static const smrules_api API = {
     .pair_value = api_pair_value,
     .pair_value_parts = api_pair_value_parts,
     .value_pieces = api_value_pieces,
+    .value_keep = api_value_keep,
 };
 
 const smrules_api *smr_host_api(void) {

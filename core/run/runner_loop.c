@@ -446,6 +446,8 @@ static void choose_order(smr_runner *r, smr_sched *s) {
    * the cache would not bound them: read-ahead belongs to lock step. */
   smr_trial_set_prefetch(r->trial, lock && cached ? half : 0, r->opts.end_step);
   smr_trial_share_records(r->trial, lock && positional > 1);
+  size_t threads = s->jobs > 0 ? (size_t)s->jobs : 1;
+  smr_source_set_turn_slots(threads < positional ? threads : positional);
   if (lock && !cached) { /* a local trial's records, read by the rules */
     s->budget = smr_source_record_budget();
     s->turn_bytes = turn_record_bytes;

@@ -31,6 +31,13 @@ record_buf *record_budget_take(size_t len);
  * ReLU output of 6.3 MB is read into the buffers of the 12 MiB ones
  * between their reads, as when each thread kept its own. */
 record_buf *record_budget_take_idle(size_t len);
+/* A large buffer lent to a range stays held past the turn
+ * (smr_range_keep): its bytes move from the thread's turn to the run's
+ * kept bytes, which smr_source_extra_bytes adds to what the scheduler
+ * leaves out of the budget; true when that leaves room for every turn
+ * that may run side by side (smr_source_set_turn_slots) holding two of
+ * the largest records, else false (nothing changed). */
+bool record_budget_keep(record_buf *b);
 /* A range let go of a large buffer: kept idle while the record buffers
  * fit the budget, else freed. */
 void record_budget_give_back(record_buf *b);

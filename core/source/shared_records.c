@@ -74,7 +74,26 @@ static void buf_release_memory(record_buf *b) {
 typedef struct buf_pool {
   record_buf *free;
   size_t n, bytes;
+  size_t spares; /* of them mapped, of at most SPARE_MAPPED_MAX bytes */
 } buf_pool;
+
+/* A thread's pool keeps one mapped buffer of at most SPARE_MAPPED_MAX
+ * bytes even beyond the budget.  SimilarAcrossRuns reads its reference
+ * in pieces of 1 MiB (host/value_pairs.c), each given back before the
+ * next is read.  Over the budget each piece's buffer was unmapped, and
+ * one lent to a smaller shared record was dropped with it: on the
+ * bench's CNN trial the twenty rules mapped and faulted in 141 buffers
+ * of 1 MiB (36k of the run's ~60k page faults).  Now the pool keeps one
+ * such buffer, and a shared record's buffer of that size dropped beyond
+ * the budget becomes the spare of the thread that let it go
+ * (drop_or_spare): none mapped.  (Lending it to no smaller record
+ * instead mapped none too, but those records grew malloc's heap, which
+ * keeps its pages: peak RSS 62-67 MB in 2 of 12 rounds.) */
+#define SPARE_MAPPED_MAX (((size_t)1 << 20) + 4096)
+
+static bool spare_sized(const record_buf *b) {
+  return b->mapped && b->cap <= SPARE_MAPPED_MAX;
+}
 
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -132,9 +151,10 @@ void smr_record_buf_give_back(void *lent) {
     return;
   }
   buf_pool *pool = thread_pool();
+  bool spare = pool && spare_sized(b) && !pool->spares;
   if (!pool || b->cap > KEEP_MAX || pool->n >= POOL_MAX ||
       pool->bytes + b->cap > POOL_BYTES ||
-      (b->mapped && !record_budget_may_keep())) {
+      (b->mapped && !record_budget_may_keep() && !spare)) {
     buf_destroy(b);
     return;
   }
@@ -142,6 +162,30 @@ void smr_record_buf_give_back(void *lent) {
   pool->free = b;
   pool->n++;
   pool->bytes += b->cap;
+  pool->spares += spare_sized(b);
+}
+
+/* b, dropped from the shared records, kept as this thread's spare when
+ * it is one's size and the thread has none; else freed. */
+static void drop_or_spare(record_buf *b) {
+  buf_pool *pool = spare_sized(b) ? thread_pool() : NULL;
+  if (!pool || pool->spares || pool->n >= POOL_MAX) {
+    buf_destroy(b);
+    return;
+  }
+  b->next = pool->free;
+  pool->free = b;
+  pool->n++;
+  pool->bytes += b->cap;
+  pool->spares++;
+}
+
+bool smr_range_keep(smr_range *r) {
+  /* a range longer than the shared records was read into a buffer lent
+   * by record_budget_take */
+  if (r->give_back_ != smr_record_buf_give_back || r->len <= SHARED_RECORD_MAX)
+    return false;
+  return record_budget_keep(r->lent_);
 }
 
 /* The smallest free buffer that holds `len` bytes, else the largest. */
@@ -173,6 +217,7 @@ record_buf *smr_record_buf_take(size_t len) {
     *pick = b->next;
     pool->n--;
     pool->bytes -= b->cap;
+    pool->spares -= spare_sized(b);
   } else if (!(b = calloc(1, sizeof *b))) {
     return NULL;
   }
@@ -620,7 +665,7 @@ static void shared_give_back(void *lent) {
   }
   pthread_mutex_unlock(&shared.mu);
   for (size_t i = 0; i < n; i++)
-    buf_destroy(out[i]);
+    drop_or_spare(out[i]);
 }
 
 /* A buffer for a record about to be read: a spare, else one taken from

@@ -22,6 +22,7 @@ typedef struct record_buf {
   size_t cap;
   bool mapped;       /* p mapped (large buffers), not malloc'd */
   const void *owner; /* the thread that gave it back (record_budget.c) */
+  bool kept;         /* held past a turn (smr_range_keep) */
   struct record_buf *next;
 } record_buf;
 

@@ -114,6 +114,13 @@ int smr_source_read_all(smr_source *s, const char *rel, size_t max, char **buf,
 int smr_source_read_range(smr_source *s, const char *rel, uint64_t off,
                           uint64_t len, smr_range *out, smr_error *err);
 void smr_range_release(smr_range *r);
+/* The range stays held past the rule's turn that read it, to be used at
+ * a later one (api->value_keep): true when it is a record read into a
+ * buffer of its own (larger than the records the rules share) and now
+ * counted in the run's record budget rather than the turn's, which the
+ * scheduler then leaves out of the room for turns; false: nothing
+ * changed (a shared or remote record, or no room). */
+bool smr_range_keep(smr_range *r);
 /* smr_source_read_range, and where the bytes are read into a buffer (a
  * local file), byte `align_at` of the range lands on an address that is a
  * multiple of SMR_VALUE_ALIGN: tensor elements there are aligned for
@@ -177,12 +184,19 @@ size_t smr_source_largest_record(void);
  * scheduler says, smr_source_set_turns_reserved) and the other extra
  * reads; false: leave the work.  Until smr_source_extra_end(len), this
  * thread's large records count as extra, not as its turn's (the
- * scheduler counts the extra bytes of every thread against the budget:
+ * scheduler counts the extra bytes of every thread against the budget,
+ * with the records kept past their turn (smr_range_keep):
  * smr_source_extra_bytes). */
 bool smr_source_extra_begin(size_t len);
 void smr_source_extra_end(size_t len);
 size_t smr_source_extra_bytes(void);
 void smr_source_set_turns_reserved(size_t bytes);
+/* How many rule turns may run side by side (the runner's threads, at
+ * most its rules; 1 until set): a record is kept past its turn
+ * (smr_range_keep) only while each of them still has room for two of the
+ * largest records, so that keeping it never runs turns one after the
+ * other that would have run side by side. */
+void smr_source_set_turn_slots(size_t n);
 
 /* ---- locations, before a source is opened ---- */
 

@@ -99,6 +99,10 @@ void smr_trial_share_records(smr_trial *t, bool on);
  * whose NumPy copies misaligned arrays piece by piece.  Only where bytes
  * land changes, never a value. */
 void smr_trial_align_values(smr_trial *t, bool on);
+/* A value read from this trial stays held past the rule's turn
+ * (api->value_keep): true when its record is now counted in the run's
+ * record budget (smr_range_keep in source.h), false when not. */
+bool smr_trial_value_keep(smr_tensor *t);
 const smr_strv *smr_trial_workers(const smr_trial *t);
 /* The number of workers that have written steps; when i is below it,
  * the i-th (by name) and its latest global step. */

@@ -284,6 +284,13 @@ static void keep_range(smr_tensor *t, smr_range *r) {
   memset(r, 0, sizeof *r);
 }
 
+bool smr_trial_value_keep(smr_tensor *t) {
+  if (t->release_ != range_owner_release)
+    return false; /* not decoded in place in its record */
+  range_owner *ro = t->owner_;
+  return smr_range_keep(&ro->range);
+}
+
 void smr_trial_align_values(smr_trial *t, bool on) {
   t->align_values = on;
 }

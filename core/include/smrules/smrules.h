@@ -692,6 +692,17 @@ typedef struct smrules_api {
   int (*value_pieces)(smrules_trial *t, const char *name, int64_t step,
                       int mode, size_t piece_elems, smrules_piece_fn fn,
                       void *arg, smrules_tensor *out);
+
+  /* Appended: test SMRULES_API_HAS(api, value_keep). */
+  /* v, a value this rule read with value(), stays held past this step
+   * (until release) because the rule will use it again at a later step
+   * (WeightUpdateRatio: w_s is w_p at the next step).  SMRULES_OK: the
+   * host counts its record in the run's record budget rather than in the
+   * step's, so that other rules' records make room for it.  Nonzero: keeping
+   * it would not spare a read (the host keeps records of that size for
+   * the rules anyway, or the value is not a record read whole) or the
+   * budget has no room: release it as usual and read it again. */
+  int (*value_keep)(smrules_tensor *v);
 } smrules_api;
 
 /* Whether the host's table `api` has `member` (appended after the host

@@ -12,10 +12,25 @@ typedef struct settings {
   double large_threshold, small_threshold, epsilon;
 } settings;
 
+/* A weight's value at the step just evaluated, kept for the next step,
+ * whose previous step it is (see carry_keep). */
+typedef struct carried {
+  char *name;
+  int mode;
+  int64_t step; /* in mode */
+  smrules_tensor v;
+} carried;
+
+#define CARRY_MAX 8
+
 typedef struct state {
   const settings *s;
   bool windowed;       /* num_steps given */
   rk_step_cache steps; /* what the trial holds, not rule state */
+  /* Values read at the step evaluated last, which the trial would give
+   * again: a cache, not rule state (the rule stays stateless). */
+  carried carry[CARRY_MAX];
+  size_t ncarry;
 } state;
 
 static const smrules_param params[] = {
@@ -47,8 +62,16 @@ static int init(smrules_ctx *ctx, const void *s, void **out) {
   return 0;
 }
 
+static void carry_drop(carried *c) {
+  rk_api->release(&c->v);
+  free(c->name);
+  c->name = NULL;
+}
+
 static void destroy(void *p) {
   state *st = p;
+  for (size_t i = 0; i < st->ncarry; i++)
+    carry_drop(&st->carry[i]);
   rk_step_cache_free(&st->steps);
   free(st);
 }
@@ -117,7 +140,7 @@ static bool numeric(const smrules_tensor *v) {
  * model. */
 typedef struct pending {
   const char *name;
-  int64_t p;
+  int64_t p, s;
   smrules_tensor ws, wp;
   double norm; /* ||w_p||_2 */
 } pending;
@@ -129,13 +152,52 @@ typedef struct batch {
   pending v[BATCH];
   size_t n;
   int64_t bytes;
+  carried *next; /* the values kept for the next step */
+  size_t nnext;
 } batch;
 
-/* Reads `name` at p and s into the batch's next entry: true when it is
- * to be compared (values held), false when skipped. */
-static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
-                      int mode, int64_t p, int64_t s, pending *w) {
-  if (rk_api->value(t, name, p, mode, &w->wp) != 0)
+/* Keeps w's value at s for the next step, whose previous step s is, when
+ * the host has room for it and would not keep its record for the rules
+ * anyway (api->value_keep: a large weight, read once per step instead of
+ * twice); else releases it. */
+static void carry_keep(batch *b, int mode, pending *w) {
+  char *name = NULL;
+  if (b->nnext < CARRY_MAX && SMRULES_API_HAS(rk_api, value_keep) &&
+      (name = strdup(w->name)) && rk_api->value_keep(&w->ws) == SMRULES_OK) {
+    b->next[b->nnext++] =
+        (carried){.name = name, .mode = mode, .step = w->s, .v = w->ws};
+    memset(&w->ws, 0, sizeof w->ws);
+    return;
+  }
+  free(name);
+  rk_api->release(&w->ws);
+}
+
+/* The value of `name` at step p in mode carried from the step evaluated
+ * last, moved to *out; false: none. */
+static bool carry_take(state *st, const char *name, int mode, int64_t p,
+                       smrules_tensor *out) {
+  for (size_t i = 0; i < st->ncarry; i++) {
+    carried *c = &st->carry[i];
+    if (c->name && c->mode == mode && c->step == p &&
+        strcmp(c->name, name) == 0) {
+      *out = c->v;
+      memset(&c->v, 0, sizeof c->v);
+      free(c->name);
+      c->name = NULL;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Reads `name` at p (unless carried) and s into the batch's next entry:
+ * true when it is to be compared (values held), false when skipped. */
+static bool read_pair(smrules_ctx *ctx, state *st, smrules_trial *t,
+                      const char *name, int mode, int64_t p, int64_t s,
+                      pending *w) {
+  if (!carry_take(st, name, mode, p, &w->wp) &&
+      rk_api->value(t, name, p, mode, &w->wp) != 0)
     return false;
   if (rk_api->value(t, name, s, mode, &w->ws) == 0) {
     if (!numeric(&w->ws) || !numeric(&w->wp))
@@ -148,6 +210,7 @@ static bool read_pair(smrules_ctx *ctx, smrules_trial *t, const char *name,
     else if (rk_reduce(&w->wp, SMRULES_RED_L2, false, &w->norm) == 0) {
       w->name = name;
       w->p = p;
+      w->s = s;
       return true;
     }
     rk_api->release(&w->ws);
@@ -210,7 +273,7 @@ static int64_t flush(smrules_ctx *ctx, const settings *cfg, smrules_trial *t,
     pending *w = &b->v[i];
     violations +=
         judge(ctx, cfg, t, mode, w, diff[i] / (w->norm + cfg->epsilon));
-    rk_api->release(&w->ws);
+    carry_keep(b, mode, w);
     rk_api->release(&w->wp);
   }
   b->n = 0;
@@ -231,11 +294,12 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
       (rk_api->step_mode(t, g, &gmode, &s) != 0 || gmode != mode))
     s = -1; /* not a step of the chosen mode: not evaluated */
   int64_t evaluated = 0, violations = 0;
-  batch b = {0};
+  carried next[CARRY_MAX];
+  batch b = {.next = next};
   for (size_t i = 0; s >= 0 && i < names.n; i++) {
     int64_t prev = previous_step(st, t, names.v[i], mode, s);
     pending *w = &b.v[b.n];
-    if (prev < 0 || !read_pair(ctx, t, names.v[i], mode, prev, s, w))
+    if (prev < 0 || !read_pair(ctx, st, t, names.v[i], mode, prev, s, w))
       continue;
     evaluated++;
     b.n++;
@@ -244,6 +308,12 @@ static int invoke(smrules_ctx *ctx, void *p, int64_t g) {
       violations += flush(ctx, st->s, t, mode, &b);
   }
   violations += flush(ctx, st->s, t, mode, &b);
+  if (s >= 0) { /* the values not wanted at this step go */
+    for (size_t i = 0; i < st->ncarry; i++)
+      carry_drop(&st->carry[i]);
+    memcpy(st->carry, next, b.nnext * sizeof *next);
+    st->ncarry = b.nnext;
+  }
   rk_api->strlist_free(&names);
   rk_api->datapoints(ctx, evaluated);
   return rk_result(evaluated, violations);
