@@ -14,14 +14,18 @@ disk) is kept and reported by the hook on the training thread (see
 `error`); nothing after it is written, and the steps written before it
 stay complete.
 
-The copies a saving step takes (copy_of) land in buffers that come back
-once written (the training thread takes them back, see _recycle): a step
-reuses the memory of the steps before instead of allocating its tensors
-again (fresh large allocations cost page faults: for a 0.8 M-parameter
-MLP, 1.25 ms of copying per step became 0.11 ms).  The buffers kept for
-reuse are bounded (POOL_BYTES).  From the tensor to the file there is no
-other copy: the buffer is handed to the C writer as a NumPy view, and the
-writer writes it from there (core/writer/writer.c).
+The copies a saving step takes land in buffers that come back once
+written: a step reuses the memory of the steps before instead of
+allocating its tensors again (fresh large allocations cost page faults:
+for a 0.8 M-parameter MLP, 1.25 ms of copying per step became 0.11 ms).
+Tensors saved whole (put_raws, nearly all) are copied a group at a time
+by one C call into the queue's own pool (WriteQueue.copy_tensors,
+python/src/copy_pool.c); the others, and those torch must copy (not
+contiguous, bfloat16), into torch tensors of a pool kept here (copy_of,
+_take; given back by _recycle).  Each pool keeps at most POOL_BYTES of
+free buffers.  From the tensor to the file there is no other copy: the
+buffer is handed to the C writer as it is, and the writer writes it from
+there (core/writer/writer.c).
 
 Operations travel in batches: the training thread gathers a step's
 operations in a list of its own (no lock, no wake-up per tensor) and hands
