@@ -511,10 +511,12 @@ out = sys.argv[1]
 w = WriterThread(out, "worker_0", 0)
 res = {"begun": [], "reused": [], "want": {}}
 def values(step):
+    # no two tensors of a step have the same size: which buffer the second
+    # would get would depend on whether the writer has written the first
     big = torch.nn.Parameter(torch.randn(300, 200) if step != 1 else torch.randn(100, 50))
     big.grad = torch.randn(big.shape)
     return {"big": big,  # 240 KB (streamed), another size at step 1
-            "grad": big.grad,
+            "grad": torch.randn(301, 200) if step != 1 else torch.randn(101, 50),
             "small": torch.randn(5),
             "ints": torch.arange(10, dtype=torch.int64) * step,
             "flags": torch.arange(6) % (step + 2) == 0,
