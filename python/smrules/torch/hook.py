@@ -580,9 +580,6 @@ class Hook:
             plan = self._plans[name] = _plan(colls) if colls else None
         return plan
 
-    def _save_for_tensor(self, name, value):
-        self._save_pairs((name,), (value,))
-
     def _save_pairs(self, names, values):
         """Save values[i] (a tensor or None) as names[i], in order.  Runs of
         tensors saved whole with no reductions (plan _RAW, nearly all) go

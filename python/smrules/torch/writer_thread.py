@@ -156,10 +156,6 @@ class WriterThread:
                     self._flush()
         return begun
 
-    def put_raw(self, name, value, wall):
-        """put_copy(name, value, wall, True, ()): see put_raws."""
-        self.put_raws((name,), (value,), wall)
-
     def _copy_fallback(self, value):
         """copy_tensors' way for a tensor NumPy cannot view as a contiguous
         array (not contiguous, bfloat16, another device, a negative bit):
