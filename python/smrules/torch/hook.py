@@ -282,12 +282,17 @@ class Hook:
     def _collections_for_step(self):
         if self._colls_for_step is None:
             colls = []
-            ms = self.mode_steps[self.mode]
+            mode = self.mode
+            ms = self.mode_steps[mode]
+            no_grads = mode in (ModeKeys.EVAL, ModeKeys.PREDICT)
             for c in self._collections_to_save:
-                if self.mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in (
-                        CollectionKeys.GRADIENTS, CollectionKeys.OPTIMIZER_VARIABLES):
+                if no_grads and c.name in (CollectionKeys.GRADIENTS,
+                                           CollectionKeys.OPTIMIZER_VARIABLES):
                     continue
-                if c.save_config.should_save_step(self.mode, ms):
+                # c.save_config.should_save_step(mode, ms), two calls fewer
+                # a collection a step (mode is a ModeKeys already)
+                scm = c.save_config.mode_save_configs.get(mode)
+                if (scm or _DEFAULT_SAVE).should_save_step(ms):
                     colls.append(c)
             self._colls_for_step = colls if self._writes() else []
             # (a step that saves nothing keeps them for the next that saves)
@@ -858,6 +863,7 @@ class _Busy:
 
 
 _NO_PLAN = object()
+_DEFAULT_SAVE = SaveConfigMode()  # SaveConfig.get_save_config's for a mode set to None
 
 
 def _plan(colls):
