@@ -168,6 +168,9 @@ class Hook:
         self._closed = False
         self._failed = False  # the writer failed: nothing more is saved
         self._busy = 0
+        # held around the hooks' state changes (see _Busy); one object,
+        # reused: it keeps no state of its own, so it nests
+        self._busy_guard = _Busy(self)
         self._term_pending = False
         self._stop_at_step = False
         self._pid = os.getpid()
@@ -480,7 +483,7 @@ class Hook:
         if self._grads_saved or not self._colls_for_step or self._closed:
             return
         self._grads_saved = True
-        with self._guard():
+        with self._busy_guard:
             order = list(dict.fromkeys(self._grad_order))  # first arrival
             seen = set(order)
             order += [i for i in range(len(self._grad_params)) if i not in seen]
@@ -499,7 +502,7 @@ class Hook:
     def _forward_pre_hook(self, module, inputs):
         if self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             if self.worker is None:
                 self._setup_worker()
                 if self._writes():
@@ -531,7 +534,7 @@ class Hook:
     def _forward_hook(self, module, inputs, outputs):
         if not self._colls_for_step or self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             name = self._module_names.get(module)
             if name is None:
                 return
@@ -662,7 +665,7 @@ class Hook:
             raise TypeError(f"tensor_value={tensor_value!r} must be a torch.Tensor")
         if not self._colls_for_step or self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             self._write_all(tensor_name, tensor_value, OUTPUT_SUFFIX)
             self.last_saved_step = self.step
 
@@ -796,8 +799,6 @@ class Hook:
         _HOOKS.append(self)
         _install_sigterm_handler()
 
-    def _guard(self):
-        return _Busy(self)
 
     def __repr__(self):
         return (f"<smrules.torch.Hook out_dir={self.out_dir} step={self.step} "
