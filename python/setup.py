@@ -37,7 +37,8 @@ def pkg_config(flag):
 
 core = Extension(
     "smrules._core",
-    sources=["src/core_module.c", "src/trial_type.c", "src/read_ahead.c", "src/write_queue.c"],
+    sources=["src/core_module.c", "src/trial_type.c", "src/read_ahead.c", "src/write_queue.c",
+             "src/copy_pool.c"],
     include_dirs=[os.path.join(ROOT, "core"), os.path.join(ROOT, "core/include"),
                   os.path.join(BUILD, "gen")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
@@ -49,7 +50,7 @@ core = Extension(
     extra_link_args=["-Wl,--as-needed"] + pkg_config("--libs") + ["-ldl", "-lpthread", "-lm"],
     depends=[LIB, os.path.join(ROOT, "core/writer/writer.h"),
              os.path.join(ROOT, "core/trial/trial.h"), "src/trial_type.h", "src/read_ahead.h",
-             "src/batch_ops.h", "src/write_queue.h"],
+             "src/batch_ops.h", "src/write_queue.h", "src/copy_pool.h"],
 )
 
 setup(

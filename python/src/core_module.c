@@ -13,12 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "base/common.h"
 #include "batch_ops.h"
+#include "copy_pool.h"
 #include "format/index.h"
 #include "format/mode.h"
 #include "format/tensor.h"
@@ -491,42 +489,6 @@ static PyObject *mod_write_end_marker(PyObject *m, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-/* Copies at least this large bypass the caches (copy_stream). */
-#define STREAM_COPY_MIN (128 * 1024)
-
-/* memcpy for the hook's copies of large tensors: the copy is read again only
- * by the writer thread, on another core, after the step; stored through the
- * caches it would push the model's weights and activations out of them
- * (training then runs slower for the rest of the step) and read each
- * destination line before overwriting it.  Non-temporal stores (SSE2, in
- * every x86-64) write around the caches; the fence orders them before the
- * buffer is handed to the writer thread.  Elsewhere: memcpy. */
-static void copy_stream(void *dst, const void *src, size_t n) {
-#if defined(__x86_64__) && defined(__SSE2__)
-  uint8_t *d = dst;
-  const uint8_t *s = src;
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15; /* align the stores */
-  if (head > n)
-    head = n;
-  memcpy(d, s, head);
-  d += head, s += head, n -= head;
-  for (; n >= 64; d += 64, s += 64, n -= 64) {
-    __m128i a = _mm_loadu_si128((const __m128i *)s);
-    __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-    __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-    _mm_stream_si128((__m128i *)d, a);
-    _mm_stream_si128((__m128i *)(d + 16), b);
-    _mm_stream_si128((__m128i *)(d + 32), c);
-    _mm_stream_si128((__m128i *)(d + 48), e);
-  }
-  _mm_sfence();
-  memcpy(d, s, n);
-#else
-  memcpy(dst, src, n);
-#endif
-}
-
 static PyObject *mod_copy_into(PyObject *m, PyObject *args) {
   Py_buffer dst, src;
   if (!PyArg_ParseTuple(args, "w*y*:copy_into", &dst, &src))
@@ -539,7 +501,7 @@ static PyObject *mod_copy_into(PyObject *m, PyObject *args) {
     PyErr_Format(PyExc_ValueError, "copy_into: %zd bytes into a buffer of %zd",
                  src.len, dst.len);
   else {
-    if (src.len >= STREAM_COPY_MIN) {
+    if (src.len >= COPY_STREAM_MIN) {
       Py_BEGIN_ALLOW_THREADS copy_stream(dst.buf, src.buf, (size_t)src.len);
       Py_END_ALLOW_THREADS
     } else
@@ -578,7 +540,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     Py_DECREF(m);
     return NULL;
   }
-  if (smr_py_add_trial(m) < 0 || smr_py_add_write_queue(m) < 0) {
+  if (smr_py_add_trial(m) < 0 || smr_py_add_write_queue(m) < 0 ||
+      smr_py_add_copy_pool(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

@@ -30,7 +30,11 @@
 #include <unistd.h>
 
 #include "batch_ops.h"
+#include "copy_pool.h"
 #include "writer/writer.h"
+
+/* copy_tensors' buffers kept for reuse between steps, by default */
+#define DEFAULT_POOL_BYTES (64ULL << 20)
 
 typedef struct wq_batch {
   struct wq_batch *next;
@@ -60,6 +64,10 @@ typedef struct {
   char *err_msg;
   double cpu_seconds;              /* the thread's CPU time, when it ended */
   unsigned long long event_writes; /* its writes to event files, at the end */
+  /* the training thread's (GIL held): */
+  copy_pool *pool;           /* copy_tensors' buffers; NULL once closed */
+  unsigned long long reused; /* copy_pool_reused, kept when the pool closes */
+  PyObject *reaped; /* tokens of batches copy_tensors freed, for reap() */
 } WriteQueueObject;
 
 /* ---- the thread (no GIL, no Python) ---- */
@@ -219,16 +227,19 @@ static wq_batch *batch_make(PyObject *seq, PyObject *token, size_t nbytes) {
 /* ---- the type ---- */
 
 static int wq_init(WriteQueueObject *self, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"trial_dir", "worker", "max_bytes", NULL};
+  static char *kwlist[] = {"trial_dir", "worker", "max_bytes", "pool_bytes",
+                           NULL};
   const char *dir, *worker;
-  unsigned long long max_bytes;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssK:WriteQueue", kwlist, &dir,
-                                   &worker, &max_bytes))
+  unsigned long long max_bytes, pool_bytes = DEFAULT_POOL_BYTES;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ssK|K:WriteQueue", kwlist, &dir,
+                                   &worker, &max_bytes, &pool_bytes))
     return -1;
   if (self->started) {
     PyErr_SetString(PyExc_RuntimeError, "WriteQueue is already open");
     return -1;
   }
+  if (!self->pool && !(self->pool = copy_pool_new((size_t)pool_bytes)))
+    return -1;
   free(self->dir); /* a second __init__ after a failed one */
   free(self->worker);
   self->dir = smr_xstrdup(dir);
@@ -285,12 +296,14 @@ static void wq_dealloc(WriteQueueObject *self) {
   if (self->started && getpid() == self->pid) {
     for (wq_batch *b = take_done(self), *next; b; b = next) {
       next = b->next;
-      batch_free(b);
+      batch_free(b); /* (their CopyBuffers go back to the pool) */
     }
     pthread_mutex_destroy(&self->mu);
     pthread_cond_destroy(&self->work);
     pthread_cond_destroy(&self->space);
   }
+  copy_pool_close(self->pool);
+  Py_XDECREF(self->reaped);
   free(self->err_msg);
   free(self->dir);
   free(self->worker);
@@ -359,10 +372,12 @@ static PyObject *wq_submit(WriteQueueObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
-  PyObject *out = PyList_New(0);
-  if (!out || !self->started || getpid() != self->pid)
-    return out;
+/* The batches written since the last call are freed (their CopyBuffers go
+ * back to the pool) and their tokens appended to `out`; -1 with an
+ * exception (the batches are freed all the same). */
+static int reap_into(WriteQueueObject *self, PyObject *out) {
+  if (!self->started || getpid() != self->pid)
+    return 0;
   pthread_mutex_lock(&self->mu); /* never held for long: no GIL release */
   wq_batch *b = take_done(self);
   pthread_mutex_unlock(&self->mu);
@@ -373,14 +388,26 @@ static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
       rc = PyList_Append(out, b->token);
     batch_free(b);
   }
-  if (rc != 0)
+  return rc;
+}
+
+static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
+  PyObject *out = self->reaped ? self->reaped : PyList_New(0);
+  self->reaped = NULL;
+  if (out && reap_into(self, out) != 0)
     Py_CLEAR(out);
   return out;
 }
 
 static PyObject *wq_close(WriteQueueObject *self, PyObject *noargs) {
   wq_stop(self);
-  return wq_reap(self, NULL);
+  PyObject *out = wq_reap(self, NULL);
+  if (self->pool) { /* the free buffers go now, the others when freed */
+    self->reused = copy_pool_reused(self->pool);
+    copy_pool_close(self->pool);
+    self->pool = NULL;
+  }
+  return out;
 }
 
 static PyObject *wq_error(WriteQueueObject *self, void *closure) {
@@ -417,6 +444,207 @@ static PyObject *wq_event_writes(WriteQueueObject *self, void *closure) {
   return PyLong_FromUnsignedLongLong(self->joined ? self->event_writes : 0);
 }
 
+/* ---- copy_tensors: a saving step's copies in one call (GIL held) ---- */
+
+/* `v.detach().numpy()`'s buffer, C-contiguous with its format, in `view`:
+ * 1.  0 when NumPy cannot view it so (another device, bfloat16, a negative
+ * or conjugate bit, not contiguous): the caller's fallback copies it, as
+ * torch can.  -1 with an exception. */
+static int tensor_view(PyObject *v, Py_buffer *view) {
+  static PyObject *s_detach, *s_numpy;
+  if (!s_detach && !(s_detach = PyUnicode_InternFromString("detach")))
+    return -1;
+  if (!s_numpy && !(s_numpy = PyUnicode_InternFromString("numpy")))
+    return -1;
+  PyObject *d = PyObject_CallMethodNoArgs(v, s_detach);
+  if (!d)
+    return -1;
+  PyObject *a = PyObject_CallMethodNoArgs(d, s_numpy);
+  Py_DECREF(d);
+  if (!a) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) &&
+        !PyErr_ExceptionMatches(PyExc_RuntimeError))
+      return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  int rc = PyObject_GetBuffer(a, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT);
+  Py_DECREF(a); /* the view holds it */
+  if (rc == 0)
+    return 1;
+  /* NumPy says ValueError for "not C-contiguous" */
+  if (!PyErr_ExceptionMatches(PyExc_BufferError) &&
+      !PyErr_ExceptionMatches(PyExc_ValueError))
+    return -1;
+  PyErr_Clear();
+  return 0;
+}
+
+typedef struct {
+  void *dst;
+  Py_buffer src;
+} pending_copy;
+
+/* copy_tensors(names, values, start, wall, ops, tokens, limit, fallback,
+ * begin): the training thread's work for tensors saved whole, in one call.
+ * From values[start] on, each tensor (None skipped, as is one of no
+ * elements) is copied into a CopyBuffer from the pool (one of its size
+ * that was written already, else new) and ("tensor", names[i], copy, wall)
+ * is appended to `ops` (the batch in hand).  A tensor NumPy cannot view as
+ * a C-contiguous array goes to fallback(value), which copies it with torch
+ * and returns (array, token, nbytes), the token appended to `tokens` (see
+ * reap), or None for nothing to save.  `begin` (an operation, or None) is
+ * put before the first tensor appended.  Stops after the tensor that
+ * brings the bytes appended to `limit` or more (the caller then queues
+ * the batch), and returns (next start, bytes appended, begin used).  The
+ * copies are made after the values are gathered, with the GIL released
+ * once.  On an error nothing of the call stays in ops or tokens. */
+static PyObject *wq_copy_tensors(WriteQueueObject *self, PyObject *args) {
+  static PyObject *s_tensor;
+  PyObject *names, *values, *ops, *tokens, *fallback, *begin;
+  Py_ssize_t start;
+  double wall;
+  long long limit;
+  if (!PyArg_ParseTuple(args, "OOndO!O!LOO:copy_tensors", &names, &values,
+                        &start, &wall, &PyList_Type, &ops, &PyList_Type,
+                        &tokens, &limit, &fallback, &begin))
+    return NULL;
+  if (!self->pool)
+    return PyErr_Format(PyExc_ValueError, "WriteQueue is closed");
+  if (!s_tensor && !(s_tensor = PyUnicode_InternFromString("tensor")))
+    return NULL;
+  PyObject *nf = PySequence_Fast(names, "copy_tensors: names is a sequence");
+  if (!nf)
+    return NULL;
+  PyObject *vf = PySequence_Fast(values, "copy_tensors: values is a sequence");
+  if (!vf) {
+    Py_DECREF(nf);
+    return NULL;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(vf);
+  PyObject *wall_obj = PyFloat_FromDouble(wall);
+  pending_copy *pc =
+      PyMem_Calloc(n > start ? (size_t)(n - start) : 1, sizeof *pc);
+  Py_ssize_t ops0 = PyList_GET_SIZE(ops), tokens0 = PyList_GET_SIZE(tokens);
+  Py_ssize_t i = start < 0 ? 0 : start, np = 0;
+  unsigned long long nbytes = 0, streamed = 0;
+  bool ok = wall_obj && pc, added = false;
+  if (!pc)
+    PyErr_NoMemory();
+  if (ok && PySequence_Fast_GET_SIZE(nf) != n) {
+    PyErr_SetString(PyExc_ValueError, "copy_tensors: as many names as values");
+    ok = false;
+  }
+  while (ok && i < n) {
+    PyObject *name = PySequence_Fast_GET_ITEM(nf, i);
+    PyObject *v = PySequence_Fast_GET_ITEM(vf, i++);
+    if (v == Py_None)
+      continue;
+    PyObject *copy = NULL;
+    Py_ssize_t len = 0;
+    int r = tensor_view(v, &pc[np].src);
+    if (r < 0) {
+      ok = false;
+      break;
+    }
+    if (r == 1) {
+      len = pc[np].src.len;
+      if (len == 0) {
+        PyBuffer_Release(&pc[np].src);
+        continue;
+      }
+      /* no free buffer of this size: the batches written since give
+       * theirs back first (their tokens wait for reap) */
+      if (!copy_pool_has(self->pool, (size_t)len)) {
+        if (!self->reaped && !(self->reaped = PyList_New(0))) {
+          PyBuffer_Release(&pc[np].src);
+          ok = false;
+          break;
+        }
+        if (reap_into(self, self->reaped) != 0) {
+          PyBuffer_Release(&pc[np].src);
+          ok = false;
+          break;
+        }
+      }
+      copy = copy_buffer_new(self->pool, &pc[np].src);
+      if (!copy) {
+        PyBuffer_Release(&pc[np].src);
+        ok = false;
+        break;
+      }
+      pc[np].dst = copy_buffer_data(copy);
+      np++;
+      if (len >= COPY_STREAM_MIN)
+        streamed += (unsigned long long)len;
+    } else {
+      PyObject *res = PyObject_CallOneArg(fallback, v);
+      if (!res) {
+        ok = false;
+        break;
+      }
+      if (res == Py_None) {
+        Py_DECREF(res);
+        continue;
+      }
+      PyObject *token;
+      if (!PyArg_ParseTuple(res, "OOn:copy_tensors fallback", &copy, &token,
+                            &len) ||
+          PyList_Append(tokens, token) != 0) {
+        Py_DECREF(res);
+        ok = false;
+        break;
+      }
+      Py_INCREF(copy);
+      Py_DECREF(res);
+    }
+    PyObject *op = PyTuple_Pack(4, s_tensor, name, copy, wall_obj);
+    Py_DECREF(copy);
+    if (!op || PyList_Append(ops, op) != 0) {
+      Py_XDECREF(op);
+      ok = false;
+      break;
+    }
+    Py_DECREF(op);
+    nbytes += (unsigned long long)len;
+    added = true;
+    if ((long long)nbytes >= limit)
+      break;
+  }
+  bool begun = ok && added && begin != Py_None;
+  if (begun && PyList_Insert(ops, ops0, begin) != 0) {
+    ok = false;
+    begun = false;
+  }
+  if (ok) { /* the copies, the GIL released once if any is large */
+    PyThreadState *ts = streamed ? PyEval_SaveThread() : NULL;
+    for (Py_ssize_t k = 0; k < np; k++)
+      copy_stream(pc[k].dst, pc[k].src.buf, (size_t)pc[k].src.len);
+    if (ts)
+      PyEval_RestoreThread(ts);
+  } else { /* nothing of this call stays: its CopyBuffers go back */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyList_SetSlice(ops, ops0, PyList_GET_SIZE(ops), NULL);
+    PyList_SetSlice(tokens, tokens0, PyList_GET_SIZE(tokens), NULL);
+    PyErr_Restore(type, value, tb);
+  }
+  for (Py_ssize_t k = 0; k < np; k++)
+    PyBuffer_Release(&pc[k].src);
+  PyMem_Free(pc);
+  Py_XDECREF(wall_obj);
+  Py_DECREF(nf);
+  Py_DECREF(vf);
+  if (!ok)
+    return NULL;
+  return Py_BuildValue("nKO", i, nbytes, begun ? Py_True : Py_False);
+}
+
+static PyObject *wq_reused(WriteQueueObject *self, void *closure) {
+  return PyLong_FromUnsignedLongLong(self->pool ? copy_pool_reused(self->pool)
+                                                : self->reused);
+}
+
 static PyMethodDef wq_methods[] = {
     {"submit", (PyCFunction)wq_submit, METH_VARARGS,
      "submit(ops, nbytes, token): queue a batch of operations (Writer.batch's, "
@@ -426,7 +654,12 @@ static PyMethodDef wq_methods[] = {
      "reap(): the tokens of the batches written since the last call, oldest "
      "first; their arrays are no longer used."},
     {"close", (PyCFunction)wq_close, METH_NOARGS,
-     "close(): write what is queued, end the thread, and reap()."},
+     "close(): write what is queued, end the thread, and reap(); the "
+     "buffers kept for copy_tensors are freed."},
+    {"copy_tensors", (PyCFunction)wq_copy_tensors, METH_VARARGS,
+     "copy_tensors(names, values, start, wall, ops, tokens, limit, fallback, "
+     "begin): copy tensors saved whole into reused buffers and append their "
+     "operations to ops; returns (next start, bytes, begin used)."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef wq_getset[] = {
@@ -437,6 +670,8 @@ static PyGetSetDef wq_getset[] = {
      (void *)1},
     {"cpu_seconds", (getter)wq_cpu, NULL,
      "the thread's CPU time, once closed (0 before)", NULL},
+    {"reused", (getter)wq_reused, NULL,
+     "copies copy_tensors made into a buffer written before (not new)", NULL},
     {"event_writes", (getter)wq_event_writes, NULL,
      "the write calls the thread made to event files, once closed (0 "
      "before)",

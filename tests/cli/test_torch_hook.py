@@ -500,6 +500,118 @@ def check_odd_tensors(c0, tmp):
         c.eq("non-contiguous and bfloat16 outputs: shapes and values at steps 0-2",
              json.loads(so).get("equal"), [[True] * 4] * 3)
 
+COPIES = r"""
+import json, sys, torch
+from smrules.torch.writer_thread import WriterThread
+from smrules.trials import create_trial
+torch.manual_seed(5)
+out = sys.argv[1]
+# bound 0: each batch (one tensor) is queued once the one before is
+# written, so a step's copies find the buffers of the step before written
+w = WriterThread(out, "worker_0", 0)
+res = {"begun": [], "reused": [], "want": {}}
+def values(step):
+    # no two tensors of a step have the same size: which buffer the second
+    # would get would depend on whether the writer has written the first
+    big = torch.nn.Parameter(torch.randn(300, 200) if step != 1 else torch.randn(100, 50))
+    big.grad = torch.randn(big.shape)
+    return {"big": big,  # 240 KB (streamed), another size at step 1
+            "grad": torch.randn(301, 200) if step != 1 else torch.randn(101, 50),
+            "small": torch.randn(5),
+            "ints": torch.arange(10, dtype=torch.int64) * step,
+            "flags": torch.arange(6) % (step + 2) == 0,
+            "transposed": torch.randn(4, 6).t(),  # not contiguous
+            "bf16": torch.randn(3, 3).to(torch.bfloat16),  # NumPy has no bfloat16
+            "empty": torch.zeros(0, 3),
+            "none": None}
+for step in range(3):
+    v = values(step)
+    # nothing to save: the step's begin is not used
+    res["begun"].append(w.put_raws(["none", "empty"], [None, v["empty"]], 1000.0 + step,
+                                   ("begin", step, 1, step)))
+    names = list(v)
+    res["begun"].append(w.put_raws(names, [v[k] for k in names], 1000.0 + step,
+                                   ("begin", step, 1, step)))
+    res["want"][step] = {k: (t.detach().float() if t.dtype == torch.bfloat16 else t.detach())
+                         .clone().numpy().tolist() for k, t in v.items()
+                         if t is not None and t.numel()}
+    with torch.no_grad():  # training changes them in place right after
+        for k in ("big", "grad", "small", "transposed"):
+            v[k].mul_(-3).add_(1)
+    w.put(("end",))
+    res["reused"].append(w.reused)
+w.close()
+t = create_trial(out)
+res["steps"] = t.steps()
+res["names"] = sorted(t.tensor_names())
+res["got"] = {s: {k: t.tensor(k).value(s).tolist() for k in res["want"][s]} for s in range(3)}
+res["dtypes"] = {k: str(t.tensor(k).value(0).dtype) for k in res["want"][0]}
+# WriteQueue.copy_tensors itself: the limit, and an error leaves nothing
+from smrules import _core
+q = _core.WriteQueue(out + "_q", "worker_0", 1 << 20)
+ops, tokens = [], []
+a, b = torch.randn(4), torch.randn(8)
+res["limited"] = list(q.copy_tensors(["a", "b"], [a, b], 0, 1.0, ops, tokens, 1, None, None))
+res["limited_ops"] = [op[1] for op in ops]
+def refuse(v):
+    raise RuntimeError("refused")
+def attempt(key, fn):
+    try:
+        fn()
+        res[key] = "no error"
+    except Exception as e:
+        res[key] = type(e).__name__
+attempt("fallback_error", lambda: q.copy_tensors(["c", "d"], [a, a.view(2, 2).t()], 0, 1.0, ops,
+                                                 tokens, 1 << 20, refuse, ("begin", 0, 1, 0)))
+attempt("not_a_tensor", lambda: q.copy_tensors(["c", "d"], [a, 3], 0, 1.0, ops, tokens, 1 << 20,
+                                               refuse, None))
+attempt("lengths", lambda: q.copy_tensors(["c"], [a, b], 0, 1.0, ops, tokens, 1 << 20, refuse,
+                                          None))
+res["after_errors"] = [op[1] for op in ops] + tokens
+ops.clear()
+q.close()
+attempt("closed", lambda: q.copy_tensors(["a"], [a], 0, 1.0, ops, tokens, 1 << 20, refuse, None))
+print(json.dumps(res))
+"""
+
+
+def check_copy_tensors(c0, tmp):
+    """WriterThread.put_raws -> WriteQueue.copy_tensors, the training
+    thread's copies of a step's tensors in one C call: every value as it
+    was when given (the sources changed in place right after), whatever
+    its kind (a 240 KB parameter and its gradient, small, int64, bool, a
+    non-contiguous view and bfloat16 through torch's copy, saved as
+    float32), None and empty ones skipped, the step's begin put only when
+    something is saved; buffers written at one step reused at the next,
+    a tensor whose size changed getting a new one and its old buffer back
+    at the step after; copy_tensors stopping at the batch limit, and an
+    error leaving nothing of the call behind."""
+    c = c0.scope("copy_tensors")
+    rc, so, se = pylib.run_py(COPIES, [os.path.join(tmp, "copies")])
+    if not c.ok(rc == 0, "script runs", se[-2000:]):
+        return
+    res = json.loads(so)
+    saved = ["bf16", "big", "flags", "grad", "ints", "small", "transposed"]
+    c.eq("steps", res["steps"], [0, 1, 2])
+    c.eq("names saved (None and empty skipped)", res["names"], saved)
+    for s in ("0", "1", "2"):
+        c.ok(res["got"][s] == res["want"][s], "step %s: values as given, bitwise" % s,
+             "differ: %s" % [k for k in saved if res["got"][s].get(k) != res["want"][s].get(k)])
+    c.eq("dtypes (bfloat16 as float32)", res["dtypes"], {
+        "bf16": "float32", "big": "float32", "flags": "bool", "grad": "float32",
+        "ints": "int64", "small": "float32", "transposed": "float32"})
+    c.eq("begin used only with something saved", res["begun"], [False, True] * 3)
+    # step 1: 5 buffers of step 0 reused (small, ints, flags in C; the
+    # transposed and bfloat16 copies in torch's pool), big and grad of
+    # another size new; step 2: all 7, big and grad's from step 0
+    c.eq("buffers reused", res["reused"], [0, 5, 12])
+    c.eq("limit: stops after the tensor reaching it", res["limited"], [1, 16, False])
+    c.eq("... its operation appended", res["limited_ops"], ["a"])
+    c.eq("errors raise", [res.get(k) for k in ("fallback_error", "not_a_tensor", "lengths")],
+         ["RuntimeError", "AttributeError", "ValueError"])
+    c.eq("... and leave nothing of the call", res["after_errors"], ["a"])
+    c.eq("closed queue: refused", res["closed"], "ValueError")
+
 
 def main():
     c = pylib.torch_checker("test_torch_hook")
@@ -585,6 +697,7 @@ def main():
             check_hooks(c, res)
             check_replaced_parameter(c, tmp)
             check_odd_tensors(c, tmp)
+            check_copy_tensors(c, tmp)
             check_rules(c, tmp, outs)
             check_errors(c, tmp, outs["stalled"])
         check_live(c, *live)

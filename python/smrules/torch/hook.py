@@ -149,6 +149,7 @@ class Hook:
         # top module -> [(saved name, owner module, attribute, parameter)]:
         # its parameters, found once (see _parameters_of)
         self._params = {}
+        self._param_lists = {}  # top module -> (its _params entry, names, parameters)
         self._handles = []
         # Forward hooks on submodules (module -> handle).  The first saving
         # step notes which of them produced a tensor some collection matches
@@ -167,6 +168,9 @@ class Hook:
         self._closed = False
         self._failed = False  # the writer failed: nothing more is saved
         self._busy = 0
+        # held around the hooks' state changes (see _Busy); one object,
+        # reused: it keeps no state of its own, so it nests
+        self._busy_guard = _Busy(self)
         self._term_pending = False
         self._stop_at_step = False
         self._pid = os.getpid()
@@ -281,12 +285,17 @@ class Hook:
     def _collections_for_step(self):
         if self._colls_for_step is None:
             colls = []
-            ms = self.mode_steps[self.mode]
+            mode = self.mode
+            ms = self.mode_steps[mode]
+            no_grads = mode in (ModeKeys.EVAL, ModeKeys.PREDICT)
             for c in self._collections_to_save:
-                if self.mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in (
-                        CollectionKeys.GRADIENTS, CollectionKeys.OPTIMIZER_VARIABLES):
+                if no_grads and c.name in (CollectionKeys.GRADIENTS,
+                                           CollectionKeys.OPTIMIZER_VARIABLES):
                     continue
-                if c.save_config.should_save_step(self.mode, ms):
+                # c.save_config.should_save_step(mode, ms), two calls fewer
+                # a collection a step (mode is a ModeKeys already)
+                scm = c.save_config.mode_save_configs.get(mode)
+                if (scm or _DEFAULT_SAVE).should_save_step(ms):
                     colls.append(c)
             self._colls_for_step = colls if self._writes() else []
             # (a step that saves nothing keeps them for the next that saves)
@@ -400,6 +409,16 @@ class Hook:
                 module, self._model_names.get(module, module._get_name()))
         return params
 
+    def _parameter_lists(self, module):
+        """_parameters_of(module) as (names, parameters) for _save_pairs,
+        made again only when the parameters were found again."""
+        params = self._parameters_of(module)
+        lists = self._param_lists.get(module)
+        if lists is None or lists[0] is not params:
+            lists = self._param_lists[module] = (
+                params, tuple(e[0] for e in params), tuple(e[3] for e in params))
+        return lists[1], lists[2]
+
     def _prune(self):
         """After the first saving step: submodules whose inputs and outputs
         no collection matched lose their forward hook (see _sub_hooks)."""
@@ -464,14 +483,18 @@ class Hook:
         if self._grads_saved or not self._colls_for_step or self._closed:
             return
         self._grads_saved = True
-        with self._guard():
+        with self._busy_guard:
             order = list(dict.fromkeys(self._grad_order))  # first arrival
             seen = set(order)
             order += [i for i in range(len(self._grad_params)) if i not in seen]
+            names, grads = [], []
             for i in order:
                 param, name = self._grad_params[i]
-                if param.grad is not None:
-                    self._save_for_tensor(name, param.grad)
+                grad = param.grad
+                if grad is not None:
+                    names.append(name)
+                    grads.append(grad)
+            self._save_pairs(names, grads)
             self._flush_custom()
 
     # ---------------------------------------------------------- hooks
@@ -479,7 +502,7 @@ class Hook:
     def _forward_pre_hook(self, module, inputs):
         if self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             if self.worker is None:
                 self._setup_worker()
                 if self._writes():
@@ -502,17 +525,16 @@ class Hook:
             if self._probing and self._probe:  # the first saving step was probed
                 self._prune()
             if self._collections_for_step():
-                for name, _, _, param in self._parameters_of(module):
-                    # param itself, not param.data (one tensor object
-                    # fewer): the copy detaches it
-                    self._save_for_tensor(name, param)
+                # param itself, not param.data (one tensor object fewer):
+                # the copy detaches it
+                self._save_pairs(*self._parameter_lists(module))
             if self.last_saved_step is not None and self._exported is None:
                 self._export_collections()
 
     def _forward_hook(self, module, inputs, outputs):
         if not self._colls_for_step or self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             name = self._module_names.get(module)
             if name is None:
                 return
@@ -536,33 +558,67 @@ class Hook:
     def _write_all(self, module_name, value, suffix):
         key = module_name + suffix
         idx = self._names_in_step.get(key, 0)
-        self._names_in_step[key] = self._write_one(module_name, value, suffix, idx)
+        if isinstance(value, torch.Tensor):  # the usual output: one tensor
+            self._names_in_step[key] = idx + 1
+            self._save_pairs((key + str(idx),), (value,))
+            return
+        names, values = [], []
+        self._names_in_step[key] = self._gather(key, value, idx, names, values)
+        self._save_pairs(names, values)
 
-    def _write_one(self, module_name, value, suffix, idx):
+    def _gather(self, key, value, idx, names, values):
+        """The tensors in `value` (nested lists and tuples), named key<i>
+        from i = idx on, appended to names and values; the next index."""
         if isinstance(value, torch.Tensor):
-            self._save_for_tensor(module_name + suffix + str(idx), value)
+            names.append(key + str(idx))
+            values.append(value)
             return idx + 1
         if isinstance(value, (list, tuple)):
             for v in value:
-                idx = self._write_one(module_name, v, suffix, idx)
+                idx = self._gather(key, v, idx, names, values)
         return idx
 
     # ---------------------------------------------------------- saving
 
-    def _save_for_tensor(self, name, value):
+    def _plan_of(self, name):
         plan = self._plans.get(name, _NO_PLAN)
         if plan is _NO_PLAN:  # first seen with these collections due
             due = self._colls_for_step or ()
             colls = [c for c in self._collections_with_tensor(name) if c in due]
             plan = self._plans[name] = _plan(colls) if colls else None
-        if plan is _RAW:  # the usual plan, without _write_planned's steps
-            if value is None or value.numel() == 0:
-                return
-            if not self._step_open:
-                self._begin_step_if_needed()
-            (self._writer or self._writer_thread()).put_raw(name, value, time.time())
-        elif plan is not None:
-            self._write_planned(name, value, plan)
+        return plan
+
+    def _save_pairs(self, names, values):
+        """Save values[i] (a tensor or None) as names[i], in order.  Runs of
+        tensors saved whole with no reductions (plan _RAW, nearly all) go
+        to the writer in one call each (put_raws: copied in C, no Python
+        per tensor); the others one by one (_write_planned)."""
+        plans, start = self._plans, 0
+        for i, name in enumerate(names):
+            plan = plans.get(name, _NO_PLAN)
+            if plan is _NO_PLAN:
+                plan = self._plan_of(name)
+            if plan is not _RAW:
+                if start < i:
+                    self._put_raws(names[start:i], values[start:i])
+                if plan is not None:
+                    self._write_planned(name, values[i], plan)
+                start = i + 1
+        if start == 0:
+            self._put_raws(names, values)
+        elif start < len(names):
+            self._put_raws(names[start:], values[start:])
+
+    def _put_raws(self, names, values):
+        if not values:
+            return
+        w = self._writer or self._writer_thread()
+        if self._step_open:
+            w.put_raws(names, values, time.time())
+        else:  # the step's begin goes before its first tensor saved, if any
+            mode, mode_step = self._step_mode  # as the step began
+            self._step_open = w.put_raws(names, values, time.time(),
+                                         ("begin", self.step, mode.value, mode_step))
 
     def _write_tensor(self, name, value, colls):
         self._write_planned(name, value, _plan(colls))
@@ -609,7 +665,7 @@ class Hook:
             raise TypeError(f"tensor_value={tensor_value!r} must be a torch.Tensor")
         if not self._colls_for_step or self._closed:
             return
-        with self._guard():
+        with self._busy_guard:
             self._write_all(tensor_name, tensor_value, OUTPUT_SUFFIX)
             self.last_saved_step = self.step
 
@@ -743,8 +799,6 @@ class Hook:
         _HOOKS.append(self)
         _install_sigterm_handler()
 
-    def _guard(self):
-        return _Busy(self)
 
     def __repr__(self):
         return (f"<smrules.torch.Hook out_dir={self.out_dir} step={self.step} "
@@ -810,6 +864,7 @@ class _Busy:
 
 
 _NO_PLAN = object()
+_DEFAULT_SAVE = SaveConfigMode()  # SaveConfig.get_save_config's for a mode set to None
 
 
 def _plan(colls):
@@ -825,11 +880,11 @@ def _plan(colls):
             if pair not in reductions:
                 reductions.append(pair)
     if raw and not shape and not reductions:
-        return _RAW  # one object: _save_for_tensor tests it by identity
+        return _RAW  # one object: _save_pairs tests it by identity
     return raw, shape, tuple(reductions)
 
 
-_RAW = (True, False, ())  # saved whole, nothing else (see _save_for_tensor)
+_RAW = (True, False, ())  # saved whole, nothing else (see _save_pairs)
 
 
 class _RawOnly:

@@ -14,14 +14,18 @@ disk) is kept and reported by the hook on the training thread (see
 `error`); nothing after it is written, and the steps written before it
 stay complete.
 
-The copies a saving step takes (copy_of) land in buffers that come back
-once written (the training thread takes them back, see _recycle): a step
-reuses the memory of the steps before instead of allocating its tensors
-again (fresh large allocations cost page faults: for a 0.8 M-parameter
-MLP, 1.25 ms of copying per step became 0.11 ms).  The buffers kept for
-reuse are bounded (POOL_BYTES).  From the tensor to the file there is no
-other copy: the buffer is handed to the C writer as a NumPy view, and the
-writer writes it from there (core/writer/writer.c).
+The copies a saving step takes land in buffers that come back once
+written: a step reuses the memory of the steps before instead of
+allocating its tensors again (fresh large allocations cost page faults:
+for a 0.8 M-parameter MLP, 1.25 ms of copying per step became 0.11 ms).
+Tensors saved whole (put_raws, nearly all) are copied a group at a time
+by one C call into the queue's own pool (WriteQueue.copy_tensors,
+python/src/copy_pool.c); the others, and those torch must copy (not
+contiguous, bfloat16), into torch tensors of a pool kept here (copy_of,
+_take; given back by _recycle).  Each pool keeps at most POOL_BYTES of
+free buffers.  From the tensor to the file there is no other copy: the
+buffer is handed to the C writer as it is, and the writer writes it from
+there (core/writer/writer.c).
 
 Operations travel in batches: the training thread gathers a step's
 operations in a list of its own (no lock, no wake-up per tensor) and hands
@@ -38,7 +42,7 @@ import torch
 from smrules import _core
 
 REDUCTION_PREFIX = "smdebug/reductions/"
-POOL_BYTES = 64 << 20  # at most this much kept for reuse between steps
+POOL_BYTES = 64 << 20  # at most this much kept for reuse between steps (each pool)
 BATCH_BYTES = 8 << 20  # a batch goes to the queue once its tensors hold this much
 
 
@@ -87,7 +91,7 @@ class WriterThread:
         self.out_dir = out_dir
         self.worker = worker
         self.max_bytes = max_bytes
-        self._queue = _core.WriteQueue(out_dir, worker, max_bytes)
+        self._queue = _core.WriteQueue(out_dir, worker, max_bytes, POOL_BYTES)
         self._batch = []  # the training thread's operations not yet queued
         self._copies = []  # the buffers they were copied into
         self._batch_bytes = 0
@@ -97,7 +101,7 @@ class WriterThread:
         self._lock = threading.RLock()
         self._pool = {}  # (dtype, shape) -> [free Copy buffers]
         self._pool_bytes = 0
-        self.reused = 0  # copies that reused a buffer (tests check reuse)
+        self._reused = 0  # Copy buffers reused (see reused)
         self.cpu_seconds = 0.0  # the thread's CPU time, once it has ended
 
     # ---- training thread ----
@@ -131,47 +135,38 @@ class WriterThread:
             else:  # its reductions are taken: the buffer is free again
                 self._give_back(c)
 
-    def put_raw(self, name, value, wall):
-        """put_copy(name, value, wall, True, ()) in fewer steps: the plan
-        of nearly every tensor a step saves (whole, no reductions), taken
-        by the training thread for each of them, so its Python is kept to
-        one call (the same buffers, the same operations, the same order)."""
+    def put_raws(self, names, values, wall, begin=None):
+        """Tensors saved whole with no reductions (the plan of nearly every
+        tensor a step saves), values[i] as names[i], in order: one C call
+        (WriteQueue.copy_tensors) finds each its buffer and copies it, so
+        that a step's copies cost the training thread no Python per
+        tensor.  A value of None or of no elements is skipped.  `begin`,
+        the step's ("begin", ...) operation if it is not queued yet, goes
+        before the first tensor saved; returns whether it went."""
+        i, n, begun = 0, len(values), False
+        with self._lock:
+            while i < n:
+                i, nbytes, used = self._queue.copy_tensors(
+                    names, values, i, wall, self._batch, self._copies,
+                    self._flush_bytes - self._batch_bytes, self._copy_fallback,
+                    None if begun else begin)
+                begun = begun or used
+                self._batch_bytes += nbytes
+                if self._batch_bytes >= self._flush_bytes:
+                    self._flush()
+        return begun
+
+    def _copy_fallback(self, value):
+        """copy_tensors' way for a tensor NumPy cannot view as a contiguous
+        array (not contiguous, bfloat16, another device, a negative bit):
+        torch copies it into a pooled Copy.  (array, Copy, bytes), or None
+        for a tensor of no elements."""
         v = value.detach()
-        key = (v.dtype, v.shape)
-        lock = self._lock
-        with lock:
-            free = self._pool.get(key)
-            if not free:
-                self._recycle()
-                free = self._pool.get(key)
-            if free:
-                c = free.pop()
-                self._pool_bytes -= c.nbytes
-                self.reused += 1
-            else:
-                c = None
-        if c is None:
-            c = Copy(key)
-        a = c.array
-        if a is not None and v.is_contiguous():
-            try:  # a CPU tensor's memory as NumPy sees it
-                src = v.numpy()
-            except (TypeError, RuntimeError):  # another device, conj/neg bits
-                src = None
-            if src is not None:
-                _core.copy_into(a, src)  # see copy_of
-            else:
-                c.tensor.copy_(v)
-        else:
-            c.tensor.copy_(v)
-            if a is None:
-                a = as_array(c.tensor)
-        with lock:
-            self._batch.append(("tensor", name, a, wall))
-            self._copies.append(c)
-            self._batch_bytes += c.nbytes
-            if self._batch_bytes >= self._flush_bytes:
-                self._flush()
+        if v.numel() == 0:
+            return None
+        c = self._take(v)
+        c.tensor.copy_(v)
+        return (c.array if c.array is not None else as_array(c.tensor)), c, c.nbytes
 
     def flush(self):
         """Queue the batch in hand; waits while the queue is over its
@@ -193,6 +188,24 @@ class WriterThread:
         contiguous, detached, sharing no memory with training; in a buffer
         written before when one of its dtype and shape is free."""
         v = value.detach()
+        c = self._take(v)
+        src = None
+        if c.array is not None and v.is_contiguous():
+            try:  # a CPU tensor's memory as NumPy sees it
+                src = v.numpy()
+            except (TypeError, RuntimeError):  # another device, conj/neg bits
+                pass
+        if src is not None:
+            # the bytes as they are (same dtype and shape), stored around
+            # the caches when large: see copy_stream in python/src/copy_pool.c
+            _core.copy_into(c.array, src)
+        else:
+            c.tensor.copy_(v)
+        return c
+
+    def _take(self, v):
+        """A Copy for the detached tensor v: a free one of its dtype and
+        shape, else new."""
         key = (v.dtype, v.shape)
         with self._lock:
             free = self._pool.get(key)
@@ -202,22 +215,8 @@ class WriterThread:
             c = free.pop() if free else None
             if c is not None:
                 self._pool_bytes -= c.nbytes
-                self.reused += 1
-        if c is None:
-            c = Copy(key)
-        src = None
-        if c.array is not None and v.is_contiguous():
-            try:  # a CPU tensor's memory as NumPy sees it
-                src = v.numpy()
-            except (TypeError, RuntimeError):  # another device, conj/neg bits
-                pass
-        if src is not None:
-            # the bytes as they are (same dtype and shape), stored around
-            # the caches when large: see copy_into in python/src/core_module.c
-            _core.copy_into(c.array, src)
-        else:
-            c.tensor.copy_(v)
-        return c
+                self._reused += 1
+        return c if c is not None else Copy(key)
 
     def _recycle(self):
         """The buffers of the batches written since the last call go back
@@ -230,6 +229,12 @@ class WriterThread:
         if self._pool_bytes + c.nbytes <= POOL_BYTES:
             self._pool.setdefault(c.key, []).append(c)
             self._pool_bytes += c.nbytes
+
+    @property
+    def reused(self):
+        """Copies made into a buffer written before rather than a new one
+        (tests check reuse)."""
+        return self._reused + self._queue.reused
 
     @property
     def peak_bytes(self):
