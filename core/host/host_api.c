@@ -210,6 +210,21 @@ typedef struct host_tensor {
   smr_value_loc loc;
 } host_tensor;
 
+/* What a plugin sees of a value but its elements: dtype, shape, count,
+ * where it was saved (value_out, and value_pieces' *out). */
+static void tensor_meta_out(smrules_tensor *out, const smr_tensor *t,
+                            const smr_value_loc *loc) {
+  out->dtype = t->dtype;
+  out->ndim = t->ndim;
+  memcpy(out->shape, t->shape, sizeof out->shape);
+  out->count = t->count;
+  out->step = loc->step;
+  out->mode = loc->mode;
+  out->mode_step = loc->mode_step;
+  out->wall_time = t->wall_time;
+  out->worker = loc->worker;
+}
+
 /* value and value_head: max_elems SIZE_MAX reads the whole value. */
 static int value_out(smrules_trial *t, const char *name, int64_t step, int mode,
                      size_t max_elems, smrules_tensor *out) {
@@ -228,19 +243,11 @@ static int value_out(smrules_trial *t, const char *name, int64_t step, int mode,
     free(h);
     return rc;
   }
-  out->dtype = h->t.dtype;
-  out->ndim = h->t.ndim;
-  memcpy(out->shape, h->t.shape, sizeof out->shape);
-  out->count = h->t.count;
+  tensor_meta_out(out, &h->t, &h->loc);
   out->data = h->t.data;
   out->nbytes = h->t.nbytes;
   out->strings = (const uint8_t *const *)h->t.strings;
   out->string_lens = h->t.string_lens;
-  out->step = h->loc.step;
-  out->mode = h->loc.mode;
-  out->mode_step = h->loc.mode_step;
-  out->wall_time = h->t.wall_time;
-  out->worker = h->loc.worker;
   out->host_ = h;
   return SMRULES_OK;
 }
@@ -282,15 +289,7 @@ typedef struct piece_call {
 static void piece_out(piece_call *pc) {
   smrules_tensor *out = pc->out;
   memset(out, 0, sizeof *out);
-  out->dtype = pc->head.dtype;
-  out->ndim = pc->head.ndim;
-  memcpy(out->shape, pc->head.shape, sizeof out->shape);
-  out->count = pc->head.count;
-  out->step = pc->loc.step;
-  out->mode = pc->loc.mode;
-  out->mode_step = pc->loc.mode_step;
-  out->wall_time = pc->head.wall_time;
-  out->worker = pc->loc.worker;
+  tensor_meta_out(out, &pc->head, &pc->loc);
   pc->told = true;
 }
 

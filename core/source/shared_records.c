@@ -130,6 +130,15 @@ static buf_pool *thread_pool(void) {
   return pool;
 }
 
+/* b on top of the pool's free list, counted. */
+static void pool_push(buf_pool *pool, record_buf *b) {
+  b->next = pool->free;
+  pool->free = b;
+  pool->n++;
+  pool->bytes += b->cap;
+  pool->spares += spare_sized(b);
+}
+
 record_buf *smr_record_buf_new(size_t len) {
   record_buf *b = calloc(1, sizeof *b);
   if (b && !buf_alloc(b, len)) {
@@ -158,11 +167,7 @@ void smr_record_buf_give_back(void *lent) {
     buf_destroy(b);
     return;
   }
-  b->next = pool->free;
-  pool->free = b;
-  pool->n++;
-  pool->bytes += b->cap;
-  pool->spares += spare_sized(b);
+  pool_push(pool, b);
 }
 
 /* b, dropped from the shared records, kept as this thread's spare when
@@ -173,11 +178,7 @@ static void drop_or_spare(record_buf *b) {
     buf_destroy(b);
     return;
   }
-  b->next = pool->free;
-  pool->free = b;
-  pool->n++;
-  pool->bytes += b->cap;
-  pool->spares++;
+  pool_push(pool, b);
 }
 
 bool smr_range_keep(smr_range *r) {

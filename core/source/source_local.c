@@ -215,19 +215,32 @@ static bool local_exists(smr_source *s, const char *rel, int64_t *size,
   return ok;
 }
 
+/* rel opened for reading, beneath the trial folder, and *st its stat; -1
+ * (err set) when it cannot be opened or is not a regular file. */
+static int open_regular(smr_source *s, const char *rel, struct stat *st,
+                        smr_error *err) {
+  int fd = open_beneath(s, rel, O_RDONLY);
+  if (fd < 0) {
+    smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
+                  open_error(errno));
+    return -1;
+  }
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
+    return -1;
+  }
+  return fd;
+}
+
 static int local_read_all(smr_source *s, const char *rel, size_t max,
                           char **buf, size_t *len, smr_error *err) {
   *buf = NULL;
   *len = 0;
-  int fd = open_beneath(s, rel, O_RDONLY);
-  if (fd < 0)
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
-                         open_error(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
-  }
+  int fd = open_regular(s, rel, &st, err);
+  if (fd < 0)
+    return SMR_ERR_IO;
   if ((uint64_t)st.st_size > max) {
     close(fd);
     return smr_error_set(err, SMR_ERR_FORMAT, rel, -1,
@@ -293,15 +306,10 @@ static int local_read_range_aligned(smr_source *s, const char *rel,
     smr_shared_lend(out, named);
     return SMR_OK;
   }
-  int fd = open_beneath(s, rel, O_RDONLY);
-  if (fd < 0)
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
-                         open_error(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
-  }
+  int fd = open_regular(s, rel, &st, err);
+  if (fd < 0)
+    return SMR_ERR_IO;
   uint64_t size = (uint64_t)st.st_size;
   if (off >= size || len > size - off) {
     close(fd);
@@ -375,15 +383,10 @@ static int local_read_range_aligned(smr_source *s, const char *rel,
 
 static int local_read_into(smr_source *s, const char *rel, uint64_t off,
                            uint64_t len, void *dest, smr_error *err) {
-  int fd = open_beneath(s, rel, O_RDONLY);
-  if (fd < 0)
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "cannot open: %s",
-                         open_error(errno));
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return smr_error_set(err, SMR_ERR_IO, rel, -1, "not a regular file");
-  }
+  int fd = open_regular(s, rel, &st, err);
+  if (fd < 0)
+    return SMR_ERR_IO;
   uint64_t size = (uint64_t)st.st_size;
   if (off >= size || len > size - off) {
     close(fd);
