@@ -242,7 +242,7 @@ unit: $(UNIT_BIN) $(TEST_PLUGINS) $(UNIT_PLUGINS) $(BUILD)/bench/scale_gen $(BUI
 # The whole suite: unit tests and CLI end-to-end tests, normal build and
 # then the ASan/UBSan build.  tests/run.sh prints the closing tally.
 check: all unit python
-	$(MAKE) SAN=1 all unit
+	$(MAKE) SAN=1 all unit python
 	SMRULES_BUILDS="$(BUILD) build-san" tests/run.sh
 
 check-fast: all unit python
@@ -315,12 +315,17 @@ print-version:
 PYTHON ?= /usr/bin/python3
 PY_SRC = $(wildcard python/setup.py python/src/*.c python/src/*.h python/smrules/*.py python/smrules/*/*.py)
 python: $(BUILD)/python/.built
+# With SAN=1 the extension is built with the sanitizers too, and loads
+# only with their runtimes preloaded (PY_SAN_PRELOAD): the sanitizer pass of
+# `make check` runs the Python tests with it (tests/run.sh, pylib.py).
+PY_SAN_PRELOAD = $(if $(SANFLAGS),$(shell $(CC) -print-file-name=libasan.so):$(shell $(CC) -print-file-name=libubsan.so))
 $(BUILD)/python/.built: $(LIB) $(PY_SRC)
-	cd python && SMRULES_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q build \
+	cd python && SMRULES_BUILD=$(abspath $(BUILD)) SMRULES_SANFLAGS="$(SANFLAGS)" $(PYTHON) setup.py -q build \
 	  --build-base $(abspath $(BUILD))/python-build --build-lib $(abspath $(BUILD))/python \
 	  --force 2>&1 | grep -v -i -e deprecat -e "setup.py install" -e "^ *!!" -e "^ *\*\*\*" \
 	  -e "^\s*$$" -e "pypa/setuptools" -e "standards-based" -e "blog" -e "See https" || true
-	$(PYTHON) -c "import sys; sys.path.insert(0, '$(BUILD)/python'); import smrules._core"
+	LD_PRELOAD="$(PY_SAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 \
+	  $(PYTHON) -c "import sys; sys.path.insert(0, '$(BUILD)/python'); import smrules._core"
 	@# compiled now, as an installed package is: not again by every process
 	@# that imports it from a folder it may not write (bench 11's scans)
 	$(PYTHON) -m compileall -q $(BUILD)/python/smrules >/dev/null

@@ -17,6 +17,9 @@ ROOT = os.path.dirname(HERE)
 BUILD = os.environ.get("SMRULES_BUILD", os.path.join(ROOT, "build"))
 LIB = os.path.join(BUILD, "libsmrules.a")
 PKGS = "lua5.4 libcjson libprotobuf-c sqlite3 yaml-0.1 libpcre2-8 zlib"
+# make SAN=1 python: the library is built with the sanitizers, so is the
+# extension (it then loads only with their runtimes preloaded; Makefile).
+SANFLAGS = shlex.split(os.environ.get("SMRULES_SANFLAGS", ""))
 
 
 def release():
@@ -43,11 +46,12 @@ core = Extension(
                   os.path.join(BUILD, "gen")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",
-                        "-Wno-cast-function-type"] + pkg_config("--cflags"),
+                        "-Wno-cast-function-type"] + SANFLAGS + pkg_config("--cflags"),
     # The library is static and built -fPIC; --as-needed keeps the extension
     # from loading the libraries the writer does not use.
     extra_objects=[LIB],
-    extra_link_args=["-Wl,--as-needed"] + pkg_config("--libs") + ["-ldl", "-lpthread", "-lm"],
+    extra_link_args=SANFLAGS + ["-Wl,--as-needed"] + pkg_config("--libs")
+    + ["-ldl", "-lpthread", "-lm"],
     depends=[LIB, os.path.join(ROOT, "core/writer/writer.h"),
              os.path.join(ROOT, "core/trial/trial.h"), "src/trial_type.h", "src/read_ahead.h",
              "src/batch_ops.h", "src/write_queue.h", "src/copy_pool.h"],

@@ -69,9 +69,16 @@ for build in $builds; do
   *san*)
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    # the Python package built with the sanitizers too (make SAN=1
+    # python): its tests and python: rules load it with their runtimes
+    # preloaded (tests/san-python)
+    if [ -f "$build/python/.built" ]; then
+      export SMRULES_PYTHONPATH="$PWD/$build/python"
+      export SMRULES_PYTHON="$PWD/tests/san-python"
+    fi
     ;;
   *)
-    unset ASAN_OPTIONS UBSAN_OPTIONS
+    unset ASAN_OPTIONS UBSAN_OPTIONS SMRULES_PYTHONPATH SMRULES_PYTHON
     ;;
   esac
   echo "==== $build"
