@@ -97,6 +97,15 @@ int smr_source_read_into(smr_source *s, const char *rel, uint64_t off,
   return rc;
 }
 
+bool smr_source_range_kept(smr_source *s, const char *rel, uint64_t off,
+                           uint64_t len, smr_range *out) {
+  memset(out, 0, sizeof *out);
+  if (!s->ops->range_kept || !s->ops->range_kept(s, rel, off, len, out))
+    return false;
+  atomic_fetch_add_explicit(&s->bytes_read_, out->len, memory_order_relaxed);
+  return true;
+}
+
 uint64_t smr_source_bytes_read(const smr_source *s) {
   return atomic_load_explicit(&s->bytes_read_, memory_order_relaxed);
 }

@@ -74,6 +74,9 @@ typedef struct smr_source_ops {
   /* smr_source_read_into (NULL: read_range, then a copy) */
   int (*read_into)(smr_source *s, const char *rel, uint64_t off, uint64_t len,
                    void *dest, smr_error *err);
+  /* smr_source_range_kept (NULL: nothing is kept) */
+  bool (*range_kept)(smr_source *s, const char *rel, uint64_t off, uint64_t len,
+                     smr_range *out);
 } smr_source_ops;
 
 struct smr_source {
@@ -140,6 +143,15 @@ int smr_source_read_range_aligned(smr_source *s, const char *rel, uint64_t off,
  * memory each time.  Errors as smr_source_read_range's. */
 int smr_source_read_into(smr_source *s, const char *rel, uint64_t off,
                          uint64_t len, void *dest, smr_error *err);
+
+/* [off, off + len) of a file when the run's shared records hold it as one
+ * record read whole (smr_source_share_records), now held by *out (release
+ * with smr_range_release) and counted as read, as read_range would serve
+ * it; false, *out empty: not kept, read it.  No I/O: the pieces of a
+ * record (trial_read.c) come from it when another rule read the record,
+ * rather than from the file again. */
+bool smr_source_range_kept(smr_source *s, const char *rel, uint64_t off,
+                           uint64_t len, smr_range *out);
 
 /* Like smr_source_list, but only paths that sort after `start_after`
  * (NULL: everything).  S3 lists in key order, so it reads only the

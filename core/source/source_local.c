@@ -407,6 +407,17 @@ static int local_read_into(smr_source *s, const char *rel, uint64_t off,
   return SMR_OK;
 }
 
+static bool local_range_kept(smr_source *s, const char *rel, uint64_t off,
+                             uint64_t len, smr_range *out) {
+  if (!L(s)->share || !len || len > SHARED_RECORD_MAX)
+    return false;
+  shared_rec *named = smr_shared_take_named(s, rel, off, len);
+  if (!named)
+    return false;
+  smr_shared_lend(out, named);
+  return true;
+}
+
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
                             uint64_t len, smr_range *out, smr_error *err) {
   return local_read_range_aligned(s, rel, off, len, SMR_NO_ALIGN, out, err);
@@ -423,6 +434,7 @@ static const smr_source_ops LOCAL_OPS = {
     .share_records = local_share_records,
     .read_range_aligned = local_read_range_aligned,
     .read_into = local_read_into,
+    .range_kept = local_range_kept,
 };
 
 /* ---------------------------------------------------------- the kind */

@@ -715,6 +715,31 @@ static void pieces_head(const smr_tensor *h, uint64_t clen, smr_tensor *out) {
 }
 
 /* The elements' bytes in pieces, read where the head says they lie. */
+/* The pieces of a record another rule read whole, while the run's shared
+ * records still hold it: handed from there, not read from the file again
+ * (a record of a few MB that UnchangedTensor compares with the one before
+ * it, read at the step before).  false: not held, read them; else *rc is
+ * what the last `each` returned. */
+static bool pieces_from_kept(smr_trial *t, const smr_entry *e, uint64_t cat,
+                             uint64_t clen, size_t piece, smr_piece_fn each,
+                             void *arg, int *rc) {
+  smr_range r;
+  if (!smr_source_range_kept(t->src, e->event_file, (uint64_t)e->start,
+                             (uint64_t)e->length, &r))
+    return false;
+  bool held = SMR_RECORD_HEADER + cat <= r.len &&
+              clen <= r.len - SMR_RECORD_HEADER - cat;
+  const uint8_t *c = held ? r.data + SMR_RECORD_HEADER + cat : NULL;
+  *rc = SMR_OK;
+  for (uint64_t off = 0; held && *rc == SMR_OK && off < clen;) {
+    size_t len = clen - off < piece ? (size_t)(clen - off) : piece;
+    *rc = each(arg, off, c + off, len);
+    off += len;
+  }
+  smr_range_release(&r);
+  return held;
+}
+
 static int pieces_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
                            const smr_tensor *like, size_t piece,
                            size_t piece_elems, smr_piece_fn each, void *arg,
@@ -733,11 +758,14 @@ static int pieces_of_entry(smr_trial *t, const smr_entry *e, const char *tag,
     piece = piece_elems * esize;
   if (!ok || !piece)
     return SMR_ERR_FORMAT;
+  int rc;
+  if (pieces_from_kept(t, e, cat, clen, piece, each, arg, &rc))
+    return rc;
   uint64_t at = (uint64_t)e->start + SMR_RECORD_HEADER + cat;
   /* every piece into one buffer of the caller's thread: not the record
    * pools' (source.h, smr_source_read_into) */
   uint8_t *buf = malloc(clen < piece ? (size_t)clen : piece);
-  int rc = buf ? SMR_OK : SMR_ERR_NOMEM;
+  rc = buf ? SMR_OK : SMR_ERR_NOMEM;
   for (uint64_t off = 0; rc == SMR_OK && off < clen;) {
     size_t len = clen - off < piece ? (size_t)(clen - off) : piece;
     smr_error err;
