@@ -43,7 +43,6 @@ import array
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -108,23 +107,13 @@ def alone(c, tmp, trial, name):
     return sc, got
 
 
-def rchar_of(args):
-    """(exit status, bytes the smrules process read from files)."""
-    p = subprocess.Popen([lib.SMRULES] + args, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd=lib.ROOT)
-    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
-    with open("/proc/%d/io" % p.pid) as f:
-        io = dict(line.split(": ") for line in f.read().splitlines() if line)
-    return p.wait(timeout=lib.TIMEOUT), int(io["rchar"])
-
-
 def beside_allzero(c, tmp, trial, record, other):
     """r/late with AllZero, which reads each record whole first."""
     rules = os.path.join(tmp, "rules-allzero.yaml")
     with open(rules, "w") as f:
         f.write("rules:\n  - rule: AllZero\n    parameters: {tensor_regex: '^r/late$'}\n"
                 "  - rule: UnchangedTensor\n    parameters: {tensor_regex: '^r/late$'}\n")
-    rc, got = rchar_of(["run", "--trial", trial, "--rules", rules, "--fresh", "--jobs", "1",
+    rc, got = lib.run_rchar(["run", "--trial", trial, "--rules", rules, "--fresh", "--jobs", "1",
                         "--output", os.path.join(tmp, "out-allzero")])
     sc = c.scope("r/late beside AllZero, --jobs 1")
     sc.eq("exit status", rc, 0)

@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -149,16 +148,6 @@ def check_ratios(c, trial, defect, tmp):
                   [("big.weight", p, ratio(p, s))])
 
 
-def rchar_of(args):
-    """(exit status, bytes the smrules process read)."""
-    p = subprocess.Popen([lib.SMRULES] + args, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd=lib.ROOT)
-    os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
-    with open("/proc/%d/io" % p.pid) as f:
-        io = dict(line.split(": ") for line in f.read().splitlines() if line)
-    return p.wait(timeout=lib.TIMEOUT), int(io["rchar"])
-
-
 def main():
     c = lib.Checker(NAME)
     tmp = tempfile.mkdtemp(prefix="smrules-weight-update-reads-")
@@ -173,7 +162,7 @@ def main():
             f.write("rules:\n  - rule: WeightUpdateRatio\n"
                     "    parameters: {small_threshold: 0}\n")
         for jobs in ("1", "2"):
-            rc, got = rchar_of(["run", "--trial", whole, "--rules", rules, "--fresh",
+            rc, got = lib.run_rchar(["run", "--trial", whole, "--rules", rules, "--fresh",
                                 "--jobs", jobs, "--output", os.path.join(tmp, "one")])
             c.ok(rc == 0, "WeightUpdateRatio alone, --jobs %s: exit status %s (0)" % (jobs, rc))
             c.ok(got <= events * 1.1,
