@@ -3,11 +3,13 @@
 step (targets: < 5 % at save_interval 100; at save_interval 1, less than
 writing the saved bytes plus 20 %).
 
-A small CPU model (MLP 256-512-512-10, batch 64, SGD, one torch thread)
-trains in rounds; each round runs every configuration for HOOK_STEPS steps
-in turn (interleaved, so that the machine's load falls on all alike; the
-order changes from round to round so that each configuration follows each
-other one equally often, see ORDERS):
+A small CPU model (MLP 256-512-512-10, batch 64 or HOOK_BATCH, SGD, one
+torch thread) trains as one run per configuration, each alive for the
+whole bench (model, optimizer, hook, files: see Run); the bench goes in
+rounds, and each round runs a slice of HOOK_STEPS (20) steps of every
+run in turn (interleaved, so that the machine's load falls on all alike;
+the order changes from round to round so that each configuration follows
+each other one equally often, see ORDERS):
   none      no hook
   every100  Hook, weights/biases/gradients/losses, save_interval 100
   every1    the same, save_interval 1
@@ -24,7 +26,7 @@ other one equally often, see ORDERS):
             with that build's smrules, imported beside this one: the
             hook before a change and after it, paired in one process
 The per-configuration step time is the median over the rounds of each
-round's mean; what a configuration adds to a step is, for each round, its
+slice's mean; what a configuration adds to a step is, for each round, its
 difference from the same round's run with no hook (paired, as the load of
 other work drifts from round to round), reported as the median over
 rounds and its quartiles.  The verdict at save_interval 1 is decided
@@ -37,8 +39,13 @@ it, UNSURE when the quartiles straddle it: a coin toss, which no single
 median can show.  HOOK_DUMP=file saves every round's figures as JSON;
 `torch_hook_bench.py --report file` prints the report from them again.
 The CPU time of the process per step (both threads) is given the same
-way: on a busy machine it says more than wall time.  Run by bench/run.sh
-with PYTHONPATH=BUILD/python; on its own:
+way: on a busy machine it says more than wall time.  At batch 64 a step
+takes 36 ms here and its own jitter (two runs with no hook, 20-step
+slices: 1.6 ms a step apart, standard deviation) is larger than what
+the hook adds, so the save_interval 1 verdict is taken at HOOK_BATCH=1
+(a step of about 1 ms, shorter than the writer's work: the hook's
+hardest case, and rounds that resolve 0.1 ms).  Run by bench/run.sh
+with PYTHONPATH=BUILD/python, at both; on its own:
 PYTHONPATH=build/python /usr/bin/python3 bench/torch_hook_bench.py."""
 
 import json
@@ -80,15 +87,17 @@ def import_beside(path):
 
 
 BASE = import_beside(os.path.abspath(os.environ["HOOK_BASE"])) if os.environ.get("HOOK_BASE") else None
-STEPS = int(os.environ.get("HOOK_STEPS", "100"))
+# Steps of a configuration per round (a slice of its run, see Run)
+STEPS = int(os.environ.get("HOOK_STEPS", "20"))
+WARMUP = 20  # steps of each run before the rounds: allocations, code paths
 # HOOK_BATCH=1 keeps the model and the bytes saved but makes the step ~50x
 # cheaper: the hook's cost is then measured above a quieter baseline
 BATCH = int(os.environ.get("HOOK_BATCH", "64"))
 TARGET = 1.2  # at save_interval 1: the cost below 1.2x the raw write's
 # The order of the configurations in each round: a Williams design, in
 # which every configuration follows every other one equally often (over
-# 2n rounds for n configurations, n odd: HOOK_ROUNDS=10 for the five).
-# The order matters for the three that write 3.2 MB a step: a run's files
+# 2n rounds for n configurations, n odd: 10 orders for the five).
+# The order matters for the three that write 3.2 MB a step: a slice's files
 # are emptied when it ends (empty_files), and writing into the pages just
 # freed costs 0.8-1.0 ms of CPU per 3.2 MB here, while pages left free for
 # a few seconds (the virtual machine hands them back to its host) cost 2-4
@@ -116,10 +125,12 @@ def williams(n):
 
 
 ORDERS = williams(len(KINDS))
-# Whole sets of orders by default (10 rounds for the five configurations,
-# 12 for six with HOOK_BASE), so that each follows each other one equally
-# often; a partial set repeats the first orders and favours their places.
-ROUNDS = int(os.environ.get("HOOK_ROUNDS", str(len(ORDERS) * -(-10 // len(ORDERS)))))
+# Whole sets of orders by default (60 rounds: six sets of the 10 orders
+# for the five configurations, five of the 12 for six with HOOK_BASE), so
+# that each follows each other one equally often; a partial set repeats
+# the first orders and favours their places.  60 slices of 20 steps: the
+# 1200 steps per configuration that 12 runs of 100 took before.
+ROUNDS = int(os.environ.get("HOOK_ROUNDS", str(len(ORDERS) * -(-60 // len(ORDERS)))))
 # What the every-step hook wrote for one step (event file, index file,
 # collections file sizes), taken from its warm-up run: rawfiles writes the
 # same sizes.
@@ -177,61 +188,125 @@ def write_step_files(out, step, arrays):
                [LAYOUT["index"]])
 
 
-def run(kind, tmp, n):
-    """n steps of configuration `kind`: (wall s, CPU s, writer thread CPU
-    s) per step."""
-    m = model()
-    loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    x = torch.randn(BATCH, 256)
-    y = torch.randint(0, 10, (BATCH,))
-    hook = None
-    out = tempfile.mkdtemp(dir=tmp)
-    if kind in HOOKED:
-        lib = HOOKED[kind]
-        hook = lib.Hook(out_dir=out, save_config=lib.SaveConfig(
-            save_interval=100 if kind == "every100" else 1),
-            include_collections=["weights", "biases", "gradients", "losses"])
-        hook.register_module(m)
-        hook.register_loss(loss_fn)
-    raw = os.open(os.path.join(out, "raw"), CREATE, 0o666) if kind == "rawwrite" else None
-    t0, c0 = time.perf_counter(), time.process_time()
-    if kind == "rawfiles":  # what the hook writes once: folders, collections
-        os.makedirs(os.path.join(out, "index", "000000000"))
-        os.makedirs(os.path.join(out, "events"))
-        os.makedirs(os.path.join(out, "collections", "000000000"))
-        write_file(os.path.join(out, "collections", "000000000", "worker_0_collections.json"),
-                   [LAYOUT["collections"]])
-    for step in range(n):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(m(x), y)
+class Run:
+    """One configuration's training run, alive for the whole bench: each
+    round runs a slice of STEPS steps of it (slice), so that the
+    configurations take turns every second or so, not every few seconds
+    (the drift of a 36 ms step on this machine between runs of 100 steps
+    made the rounds of two identical hooks come out 1-2 ms a step apart).
+    The model, its optimizer, the hook and its writer thread, the files'
+    folders all stay from slice to slice, as in one long training job."""
+
+    def __init__(self, kind, tmp):
+        self.kind = kind
+        self.m = model()
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.opt = torch.optim.SGD(self.m.parameters(), lr=0.01)
+        self.x = torch.randn(BATCH, 256)
+        self.y = torch.randint(0, 10, (BATCH,))
+        self.out = tempfile.mkdtemp(dir=tmp)
+        self.step = 0
+        self.hook = None
+        if kind in HOOKED:
+            lib = HOOKED[kind]
+            self.hook = lib.Hook(out_dir=self.out, save_config=lib.SaveConfig(
+                save_interval=100 if kind == "every100" else 1),
+                include_collections=["weights", "biases", "gradients", "losses"])
+            self.hook.register_module(self.m)
+            self.hook.register_loss(self.loss_fn)
+        self.raw = os.open(os.path.join(self.out, "raw"), CREATE, 0o666) \
+            if kind == "rawwrite" else None
+        self.writer_total = 0.0  # writer CPU, for a build whose count is not live
+
+    def writer(self):
+        return self.hook._writer if self.hook is not None else None
+
+    def writer_cpu(self):
+        """The writer thread's CPU seconds so far; None when this build
+        counts them only once the thread has ended (HOOK_BASE's, older)."""
+        w = self.writer()
+        if w is None:
+            return 0.0
+        return w.cpu_seconds if isinstance(getattr(type(w), "cpu_seconds", None), property) \
+            else None
+
+    def slice(self, n):
+        """n steps: (wall s, CPU s, writer thread CPU s or None) per step.
+        A hooked slice ends when its writer thread has written what the
+        steps queued (the backlog counts in the slice); what the last step
+        saved is queued at the next step, in the next slice of this run."""
+        if self.kind == "rawfiles" and self.step == 0:
+            self.start_files()
+        w0 = self.writer_cpu()
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(n):
+            self.one_step()
+        w = self.writer()
+        if w is not None:
+            drain(w)
+        dt, dc = (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
+        w1 = self.writer_cpu()
+        if self.kind == "every1" and not LAYOUT:
+            note_layout(self.out, self.step - 2, self.m)
+        self.empty()
+        return dt, dc, (None if w0 is None or w1 is None else (w1 - w0) / n)
+
+    def start_files(self):
+        """rawfiles: what the hook writes once: folders, collections."""
+        os.makedirs(os.path.join(self.out, "index", "000000000"))
+        os.makedirs(os.path.join(self.out, "events"))
+        os.makedirs(os.path.join(self.out, "collections", "000000000"))
+        write_file(os.path.join(self.out, "collections", "000000000",
+                                "worker_0_collections.json"), [LAYOUT["collections"]])
+
+    def one_step(self):
+        m = self.m
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(m(self.x), self.y)
         loss.backward()
-        if raw is not None:  # the bytes every1 saves: parameters, gradients, loss
-            write_all(raw, tensors(m, loss))
-        elif kind == "rawfiles":
-            write_step_files(out, step, tensors(m, loss))
-        opt.step()
-    writer_cpu = 0.0
-    if hook is not None:
-        hook.close()  # the writer's backlog counts: the run ends when it is on disk
-        writer_cpu = getattr(hook._writer, "cpu_seconds", 0.0) if hook._writer else 0.0
-    if raw is not None:
-        os.fsync(raw) if os.environ.get("HOOK_FSYNC") else None
-        os.close(raw)
-    dt, dc = (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
-    if kind == "every1" and not LAYOUT:
-        note_layout(out, n - 1, m, loss)
-    empty_files(out)
-    return dt, dc, writer_cpu / n
+        if self.raw is not None:  # the bytes every1 saves: parameters, gradients, loss
+            write_all(self.raw, tensors(m, loss))
+        elif self.kind == "rawfiles":
+            write_step_files(self.out, self.step, tensors(m, loss))
+        self.opt.step()
+        self.step += 1
+
+    def empty(self):
+        """Give back the pages written (see empty_files); untimed."""
+        if self.raw is not None:
+            os.ftruncate(self.raw, 0)
+            os.lseek(self.raw, 0, os.SEEK_SET)
+        else:
+            empty_files(self.out)
+
+    def close(self):
+        """The writer's CPU in all (for a build that counts it only then)."""
+        if self.hook is not None:
+            self.hook.close()
+            w = self.writer()
+            self.writer_total = w.cpu_seconds if w is not None else 0.0
+        if self.raw is not None:
+            os.close(self.raw)
 
 
-def note_layout(out, step, m, loss):
-    """The sizes of what the hook wrote for its last step, for rawfiles."""
+def drain(w):
+    """Wait until writer w has written all it was given (WriterThread.drain;
+    a build without it: its queue polled)."""
+    if hasattr(w, "drain"):
+        w.drain()
+        return
+    while w._queue.queued_bytes:
+        time.sleep(0.0001)
+
+
+def note_layout(out, step, m):
+    """The sizes of what the hook wrote for a complete step, for rawfiles."""
     event = os.path.join(out, "events", "%012d" % step, "%012d_worker_0.tfevents" % step)
     index = os.path.join(out, "index", "000000000", "%012d_worker_0.json" % step)
     colls = os.path.join(out, "collections", "000000000", "worker_0_collections.json")
-    framing = os.path.getsize(event) - sum(a.nbytes for a in tensors(m, loss))
-    LAYOUT.update(framing=bytes(framing), index=bytes(os.path.getsize(index)),
+    saved = (2 * sum(p.numel() for p in m.parameters()) + 1) * 4  # + the loss
+    LAYOUT.update(framing=bytes(os.path.getsize(event) - saved),
+                  index=bytes(os.path.getsize(index)),
                   collections=bytes(os.path.getsize(colls)))
 
 
@@ -239,11 +314,13 @@ def empty_files(folder):
     """Give back a run's pages but keep its files until the bench ends:
     on an ext4 without a journal (this machine's), creating a file skips
     the inodes deleted in the last seconds one by one, so removing each
-    run's few hundred files made the next hooked run pay for the bench's
-    own deletions, which no training job does."""
+    slice's files made the next hooked slice pay for the bench's own
+    deletions, which no training job does.  A file still being written
+    (.tmp) is left alone."""
     for dirpath, _, files in os.walk(folder):
         for f in files:
-            os.truncate(os.path.join(dirpath, f), 0)
+            if not f.endswith(".tmp"):
+                os.truncate(os.path.join(dirpath, f), 0)
 
 
 def quartiles(xs):
@@ -272,43 +349,56 @@ def main():
         with open(sys.argv[2]) as f:
             d = json.load(f)
         print("(from %s: load average %s at its end)" % (sys.argv[2], " ".join(d["loadavg"])))
-        report(tuple(d["kinds"]), d["times"], d["cpus"], d["writer"])
+        report(tuple(d["kinds"]), d["times"], d["cpus"], d["writer"], d.get("steps", 100))
         return
     tmp = tempfile.mkdtemp(prefix="smrules-hookbench.", dir=os.environ.get("BENCH_DIR", "/tmp"))
-    kinds = KINDS
     # HOOK_ONLY=every1 runs one configuration alone (to profile it); the
     # report needs all five
     only = os.environ.get("HOOK_ONLY")
-    if only:
-        if only == "rawfiles":
-            run("every1", tmp, 2)  # the sizes it writes
-        for _ in range(ROUNDS):
-            run(only, tmp, STEPS)
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
+    kinds = (only,) if only else KINDS
     times = {k: [] for k in kinds}
     cpus = {k: [] for k in kinds}
     writer = {k: [] for k in kinds}  # writer thread CPU per step, by round
+    runs = {}
     try:
+        if only == "rawfiles":  # the sizes it writes
+            runs["every1"] = Run("every1", tmp)
+            runs["every1"].slice(WARMUP)
         for k in kinds:  # warm-up: allocations, code paths (every1 first: LAYOUT)
-            run(k, tmp, 20)
+            runs[k] = Run(k, tmp)
+            runs[k].slice(WARMUP)
         for r in range(ROUNDS):
-            for k in (kinds[i] for i in ORDERS[r % len(ORDERS)]):
-                wall, cpu, wcpu = run(k, tmp, STEPS)
+            for k in (kinds[i] for i in ORDERS[r % len(ORDERS)]) if not only else kinds:
+                wall, cpu, wcpu = runs[k].slice(STEPS)
                 times[k].append(wall)
                 cpus[k].append(cpu)
                 writer[k].append(wcpu)
+        for k, run in runs.items():
+            run.close()
+            if k in writer and None in writer[k]:  # not counted live: the run's mean
+                per_step = run.writer_total / ((ROUNDS * STEPS) + WARMUP)
+                writer[k] = [per_step] * len(writer[k])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if only:
+        return
     if os.environ.get("HOOK_DUMP"):
         with open(os.environ["HOOK_DUMP"], "w") as f:
             json.dump({"kinds": kinds, "times": times, "cpus": cpus, "writer": writer,
                        "steps": STEPS, "batch": BATCH,
                        "loadavg": open("/proc/loadavg").read().split()[:3]}, f)
-    report(kinds, times, cpus, writer)
+    report(kinds, times, cpus, writer, STEPS)
 
 
-def report(kinds, times, cpus, writer):
+def blocks(xs, size):
+    """xs averaged over consecutive blocks of `size` (a last partial block
+    dropped, unless it is the only one)."""
+    if size <= 1 or len(xs) < size:
+        return list(xs)
+    return [statistics.mean(xs[i:i + size]) for i in range(0, len(xs) - size + 1, size)]
+
+
+def report(kinds, times, cpus, writer, steps):
     med = {k: statistics.median(v) for k, v in times.items()}
     cmed = {k: statistics.median(v) for k, v in cpus.items()}
 
@@ -334,13 +424,15 @@ def report(kinds, times, cpus, writer):
                 "%.2f" % (c * 1e3) for c in costs(times, k))))
         print("every1's writer thread CPU ms/step by round: %s" % " ".join(
             "%.2f" % (w * 1e3) for w in writer["every1"]))
-    nparams = sum(p.numel() for p in model().parameters())
-    step_bytes = (2 * nparams + 1) * 4
     base = med["none"]
-    o100 = [100 * c / base for c in costs(times, "every100")]
+    # every100 saves one step in 100: a slice of 20 steps holds a saving
+    # step one round in five, so its cost is taken over blocks of rounds
+    # that hold 100 steps (each one saving step), not round by round,
+    # where the median would leave the saving steps out
+    o100 = [100 * c / base for c in blocks(costs(times, "every100"), round(100 / steps))]
     print()
-    print("== 9. PyTorch hook overhead (%d rounds x %d steps, batch %d, %d cores, load average %s)"
-          % (len(times["none"]), STEPS, BATCH, os.cpu_count(),
+    print("== 9. PyTorch hook overhead (%d rounds x %d steps of each configuration's run, batch %d,"
+          " %d cores, load average %s)" % (len(times["none"]), steps, BATCH, os.cpu_count(),
              " ".join(open("/proc/loadavg").read().split()[:3])))
     print("   costs are medians over rounds of each round's difference from its run with no hook,")
     print("   [lower upper] quartiles over the rounds; a verdict at save_interval 1 is PASS when the")

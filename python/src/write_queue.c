@@ -399,6 +399,19 @@ static PyObject *wq_reap(WriteQueueObject *self, PyObject *noargs) {
   return out;
 }
 
+/* Wait (the GIL released) until every batch queued so far is written;
+ * the thread goes on.  A failed thread drops what is queued, which ends
+ * the wait as well. */
+static PyObject *wq_drain(WriteQueueObject *self, PyObject *noargs) {
+  if (!self->started || self->joined || getpid() != self->pid)
+    Py_RETURN_NONE;
+  Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
+  while (self->head)
+    pthread_cond_wait(&self->space, &self->mu);
+  pthread_mutex_unlock(&self->mu);
+  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
 static PyObject *wq_close(WriteQueueObject *self, PyObject *noargs) {
   wq_stop(self);
   PyObject *out = wq_reap(self, NULL);
@@ -436,8 +449,19 @@ static PyObject *wq_size(WriteQueueObject *self, void *which) {
   return PyLong_FromSize_t(v);
 }
 
+/* The thread's CPU time: read from its clock while it runs (join happens
+ * only in wq_stop, with the GIL this getter holds, so the thread id is
+ * valid), kept once it has ended. */
 static PyObject *wq_cpu(WriteQueueObject *self, void *closure) {
-  return PyFloat_FromDouble(self->joined ? self->cpu_seconds : 0.0);
+  if (self->joined)
+    return PyFloat_FromDouble(self->cpu_seconds);
+  clockid_t clock;
+  struct timespec ts;
+  if (!self->started || getpid() != self->pid ||
+      pthread_getcpuclockid(self->thread, &clock) != 0 ||
+      clock_gettime(clock, &ts) != 0)
+    return PyFloat_FromDouble(0.0);
+  return PyFloat_FromDouble((double)ts.tv_sec + ts.tv_nsec / 1e9);
 }
 
 static PyObject *wq_event_writes(WriteQueueObject *self, void *closure) {
@@ -653,6 +677,9 @@ static PyMethodDef wq_methods[] = {
     {"reap", (PyCFunction)wq_reap, METH_NOARGS,
      "reap(): the tokens of the batches written since the last call, oldest "
      "first; their arrays are no longer used."},
+    {"drain", (PyCFunction)wq_drain, METH_NOARGS,
+     "drain(): wait until every batch queued so far is written (the thread "
+     "goes on)."},
     {"close", (PyCFunction)wq_close, METH_NOARGS,
      "close(): write what is queued, end the thread, and reap(); the "
      "buffers kept for copy_tensors are freed."},
@@ -669,7 +696,7 @@ static PyGetSetDef wq_getset[] = {
     {"peak_bytes", (getter)wq_size, NULL, "the most bytes queued at once",
      (void *)1},
     {"cpu_seconds", (getter)wq_cpu, NULL,
-     "the thread's CPU time, once closed (0 before)", NULL},
+     "the thread's CPU time so far (its own clock; kept once closed)", NULL},
     {"reused", (getter)wq_reused, NULL,
      "copies copy_tensors made into a buffer written before (not new)", NULL},
     {"event_writes", (getter)wq_event_writes, NULL,

@@ -198,11 +198,26 @@ except Interrupted:
     res["queue_signal"] = "interrupted"
 stop.set()
 poker.join()
+# drain() waits for what is queued: the thread is held by the FIFO, so a
+# drain started now cannot end before the FIFO is read
+entered, drained = threading.Event(), []
+def drain():
+    entered.set()
+    qs.drain()
+    drained.append(qs.queued_bytes)  # what was still queued when it returned
+drainer = threading.Thread(target=drain)
+drainer.start()
+entered.wait()
+res["drain_waits"] = drainer.is_alive()
 fd = os.open(fifo, os.O_RDONLY)  # the thread goes on
 while os.read(fd, 1 << 16):
     pass
 os.close(fd)
+drainer.join()
+res["drained"] = drained
+res["cpu_live"] = qs.cpu_seconds  # the thread's clock, read while it runs
 res["queue_signal_tokens"] = qs.close()
+res["cpu_closed"] = qs.cpu_seconds
 # A forked child (a DataLoader worker) inherits the queue but not its
 # thread: there the queue refuses work and is freed without waiting for
 # a thread that does not exist.
@@ -480,6 +495,11 @@ def check_write_queue(c, res, per_call, queue, qerr):
     sc.eq("a step waiting for a full queue runs a signal's handler", res.get("queue_signal"),
           "interrupted")
     sc.eq("... the batch it interrupted is not queued", res.get("queue_signal_tokens"), ["held"])
+    sc.ok(res.get("drain_waits") is True, "drain() waits while the thread is held", res)
+    sc.eq("... and returns once all queued is written", res.get("drained"), [0])
+    live, closed = res.get("cpu_live", 0), res.get("cpu_closed", 0)
+    sc.ok(live > 0 and closed >= live, "cpu_seconds counts while the thread runs, kept when closed",
+          "%r then %r" % (live, closed))
     sc.eq("a forked child: the queue refuses work, is freed without its thread",
           res.get("fork_child"), 0)
     sc.eq("... the parent's queue writes on", res.get("fork_tokens"), ["parent"])

@@ -102,7 +102,6 @@ class WriterThread:
         self._pool = {}  # (dtype, shape) -> [free Copy buffers]
         self._pool_bytes = 0
         self._reused = 0  # Copy buffers reused (see reused)
-        self.cpu_seconds = 0.0  # the thread's CPU time, once it has ended
 
     # ---- training thread ----
 
@@ -253,4 +252,14 @@ class WriterThread:
             self._queue.close()
             self._pool = {}
             self._pool_bytes = 0
-        self.cpu_seconds = self._queue.cpu_seconds
+
+    def drain(self):
+        """Wait until the batches queued so far are written; the batch in
+        hand stays in hand (the bench ends a timed slice of steps with
+        this, so that the writer's backlog counts in it)."""
+        self._queue.drain()
+
+    @property
+    def cpu_seconds(self):
+        """The writer thread's CPU time so far (kept once closed)."""
+        return self._queue.cpu_seconds
