@@ -225,6 +225,17 @@ static void tensor_meta_out(smrules_tensor *out, const smr_tensor *t,
   out->worker = loc->worker;
 }
 
+/* All a plugin sees of a value: tensor_meta_out and its elements (value_out,
+ * pair_value's fn). */
+static void tensor_out(smrules_tensor *out, const smr_tensor *t,
+                       const smr_value_loc *loc) {
+  tensor_meta_out(out, t, loc);
+  out->data = t->data;
+  out->nbytes = t->nbytes;
+  out->strings = (const uint8_t *const *)t->strings;
+  out->string_lens = t->string_lens;
+}
+
 /* value and value_head: max_elems SIZE_MAX reads the whole value. */
 static int value_out(smrules_trial *t, const char *name, int64_t step, int mode,
                      size_t max_elems, smrules_tensor *out) {
@@ -243,11 +254,7 @@ static int value_out(smrules_trial *t, const char *name, int64_t step, int mode,
     free(h);
     return rc;
   }
-  tensor_meta_out(out, &h->t, &h->loc);
-  out->data = h->t.data;
-  out->nbytes = h->t.nbytes;
-  out->strings = (const uint8_t *const *)h->t.strings;
-  out->string_lens = h->t.string_lens;
+  tensor_out(out, &h->t, &h->loc);
   out->host_ = h;
   return SMRULES_OK;
 }
@@ -339,32 +346,14 @@ static int api_value_pieces(smrules_trial *t, const char *name, int64_t step,
 
 /* pair_value: the plugin's fn called with the values as the SDK's
  * tensors (value_pairs.h). */
-static void to_sdk(const smr_tensor *v, const smr_value_loc *loc,
-                   smrules_tensor *out) {
-  memset(out, 0, sizeof *out);
-  out->dtype = v->dtype;
-  out->ndim = v->ndim;
-  memcpy(out->shape, v->shape, sizeof out->shape);
-  out->count = v->count;
-  out->data = v->data;
-  out->nbytes = v->nbytes;
-  out->strings = (const uint8_t *const *)v->strings;
-  out->string_lens = v->string_lens;
-  out->step = loc->step;
-  out->mode = loc->mode;
-  out->mode_step = loc->mode_step;
-  out->wall_time = v->wall_time;
-  out->worker = loc->worker;
-}
-
 static int call_pair_fn(const void *fn, const void *arg, const smr_tensor *a,
                         const smr_value_loc *la, const smr_tensor *b,
                         const smr_value_loc *lb, void *result) {
   smrules_pair_fn f;
   memcpy(&f, &fn, sizeof f); /* a function pointer kept as data */
-  smrules_tensor ta, tb;
-  to_sdk(a, la, &ta);
-  to_sdk(b, lb, &tb);
+  smrules_tensor ta = {0}, tb = {0};
+  tensor_out(&ta, a, la);
+  tensor_out(&tb, b, lb);
   return f(&ta, &tb, arg, result) == SMRULES_OK ? SMR_OK : SMR_ERR_USAGE;
 }
 

@@ -295,6 +295,30 @@ static uint8_t *read_target(record_buf *b, uint64_t off, uint64_t align_at) {
 }
 #define READ_SLACK (READ_ALIGN + SMR_VALUE_ALIGN)
 
+/* Whether [off, off + len) starts inside the file `st` describes and ends
+ * in it; if not, the error (SMR_ERR_FORMAT at the file's end or at off),
+ * naming the range as the index entry it came from when `index_entry`. */
+static bool range_in_file(const char *rel, uint64_t off, uint64_t len,
+                          const struct stat *st, bool index_entry,
+                          smr_error *err) {
+  uint64_t size = (uint64_t)st->st_size;
+  if (off < size && len <= size - off)
+    return true;
+  int64_t at = (int64_t)(off < size ? off : size);
+  if (index_entry)
+    smr_error_set(err, SMR_ERR_FORMAT, rel, at,
+                  "index entry [start_idx %llu, length %llu] lies outside "
+                  "the %llu-byte event file",
+                  (unsigned long long)off, (unsigned long long)len,
+                  (unsigned long long)size);
+  else
+    smr_error_set(err, SMR_ERR_FORMAT, rel, at,
+                  "range [%llu, +%llu] lies outside the %llu-byte file",
+                  (unsigned long long)off, (unsigned long long)len,
+                  (unsigned long long)size);
+  return false;
+}
+
 static int local_read_range_aligned(smr_source *s, const char *rel,
                                     uint64_t off, uint64_t len,
                                     uint64_t align_at, smr_range *out,
@@ -310,15 +334,9 @@ static int local_read_range_aligned(smr_source *s, const char *rel,
   int fd = open_regular(s, rel, &st, err);
   if (fd < 0)
     return SMR_ERR_IO;
-  uint64_t size = (uint64_t)st.st_size;
-  if (off >= size || len > size - off) {
+  if (!range_in_file(rel, off, len, &st, true, err)) {
     close(fd);
-    return smr_error_set(
-        err, SMR_ERR_FORMAT, rel, (int64_t)(off < size ? off : size),
-        "index entry [start_idx %llu, length %llu] lies outside the %llu-byte "
-        "event file",
-        (unsigned long long)off, (unsigned long long)len,
-        (unsigned long long)size);
+    return SMR_ERR_FORMAT;
   }
   if (len == 0) {
     close(fd);
@@ -387,14 +405,9 @@ static int local_read_into(smr_source *s, const char *rel, uint64_t off,
   int fd = open_regular(s, rel, &st, err);
   if (fd < 0)
     return SMR_ERR_IO;
-  uint64_t size = (uint64_t)st.st_size;
-  if (off >= size || len > size - off) {
+  if (!range_in_file(rel, off, len, &st, false, err)) {
     close(fd);
-    return smr_error_set(err, SMR_ERR_FORMAT, rel,
-                         (int64_t)(off < size ? off : size),
-                         "range [%llu, +%llu] lies outside the %llu-byte file",
-                         (unsigned long long)off, (unsigned long long)len,
-                         (unsigned long long)size);
+    return SMR_ERR_FORMAT;
   }
   int e = 0;
   uint64_t got = len ? smr_pread_whole(fd, dest, len, off, &e) : 0;
