@@ -25,6 +25,11 @@ each other one equally often, see ORDERS):
   base1     (only with HOOK_BASE=<another build's python folder>) every1
             with that build's smrules, imported beside this one: the
             hook before a change and after it, paired in one process
+  smdebug1  (only with HOOK_SMDEBUG=<folders holding smdebug's package
+            and what it imports, as PYTHONPATH lists them>) every1 with
+            smdebug's own PyTorch hook, the one this hook replaces: the
+            suite never needs it, bench/README.md section 9 says how it
+            was run here
 The per-configuration step time is the median over the rounds of each
 slice's mean; what a configuration adds to a step is, for each round, its
 difference from the same round's run with no hook (paired, as the load of
@@ -105,8 +110,21 @@ TARGET = 1.2  # at save_interval 1: the cost below 1.2x the raw write's
 # after the every-step hook and wrote into its freed pages, the hook after
 # runs that wrote nothing: the comparison measured the page state, not the
 # hook.
-KINDS = ("none", "every100", "every1", "rawwrite", "rawfiles") + (("base1",) if BASE else ())
-HOOKED = {"every100": smd, "every1": smd, "base1": BASE}
+
+
+def import_smdebug(paths):
+    """smdebug.pytorch from the folders `paths` (a PYTHONPATH), its log
+    quiet (it logs every step at INFO)."""
+    os.environ.setdefault("SMDEBUG_LOG_LEVEL", "error")
+    sys.path[:0] = [os.path.abspath(p) for p in paths.split(":") if p]
+    import smdebug.pytorch as smdebug_torch
+    return smdebug_torch
+
+
+SMDEBUG = import_smdebug(os.environ["HOOK_SMDEBUG"]) if os.environ.get("HOOK_SMDEBUG") else None
+KINDS = ("none", "every100", "every1", "rawwrite", "rawfiles") + (("base1",) if BASE else ()) + \
+    (("smdebug1",) if SMDEBUG else ())
+HOOKED = {"every100": smd, "every1": smd, "base1": BASE, "smdebug1": SMDEBUG}
 CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 
@@ -219,7 +237,10 @@ class Run:
         self.writer_total = 0.0  # writer CPU, for a build whose count is not live
 
     def writer(self):
-        return self.hook._writer if self.hook is not None else None
+        """An smrules hook's writer thread (None for smdebug's hook, which
+        has none of its own to wait for)."""
+        w = getattr(self.hook, "_writer", None)
+        return w if hasattr(w, "_queue") else None
 
     def writer_cpu(self):
         """The writer thread's CPU seconds so far; None when this build
@@ -445,8 +466,9 @@ def report(kinds, times, cpus, writer, steps):
     print(fmt % ("step, save_interval 100: cost", "%+.1f %% [%+.1f %+.1f]" % (m100, q1, q3),
                  "step %.3f ms" % (med["every100"] * 1e3), "< 5 %",
                  "PASS" if q3 < 5 else "MISS" if q1 >= 5 else "UNSURE"))
-    hooks = [k for k in ("every1", "base1") if k in kinds]
-    names = {"every1": "save_interval 1", "base1": "HOOK_BASE's save_interval 1"}
+    hooks = [k for k in ("every1", "base1", "smdebug1") if k in kinds]
+    names = {"every1": "save_interval 1", "base1": "HOOK_BASE's save_interval 1",
+             "smdebug1": "smdebug's save_interval 1"}
     for k in hooks:
         print(fmt % ("step, %s: cost, ms" % names[k], ms_spread(costs(times, k)),
                      "step %.3f ms" % (med[k] * 1e3), "-", "info"))
@@ -475,11 +497,12 @@ def report(kinds, times, cpus, writer, steps):
     print(fmt % ("CPU per step, no hook, ms", "%.3f" % (cmed["none"] * 1e3), "-", "-", "info"))
     for k, label in (("every100", "save_interval 100"), ("every1", "save_interval 1"),
                      ("base1", "HOOK_BASE's save_interval 1"),
+                     ("smdebug1", "smdebug's save_interval 1"),
                      ("rawwrite", "raw write, one file"), ("rawfiles", "raw files (layout)")):
         if k in kinds:
             print(fmt % ("CPU per step, %s: cost, ms" % label, ms_spread(costs(cpus, k)),
                          "step %.3f ms" % (cmed[k] * 1e3), "-", "info"))
-    for k in hooks:
+    for k in (k for k in hooks if k != "smdebug1"):
         training = [c - w for c, w in zip(costs(cpus, k), writer[k])]
         print(fmt % ("CPU, %s: writer thread, ms" % names[k], ms_spread(writer[k], False),
                      "training thread %s" % ms_spread(training).split(" [")[0], "-", "info"))
@@ -490,6 +513,12 @@ def report(kinds, times, cpus, writer, steps):
                          "-", "-", "info"))
         d = [a - b for a, b in zip(writer["every1"], writer["base1"])]
         print(fmt % ("save_interval 1, this - HOOK_BASE: writer, ms", ms_spread(d), "-", "-", "info"))
+    if "smdebug1" in kinds:  # the hook this one replaces, paired round by round
+        for series, what in ((times, "wall"), (cpus, "CPU")):
+            d = [a - b for a, b in zip(series["every1"], series["smdebug1"])]
+            print(fmt % ("save_interval 1, this - smdebug's: %s, ms" % what, ms_spread(d),
+                         "-", "-", "info"))
+        print("RESULT hook_smdebug1_cost_ms %.4f" % (cost(times, "smdebug1") * 1e3))
     print("RESULT hook_step_none_ms %.4f" % (base * 1e3))
     print("RESULT hook_overhead_100_pct %.2f" % m100)
     for (is_cpu, k, b), (ratio, margins, v) in verdicts.items():

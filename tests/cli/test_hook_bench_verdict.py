@@ -34,22 +34,36 @@ KINDS = ["none", "every100", "every1", "rawwrite", "rawfiles"]
 
 
 def dump(path, hook_ms, files_ms, write_ms=None, base_ms=None, writer_ms=1.0, every100_ms=None,
-         steps=100):
+         steps=100, smdebug_ms=None):
     """A dump of len(hook_ms) rounds of `steps` steps per configuration:
     each kind's step time is the run with no hook plus the cost given for
     that round (ms)."""
     n = len(hook_ms)
     write_ms = write_ms or files_ms
-    kinds = KINDS + (["base1"] if base_ms else [])
+    kinds = KINDS + (["base1"] if base_ms else []) + (["smdebug1"] if smdebug_ms else [])
     cost = {"none": [0.0] * n, "every100": every100_ms or [0.1] * n, "every1": hook_ms,
             "rawwrite": write_ms, "rawfiles": files_ms}
     if base_ms:
         cost["base1"] = base_ms
+    if smdebug_ms:
+        cost["smdebug1"] = smdebug_ms
     times = {k: [(NONE_MS + cost[k][r]) / 1e3 for r in range(n)] for k in kinds}
     writer = {k: [writer_ms / 1e3 if k in ("every1", "base1") else 0.0] * n for k in kinds}
     with open(path, "w") as f:
         json.dump({"kinds": kinds, "times": times, "cpus": times, "writer": writer,
                    "steps": steps, "batch": 64, "loadavg": ["0.50", "0.50", "0.50"]}, f)
+
+
+def scenario(c, tmp, title, *rounds, **kw):
+    """A scope of checks on the report of the rounds given (dump's
+    arguments): (the scope, the report's output); that it ran is its first
+    check."""
+    s = c.scope(title)
+    p = os.path.join(tmp, "rounds%d.json" % len(os.listdir(tmp)))
+    dump(p, *rounds, **kw)
+    rc, out, err = report(p)
+    s.ok(rc == 0, "report runs", err[-2000:])
+    return s, out
 
 
 def report(path):
@@ -72,22 +86,14 @@ def main():
     files_row = "save_interval 1 / raw files (layout)"
     margin_row = "  margin: cost - 1.2 x baseline, ms"
     try:
-        s = c.scope("all rounds under")
-        p = os.path.join(tmp, "pass.json")
-        dump(p, [0.5] * 10, [1.0] * 10)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "all rounds under", [0.5] * 10, [1.0] * 10)
         r = row(out, files_row)
         s.ok(r is not None and r[0].startswith("0.50x") and "10/10 rounds met" in r[0]
              and r[-1] == "PASS", "0.50x, 10/10 rounds met, PASS", out)
 
-        s = c.scope("a coin toss")
-        p = os.path.join(tmp, "toss.json")
         # five rounds at 0.9x, five at 1.4x: the medians of the costs give
         # 1.15x (a pass if that were all), the rounds say otherwise
-        dump(p, [0.9, 1.4] * 5, [1.0] * 10)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "a coin toss", [0.9, 1.4] * 5, [1.0] * 10)
         r = row(out, files_row)
         s.ok(r is not None and r[0].startswith("1.15x") and "5/10 rounds met" in r[0]
              and r[-1] == "UNSURE", "1.15x, 5/10 rounds met, UNSURE", out)
@@ -97,23 +103,16 @@ def main():
         s.ok(m is not None and m[0].startswith("-0.050 [-0.300 +0.200]") and m[-1] == "UNSURE",
              "the margin's quartiles straddle 0: -0.050 [-0.300 +0.200]", out)
 
-        s = c.scope("a drifting baseline")
-        p = os.path.join(tmp, "drift.json")
         base = [0.6, 1.8, 0.6, 1.8, 0.6, 1.8, 0.6, 1.8, 0.6, 1.8]
-        dump(p, [1.1 * b for b in base], base)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "a drifting baseline", [1.1 * b for b in base], base)
         r = row(out, files_row)
         s.ok(r is not None and "10/10 rounds met" in r[0] and r[-1] == "PASS",
              "each round at 1.1x its own baseline: PASS", out)
         s.ok(r is not None and "[+0.600 +1.800]" in r[1],
              "the baseline's spread is printed: [+0.600 +1.800]", out)
 
-        s = c.scope("all rounds over")
-        p = os.path.join(tmp, "miss.json")
-        dump(p, [1.5] * 10, [1.0] * 10, write_ms=[2.0] * 10)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "all rounds over", [1.5] * 10, [1.0] * 10,
+                          write_ms=[2.0] * 10)
         r = row(out, files_row)
         s.ok(r is not None and r[0].startswith("1.50x") and r[-1] == "MISS", "1.50x: MISS", out)
         r = row(out, "save_interval 1 / raw write (one file)")
@@ -123,33 +122,36 @@ def main():
              "RESULT hook_overhead_1_vs_files_margin_ms 0.3000" in out,
              "RESULT lines: the ratio and the margin", out)
 
-        s = c.scope("a baseline at or below 0")
-        p = os.path.join(tmp, "zero.json")
-        dump(p, [0.5] * 10, [-0.2, 0.0] + [1.0] * 8)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "a baseline at or below 0", [0.5] * 10,
+                          [-0.2, 0.0] + [1.0] * 8)
         r = row(out, files_row)
         s.ok(r is not None and "8/10 rounds met" in r[0] and r[-1] == "PASS",
              "the two noisy rounds miss, the verdict stands: 8/10, PASS", out)
 
-        s = c.scope("save_interval 100 in slices of 20 steps")
-        p = os.path.join(tmp, "every100.json")
         # one round in five holds the saving step (+12.5 ms over its 20
         # steps): the cost is taken over blocks of five rounds (100 steps),
         # 2.5 ms a step = 6.2 % of 40 ms; the median round (no saving step)
         # would say 0 %
-        dump(p, [0.5] * 30, [1.0] * 30, every100_ms=[0.0, 0.0, 0.0, 0.0, 12.5] * 6, steps=20)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "save_interval 100 in slices of 20 steps", [0.5] * 30,
+                          [1.0] * 30, every100_ms=[0.0, 0.0, 0.0, 0.0, 12.5] * 6, steps=20)
         r = row(out, "step, save_interval 100: cost")
         s.ok(r is not None and r[0].startswith("+6.2 %") and r[-1] == "MISS",
              "+6.2 % over blocks of 100 steps: MISS", out)
 
-        s = c.scope("paired with HOOK_BASE")
-        p = os.path.join(tmp, "base.json")
-        dump(p, [0.8] * 10, [1.0] * 10, base_ms=[1.0] * 10)
-        rc, out, err = report(p)
-        s.ok(rc == 0, "report runs", err[-2000:])
+        s, out = scenario(c, tmp, "with smdebug's hook (HOOK_SMDEBUG)", [0.5] * 10, [1.0] * 10,
+                          smdebug_ms=[15.0] * 10)
+        r = row(out, "step, smdebug's save_interval 1: cost, ms")
+        s.ok(r is not None and r[0].startswith("+15.000"), "its cost: +15.000 ms a step", out)
+        r = row(out, "smdebug's save_interval 1 / raw files (layout)")
+        s.ok(r is not None and r[0].startswith("15.00x") and r[-1] == "MISS",
+             "15.00x the raw files: MISS", out)
+        r = row(out, "save_interval 1, this - smdebug's: wall, ms")
+        s.ok(r is not None and r[0].startswith("-14.500 [-14.500 -14.500]"),
+             "this - smdebug's: -14.500 a step", out)
+        s.ok("RESULT hook_smdebug1_cost_ms 15.0000" in out, "RESULT line of its cost", out)
+
+        s, out = scenario(c, tmp, "paired with HOOK_BASE", [0.8] * 10, [1.0] * 10,
+                          base_ms=[1.0] * 10)
         r = row(out, "HOOK_BASE's save_interval 1 / raw files (layout)")
         s.ok(r is not None and r[0].startswith("1.00x") and r[-1] == "PASS", "1.00x, PASS", out)
         r = row(out, "save_interval 1, this - HOOK_BASE: wall, ms")
