@@ -46,7 +46,7 @@ median can show.  HOOK_DUMP=file saves every round's figures as JSON;
 The CPU time of the process per step (both threads) is given the same
 way: on a busy machine it says more than wall time.  At batch 64 a step
 takes 36 ms here and its own jitter (two runs with no hook, 20-step
-slices: 1.6 ms a step apart, standard deviation) is larger than what
+slices: 1.6-2.2 ms a step apart, standard deviation) is larger than what
 the hook adds, so the save_interval 1 verdict is taken at HOOK_BATCH=1
 (a step of about 1 ms, shorter than the writer's work: the hook's
 hardest case, and rounds that resolve 0.1 ms).  Run by bench/run.sh
