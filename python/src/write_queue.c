@@ -51,6 +51,8 @@ typedef struct {
   smr_writer *w; /* opened by the thread at the first operation needing it */
   pthread_t thread;
   bool started, joined;
+  bool joining;    /* wq_stop is waiting for the thread (GIL released) */
+  double cpu_last; /* the thread's CPU time last read by wq_cpu */
   pid_t pid; /* the process that started the thread (a fork's child has none) */
   pthread_mutex_t mu;
   pthread_cond_t work;  /* a batch queued, or stopping */
@@ -282,6 +284,7 @@ static void wq_stop(WriteQueueObject *self) {
    * held at the fork: nothing of it is touched there */
   if (!self->started || self->joined || getpid() != self->pid)
     return;
+  self->joining = true; /* from now on wq_cpu leaves the thread's clock */
   Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
   self->stopping = true;
   pthread_cond_broadcast(&self->work);
@@ -449,19 +452,21 @@ static PyObject *wq_size(WriteQueueObject *self, void *which) {
   return PyLong_FromSize_t(v);
 }
 
-/* The thread's CPU time: read from its clock while it runs (join happens
- * only in wq_stop, with the GIL this getter holds, so the thread id is
- * valid), kept once it has ended. */
+/* The thread's CPU time: read from its clock while it runs, kept once it
+ * has ended.  Its id is used only before wq_stop begins to wait for it
+ * (`joining`, set with the GIL this getter holds): another Python thread
+ * may read this during that wait, when the id may already be joined, and
+ * gets the last reading. */
 static PyObject *wq_cpu(WriteQueueObject *self, void *closure) {
   if (self->joined)
     return PyFloat_FromDouble(self->cpu_seconds);
   clockid_t clock;
   struct timespec ts;
-  if (!self->started || getpid() != self->pid ||
-      pthread_getcpuclockid(self->thread, &clock) != 0 ||
-      clock_gettime(clock, &ts) != 0)
-    return PyFloat_FromDouble(0.0);
-  return PyFloat_FromDouble((double)ts.tv_sec + ts.tv_nsec / 1e9);
+  if (self->started && !self->joining && getpid() == self->pid &&
+      pthread_getcpuclockid(self->thread, &clock) == 0 &&
+      clock_gettime(clock, &ts) == 0)
+    self->cpu_last = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  return PyFloat_FromDouble(self->cpu_last);
 }
 
 static PyObject *wq_event_writes(WriteQueueObject *self, void *closure) {
