@@ -295,6 +295,24 @@ static uint8_t *read_target(record_buf *b, uint64_t off, uint64_t align_at) {
 }
 #define READ_SLACK (READ_ALIGN + SMR_VALUE_ALIGN)
 
+/* Whether a record of len bytes goes through the run's shared records. */
+static bool shared_size(smr_source *s, uint64_t len) {
+  return L(s)->share && len > 0 && len <= SHARED_RECORD_MAX;
+}
+
+/* The record [off, off + len) of rel when the run's shared records hold it
+ * under that name (smr_source_range_kept, and read_range's first look). */
+static bool local_range_kept(smr_source *s, const char *rel, uint64_t off,
+                             uint64_t len, smr_range *out) {
+  if (!shared_size(s, len))
+    return false;
+  shared_rec *named = smr_shared_take_named(s, rel, off, len);
+  if (!named)
+    return false;
+  smr_shared_lend(out, named);
+  return true;
+}
+
 /* Whether [off, off + len) starts inside the file `st` describes and ends
  * in it; if not, the error (SMR_ERR_FORMAT at the file's end or at off),
  * naming the range as the index entry it came from when `index_entry`. */
@@ -324,12 +342,9 @@ static int local_read_range_aligned(smr_source *s, const char *rel,
                                     uint64_t align_at, smr_range *out,
                                     smr_error *err) {
   memset(out, 0, sizeof *out);
-  bool share = L(s)->share && len <= SHARED_RECORD_MAX && len > 0;
-  shared_rec *named = share ? smr_shared_take_named(s, rel, off, len) : NULL;
-  if (named) {
-    smr_shared_lend(out, named);
+  if (local_range_kept(s, rel, off, len, out))
     return SMR_OK;
-  }
+  bool share = shared_size(s, len);
   struct stat st;
   int fd = open_regular(s, rel, &st, err);
   if (fd < 0)
@@ -418,17 +433,6 @@ static int local_read_into(smr_source *s, const char *rel, uint64_t off,
              : smr_error_set(err, SMR_ERR_FORMAT, rel, (int64_t)(off + got),
                              "the file shrank while it was read");
   return SMR_OK;
-}
-
-static bool local_range_kept(smr_source *s, const char *rel, uint64_t off,
-                             uint64_t len, smr_range *out) {
-  if (!L(s)->share || !len || len > SHARED_RECORD_MAX)
-    return false;
-  shared_rec *named = smr_shared_take_named(s, rel, off, len);
-  if (!named)
-    return false;
-  smr_shared_lend(out, named);
-  return true;
 }
 
 static int local_read_range(smr_source *s, const char *rel, uint64_t off,
