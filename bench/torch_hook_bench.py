@@ -495,10 +495,8 @@ def report(kinds, times, cpus, writer, steps):
     # CPU time of the whole process (training thread and writer thread) per
     # step: what the hook costs the machine, less sensitive to other load.
     print(fmt % ("CPU per step, no hook, ms", "%.3f" % (cmed["none"] * 1e3), "-", "-", "info"))
-    for k, label in (("every100", "save_interval 100"), ("every1", "save_interval 1"),
-                     ("base1", "HOOK_BASE's save_interval 1"),
-                     ("smdebug1", "smdebug's save_interval 1"),
-                     ("rawwrite", "raw write, one file"), ("rawfiles", "raw files (layout)")):
+    for k, label in [("every100", "save_interval 100")] + [(k, names[k]) for k in hooks] + \
+            [("rawwrite", "raw write, one file"), ("rawfiles", "raw files (layout)")]:
         if k in kinds:
             print(fmt % ("CPU per step, %s: cost, ms" % label, ms_spread(costs(cpus, k)),
                          "step %.3f ms" % (cmed[k] * 1e3), "-", "info"))
@@ -506,18 +504,18 @@ def report(kinds, times, cpus, writer, steps):
         training = [c - w for c, w in zip(costs(cpus, k), writer[k])]
         print(fmt % ("CPU, %s: writer thread, ms" % names[k], ms_spread(writer[k], False),
                      "training thread %s" % ms_spread(training).split(" [")[0], "-", "info"))
-    if "base1" in kinds:  # the change, paired round by round
-        for series, what in ((times, "wall"), (cpus, "CPU")):
-            d = [a - b for a, b in zip(series["every1"], series["base1"])]
-            print(fmt % ("save_interval 1, this - HOOK_BASE: %s, ms" % what, ms_spread(d),
+    # this hook against HOOK_BASE's (the change) and smdebug's (the hook it
+    # replaces), paired round by round; a writer thread only for HOOK_BASE's
+    for k, who, series in (("base1", "HOOK_BASE", ((times, "wall"), (cpus, "CPU"),
+                                                   (writer, "writer"))),
+                           ("smdebug1", "smdebug's", ((times, "wall"), (cpus, "CPU")))):
+        if k not in kinds:
+            continue
+        for values, what in series:
+            d = [a - b for a, b in zip(values["every1"], values[k])]
+            print(fmt % ("save_interval 1, this - %s: %s, ms" % (who, what), ms_spread(d),
                          "-", "-", "info"))
-        d = [a - b for a, b in zip(writer["every1"], writer["base1"])]
-        print(fmt % ("save_interval 1, this - HOOK_BASE: writer, ms", ms_spread(d), "-", "-", "info"))
-    if "smdebug1" in kinds:  # the hook this one replaces, paired round by round
-        for series, what in ((times, "wall"), (cpus, "CPU")):
-            d = [a - b for a, b in zip(series["every1"], series["smdebug1"])]
-            print(fmt % ("save_interval 1, this - smdebug's: %s, ms" % what, ms_spread(d),
-                         "-", "-", "info"))
+    if "smdebug1" in kinds:
         print("RESULT hook_smdebug1_cost_ms %.4f" % (cost(times, "smdebug1") * 1e3))
     print("RESULT hook_step_none_ms %.4f" % (base * 1e3))
     print("RESULT hook_overhead_100_pct %.2f" % m100)
